@@ -1,0 +1,524 @@
+// Interop test peer: drives real Apache Curator 5.x lock recipes from a line protocol on stdin.
+//
+// Used by the Rust integration tests (tests/common/curator.rs), which compile this file with
+// javac and start it as `java -cp <dir>:<curator classpath> CuratorPeer <connect> <sessionMs>`.
+//
+// Protocol: one command per line on stdin, whitespace separated; one reply line per command on
+// stdout, flushed. IDs are arbitrary tokens chosen by the caller. Every error reply is
+// `error <KEY> <message>`, KEY being the command's first argument (or `-` when it has none).
+//
+//   mutex ID PATH                 -> ok            InterProcessMutex
+//   semaphore ID PATH MAX         -> ok            InterProcessSemaphoreV2
+//   semmutex ID PATH              -> ok            InterProcessSemaphoreMutex
+//   rwlock ID PATH                -> ok            InterProcessReadWriteLock; registers the halves
+//                                                  as IDs `ID.read` and `ID.write`
+//   revocable ID                  -> ok            makeRevocable (mutex / rw halves); when a revoke
+//                                                  request arrives: async `revoke-requested ID`
+//   revoke PATH                   -> ok            Revoker.attemptRevoke(client, PATH)
+//   acquire ID [TIMEOUT_MS]       -> acquired ID | timeout ID | error ID msg
+//   acquire_many ID N [TIMEOUT_MS]-> acquired ID | timeout ID | error ID msg   (semaphores)
+//   release ID                    -> released ID | error ID msg
+//   participants ID               -> participants ID <n> <node>...   (as getParticipantNodes
+//                                    returns them: full paths for mutexes and rw halves, lease
+//                                    node names for semaphores and semaphore mutexes; a
+//                                    semaphore whose `leases` node does not exist has none)
+//   lockpath ID                   -> lockpath ID <path>... | lockpath ID none
+//   is_acquired ID                -> is_acquired ID true|false   (isAcquiredInThisProcess)
+//   loop ID N LOGFILE HOLD_MS     -> loop-started ID; later async `loop-done ID <count>` or
+//                                    `loop-error ID <msg>`
+//   state                         -> state true|false   (ZookeeperClient.isConnected)
+//   session                       -> session 0x<hex session id>
+//   quit                          -> bye, then the process exits 0
+//
+// Asynchronous lines, interleaved with replies: `connection <STATE>`, `revoke-requested ID`,
+// `loop-done ID N`, `loop-error ID msg`. Startup prints `ready` once connected.
+//
+// Threads: every ID has one worker thread (the two halves of an rwlock share one), and acquire,
+// acquire_many, release, lockpath and loop run on it, in order. So InterProcessMutex's per-thread
+// ownership and re-entrancy apply per ID, and a blocking acquire on one ID does not hold up the
+// others. The other commands run directly on the stdin thread.
+//
+// End of stdin (the test process went away) closes the client and exits, like `quit`.
+
+import java.io.BufferedReader;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.lang.reflect.Field;
+import java.lang.reflect.Method;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.Deque;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedDeque;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
+import org.apache.curator.framework.recipes.locks.Revoker;
+import org.apache.curator.retry.ExponentialBackoffRetry;
+import org.apache.zookeeper.KeeperException;
+
+public final class CuratorPeer {
+    private static final PrintStream OUT =
+            new PrintStream(new FileOutputStream(FileDescriptor.out), false, StandardCharsets.UTF_8);
+    private static final Object OUT_LOCK = new Object();
+
+    private enum Kind {
+        MUTEX,
+        SEMAPHORE,
+        SEMMUTEX
+    }
+
+    /** One recipe instance, addressed by its ID. */
+    private static final class Handle {
+        final String id;
+        final String path;
+        final Kind kind;
+        final InterProcessMutex mutex;
+        final InterProcessSemaphoreV2 semaphore;
+        final InterProcessSemaphoreMutex semMutex;
+        final ExecutorService worker;
+        /** Semaphore leases, one entry per successful acquire, newest first. */
+        final Deque<Collection<Lease>> leases = new ConcurrentLinkedDeque<>();
+
+        Handle(String id, String path, Kind kind, InterProcessMutex mutex,
+                InterProcessSemaphoreV2 semaphore, InterProcessSemaphoreMutex semMutex,
+                ExecutorService worker) {
+            this.id = id;
+            this.path = path;
+            this.kind = kind;
+            this.mutex = mutex;
+            this.semaphore = semaphore;
+            this.semMutex = semMutex;
+            this.worker = worker;
+        }
+    }
+
+    private final CuratorFramework client;
+    private final Map<String, Handle> handles = new ConcurrentHashMap<>();
+
+    private CuratorPeer(CuratorFramework client) {
+        this.client = client;
+    }
+
+    static void emit(String line) {
+        synchronized (OUT_LOCK) {
+            OUT.print(line);
+            OUT.print('\n');
+            OUT.flush();
+        }
+    }
+
+    static String describe(Throwable e) {
+        String msg = e.getClass().getSimpleName() + ": " + e.getMessage();
+        return msg.replace('\r', ' ').replace('\n', ' ');
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length < 2) {
+            System.err.println("usage: CuratorPeer <connect string> <session timeout ms>");
+            System.exit(2);
+        }
+        String connect = args[0];
+        int sessionMs = Integer.parseInt(args[1]);
+        CuratorFramework client = CuratorFrameworkFactory.builder()
+                .connectString(connect)
+                .sessionTimeoutMs(sessionMs)
+                .connectionTimeoutMs(Math.min(15_000, sessionMs))
+                .retryPolicy(new ExponentialBackoffRetry(200, 10))
+                .build();
+        client.getConnectionStateListenable().addListener((c, state) -> emit("connection " + state));
+        client.start();
+        if (!client.blockUntilConnected(45, TimeUnit.SECONDS)) {
+            emit("error - could not connect to " + connect);
+            System.err.println("CuratorPeer: could not connect to " + connect);
+            halt(client, 2);
+        }
+        emit("ready");
+        new CuratorPeer(client).run();
+    }
+
+    private void run() throws Exception {
+        BufferedReader in =
+                new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            line = line.trim();
+            if (line.isEmpty()) {
+                continue;
+            }
+            String[] t = line.split("\\s+");
+            String key = t.length > 1 ? t[1] : "-";
+            try {
+                if (!dispatch(t)) {
+                    break;
+                }
+            } catch (Throwable e) {
+                emit("error " + key + " " + describe(e));
+            }
+        }
+        halt(client, 0);
+    }
+
+    /** Closes the client (bounded: it may be unreachable) and exits without shutdown hooks. */
+    private static void halt(CuratorFramework client, int status) {
+        Thread closer = new Thread(() -> {
+            try {
+                client.close();
+            } catch (Throwable ignored) {
+                // exiting anyway
+            }
+        });
+        closer.setDaemon(true);
+        closer.start();
+        try {
+            closer.join(3_000);
+        } catch (InterruptedException ignored) {
+            // exiting anyway
+        }
+        synchronized (OUT_LOCK) {
+            OUT.flush();
+        }
+        System.err.flush();
+        Runtime.getRuntime().halt(status);
+    }
+
+    private static void need(String[] t, int min, String usage) {
+        if (t.length < min) {
+            throw new IllegalArgumentException("usage: " + usage);
+        }
+    }
+
+    private static ExecutorService newWorker(String name) {
+        return Executors.newSingleThreadExecutor(r -> {
+            Thread th = new Thread(r, "peer-" + name);
+            th.setDaemon(true);
+            return th;
+        });
+    }
+
+    private void register(Handle h) {
+        if (handles.putIfAbsent(h.id, h) != null) {
+            throw new IllegalArgumentException("duplicate id " + h.id);
+        }
+    }
+
+    private Handle handle(String id) {
+        Handle h = handles.get(id);
+        if (h == null) {
+            throw new IllegalArgumentException("unknown id " + id);
+        }
+        return h;
+    }
+
+    /** Runs an ID operation on that ID's worker thread; errors become `error ID msg`. */
+    private interface Op {
+        void run() throws Exception;
+    }
+
+    private static void onWorker(Handle h, Op op) {
+        h.worker.execute(() -> {
+            try {
+                op.run();
+            } catch (Throwable e) {
+                emit("error " + h.id + " " + describe(e));
+            }
+        });
+    }
+
+    private boolean dispatch(String[] t) throws Exception {
+        switch (t[0]) {
+            case "mutex": {
+                need(t, 3, "mutex ID PATH");
+                checkFree(t[1]);
+                register(new Handle(t[1], t[2], Kind.MUTEX, new InterProcessMutex(client, t[2]),
+                        null, null, newWorker(t[1])));
+                emit("ok");
+                return true;
+            }
+            case "semaphore": {
+                need(t, 4, "semaphore ID PATH MAX");
+                checkFree(t[1]);
+                InterProcessSemaphoreV2 s =
+                        new InterProcessSemaphoreV2(client, t[2], Integer.parseInt(t[3]));
+                register(new Handle(t[1], t[2], Kind.SEMAPHORE, null, s, null, newWorker(t[1])));
+                emit("ok");
+                return true;
+            }
+            case "semmutex": {
+                need(t, 3, "semmutex ID PATH");
+                checkFree(t[1]);
+                register(new Handle(t[1], t[2], Kind.SEMMUTEX, null, null,
+                        new InterProcessSemaphoreMutex(client, t[2]), newWorker(t[1])));
+                emit("ok");
+                return true;
+            }
+            case "rwlock": {
+                need(t, 3, "rwlock ID PATH");
+                String read = t[1] + ".read";
+                String write = t[1] + ".write";
+                checkFree(read);
+                checkFree(write);
+                InterProcessReadWriteLock rw = new InterProcessReadWriteLock(client, t[2]);
+                ExecutorService worker = newWorker(t[1]);
+                register(new Handle(read, t[2], Kind.MUTEX, rw.readLock(), null, null, worker));
+                register(new Handle(write, t[2], Kind.MUTEX, rw.writeLock(), null, null, worker));
+                emit("ok");
+                return true;
+            }
+            case "revocable": {
+                need(t, 2, "revocable ID");
+                Handle h = handle(t[1]);
+                if (h.kind != Kind.MUTEX) {
+                    throw new IllegalArgumentException(t[1] + " is not revocable (not a mutex)");
+                }
+                String id = h.id;
+                h.mutex.makeRevocable(m -> emit("revoke-requested " + id));
+                emit("ok");
+                return true;
+            }
+            case "revoke": {
+                need(t, 2, "revoke PATH");
+                Revoker.attemptRevoke(client, t[1]);
+                emit("ok");
+                return true;
+            }
+            case "acquire": {
+                need(t, 2, "acquire ID [TIMEOUT_MS]");
+                Handle h = handle(t[1]);
+                Long timeout = t.length > 2 ? Long.valueOf(t[2]) : null;
+                onWorker(h, () -> emit((acquire(h, 1, timeout) ? "acquired " : "timeout ") + h.id));
+                return true;
+            }
+            case "acquire_many": {
+                need(t, 3, "acquire_many ID N [TIMEOUT_MS]");
+                Handle h = handle(t[1]);
+                int n = Integer.parseInt(t[2]);
+                Long timeout = t.length > 3 ? Long.valueOf(t[3]) : null;
+                onWorker(h, () -> emit((acquire(h, n, timeout) ? "acquired " : "timeout ") + h.id));
+                return true;
+            }
+            case "release": {
+                need(t, 2, "release ID");
+                Handle h = handle(t[1]);
+                onWorker(h, () -> {
+                    release(h);
+                    emit("released " + h.id);
+                });
+                return true;
+            }
+            case "lockpath": {
+                need(t, 2, "lockpath ID");
+                Handle h = handle(t[1]);
+                onWorker(h, () -> {
+                    List<String> paths = lockPaths(h);
+                    emit("lockpath " + h.id + " " + (paths.isEmpty() ? "none" : String.join(" ", paths)));
+                });
+                return true;
+            }
+            case "participants": {
+                need(t, 2, "participants ID");
+                Handle h = handle(t[1]);
+                Collection<String> nodes;
+                switch (h.kind) {
+                    case MUTEX:
+                        nodes = h.mutex.getParticipantNodes();
+                        break;
+                    case SEMAPHORE:
+                        nodes = leaseNames(h.semaphore);
+                        break;
+                    default:
+                        // InterProcessSemaphoreMutex is a one-lease SemaphoreV2 with no accessor.
+                        nodes = leaseNames(new InterProcessSemaphoreV2(client, h.path, 1));
+                        break;
+                }
+                StringBuilder sb = new StringBuilder("participants ").append(h.id).append(' ')
+                        .append(nodes.size());
+                for (String n : nodes) {
+                    sb.append(' ').append(n);
+                }
+                emit(sb.toString());
+                return true;
+            }
+            case "is_acquired": {
+                need(t, 2, "is_acquired ID");
+                Handle h = handle(t[1]);
+                boolean held;
+                switch (h.kind) {
+                    case MUTEX:
+                        held = h.mutex.isAcquiredInThisProcess();
+                        break;
+                    case SEMAPHORE:
+                        held = !h.leases.isEmpty();
+                        break;
+                    default:
+                        held = h.semMutex.isAcquiredInThisProcess();
+                        break;
+                }
+                emit("is_acquired " + h.id + " " + held);
+                return true;
+            }
+            case "loop": {
+                need(t, 5, "loop ID N LOGFILE HOLD_MS");
+                Handle h = handle(t[1]);
+                int n = Integer.parseInt(t[2]);
+                String file = t[3];
+                long holdMs = Long.parseLong(t[4]);
+                emit("loop-started " + h.id);
+                h.worker.execute(() -> runLoop(h, n, file, holdMs));
+                return true;
+            }
+            case "state":
+                emit("state " + client.getZookeeperClient().isConnected());
+                return true;
+            case "session":
+                emit("session 0x"
+                        + Long.toHexString(client.getZookeeperClient().getZooKeeper().getSessionId()));
+                return true;
+            case "quit":
+                emit("bye");
+                return false;
+            default:
+                throw new IllegalArgumentException("unknown command " + t[0]);
+        }
+    }
+
+    /** SemaphoreV2.getParticipantNodes, except that a missing `leases` node means no lease. */
+    private static Collection<String> leaseNames(InterProcessSemaphoreV2 s) throws Exception {
+        try {
+            return s.getParticipantNodes();
+        } catch (KeeperException.NoNodeException e) {
+            return new ArrayList<>();
+        }
+    }
+
+    private void checkFree(String id) {
+        if (handles.containsKey(id)) {
+            throw new IllegalArgumentException("duplicate id " + id);
+        }
+    }
+
+    /** Acquires one hold (n leases for a semaphore); false on timeout. Runs on h's worker. */
+    private static boolean acquire(Handle h, int n, Long timeoutMs) throws Exception {
+        if (n != 1 && h.kind != Kind.SEMAPHORE) {
+            throw new IllegalArgumentException(h.id + " is not a semaphore");
+        }
+        switch (h.kind) {
+            case MUTEX:
+                if (timeoutMs == null) {
+                    h.mutex.acquire();
+                    return true;
+                }
+                return h.mutex.acquire(timeoutMs, TimeUnit.MILLISECONDS);
+            case SEMMUTEX:
+                if (timeoutMs == null) {
+                    h.semMutex.acquire();
+                    return true;
+                }
+                return h.semMutex.acquire(timeoutMs, TimeUnit.MILLISECONDS);
+            default: {
+                Collection<Lease> got = timeoutMs == null
+                        ? h.semaphore.acquire(n)
+                        : h.semaphore.acquire(n, timeoutMs, TimeUnit.MILLISECONDS);
+                if (got == null) {
+                    return false;
+                }
+                h.leases.addFirst(got);
+                return true;
+            }
+        }
+    }
+
+    /** Releases one hold (for a semaphore: the leases of the newest acquire). */
+    private static void release(Handle h) throws Exception {
+        switch (h.kind) {
+            case MUTEX:
+                h.mutex.release();
+                return;
+            case SEMMUTEX:
+                h.semMutex.release();
+                return;
+            default: {
+                Collection<Lease> got = h.leases.pollFirst();
+                if (got == null) {
+                    throw new IllegalStateException("no lease held by " + h.id);
+                }
+                h.semaphore.returnAll(got);
+            }
+        }
+    }
+
+    /** Full paths of the nodes this ID holds (for a mutex: the calling worker thread's node). */
+    private static List<String> lockPaths(Handle h) throws Exception {
+        List<String> out = new ArrayList<>();
+        switch (h.kind) {
+            case MUTEX: {
+                // getLockPath is protected and per thread; this runs on the ID's worker thread.
+                Method m = InterProcessMutex.class.getDeclaredMethod("getLockPath");
+                m.setAccessible(true);
+                Object p = m.invoke(h.mutex);
+                if (p != null) {
+                    out.add((String) p);
+                }
+                break;
+            }
+            case SEMMUTEX: {
+                Field f = InterProcessSemaphoreMutex.class.getDeclaredField("lease");
+                f.setAccessible(true);
+                Lease lease = (Lease) f.get(h.semMutex);
+                if (lease != null) {
+                    out.add(leasePath(h, lease));
+                }
+                break;
+            }
+            default:
+                for (Collection<Lease> held : h.leases) {
+                    for (Lease lease : held) {
+                        out.add(leasePath(h, lease));
+                    }
+                }
+                break;
+        }
+        return out;
+    }
+
+    private static String leasePath(Handle h, Lease lease) {
+        String base = h.path.endsWith("/") ? h.path.substring(0, h.path.length() - 1) : h.path;
+        return base + "/leases/" + lease.getNodeName();
+    }
+
+    /** N times: acquire, log enter, hold, log exit, release. Each line is one append write. */
+    private static void runLoop(Handle h, int n, String file, long holdMs) {
+        int count = 0;
+        try (FileOutputStream log = new FileOutputStream(file, true)) {
+            for (int i = 0; i < n; i++) {
+                acquire(h, 1, null);
+                try {
+                    log.write(("enter java:" + h.id + " " + System.nanoTime() + "\n")
+                            .getBytes(StandardCharsets.UTF_8));
+                    if (holdMs > 0) {
+                        Thread.sleep(holdMs);
+                    }
+                    log.write(("exit java:" + h.id + "\n").getBytes(StandardCharsets.UTF_8));
+                } finally {
+                    release(h);
+                }
+                count++;
+            }
+            emit("loop-done " + h.id + " " + count);
+        } catch (Throwable e) {
+            emit("loop-error " + h.id + " " + describe(e) + " (after " + count + ")");
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! The crate's one error type and its classification predicates.
+
+use std::time::Duration;
+
+/// The ZooKeeper client error this crate wraps (re-exported from `zookeeper-client`).
+pub use zookeeper_client::Error as ZkError;
+
+/// A `Result` whose error is [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in this crate.
+///
+/// Errors from ZooKeeper itself arrive as [`Error::ZooKeeper`] with the client's own error inside,
+/// so a caller can match exact server codes (`NoAuth`, `NoNode`, ...). Use the predicates
+/// ([`is_connection_error`](Error::is_connection_error), [`is_session_lost`](Error::is_session_lost),
+/// [`is_retryable`](Error::is_retryable)) rather than matching transport details.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An error reported by ZooKeeper or by the ZooKeeper client.
+    #[error("zookeeper: {0}")]
+    ZooKeeper(#[from] ZkError),
+
+    /// A ZooKeeper path argument is not valid.
+    #[error("invalid path {path:?}: {reason}")]
+    InvalidPath {
+        /// The path as given.
+        path: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+
+    /// The connect string is empty or malformed.
+    #[error("invalid connect string {connect_string:?}: {reason}")]
+    InvalidConnectString {
+        /// The connect string as given.
+        connect_string: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// Some other argument is out of range (zero leases, zero timeout, ...).
+    #[error("invalid argument `{name}`: {reason}")]
+    InvalidArgument {
+        /// The argument's name.
+        name: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// The framework was closed; nothing more can be done with it.
+    #[error("framework is closed")]
+    Closed,
+
+    /// The framework was built but `start()` has not completed.
+    #[error("framework is not started")]
+    NotStarted,
+
+    /// No connection to ZooKeeper within the allowed time.
+    #[error("not connected to zookeeper within {0:?}")]
+    ConnectionTimeout(Duration),
+
+    /// The session that created a node is gone, so the node (and any lock it stood for) is gone.
+    #[error("session expired")]
+    SessionExpired,
+
+    /// The lock or lease is no longer held (its node is gone or its session ended).
+    #[error("lock {path} is no longer held")]
+    LockLost {
+        /// The lock node's path.
+        path: String,
+    },
+
+    /// A read-write lock's read holder asked for the write lock (an upgrade), which would wait
+    /// on itself forever.
+    #[error("lock upgrade from read to write is not supported")]
+    UpgradeRefused,
+}
+
+impl Error {
+    /// True when the connection broke while the operation was in flight: its outcome on the
+    /// server is unknown, and it may be retried once the connection is back.
+    ///
+    /// zookeeper-client reports some transport failures (reset, idle timeout) as `Custom`
+    /// errors rather than `ConnectionLoss`; both count here.
+    pub fn is_connection_error(&self) -> bool {
+        match self {
+            Error::ZooKeeper(e) => is_zk_connection_error(e),
+            Error::ConnectionTimeout(_) => true,
+            _ => false,
+        }
+    }
+
+    /// True when the session is gone for good: ephemeral nodes (and the locks they stood for)
+    /// were deleted by the server, or the session could not be used any more.
+    pub fn is_session_lost(&self) -> bool {
+        match self {
+            Error::ZooKeeper(e) => is_zk_session_lost(e),
+            Error::SessionExpired | Error::LockLost { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// True when repeating the operation later may succeed (Curator's default retryable set:
+    /// connection loss, session moved, session expired, plus server throttling).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::ZooKeeper(e) => is_zk_retryable(e),
+            Error::ConnectionTimeout(_) | Error::SessionExpired => true,
+            _ => false,
+        }
+    }
+
+    /// The ZooKeeper error inside, if this is one.
+    pub fn zk(&self) -> Option<&ZkError> {
+        match self {
+            Error::ZooKeeper(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn invalid_argument(name: &'static str, reason: impl Into<String>) -> Error {
+        Error::InvalidArgument { name, reason: reason.into() }
+    }
+}
+
+pub(crate) fn is_zk_connection_error(e: &ZkError) -> bool {
+    matches!(e, ZkError::ConnectionLoss | ZkError::Custom(_))
+}
+
+pub(crate) fn is_zk_session_lost(e: &ZkError) -> bool {
+    matches!(e, ZkError::SessionExpired | ZkError::ClientClosed | ZkError::AuthFailed)
+}
+
+pub(crate) fn is_zk_retryable(e: &ZkError) -> bool {
+    is_zk_connection_error(e)
+        || matches!(e, ZkError::SessionMoved | ZkError::Throttled | ZkError::SessionExpired)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync + 'static>() {}
+
+    #[test]
+    fn error_is_send_sync_static() {
+        assert_send_sync::<Error>();
+    }
+
+    #[test]
+    fn classification() {
+        let loss = Error::from(ZkError::ConnectionLoss);
+        assert!(loss.is_connection_error() && loss.is_retryable() && !loss.is_session_lost());
+
+        let expired = Error::from(ZkError::SessionExpired);
+        assert!(expired.is_session_lost() && expired.is_retryable() && !expired.is_connection_error());
+
+        let no_node = Error::from(ZkError::NoNode);
+        assert!(!no_node.is_retryable() && !no_node.is_connection_error() && !no_node.is_session_lost());
+
+        let bad = Error::invalid_argument("max_leases", "must be at least 1");
+        assert!(!bad.is_retryable());
+        assert!(bad.to_string().contains("max_leases"));
+        assert!(Error::LockLost { path: "/a".into() }.is_session_lost());
+    }
+}

@@ -1,0 +1,377 @@
+//! `FrameworkBuilder`: configuration, validated by `build()` without any I/O.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use zookeeper_client::Acl;
+
+use super::state::ConnectionStateErrorPolicy;
+use super::Framework;
+use crate::error::{Error, Result};
+use crate::path;
+use crate::retry::{ExponentialBackoff, RetryPolicy};
+
+/// Longest session or connection timeout accepted; anything longer is surely a unit mistake.
+const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Decides the ACL of every node the library creates (Curator's `ACLProvider`).
+///
+/// The path given is the full path on the server, namespace included.
+pub trait AclProvider: fmt::Debug + Send + Sync + 'static {
+    /// The ACL for a node created at `path`. Must not be empty.
+    fn acl_for_path(&self, path: &str) -> Vec<Acl>;
+}
+
+/// The default provider: every node is open to everyone (`world:anyone`, all permissions),
+/// as Curator's default.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenAclProvider;
+
+impl AclProvider for OpenAclProvider {
+    fn acl_for_path(&self, _path: &str) -> Vec<Acl> {
+        zookeeper_client::Acls::anyone_all().to_vec()
+    }
+}
+
+/// A provider that gives the same ACL to every node (for example `digest` user ALL).
+#[derive(Debug, Clone)]
+pub struct FixedAclProvider(Vec<Acl>);
+
+impl FixedAclProvider {
+    /// Every node gets `acl`.
+    pub fn new(acl: Vec<Acl>) -> Self {
+        Self(acl)
+    }
+}
+
+impl AclProvider for FixedAclProvider {
+    fn acl_for_path(&self, _path: &str) -> Vec<Acl> {
+        self.0.clone()
+    }
+}
+
+/// Authentication data, sent on every connection of every session. Its bytes never appear in
+/// `Debug` output or logs.
+#[derive(Clone)]
+pub(crate) struct AuthInfo {
+    pub(crate) scheme: String,
+    pub(crate) data: Vec<u8>,
+}
+
+impl fmt::Debug for AuthInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AuthInfo").field("scheme", &self.scheme).field("data", &"<redacted>").finish()
+    }
+}
+
+/// Validated configuration, shared by the framework's tasks.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) connect_string: String,
+    pub(crate) session_timeout: Duration,
+    pub(crate) connection_timeout: Duration,
+    pub(crate) retry_policy: Arc<dyn RetryPolicy>,
+    pub(crate) namespace: Option<String>,
+    pub(crate) can_be_read_only: bool,
+    pub(crate) error_policy: ConnectionStateErrorPolicy,
+    pub(crate) auth: Vec<AuthInfo>,
+    pub(crate) acl_provider: Arc<dyn AclProvider>,
+    pub(crate) event_capacity: usize,
+    pub(crate) close_timeout: Duration,
+}
+
+/// Builds a [`Framework`]. Setters take and return the builder by value; `build()` validates
+/// everything and does no I/O.
+///
+/// ```
+/// use std::time::Duration;
+/// use zk_recipes::Framework;
+///
+/// let framework = Framework::builder("127.0.0.1:2181")
+///     .session_timeout(Duration::from_secs(10))
+///     .namespace("app")
+///     .build()
+///     .expect("valid configuration");
+/// # drop(framework);
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `build()` or `start()`"]
+pub struct FrameworkBuilder {
+    connect_string: String,
+    session_timeout: Duration,
+    connection_timeout: Duration,
+    retry_policy: Arc<dyn RetryPolicy>,
+    namespace: Option<String>,
+    can_be_read_only: bool,
+    error_policy: ConnectionStateErrorPolicy,
+    auth: Vec<AuthInfo>,
+    acl_provider: Arc<dyn AclProvider>,
+    event_capacity: usize,
+    close_timeout: Duration,
+}
+
+impl FrameworkBuilder {
+    pub(crate) fn new(connect_string: &str) -> Self {
+        Self {
+            connect_string: connect_string.to_owned(),
+            session_timeout: Duration::from_secs(60),
+            connection_timeout: Duration::from_secs(15),
+            retry_policy: Arc::new(ExponentialBackoff::default()),
+            namespace: None,
+            can_be_read_only: false,
+            error_policy: ConnectionStateErrorPolicy::default(),
+            auth: Vec::new(),
+            acl_provider: Arc::new(OpenAclProvider),
+            event_capacity: 32,
+            close_timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// The session timeout to ask the server for (default 60 s, Curator's default; the server
+    /// clamps it to between 2 and 20 ticks).
+    pub fn session_timeout(mut self, timeout: Duration) -> Self {
+        self.session_timeout = timeout;
+        self
+    }
+
+    /// How long `start()` and a new session may take to connect (default 15 s).
+    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
+        self.connection_timeout = timeout;
+        self
+    }
+
+    /// The retry policy for operations that fail on connection loss (default
+    /// [`ExponentialBackoff::default`]).
+    pub fn retry_policy(mut self, policy: impl RetryPolicy) -> Self {
+        self.retry_policy = Arc::new(policy);
+        self
+    }
+
+    /// Puts every path under `/<namespace>` on the client side (Curator's namespace). The
+    /// namespace node is created as a container when first needed.
+    pub fn namespace(mut self, namespace: &str) -> Self {
+        self.namespace = Some(namespace.to_owned());
+        self
+    }
+
+    /// Accept connections to read-only servers (reported as `ReadOnly`).
+    pub fn can_be_read_only(mut self, allow: bool) -> Self {
+        self.can_be_read_only = allow;
+        self
+    }
+
+    /// Which states make guards report their lock as lost (default `Standard`).
+    pub fn error_policy(mut self, policy: ConnectionStateErrorPolicy) -> Self {
+        self.error_policy = policy;
+        self
+    }
+
+    /// Adds authentication (for example scheme `digest`, data `user:password`), sent on every
+    /// connection of every session.
+    pub fn auth(mut self, scheme: &str, data: &[u8]) -> Self {
+        self.auth.push(AuthInfo { scheme: scheme.to_owned(), data: data.to_vec() });
+        self
+    }
+
+    /// Decides the ACL of each node the library creates (default: open to everyone).
+    pub fn acl_provider(mut self, provider: impl AclProvider) -> Self {
+        self.acl_provider = Arc::new(provider);
+        self
+    }
+
+    /// How many state events a slow stream or listener may fall behind before it skips to the
+    /// current state (default 32).
+    pub fn event_capacity(mut self, capacity: usize) -> Self {
+        self.event_capacity = capacity;
+        self
+    }
+
+    /// How long `close()` waits for pending background deletes (default 5 s).
+    pub fn close_timeout(mut self, timeout: Duration) -> Self {
+        self.close_timeout = timeout;
+        self
+    }
+
+    /// Validates the configuration and builds a framework that is not yet connected.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConnectString`], [`Error::InvalidPath`] (namespace) or
+    /// [`Error::InvalidArgument`] (zero or absurd timeouts, zero event capacity).
+    pub fn build(self) -> Result<Framework> {
+        validate_connect_string(&self.connect_string)?;
+        validate_timeout("session_timeout", self.session_timeout)?;
+        validate_timeout("connection_timeout", self.connection_timeout)?;
+        validate_timeout("close_timeout", self.close_timeout)?;
+        if self.event_capacity == 0 {
+            return Err(Error::invalid_argument("event_capacity", "must be at least 1"));
+        }
+        let namespace = self.namespace.as_deref().map(path::normalize_namespace).transpose()?;
+        for auth in &self.auth {
+            if auth.scheme.is_empty() {
+                return Err(Error::invalid_argument("auth", "scheme is empty"));
+            }
+        }
+        Ok(Framework::from_config(Config {
+            connect_string: self.connect_string,
+            session_timeout: self.session_timeout,
+            connection_timeout: self.connection_timeout,
+            retry_policy: self.retry_policy,
+            namespace,
+            can_be_read_only: self.can_be_read_only,
+            error_policy: self.error_policy,
+            auth: self.auth,
+            acl_provider: self.acl_provider,
+            event_capacity: self.event_capacity,
+            close_timeout: self.close_timeout,
+        }))
+    }
+
+    /// Builds and connects: `build()?.start().await`.
+    ///
+    /// # Errors
+    /// As [`build`](Self::build) and [`Framework::start`].
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a cancelled start leaves nothing running (the half-made session closes).
+    pub async fn start(self) -> Result<Framework> {
+        let framework = self.build()?;
+        framework.start().await?;
+        Ok(framework)
+    }
+}
+
+fn validate_timeout(name: &'static str, timeout: Duration) -> Result<()> {
+    if timeout.is_zero() {
+        Err(Error::invalid_argument(name, "must be greater than zero"))
+    } else if timeout > MAX_TIMEOUT {
+        Err(Error::invalid_argument(name, format!("{timeout:?} is longer than the 24 h limit")))
+    } else {
+        Ok(())
+    }
+}
+
+/// Checks `host[:port][,host[:port]...][/chroot]`, hosts optionally as `[ipv6]` and with a
+/// `tcp://` or `tcp+tls://` scheme, as zookeeper-client accepts them.
+pub(crate) fn validate_connect_string(connect_string: &str) -> Result<()> {
+    let fail = |reason: String| Err(Error::InvalidConnectString { connect_string: connect_string.to_owned(), reason });
+    if connect_string.trim().is_empty() {
+        return fail("connect string is empty".into());
+    }
+    if connect_string.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return fail("connect string contains whitespace or control characters".into());
+    }
+    let hosts_part = strip_scheme_aware_chroot(connect_string);
+    let (hosts, chroot) = connect_string.split_at(hosts_part);
+    if !chroot.is_empty() {
+        if let Err(Error::InvalidPath { reason, .. }) = path::validate(chroot) {
+            return fail(format!("chroot {chroot:?}: {reason}"));
+        }
+    }
+    for host in hosts.split(',') {
+        if let Err(reason) = validate_host(host) {
+            return fail(reason);
+        }
+    }
+    Ok(())
+}
+
+/// Where the chroot starts: the first `/` that is not part of a `scheme://`.
+fn strip_scheme_aware_chroot(s: &str) -> usize {
+    let mut search_from = 0;
+    while let Some(i) = s[search_from..].find('/') {
+        let at = search_from + i;
+        if s[..at].ends_with(':') && s[at..].starts_with("//") {
+            search_from = at + 2;
+            continue;
+        }
+        return at;
+    }
+    s.len()
+}
+
+fn validate_host(host: &str) -> std::result::Result<(), String> {
+    let host = host.strip_prefix("tcp://").or_else(|| host.strip_prefix("tcp+tls://")).unwrap_or(host);
+    if host.is_empty() {
+        return Err("empty host entry".into());
+    }
+    let (name, port) = if let Some(rest) = host.strip_prefix('[') {
+        let end = rest.find(']').ok_or_else(|| format!("unclosed '[' in host {host:?}"))?;
+        let after = &rest[end + 1..];
+        let port = match after.strip_prefix(':') {
+            Some(p) => Some(p),
+            None if after.is_empty() => None,
+            None => return Err(format!("unexpected text after ']' in host {host:?}")),
+        };
+        (&rest[..end], port)
+    } else {
+        match host.split_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (host, None),
+        }
+    };
+    if name.is_empty() {
+        return Err(format!("empty host name in {host:?}"));
+    }
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':')) {
+        return Err(format!("invalid host name {name:?}"));
+    }
+    if let Some(port) = port {
+        match port.parse::<u16>() {
+            Ok(p) if p > 0 => {}
+            _ => return Err(format!("invalid port {port:?} in host {host:?}")),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_strings() {
+        for ok in [
+            "127.0.0.1:2181",
+            "localhost",
+            "a:1,b:2,c:3",
+            "a:1,b:2/chroot/x",
+            "[::1]:2181",
+            "tcp://h1:2181,tcp+tls://h2:2281/app",
+            "zk-1.example.com:2181",
+        ] {
+            assert!(validate_connect_string(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "  ", "a:", "a:0", "a:70000", "a:x", ",a:1", "a:1,", "a b:1", "a:1/", "a:1/x/", "[::1", "h\0:1", "a:1//x"]
+        {
+            assert!(
+                matches!(validate_connect_string(bad), Err(Error::InvalidConnectString { .. })),
+                "{bad:?} should be rejected"
+            );
+        }
+    }
+
+    #[test]
+    fn builder_rejects_bad_input() {
+        let b = || FrameworkBuilder::new("127.0.0.1:2181");
+        assert!(matches!(b().session_timeout(Duration::ZERO).build(), Err(Error::InvalidArgument { .. })));
+        assert!(matches!(
+            b().connection_timeout(Duration::from_secs(365 * 24 * 3600)).build(),
+            Err(Error::InvalidArgument { .. })
+        ));
+        assert!(matches!(b().event_capacity(0).build(), Err(Error::InvalidArgument { .. })));
+        for ns in ["/ns/", "a//b", "", "a\0b", "/a/../b"] {
+            assert!(matches!(b().namespace(ns).build(), Err(Error::InvalidPath { .. })), "{ns:?}");
+        }
+        assert!(matches!(FrameworkBuilder::new("").build(), Err(Error::InvalidConnectString { .. })));
+        assert!(b().namespace("app").build().is_ok());
+    }
+
+    #[test]
+    fn auth_is_redacted() {
+        let b = FrameworkBuilder::new("h:1").auth("digest", b"user:secret-password");
+        let shown = format!("{b:?}");
+        assert!(!shown.contains("secret-password"), "{shown}");
+        assert!(shown.contains("<redacted>"));
+    }
+}

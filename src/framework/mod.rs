@@ -1,0 +1,403 @@
+//! The connection manager: [`Framework`] owns the ZooKeeper session, publishes connection
+//! states, opens a new session after expiry, and deletes lock nodes reliably in the background.
+//!
+//! Inside, three kinds of private task run per started framework: the state manager (turns the
+//! client's session states into [`ConnectionState`]s and replaces expired sessions), the reaper
+//! (guaranteed deletes), and one task per registered listener.
+
+mod builder;
+mod listener;
+mod ops;
+mod reaper;
+mod session;
+mod state;
+mod state_manager;
+
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use tokio::sync::{broadcast, watch};
+use tokio::task::AbortHandle;
+
+pub use self::builder::{AclProvider, FixedAclProvider, FrameworkBuilder, OpenAclProvider};
+pub(crate) use self::builder::Config;
+pub use self::listener::{ConnectionStateListener, ConnectionStateStream, ListenerHandle};
+pub(crate) use self::reaper::ReaperCmd;
+use self::reaper::ReaperHandle;
+pub(crate) use self::session::Session;
+pub use self::state::{ConnectionState, ConnectionStateErrorPolicy, StateSnapshot};
+use crate::error::{Error, Result};
+
+/// A ZooKeeper connection manager (Curator's `CuratorFramework`): a cheap `Clone` handle.
+///
+/// ```no_run
+/// # async fn example() -> zk_recipes::Result<()> {
+/// use std::time::Duration;
+/// use zk_recipes::Framework;
+///
+/// let framework = Framework::builder("127.0.0.1:2181")
+///     .session_timeout(Duration::from_secs(10))
+///     .start()
+///     .await?;
+/// assert!(framework.state().is_connected());
+/// framework.close().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Framework {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Framework {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Framework")
+            .field("connect_string", &self.inner.config.connect_string)
+            .field("namespace", &self.inner.config.namespace)
+            .field("snapshot", &self.snapshot())
+            .finish()
+    }
+}
+
+/// What the handle shares with the framework's tasks (which hold it weakly).
+pub(crate) struct Inner {
+    pub(crate) config: Config,
+    session: RwLock<Option<Session>>,
+    state_tx: watch::Sender<StateSnapshot>,
+    events_tx: Mutex<Option<broadcast::Sender<StateSnapshot>>>,
+    reaper: ReaperHandle,
+    lifecycle: Mutex<Lifecycle>,
+}
+
+enum Lifecycle {
+    Built,
+    Starting,
+    Started { tasks: Vec<AbortHandle>, runtime: tokio::runtime::Handle },
+    Closed,
+}
+
+impl Framework {
+    /// A builder for a framework connecting to `connect_string` (`host:port[,host:port...][/chroot]`).
+    pub fn builder(connect_string: &str) -> FrameworkBuilder {
+        FrameworkBuilder::new(connect_string)
+    }
+
+    /// Builds with defaults and connects: `Framework::builder(s).start().await`.
+    ///
+    /// # Errors
+    /// As [`FrameworkBuilder::build`] and [`Framework::start`].
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: nothing is left running.
+    pub async fn connect(connect_string: &str) -> Result<Framework> {
+        Self::builder(connect_string).start().await
+    }
+
+    pub(crate) fn from_config(config: Config) -> Framework {
+        let (state_tx, _) = watch::channel(StateSnapshot { state: ConnectionState::Suspended, session_id: 0, epoch: 0 });
+        let (events_tx, _) = broadcast::channel(config.event_capacity);
+        let inner = Inner {
+            config,
+            session: RwLock::new(None),
+            state_tx,
+            events_tx: Mutex::new(Some(events_tx)),
+            reaper: ReaperHandle::new(),
+            lifecycle: Mutex::new(Lifecycle::Built),
+        };
+        Framework { inner: Arc::new(inner) }
+    }
+
+    pub(crate) fn from_inner(inner: Arc<Inner>) -> Framework {
+        Framework { inner }
+    }
+
+    pub(crate) fn downgrade(&self) -> std::sync::Weak<Inner> {
+        Arc::downgrade(&self.inner)
+    }
+
+    /// Connects (opens the first session), publishes `Connected`, and starts the background
+    /// tasks. Calling it on a started framework does nothing.
+    ///
+    /// # Errors
+    /// [`Error::ConnectionTimeout`] when no server answers within the connection timeout,
+    /// [`Error::Closed`] after `close()`, or the client's error (for example `AuthFailed`).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a cancelled start leaves the framework unstarted (it may be started again)
+    /// and closes the half-made session.
+    pub async fn start(&self) -> Result<()> {
+        {
+            let mut lifecycle = self.inner.lifecycle.lock().unwrap_or_else(|e| e.into_inner());
+            match *lifecycle {
+                Lifecycle::Closed => return Err(Error::Closed),
+                Lifecycle::Started { .. } => return Ok(()),
+                Lifecycle::Starting => {
+                    return Err(Error::invalid_argument("start", "another start() is in progress"))
+                }
+                Lifecycle::Built => *lifecycle = Lifecycle::Starting,
+            }
+        }
+        let reset = ResetOnDrop(&self.inner);
+        let client = session::connect(&self.inner.config).await?;
+        let session = Session { client, epoch: 1 };
+        let watcher = session.client.state_watcher();
+        let session_timeout = session.client.session_timeout();
+        *self.inner.session.write().unwrap_or_else(|e| e.into_inner()) = Some(session);
+        self.inner.publish(ConnectionState::Connected);
+
+        let weak = self.downgrade();
+        let state_task =
+            tokio::spawn(state_manager::run(weak.clone(), watcher, ConnectionState::Connected, session_timeout));
+        let reaper_task = tokio::spawn(reaper::run(weak, self.inner.reaper.take_receiver()));
+        std::mem::forget(reset);
+        *self.inner.lifecycle.lock().unwrap_or_else(|e| e.into_inner()) = Lifecycle::Started {
+            tasks: vec![state_task.abort_handle(), reaper_task.abort_handle()],
+            runtime: tokio::runtime::Handle::current(),
+        };
+        Ok(())
+    }
+
+    /// Waits for pending background deletes (at most the close timeout), stops the background
+    /// tasks and closes the session. Streams end; every later operation fails with
+    /// [`Error::Closed`]. Closing twice does nothing.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: the framework is marked closed at the first poll; a cancelled close skips
+    /// waiting for the pending deletes (the session's end removes ephemeral nodes anyway).
+    pub async fn close(&self) {
+        let tasks = {
+            let mut lifecycle = self.inner.lifecycle.lock().unwrap_or_else(|e| e.into_inner());
+            match std::mem::replace(&mut *lifecycle, Lifecycle::Closed) {
+                Lifecycle::Started { tasks, .. } => tasks,
+                _ => Vec::new(),
+            }
+        };
+        if !tasks.is_empty() {
+            let flushed = tokio::time::timeout(self.inner.config.close_timeout, self.inner.reaper.flush()).await;
+            if flushed.is_err() {
+                tracing::warn!(pending = self.inner.reaper.pending(), "close: gave up waiting for background deletes");
+            }
+        }
+        for task in &tasks {
+            task.abort();
+        }
+        let session = self.inner.session.write().unwrap_or_else(|e| e.into_inner()).take();
+        self.inner.events_tx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(session) = session {
+            let mut watcher = session.client.state_watcher();
+            drop(session);
+            // The client sends CloseSession once its last handle is gone; wait (briefly) for it.
+            let _ = tokio::time::timeout(Duration::from_secs(2), async {
+                while !watcher.state().is_terminated() {
+                    watcher.changed().await;
+                }
+            })
+            .await;
+        }
+        tracing::info!("framework closed");
+    }
+
+    /// True once `close()` has been called.
+    pub fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    /// The current connection state. Before the first connection it is `Suspended` (with
+    /// epoch 0); after `close()` it stays at its last value.
+    pub fn state(&self) -> ConnectionState {
+        self.snapshot().state
+    }
+
+    /// The current state with its session id and epoch.
+    pub fn snapshot(&self) -> StateSnapshot {
+        *self.inner.state_tx.borrow()
+    }
+
+    /// A `watch` receiver of the current snapshot (for `changed()` / `wait_for()`).
+    pub fn state_watch(&self) -> watch::Receiver<StateSnapshot> {
+        self.inner.state_tx.subscribe()
+    }
+
+    /// Every state transition from now on, as a stream. A consumer that falls behind by more
+    /// than the event capacity receives the current snapshot in place of what it missed and
+    /// keeps going; the stream ends when the framework closes.
+    pub fn state_changes(&self) -> ConnectionStateStream {
+        let events = self.inner.events_tx.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|tx| tx.subscribe());
+        ConnectionStateStream::new(events, self.state_watch())
+    }
+
+    /// Registers a listener; it is called once per transition, in order, on its own task.
+    /// A listener that panics is logged and keeps receiving. Dropping the returned handle
+    /// unregisters it.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] after `close()`; [`Error::NotStarted`] when called before `start()`
+    /// outside a Tokio runtime.
+    pub fn add_listener(&self, listener: Arc<dyn ConnectionStateListener>) -> Result<ListenerHandle> {
+        let runtime = {
+            let lifecycle = self.inner.lifecycle.lock().unwrap_or_else(|e| e.into_inner());
+            match &*lifecycle {
+                Lifecycle::Closed => return Err(Error::Closed),
+                Lifecycle::Started { runtime, .. } => Some(runtime.clone()),
+                _ => None,
+            }
+        };
+        let runtime = match tokio::runtime::Handle::try_current().ok().or(runtime) {
+            Some(runtime) => runtime,
+            None => return Err(Error::NotStarted),
+        };
+        let events = match self.inner.events_tx.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            Some(tx) => tx.subscribe(),
+            None => return Err(Error::Closed),
+        };
+        let task = runtime.spawn(listener::run(self.downgrade(), events, self.state_watch(), listener));
+        Ok(ListenerHandle::new(task.abort_handle()))
+    }
+
+    /// Registers a closure as a listener; see [`add_listener`](Self::add_listener).
+    ///
+    /// # Errors
+    /// As [`add_listener`](Self::add_listener).
+    pub fn on_state_change<F, Fut>(&self, f: F) -> Result<ListenerHandle>
+    where
+        F: Fn(StateSnapshot) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.add_listener(Arc::new(listener::FnListener(f)))
+    }
+
+    /// Waits until the state is connected (`Connected`, `Reconnected` or `ReadOnly`), for at
+    /// most `timeout` (Curator's `blockUntilConnected`). Returns whether it is connected.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zero timeout; [`Error::Closed`] after `close()`.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only observes.
+    pub async fn wait_until_connected(&self, timeout: Duration) -> Result<bool> {
+        if timeout.is_zero() {
+            return Err(Error::invalid_argument("timeout", "must be greater than zero"));
+        }
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
+        let mut rx = self.state_watch();
+        let waited = tokio::time::timeout(timeout, rx.wait_for(|s| s.state.is_connected() && s.epoch > 0)).await;
+        Ok(matches!(waited, Ok(Ok(_))))
+    }
+
+    /// The namespace as an absolute path (`/app`), if one was configured.
+    pub fn namespace(&self) -> Option<&str> {
+        self.inner.config.namespace.as_deref()
+    }
+
+    /// The configured error policy.
+    pub fn error_policy(&self) -> ConnectionStateErrorPolicy {
+        self.inner.config.error_policy
+    }
+
+    /// The current session's raw ZooKeeper client (no namespace applied), for operations this
+    /// crate does not wrap. It is replaced after `Lost`: fetch it again rather than keep it.
+    ///
+    /// # Errors
+    /// [`Error::NotStarted`] or [`Error::Closed`].
+    pub fn zk_client(&self) -> Result<zookeeper_client::Client> {
+        self.inner.session().map(|s| s.client)
+    }
+
+    /// The session timeout the server granted to the current session.
+    ///
+    /// # Errors
+    /// [`Error::NotStarted`] or [`Error::Closed`].
+    pub fn negotiated_session_timeout(&self) -> Result<Duration> {
+        self.inner.session().map(|s| s.client.session_timeout())
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
+        &self.inner
+    }
+}
+
+/// Puts a framework whose `start()` was cancelled or failed back to `Built`.
+struct ResetOnDrop<'a>(&'a Inner);
+
+impl Drop for ResetOnDrop<'_> {
+    fn drop(&mut self) {
+        let mut lifecycle = self.0.lifecycle.lock().unwrap_or_else(|e| e.into_inner());
+        if matches!(*lifecycle, Lifecycle::Starting) {
+            *lifecycle = Lifecycle::Built;
+        }
+        self.0.session.write().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
+
+impl Inner {
+    pub(crate) fn is_closed(&self) -> bool {
+        matches!(*self.lifecycle.lock().unwrap_or_else(|e| e.into_inner()), Lifecycle::Closed)
+    }
+
+    /// The current session, or why there is none.
+    pub(crate) fn session(&self) -> Result<Session> {
+        if let Some(session) = self.session.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            return Ok(session.clone());
+        }
+        if self.is_closed() {
+            Err(Error::Closed)
+        } else {
+            Err(Error::NotStarted)
+        }
+    }
+
+    /// The current session's epoch (0 when there is none).
+    pub(crate) fn epoch(&self) -> u64 {
+        self.session.read().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(0, |s| s.epoch)
+    }
+
+    /// The client of session `epoch`, if that is still the current session.
+    pub(crate) fn client_of(&self, epoch: u64) -> Option<zookeeper_client::Client> {
+        let session = self.session.read().unwrap_or_else(|e| e.into_inner());
+        session.as_ref().filter(|s| s.epoch == epoch).map(|s| s.client.clone())
+    }
+
+    pub(crate) fn install_session(&self, session: Session) {
+        *self.session.write().unwrap_or_else(|e| e.into_inner()) = Some(session);
+    }
+
+    /// Publishes `state` for the current session to the watch, the stream and the listeners.
+    pub(crate) fn publish(&self, state: ConnectionState) {
+        let (session_id, epoch) = self
+            .session
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map_or((0, 0), |s| (s.client.session_id().0, s.epoch));
+        let snapshot = StateSnapshot { state, session_id, epoch };
+        tracing::info!(state = ?state, session = format_args!("{session_id:#x}"), epoch, "connection state changed");
+        self.state_tx.send_replace(snapshot);
+        if let Some(tx) = self.events_tx.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            let _ = tx.send(snapshot);
+        }
+    }
+
+    pub(crate) fn state_watch(&self) -> watch::Receiver<StateSnapshot> {
+        self.state_tx.subscribe()
+    }
+
+    /// Hands a background delete to the reaper. Never blocks, never needs a runtime.
+    pub(crate) fn reap(&self, cmd: ReaperCmd) {
+        self.reaper.send(cmd);
+    }
+
+    /// Deletes the node at `full_path` of session `epoch`: the request goes out on the session
+    /// right now (so it is ordered before anything sent after it), and the reaper sees it
+    /// through, retrying on connection loss. Nothing to do when that session is gone: the
+    /// ephemeral node went with it.
+    pub(crate) fn delete_in_background(&self, full_path: String, epoch: u64) {
+        match self.client_of(epoch) {
+            Some(client) => {
+                let reply = Box::pin(client.delete(&full_path, None));
+                self.reap(ReaperCmd::Sent { path: full_path, epoch, reply });
+            }
+            None => tracing::trace!(path = %full_path, epoch, "node went with its session"),
+        }
+    }
+}

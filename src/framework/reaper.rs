@@ -1,0 +1,191 @@
+//! The reaper: guaranteed background deletes (Curator's `FailedDeleteManager` and
+//! `FindAndDeleteProtectedNodeInBackground`).
+//!
+//! Commands arrive on an unbounded channel, so sending never blocks and works outside a
+//! runtime (guards' `Drop` uses it). Each delete is retried through connection loss and given
+//! up only when the session that owned the node is gone (the server deleted it then).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use futures::stream::FuturesUnordered;
+use futures::StreamExt;
+use tokio::sync::{mpsc, Notify};
+
+use super::Inner;
+use crate::error::{is_zk_connection_error, is_zk_session_lost, ZkError};
+use crate::path;
+
+/// A reply to a request already sent on the session.
+pub(crate) type Reply = Pin<Box<dyn Future<Output = Result<(), ZkError>> + Send>>;
+
+/// Work for the reaper. Paths are full server paths (namespace included).
+pub(crate) enum ReaperCmd {
+    /// A delete already sent on the session of `epoch`: see it through.
+    Sent { path: String, epoch: u64, reply: Reply },
+    /// Delete `path`, a node of the session of `epoch`.
+    Delete { path: String, epoch: u64 },
+    /// Delete every child of `parent` whose name starts with `prefix` (an acquire that was
+    /// cancelled before it learned its node's name).
+    DeleteByPrefix { parent: String, prefix: String, epoch: u64 },
+}
+
+impl std::fmt::Debug for ReaperCmd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Sent { path, epoch, .. } => f.debug_struct("Sent").field("path", path).field("epoch", epoch).finish(),
+            Self::Delete { path, epoch } => f.debug_struct("Delete").field("path", path).field("epoch", epoch).finish(),
+            Self::DeleteByPrefix { parent, prefix, epoch } => f
+                .debug_struct("DeleteByPrefix")
+                .field("parent", parent)
+                .field("prefix", prefix)
+                .field("epoch", epoch)
+                .finish(),
+        }
+    }
+}
+
+/// The sending side, owned by the framework.
+pub(crate) struct ReaperHandle {
+    tx: mpsc::UnboundedSender<ReaperCmd>,
+    rx: Mutex<Option<mpsc::UnboundedReceiver<ReaperCmd>>>,
+    pending: Arc<AtomicUsize>,
+    idle: Arc<Notify>,
+}
+
+impl ReaperHandle {
+    pub(crate) fn new() -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Self { tx, rx: Mutex::new(Some(rx)), pending: Arc::default(), idle: Arc::default() }
+    }
+
+    pub(crate) fn send(&self, cmd: ReaperCmd) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        if let Err(unsent) = self.tx.send(cmd) {
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+            tracing::trace!(cmd = ?unsent.0, "reaper is gone; the session's end removes the node");
+        }
+    }
+
+    pub(crate) fn pending(&self) -> usize {
+        self.pending.load(Ordering::SeqCst)
+    }
+
+    /// Waits until no delete is pending.
+    pub(crate) async fn flush(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.pending() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    pub(crate) fn take_receiver(&self) -> Receiver {
+        let rx = self.rx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        Receiver { rx, pending: self.pending.clone(), idle: self.idle.clone() }
+    }
+}
+
+pub(crate) struct Receiver {
+    rx: Option<mpsc::UnboundedReceiver<ReaperCmd>>,
+    pending: Arc<AtomicUsize>,
+    idle: Arc<Notify>,
+}
+
+impl Receiver {
+    fn done(&self) {
+        if self.pending.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.idle.notify_waiters();
+        }
+    }
+}
+
+pub(crate) async fn run(weak: Weak<Inner>, mut receiver: Receiver) {
+    let Some(mut rx) = receiver.rx.take() else { return };
+    let mut jobs = FuturesUnordered::new();
+    loop {
+        tokio::select! {
+            cmd = rx.recv() => match cmd {
+                Some(cmd) => jobs.push(reap(weak.clone(), cmd)),
+                None => return,
+            },
+            Some(()) = jobs.next(), if !jobs.is_empty() => receiver.done(),
+        }
+    }
+}
+
+/// Sees one delete through. Returns when the node is gone, its session is gone, the framework
+/// is gone, or the server refuses for a reason retrying cannot fix.
+async fn reap(weak: Weak<Inner>, cmd: ReaperCmd) {
+    let (target, epoch, mut reply) = match cmd {
+        ReaperCmd::Sent { path, epoch, reply } => (Target::Node(path), epoch, Some(reply)),
+        ReaperCmd::Delete { path, epoch } => (Target::Node(path), epoch, None),
+        ReaperCmd::DeleteByPrefix { parent, prefix, epoch } => (Target::Prefix { parent, prefix }, epoch, None),
+    };
+    let mut attempt = 0u32;
+    loop {
+        let result = match reply.take() {
+            Some(reply) => reply.await,
+            None => {
+                let Some(client) = weak.upgrade().and_then(|inner| inner.client_of(epoch)) else {
+                    tracing::debug!(?target, epoch, "node went with its session");
+                    return;
+                };
+                target.delete(&client).await
+            }
+        };
+        match result {
+            Ok(()) | Err(ZkError::NoNode) => {
+                tracing::trace!(?target, "background delete done");
+                return;
+            }
+            Err(e) if is_zk_connection_error(&e) => {
+                let delay = Duration::from_millis(50 << attempt.min(5));
+                tracing::debug!(?target, error = %e, ?delay, "background delete will be retried");
+                attempt += 1;
+                tokio::time::sleep(delay).await;
+            }
+            Err(e) if is_zk_session_lost(&e) => {
+                tracing::debug!(?target, error = %e, "node went with its session");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(?target, error = %e, "background delete failed; giving up");
+                return;
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Target {
+    Node(String),
+    Prefix { parent: String, prefix: String },
+}
+
+impl Target {
+    async fn delete(&self, client: &zookeeper_client::Client) -> Result<(), ZkError> {
+        match self {
+            Target::Node(path) => client.delete(path, None).await,
+            Target::Prefix { parent, prefix } => {
+                // sync first so that a server behind the one that took the create still shows it
+                let synced = client.sync(parent);
+                let listed = client.list_children(parent);
+                let (synced, children) = futures::join!(synced, listed);
+                synced?;
+                for child in children?.iter().filter(|c| c.starts_with(prefix.as_str())) {
+                    match client.delete(&path::join(parent, child), None).await {
+                        Ok(()) | Err(ZkError::NoNode) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! ZooKeeper coordination recipes for Rust, wire-compatible with Apache Curator 5.x.
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub, rust_2018_idioms)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+pub mod error;
+pub mod framework;
+pub mod path;
+pub mod retry;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
+
+pub use error::{Error, Result};
+pub use framework::{
+    AclProvider, ConnectionState, ConnectionStateErrorPolicy, ConnectionStateListener, ConnectionStateStream,
+    FixedAclProvider, Framework, FrameworkBuilder, ListenerHandle, OpenAclProvider, StateSnapshot,
+};
+/// The ZooKeeper client this crate builds on, for its types (`Acl`, `CreateMode`, `Stat`, ...).
+pub use zookeeper_client as zk;

@@ -1,0 +1,3 @@
+//! Helpers shared by the integration tests (each test binary includes this with `mod common;`).
+
+pub mod curator;
