@@ -5,6 +5,7 @@
 
 pub mod error;
 pub mod framework;
+pub mod locks;
 pub mod path;
 pub mod retry;
 #[cfg(feature = "testing")]
@@ -12,6 +13,7 @@ pub mod retry;
 pub mod testing;
 
 pub use error::{Error, Result};
+pub use locks::{InterProcessMutex, MutexGuard};
 pub use framework::{
     AclProvider, ConnectionState, ConnectionStateErrorPolicy, ConnectionStateListener, ConnectionStateStream,
     FixedAclProvider, Framework, FrameworkBuilder, ListenerHandle, OpenAclProvider, StateSnapshot,
