@@ -285,6 +285,11 @@ impl Framework {
         Ok(matches!(waited, Ok(Ok(_))))
     }
 
+    /// How many background deletes (released or cancelled lock nodes) are still in progress.
+    pub fn pending_deletes(&self) -> usize {
+        self.inner.reaper.pending()
+    }
+
     /// The namespace as an absolute path (`/app`), if one was configured.
     pub fn namespace(&self) -> Option<&str> {
         self.inner.config.namespace.as_deref()
