@@ -139,14 +139,19 @@ impl Framework {
         let reset = ResetOnDrop(&self.inner);
         let client = session::connect(&self.inner.config).await?;
         let session = Session { client, epoch: 1 };
-        let watcher = session.client.state_watcher();
+        let mut watcher = session.client.state_watcher();
         let session_timeout = session.client.session_timeout();
         *self.inner.session.write().unwrap_or_else(|e| e.into_inner()) = Some(session);
-        self.inner.publish(ConnectionState::Connected);
+        // Curator: a read-only first connection is reported as ReadOnly; Connected waits for the
+        // first read-write connection.
+        let first = match watcher.state() {
+            zookeeper_client::SessionState::ConnectedReadOnly => ConnectionState::ReadOnly,
+            _ => ConnectionState::Connected,
+        };
+        self.inner.publish(first);
 
         let weak = self.downgrade();
-        let state_task =
-            tokio::spawn(state_manager::run(weak.clone(), watcher, ConnectionState::Connected, session_timeout));
+        let state_task = tokio::spawn(state_manager::run(weak.clone(), watcher, first, session_timeout));
         let reaper_task = tokio::spawn(reaper::run(weak, self.inner.reaper.take_receiver()));
         std::mem::forget(reset);
         *self.inner.lifecycle.lock().unwrap_or_else(|e| e.into_inner()) = Lifecycle::Started {

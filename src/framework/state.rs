@@ -117,6 +117,15 @@ pub(crate) fn transition(current: ConnectionState, observed: Observation) -> Tra
     }
 }
 
+/// Curator sends `Connected` once, for the first read-write connection: until it has been
+/// sent (a read-only start), a `Reconnected` is reported as `Connected`.
+pub(crate) fn first_connection_rule(state: ConnectionState, connected_sent: bool) -> ConnectionState {
+    match state {
+        ConnectionState::Reconnected if !connected_sent => ConnectionState::Connected,
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::ConnectionState::*;
@@ -155,6 +164,14 @@ mod tests {
         // already Lost: no duplicate event, but still a new session
         let tr = transition(Lost, Observation::Session(SessionState::Expired));
         assert!(tr.emit.is_empty() && tr.new_session);
+    }
+
+    #[test]
+    fn connected_is_sent_once_for_the_first_read_write_connection() {
+        assert_eq!(first_connection_rule(Reconnected, false), Connected);
+        assert_eq!(first_connection_rule(Reconnected, true), Reconnected);
+        assert_eq!(first_connection_rule(ReadOnly, false), ReadOnly);
+        assert_eq!(first_connection_rule(Suspended, false), Suspended);
     }
 
     #[test]

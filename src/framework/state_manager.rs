@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use zookeeper_client::StateWatcher;
 
 use super::session::{self, Session};
-use super::state::{transition, ConnectionState, Observation};
+use super::state::{first_connection_rule, transition, ConnectionState, Observation};
 use super::Inner;
 
 pub(crate) async fn run(
@@ -18,6 +18,8 @@ pub(crate) async fn run(
     mut session_timeout: Duration,
 ) {
     let mut suspended_since: Option<Instant> = None;
+    // `Connected` is sent once, for the first read-write connection (Curator's rule).
+    let mut connected_sent = current == ConnectionState::Connected;
     loop {
         let observed = match suspended_since {
             Some(since) => tokio::select! {
@@ -33,6 +35,8 @@ pub(crate) async fn run(
         tracing::debug!(?observed, ?current, "session observation");
         let step = transition(current, observed);
         for state in step.emit {
+            let state = first_connection_rule(state, connected_sent);
+            connected_sent |= state == ConnectionState::Connected;
             inner.publish(state);
             current = state;
         }
@@ -46,7 +50,11 @@ pub(crate) async fn run(
             session_timeout = session.client.session_timeout();
             let read_only = watcher.state() == zookeeper_client::SessionState::ConnectedReadOnly;
             inner.install_session(session);
-            current = if read_only { ConnectionState::ReadOnly } else { ConnectionState::Reconnected };
+            current = match read_only {
+                true => ConnectionState::ReadOnly,
+                false => first_connection_rule(ConnectionState::Reconnected, connected_sent),
+            };
+            connected_sent |= current == ConnectionState::Connected;
             inner.publish(current);
         }
     }

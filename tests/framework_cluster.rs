@@ -1,0 +1,134 @@
+//! Framework behaviour against a real 3-node ZooKeeper ensemble: losing the connected server,
+//! losing the leader, and read-only mode.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio::time::{timeout, Instant};
+use zk_recipes::testing::{four_letter_word, TestingCluster};
+use zk_recipes::zk::CreateMode;
+use zk_recipes::{ConnectionState, ConnectionStateStream, Framework, StateSnapshot};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+async fn next(stream: &mut ConnectionStateStream, within: Duration) -> StateSnapshot {
+    timeout(within, stream.next()).await.expect("state event in time").expect("stream open")
+}
+
+/// The member whose `cons` output lists our session.
+async fn member_serving(cluster: &TestingCluster, session_id: i64) -> Option<usize> {
+    let needle = format!("sid=0x{session_id:x}");
+    for i in 0..cluster.len() {
+        if !cluster.is_running(i) {
+            continue;
+        }
+        if let Ok(cons) = four_letter_word(&cluster.server_connect_string(i), "cons", Duration::from_secs(2)).await {
+            if cons.contains(&needle) {
+                return Some(i);
+            }
+        }
+    }
+    None
+}
+
+#[tokio::test]
+async fn losing_the_connected_server_and_the_leader_keeps_the_session() {
+    timeout(LIMIT, async {
+        let mut cluster = TestingCluster::start().await.unwrap();
+        cluster.settle(Duration::from_secs(30)).await.unwrap();
+        let session_timeout = Duration::from_secs(15);
+        let fw = Framework::builder(&cluster.connect_string()).session_timeout(session_timeout).build().unwrap();
+        let mut events = fw.state_changes();
+        fw.start().await.unwrap();
+        let connected = next(&mut events, Duration::from_secs(5)).await;
+        assert_eq!(connected.state, ConnectionState::Connected);
+        fw.create("/cluster-a", b"", CreateMode::Ephemeral).await.unwrap();
+
+        // Kill the member serving our session.
+        let serving = member_serving(&cluster, connected.session_id).await.expect("a member serves our session");
+        cluster.kill(serving).await.unwrap();
+        assert_eq!(next(&mut events, session_timeout).await.state, ConnectionState::Suspended);
+        let back = next(&mut events, session_timeout).await;
+        assert_eq!((back.state, back.session_id, back.epoch), (ConnectionState::Reconnected, connected.session_id, 1));
+        fw.create("/cluster-b", b"", CreateMode::Ephemeral).await.unwrap();
+        cluster.restart(serving).await.unwrap();
+        cluster.settle(Duration::from_secs(30)).await.unwrap();
+
+        // Kill the leader: the followers drop their clients while they elect a new one.
+        let leader = cluster.leader().await.expect("a leader");
+        let before = Instant::now();
+        cluster.kill(leader).await.unwrap();
+        // Operations continue on the same session (they wait out the election).
+        fw.create("/cluster-c", b"", CreateMode::Ephemeral).await.unwrap();
+        assert!(before.elapsed() < session_timeout);
+        let snapshot = fw.snapshot();
+        assert_eq!((snapshot.session_id, snapshot.epoch), (connected.session_id, 1));
+        assert!(snapshot.state.is_connected(), "{snapshot:?}");
+        // Every transition on the way was Suspended/Reconnected on the same session, in pairs.
+        fw.close().await;
+        let rest: Vec<_> = events.collect().await;
+        for pair in rest.chunks(2) {
+            assert_eq!(pair[0].state, ConnectionState::Suspended, "{rest:?}");
+            assert_eq!(pair.get(1).map(|e| (e.state, e.session_id)), Some((ConnectionState::Reconnected, connected.session_id)));
+        }
+    })
+    .await
+    .expect("test finished in time");
+}
+
+#[tokio::test]
+async fn read_only_server_is_reported_as_read_only() {
+    timeout(LIMIT, async {
+        // Read-only sessions are local sessions: ZooKeeper 3.8 only grants them with
+        // localSessionsEnabled (without it the read-only member answers the connect request
+        // with a bare error header, which clients cannot parse).
+        let mut cluster = TestingCluster::builder()
+            .read_only(true)
+            .config("localSessionsEnabled", "true")
+            .config("localSessionsUpgradingEnabled", "true")
+            .start()
+            .await
+            .unwrap();
+        cluster.settle(Duration::from_secs(30)).await.unwrap();
+        cluster.stop(1).await.unwrap();
+        cluster.stop(2).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while cluster.mode(0).await.as_deref() != Some("read-only") {
+            assert!(Instant::now() < deadline, "member 0 never went read-only");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let fw = Framework::builder(&cluster.server_connect_string(0))
+            .session_timeout(Duration::from_secs(10))
+            .can_be_read_only(true)
+            .build()
+            .unwrap();
+        let mut events = fw.state_changes();
+        fw.start().await.unwrap();
+        let first = next(&mut events, Duration::from_secs(5)).await;
+        assert_eq!(first.state, ConnectionState::ReadOnly);
+        // Reads work, writes are refused.
+        fw.get_children("/").await.unwrap();
+        let refused = fw.create("/ro-write", b"", CreateMode::Persistent).await;
+        assert!(matches!(refused, Err(zk_recipes::Error::ZooKeeper(zk_recipes::zk::Error::NotReadOnly))), "{refused:?}");
+
+        cluster.restart(1).await.unwrap();
+        cluster.restart(2).await.unwrap();
+        // The member leaves read-only mode to rejoin the quorum (Suspended), and the client
+        // then gets its first read-write connection: Curator reports that as Connected (a
+        // read-only start never sent Connected).
+        let mut seen = Vec::new();
+        let back = loop {
+            let event = next(&mut events, Duration::from_secs(60)).await;
+            if event.state != ConnectionState::Suspended {
+                break event;
+            }
+            seen.push(event);
+        };
+        assert_eq!(back.state, ConnectionState::Connected, "after {seen:?}");
+        assert_eq!(back.epoch, 1);
+        fw.create("/ro-write", b"", CreateMode::Ephemeral).await.unwrap();
+        fw.close().await;
+    })
+    .await
+    .expect("test finished in time");
+}
