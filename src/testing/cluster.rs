@@ -1,0 +1,577 @@
+//! A ZooKeeper ensemble on loopback.
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use zookeeper_client::{Client, CreateMode};
+
+use super::install::Installation;
+use super::process::{self, lock_slot, LaunchSpec, ProcessSlot};
+use super::TestingError;
+
+/// The class that runs an ensemble member.
+const QUORUM_MAIN: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
+const PORT_ATTEMPTS: usize = 4;
+/// Modes in which a member serves reads and writes.
+const QUORUM_MODES: &[&str] = &["leader", "follower"];
+
+#[derive(Debug)]
+struct Node {
+    // Killed before the cluster's directory is removed (the cluster's `nodes` come first).
+    process: ProcessSlot,
+    spec: LaunchSpec,
+    client_port: u16,
+}
+
+/// A ZooKeeper ensemble (3 members by default) of separate JVMs on `127.0.0.1`, each with
+/// its own client, quorum and election port and data directory under one temporary
+/// directory (Curator's `TestingCluster`).
+///
+/// Servers are addressed by index `0..len()`. Defaults: `tickTime` 200 ms, `initLimit` 20
+/// and `syncLimit` 10 ticks, maximum session timeout 60 s, elections retried at least every
+/// 2 s, no fsync, container nodes checked every 100 ms, four-letter words enabled. Each
+/// member's output goes to `nodeN/zookeeper.log`.
+///
+/// Dropping it SIGKILLs every member and removes the directory (see the
+/// [module docs](super) for what happens when the test process dies).
+#[derive(Debug)]
+pub struct TestingCluster {
+    nodes: Vec<Node>,
+    tick_time: Duration,
+    start_timeout: Duration,
+    read_only: bool,
+    dir: tempfile::TempDir,
+}
+
+impl TestingCluster {
+    /// Starts a 3-member ensemble with the defaults and waits until every member serves as
+    /// leader or follower.
+    ///
+    /// # Errors
+    /// As for [`TestingServer::start`](super::TestingServer::start).
+    ///
+    /// # Cancel safety
+    /// Cancelling drops the half-started ensemble: every JVM is killed and the directory
+    /// removed.
+    pub async fn start() -> Result<TestingCluster, TestingError> {
+        TestingCluster::builder().start().await
+    }
+
+    /// A builder for an ensemble with non-default settings.
+    pub fn builder() -> TestingClusterBuilder {
+        TestingClusterBuilder::default()
+    }
+
+    /// The connect string with every member's client port, comma separated.
+    pub fn connect_string(&self) -> String {
+        self.nodes.iter().map(|node| process::loopback(node.client_port)).collect::<Vec<_>>().join(",")
+    }
+
+    /// The connect string of member `i` alone, `127.0.0.1:PORT`.
+    ///
+    /// # Panics
+    /// If `i >= len()`.
+    pub fn server_connect_string(&self, i: usize) -> String {
+        process::loopback(self.nodes[i].client_port)
+    }
+
+    /// The number of members.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the ensemble has no members (never true for a started cluster).
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The configured `tickTime`.
+    pub fn tick_time(&self) -> Duration {
+        self.tick_time
+    }
+
+    /// The directory holding every member's configuration, data and log.
+    pub fn data_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Member `i`'s log file.
+    ///
+    /// # Errors
+    /// [`TestingError::NoSuchServer`].
+    pub fn log_file(&self, i: usize) -> Result<&Path, TestingError> {
+        Ok(&self.node(i)?.spec.log_file)
+    }
+
+    /// Member `i`'s JVM process id, `None` when it is not running.
+    ///
+    /// # Errors
+    /// [`TestingError::NoSuchServer`].
+    pub fn pid(&self, i: usize) -> Result<Option<u32>, TestingError> {
+        let mut slot = lock_slot(&self.node(i)?.process);
+        Ok(slot.as_mut().and_then(|process| process.is_running().then(|| process.pid())))
+    }
+
+    /// Whether member `i`'s JVM runs (a paused member counts as running; an out-of-range
+    /// index as not running).
+    pub fn is_running(&self, i: usize) -> bool {
+        matches!(self.pid(i), Ok(Some(_)))
+    }
+
+    /// Stops member `i` gracefully (SIGTERM, SIGKILL after 10 s) and waits for its exit.
+    ///
+    /// # Errors
+    /// [`TestingError::NoSuchServer`]; [`TestingError::Timeout`] if it does not die.
+    ///
+    /// # Cancel safety
+    /// Cancelling after the signal was sent leaves the member shutting down.
+    pub async fn stop(&mut self, i: usize) -> Result<(), TestingError> {
+        let node = self.node_mut(i)?;
+        if let Some(process) = node.process.get_mut().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            process.terminate(Duration::from_secs(10)).await?;
+        }
+        tracing::debug!(server = i, "cluster member stopped");
+        Ok(())
+    }
+
+    /// Kills member `i` (SIGKILL) and waits for its exit.
+    ///
+    /// # Errors
+    /// [`TestingError::NoSuchServer`]; [`TestingError::Timeout`] if it does not die.
+    ///
+    /// # Cancel safety
+    /// The signal is sent before the first await; cancelling only skips waiting.
+    pub async fn kill(&mut self, i: usize) -> Result<(), TestingError> {
+        let node = self.node_mut(i)?;
+        if let Some(process) = node.process.get_mut().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            process.kill_and_wait().await?;
+        }
+        tracing::debug!(server = i, "cluster member killed");
+        Ok(())
+    }
+
+    /// Starts member `i` again with its ports and data (stopping it first if it runs).
+    ///
+    /// Waits until it serves as leader or follower when enough members run for a quorum;
+    /// otherwise until it serves read-only (with [`read_only`](TestingClusterBuilder::read_only))
+    /// or, without read-only mode, only until it answers on its client port.
+    ///
+    /// # Errors
+    /// [`TestingError::NoSuchServer`], and as for [`TestingServer::start`](super::TestingServer::start).
+    ///
+    /// # Cancel safety
+    /// Cancelling while waiting leaves the member starting; it is owned and cleaned up as
+    /// usual.
+    pub async fn restart(&mut self, i: usize) -> Result<(), TestingError> {
+        self.stop(i).await?;
+        let running_others = (0..self.len()).filter(|&j| j != i && self.is_running(j)).count();
+        let quorum = running_others + 1 > self.len() / 2;
+        let (read_only, timeout) = (self.read_only, self.start_timeout);
+        let node = self.node_mut(i)?;
+        let address = process::loopback(node.client_port);
+        let slot = node.process.get_mut().unwrap_or_else(|p| p.into_inner());
+        *slot = None;
+        *slot = Some(node.spec.spawn()?);
+        if quorum {
+            process::wait_for_srvr(slot, &node.spec, &address, timeout, process::mode_in(QUORUM_MODES)).await?;
+        } else if read_only {
+            process::wait_for_srvr(slot, &node.spec, &address, timeout, process::mode_in(&["read-only"])).await?;
+        } else {
+            process::wait_for_srvr(slot, &node.spec, &address, timeout, |_| true).await?;
+        }
+        tracing::debug!(server = i, quorum, "cluster member restarted");
+        Ok(())
+    }
+
+    /// Pauses member `i` (SIGSTOP): it keeps its connections but answers nothing, neither
+    /// clients nor the other members. Returns once every thread of the JVM has stopped
+    /// (checked through `/proc` on Linux).
+    ///
+    /// # Errors
+    /// [`TestingError::NoSuchServer`], [`TestingError::NotRunning`],
+    /// [`TestingError::Signal`], or [`TestingError::Timeout`] if the threads have not all
+    /// stopped within 5 s.
+    pub fn pause(&self, i: usize) -> Result<(), TestingError> {
+        self.signal(i, "STOP")
+    }
+
+    /// Resumes member `i` (SIGCONT).
+    ///
+    /// # Errors
+    /// [`TestingError::NoSuchServer`], [`TestingError::NotRunning`] or
+    /// [`TestingError::Signal`].
+    pub fn resume(&self, i: usize) -> Result<(), TestingError> {
+        self.signal(i, "CONT")
+    }
+
+    /// Member `i`'s mode as `srvr` reports it: `"leader"`, `"follower"` or `"read-only"`
+    /// (members run in quorum mode even in a 1-member ensemble, which reports `"leader"`);
+    /// `None` when it is not running, does not answer within 2 s (paused) or does not serve
+    /// (no quorum, election in progress).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: only a four-letter-word connection is involved.
+    pub async fn mode(&self, i: usize) -> Option<String> {
+        if !self.is_running(i) {
+            return None;
+        }
+        process::server_mode(&self.server_connect_string(i)).await
+    }
+
+    /// The index of the member that reports itself leader, if any.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: only four-letter-word connections are involved.
+    pub async fn leader(&self) -> Option<usize> {
+        for i in 0..self.len() {
+            if self.mode(i).await.as_deref() == Some("leader") {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// Waits until the running members form a settled ensemble: one leader, every other
+    /// running member a follower, and a few writes (create, set, delete of a scratch node)
+    /// answered through every running member by a fresh client.
+    ///
+    /// A freshly started ZooKeeper 3.8 ensemble can leave a write sent through a follower
+    /// unanswered for seconds; this absorbs that before a test measures anything.
+    ///
+    /// # Errors
+    /// [`TestingError::Timeout`] (naming what was not ready) after `timeout`.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe apart from a scratch node (`/zk-testing-settle-…`) that may be left
+    /// behind.
+    pub async fn settle(&self, timeout: Duration) -> Result<(), TestingError> {
+        let started = tokio::time::Instant::now();
+        let deadline = started + timeout;
+        let running: Vec<usize> = (0..self.len()).filter(|&i| self.is_running(i)).collect();
+        // 1. One leader, the rest followers.
+        loop {
+            let mut modes = Vec::with_capacity(running.len());
+            for &i in &running {
+                modes.push(self.mode(i).await);
+            }
+            let leaders = modes.iter().filter(|mode| mode.as_deref() == Some("leader")).count();
+            let followers = modes.iter().filter(|mode| mode.as_deref() == Some("follower")).count();
+            if leaders == 1 && leaders + followers == running.len() {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(TestingError::timeout(format!("settling the ensemble (modes {modes:?})"), timeout));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // 2. Writes through every member.
+        for &i in &running {
+            let address = self.server_connect_string(i);
+            loop {
+                let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+                let attempt = tokio::time::Instant::now();
+                match tokio::time::timeout(remaining, write_through(&address, i)).await {
+                    Ok(Ok(())) => {
+                        tracing::debug!(server = i, elapsed = ?attempt.elapsed(), "settle writes answered");
+                        break;
+                    }
+                    Ok(Err(err)) => {
+                        tracing::debug!(server = i, error = %err, "settle writes failed; retrying");
+                        if tokio::time::Instant::now() >= deadline {
+                            return Err(err);
+                        }
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    Err(_) => {
+                        return Err(TestingError::timeout(format!("settling writes through server {i}"), timeout));
+                    }
+                }
+            }
+        }
+        tracing::debug!(elapsed = ?started.elapsed(), "ensemble settled");
+        Ok(())
+    }
+
+    fn node(&self, i: usize) -> Result<&Node, TestingError> {
+        let len = self.nodes.len();
+        self.nodes.get(i).ok_or(TestingError::NoSuchServer { index: i, len })
+    }
+
+    fn node_mut(&mut self, i: usize) -> Result<&mut Node, TestingError> {
+        let len = self.nodes.len();
+        self.nodes.get_mut(i).ok_or(TestingError::NoSuchServer { index: i, len })
+    }
+
+    fn signal(&self, i: usize, signal: &'static str) -> Result<(), TestingError> {
+        let node = self.node(i)?;
+        match lock_slot(&node.process).as_mut() {
+            Some(process) => process.signal(signal),
+            None => Err(TestingError::NotRunning { name: node.spec.name.clone() }),
+        }
+    }
+}
+
+/// A few writes through the member at `address` with a fresh client.
+async fn write_through(address: &str, i: usize) -> Result<(), TestingError> {
+    let client = Client::connector()
+        .with_session_timeout(Duration::from_secs(10))
+        .connect(address)
+        .await
+        .map_err(|e| TestingError::zk(format!("connecting to server {i} to settle"), e))?;
+    let path = format!("/zk-testing-settle-{}-{i}", std::process::id());
+    let options = CreateMode::Ephemeral.with_acls(zookeeper_client::Acls::anyone_all());
+    for round in 0..3u8 {
+        match client.create(&path, &[round], &options).await {
+            Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
+            Err(e) => return Err(TestingError::zk(format!("creating {path} through server {i}"), e)),
+        }
+        client
+            .set_data(&path, &[round, round], None)
+            .await
+            .map_err(|e| TestingError::zk(format!("writing {path} through server {i}"), e))?;
+        client
+            .delete(&path, None)
+            .await
+            .map_err(|e| TestingError::zk(format!("deleting {path} through server {i}"), e))?;
+    }
+    Ok(())
+}
+
+/// Settings for a [`TestingCluster`]; by value, nothing happens until
+/// [`start`](TestingClusterBuilder::start).
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `start().await`"]
+pub struct TestingClusterBuilder {
+    size: usize,
+    tick_time: Duration,
+    init_limit: u32,
+    sync_limit: u32,
+    max_session_timeout: Duration,
+    read_only: bool,
+    start_timeout: Duration,
+    installation: Option<Installation>,
+    config: Vec<(String, String)>,
+    system_properties: Vec<(String, String)>,
+    jvm_args: Vec<String>,
+}
+
+impl Default for TestingClusterBuilder {
+    fn default() -> Self {
+        TestingClusterBuilder {
+            size: 3,
+            tick_time: Duration::from_millis(200),
+            init_limit: 20,
+            sync_limit: 10,
+            max_session_timeout: Duration::from_secs(60),
+            read_only: false,
+            start_timeout: Duration::from_secs(30),
+            installation: None,
+            config: Vec::new(),
+            jvm_args: Vec::new(),
+            system_properties: vec![
+                ("znode.container.checkIntervalMs".to_owned(), "100".to_owned()),
+                // Elections that cannot finish retry at least this often (default 60 s).
+                ("zookeeper.fastleader.maxNotificationInterval".to_owned(), "2000".to_owned()),
+            ],
+        }
+    }
+}
+
+impl TestingClusterBuilder {
+    /// The number of members (default 3).
+    pub fn size(mut self, size: usize) -> Self {
+        self.size = size;
+        self
+    }
+
+    /// The `tickTime` of every member (default 200 ms).
+    pub fn tick_time(mut self, tick_time: Duration) -> Self {
+        self.tick_time = tick_time;
+        self
+    }
+
+    /// `initLimit` in ticks (default 20): how long a follower may take to sync with a leader.
+    pub fn init_limit(mut self, ticks: u32) -> Self {
+        self.init_limit = ticks;
+        self
+    }
+
+    /// `syncLimit` in ticks (default 10): how far a follower may fall behind (or stay silent,
+    /// for example paused) before the leader drops it.
+    pub fn sync_limit(mut self, ticks: u32) -> Self {
+        self.sync_limit = ticks;
+        self
+    }
+
+    /// `maxSessionTimeout` (default 60 s).
+    pub fn max_session_timeout(mut self, timeout: Duration) -> Self {
+        self.max_session_timeout = timeout;
+        self
+    }
+
+    /// Read-only mode (`-Dreadonlymode.enabled=true`): a member cut off from the quorum keeps
+    /// serving reads to clients that allow read-only servers, reporting mode `read-only`.
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
+    }
+
+    /// How long start and restarts wait (default 30 s).
+    pub fn start_timeout(mut self, timeout: Duration) -> Self {
+        self.start_timeout = timeout;
+        self
+    }
+
+    /// Uses this installation instead of [`Installation::find`].
+    pub fn installation(mut self, installation: Installation) -> Self {
+        self.installation = Some(installation);
+        self
+    }
+
+    /// Sets a `zoo.cfg` entry on every member (overrides the defaults).
+    pub fn config(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        process::set_entry(&mut self.config, &key.into(), value.into());
+        self
+    }
+
+    /// Sets a JVM system property (`-Dkey=value`) on every member.
+    pub fn system_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        process::set_entry(&mut self.system_properties, &key.into(), value.into());
+        self
+    }
+
+    /// Appends a JVM option for every member after the defaults, which it can override. The defaults favour
+    /// start-up time (`-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmx256m`); a benchmark
+    /// that wants the server's peak speed can pass `-XX:TieredStopAtLevel=4`.
+    pub fn jvm_arg(mut self, arg: impl Into<String>) -> Self {
+        self.jvm_args.push(arg.into());
+        self
+    }
+
+    /// Starts every member and waits until each serves as leader or follower.
+    ///
+    /// # Errors
+    /// As for [`TestingServer::start`](super::TestingServer::start);
+    /// [`TestingError::InvalidConfig`] for size 0 or a zero tick time.
+    ///
+    /// # Cancel safety
+    /// Cancelling drops the half-started ensemble: every JVM is killed and the directory
+    /// removed.
+    pub async fn start(self) -> Result<TestingCluster, TestingError> {
+        if self.size == 0 || self.size > 255 {
+            return Err(TestingError::InvalidConfig(format!("cluster size {} (must be 1..=255)", self.size)));
+        }
+        if self.tick_time.is_zero() {
+            return Err(TestingError::InvalidConfig("tick_time must not be zero".to_owned()));
+        }
+        let installation = match self.installation.clone() {
+            Some(installation) => installation,
+            None => Installation::find()?,
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("zk-testing-cluster-")
+            .tempdir()
+            .map_err(|e| TestingError::io("creating a temporary directory", e))?;
+        let mut system_properties = self.system_properties.clone();
+        if self.read_only {
+            process::set_entry(&mut system_properties, "readonlymode.enabled", "true".to_owned());
+        }
+        let mut cluster = TestingCluster {
+            nodes: Vec::with_capacity(self.size),
+            tick_time: self.tick_time,
+            start_timeout: self.start_timeout,
+            read_only: self.read_only,
+            dir,
+        };
+        for i in 0..self.size {
+            let node_dir = cluster.dir.path().join(format!("node{i}"));
+            std::fs::create_dir_all(node_dir.join("data"))
+                .map_err(|e| TestingError::io(format!("creating {}", node_dir.display()), e))?;
+            std::fs::write(node_dir.join("data").join("myid"), format!("{}\n", i + 1))
+                .map_err(|e| TestingError::io("writing myid", e))?;
+            cluster.nodes.push(Node {
+                process: Mutex::new(None),
+                spec: LaunchSpec {
+                    name: format!("node{i}"),
+                    installation: installation.clone(),
+                    main_class: QUORUM_MAIN,
+                    config_file: node_dir.join("zoo.cfg"),
+                    log_file: node_dir.join("zookeeper.log"),
+                    cleanup_dir: cluster.dir.path().to_path_buf(),
+                    system_properties: system_properties.clone(),
+                    jvm_args: self.jvm_args.clone(),
+                },
+                client_port: 0,
+            });
+        }
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.try_start(&mut cluster).await {
+                Ok(()) => break,
+                Err(err) if err.is_address_in_use() && attempt < PORT_ATTEMPTS => {
+                    tracing::debug!("a cluster port was taken before its server bound it; retrying");
+                    // Reap them before dropping, so their watchdogs are released, not triggered
+                    // (a triggered watchdog would remove the directory we keep using).
+                    for node in &mut cluster.nodes {
+                        if let Some(mut old) = node.process.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
+                            old.kill_and_wait().await?;
+                        }
+                    }
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        tracing::debug!(connect = %cluster.connect_string(), "testing cluster started");
+        Ok(cluster)
+    }
+
+    /// Picks ports, writes every member's configuration, starts them all, waits for all.
+    async fn try_start(&self, cluster: &mut TestingCluster) -> Result<(), TestingError> {
+        let mut ports = Vec::with_capacity(cluster.nodes.len());
+        for _ in 0..cluster.nodes.len() {
+            ports.push((process::free_port()?, process::free_port()?, process::free_port()?));
+        }
+        let servers: Vec<(String, String)> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, quorum, election))| (format!("server.{}", i + 1), format!("127.0.0.1:{quorum}:{election}")))
+            .collect();
+        for (node, (client, _, _)) in cluster.nodes.iter_mut().zip(&ports) {
+            node.client_port = *client;
+            let data_dir = node.spec.config_file.with_file_name("data");
+            let mut config = vec![
+                ("tickTime".to_owned(), self.tick_time.as_millis().to_string()),
+                ("initLimit".to_owned(), self.init_limit.to_string()),
+                ("syncLimit".to_owned(), self.sync_limit.to_string()),
+                ("dataDir".to_owned(), data_dir.display().to_string()),
+                ("clientPort".to_owned(), client.to_string()),
+                ("clientPortAddress".to_owned(), "127.0.0.1".to_owned()),
+                ("maxClientCnxns".to_owned(), "0".to_owned()),
+                ("admin.enableServer".to_owned(), "false".to_owned()),
+                ("4lw.commands.whitelist".to_owned(), "*".to_owned()),
+                ("forceSync".to_owned(), "no".to_owned()),
+                ("maxSessionTimeout".to_owned(), self.max_session_timeout.as_millis().to_string()),
+                ("standaloneEnabled".to_owned(), "false".to_owned()),
+            ];
+            config.extend(servers.iter().cloned());
+            for (key, value) in &self.config {
+                process::set_entry(&mut config, key, value.clone());
+            }
+            process::write_config(&node.spec.config_file, &config)?;
+            std::fs::write(&node.spec.log_file, b"").map_err(|e| TestingError::io("creating a server log", e))?;
+        }
+        for node in &mut cluster.nodes {
+            let process = node.spec.spawn()?;
+            *node.process.get_mut().unwrap_or_else(|p| p.into_inner()) = Some(process);
+        }
+        for node in &mut cluster.nodes {
+            let address = process::loopback(node.client_port);
+            let slot = node.process.get_mut().unwrap_or_else(|p| p.into_inner());
+            process::wait_for_srvr(slot, &node.spec, &address, self.start_timeout, process::mode_in(QUORUM_MODES))
+                .await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,359 @@
+//! A standalone ZooKeeper server.
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::install::Installation;
+use super::process::{self, lock_slot, LaunchSpec, ProcessSlot};
+use super::TestingError;
+
+/// The class that runs a standalone server.
+const STANDALONE_MAIN: &str = "org.apache.zookeeper.server.ZooKeeperServerMain";
+/// How many fresh ports a start tries when the chosen one was taken before the JVM bound it.
+const PORT_ATTEMPTS: usize = 4;
+
+/// A standalone ZooKeeper server in its own JVM, on `127.0.0.1` and a free port, with a
+/// temporary data directory (Curator's `TestingServer`).
+///
+/// Defaults: `tickTime` 200 ms (so sessions may be as short as 400 ms), maximum session
+/// timeout 60 s, container nodes checked every 100 ms, no fsync, four-letter words enabled,
+/// no admin server, unlimited connections per client address. The server's output goes to
+/// `zookeeper.log` in [`data_dir`](TestingServer::data_dir).
+///
+/// Dropping it SIGKILLs the JVM and removes the directory. If the test process dies without
+/// dropping it (SIGKILL, abort, or a `static` that is never dropped), a watchdog started with
+/// the JVM does the same.
+#[derive(Debug)]
+pub struct TestingServer {
+    // Field order matters: the process is killed before the directory is removed.
+    process: ProcessSlot,
+    spec: LaunchSpec,
+    port: u16,
+    tick_time: Duration,
+    start_timeout: Duration,
+    dir: tempfile::TempDir,
+}
+
+impl TestingServer {
+    /// Starts a server with the default settings ([`TestingServerBuilder`]'s defaults).
+    ///
+    /// # Errors
+    /// [`TestingError::InstallationNotFound`] / [`TestingError::JavaNotFound`] when ZooKeeper
+    /// or Java is missing; [`TestingError::ServerExited`] / [`TestingError::StartTimeout`]
+    /// (with the log tail) when the server does not come up; [`TestingError::Io`].
+    ///
+    /// # Cancel safety
+    /// Cancelling drops the half-started server: the JVM is killed and the directory removed.
+    pub async fn start() -> Result<TestingServer, TestingError> {
+        TestingServer::builder().start().await
+    }
+
+    /// A builder for a server with non-default settings.
+    pub fn builder() -> TestingServerBuilder {
+        TestingServerBuilder::default()
+    }
+
+    /// The connect string, `127.0.0.1:PORT`.
+    pub fn connect_string(&self) -> String {
+        process::loopback(self.port)
+    }
+
+    /// The client port (the same across restarts).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The configured `tickTime`; the shortest session the server grants is twice this.
+    pub fn tick_time(&self) -> Duration {
+        self.tick_time
+    }
+
+    /// The directory holding the configuration, the data and `zookeeper.log`.
+    pub fn data_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The server's log file (its stdout and stderr).
+    pub fn log_file(&self) -> &Path {
+        &self.spec.log_file
+    }
+
+    /// The JVM's process id, or `None` when it is not running.
+    pub fn pid(&self) -> Option<u32> {
+        let mut slot = lock_slot(&self.process);
+        slot.as_mut().and_then(|process| process.is_running().then(|| process.pid()))
+    }
+
+    /// Whether the JVM is running (a paused server counts as running).
+    pub fn is_running(&self) -> bool {
+        self.pid().is_some()
+    }
+
+    /// Stops the server gracefully (SIGTERM) and waits for the JVM to exit; SIGKILL if it
+    /// has not exited after 10 s. Data survives for [`restart`](Self::restart). Stopping a
+    /// stopped server does nothing.
+    ///
+    /// # Errors
+    /// [`TestingError::Timeout`] if the JVM does not even die from SIGKILL in time.
+    ///
+    /// # Cancel safety
+    /// Cancelling after the signal was sent leaves the server shutting down; it is not
+    /// restarted, and the next call finishes the job.
+    pub async fn stop(&mut self) -> Result<(), TestingError> {
+        if let Some(process) = self.process.get_mut().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            process.terminate(Duration::from_secs(10)).await?;
+        }
+        tracing::debug!(port = self.port, "testing server stopped");
+        Ok(())
+    }
+
+    /// Kills the server (SIGKILL, like a crash or power loss, minus the page cache) and waits
+    /// for the JVM to exit.
+    ///
+    /// # Errors
+    /// [`TestingError::Timeout`] if the JVM does not die in time.
+    ///
+    /// # Cancel safety
+    /// The signal is sent before the first await; cancelling only skips waiting for the exit.
+    pub async fn kill(&mut self) -> Result<(), TestingError> {
+        if let Some(process) = self.process.get_mut().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            process.kill_and_wait().await?;
+        }
+        tracing::debug!(port = self.port, "testing server killed");
+        Ok(())
+    }
+
+    /// Starts the server again on the same port and data directory (stopping it gracefully
+    /// first if it runs) and waits until it serves.
+    ///
+    /// # Errors
+    /// As for [`stop`](Self::stop) and [`start`](Self::start); a port taken by someone else
+    /// in the meantime shows as [`TestingError::ServerExited`] with a `BindException` in the
+    /// log tail.
+    ///
+    /// # Cancel safety
+    /// Cancelling while waiting for the server leaves it starting; it is owned and cleaned up
+    /// as usual, and [`is_running`](Self::is_running) tells whether it came up.
+    pub async fn restart(&mut self) -> Result<(), TestingError> {
+        self.stop().await?;
+        let slot = self.process.get_mut().unwrap_or_else(|p| p.into_inner());
+        *slot = None;
+        *slot = Some(self.spec.spawn()?);
+        let address = process::loopback(self.port);
+        process::wait_for_srvr(slot, &self.spec, &address, self.start_timeout, process::mode_in(&["standalone"]))
+            .await?;
+        tracing::debug!(port = self.port, "testing server restarted");
+        Ok(())
+    }
+
+    /// Pauses the JVM (SIGSTOP): connections stay open and nothing is answered, like a long
+    /// GC pause or a hung machine.
+    ///
+    /// Returns once every thread of the JVM has stopped (checked through `/proc` on Linux),
+    /// so nothing is answered after it returns.
+    ///
+    /// # Errors
+    /// [`TestingError::NotRunning`], [`TestingError::Signal`], or [`TestingError::Timeout`]
+    /// if the threads have not all stopped within 5 s.
+    pub fn pause(&self) -> Result<(), TestingError> {
+        self.signal("STOP")
+    }
+
+    /// Resumes a paused JVM (SIGCONT).
+    ///
+    /// # Errors
+    /// [`TestingError::NotRunning`] or [`TestingError::Signal`].
+    pub fn resume(&self) -> Result<(), TestingError> {
+        self.signal("CONT")
+    }
+
+    fn signal(&self, signal: &'static str) -> Result<(), TestingError> {
+        match lock_slot(&self.process).as_mut() {
+            Some(process) => process.signal(signal),
+            None => Err(TestingError::NotRunning { name: self.spec.name.clone() }),
+        }
+    }
+}
+
+/// Settings for a [`TestingServer`]; by value, nothing happens until
+/// [`start`](TestingServerBuilder::start).
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `start().await`"]
+pub struct TestingServerBuilder {
+    tick_time: Duration,
+    min_session_timeout: Option<Duration>,
+    max_session_timeout: Duration,
+    port: Option<u16>,
+    start_timeout: Duration,
+    installation: Option<Installation>,
+    config: Vec<(String, String)>,
+    system_properties: Vec<(String, String)>,
+    jvm_args: Vec<String>,
+}
+
+impl Default for TestingServerBuilder {
+    fn default() -> Self {
+        TestingServerBuilder {
+            tick_time: Duration::from_millis(200),
+            min_session_timeout: None,
+            max_session_timeout: Duration::from_secs(60),
+            port: None,
+            start_timeout: Duration::from_secs(30),
+            installation: None,
+            config: Vec::new(),
+            jvm_args: Vec::new(),
+            system_properties: vec![("znode.container.checkIntervalMs".to_owned(), "100".to_owned())],
+        }
+    }
+}
+
+impl TestingServerBuilder {
+    /// The server's `tickTime` (default 200 ms). The server grants session timeouts from
+    /// 2 ticks (unless [`min_session_timeout`](Self::min_session_timeout) says otherwise) up
+    /// to [`max_session_timeout`](Self::max_session_timeout), and expires sessions with tick
+    /// granularity.
+    pub fn tick_time(mut self, tick_time: Duration) -> Self {
+        self.tick_time = tick_time;
+        self
+    }
+
+    /// `minSessionTimeout` (default: the server's, 2 × tickTime).
+    pub fn min_session_timeout(mut self, timeout: Duration) -> Self {
+        self.min_session_timeout = Some(timeout);
+        self
+    }
+
+    /// `maxSessionTimeout` (default 60 s).
+    pub fn max_session_timeout(mut self, timeout: Duration) -> Self {
+        self.max_session_timeout = timeout;
+        self
+    }
+
+    /// A fixed client port instead of a free one (no retry if it is taken).
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = Some(port);
+        self
+    }
+
+    /// How long [`start`](Self::start) and restarts wait for the server to serve (default 30 s).
+    pub fn start_timeout(mut self, timeout: Duration) -> Self {
+        self.start_timeout = timeout;
+        self
+    }
+
+    /// Uses this installation instead of [`Installation::find`].
+    pub fn installation(mut self, installation: Installation) -> Self {
+        self.installation = Some(installation);
+        self
+    }
+
+    /// Sets a `zoo.cfg` entry (overrides the defaults, for example
+    /// `.config("extendedTypesEnabled", "true")` for TTL nodes).
+    pub fn config(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        process::set_entry(&mut self.config, &key.into(), value.into());
+        self
+    }
+
+    /// Sets a JVM system property (`-Dkey=value`), for example
+    /// `.system_property("znode.container.maxNeverUsedIntervalMs", "500")`.
+    pub fn system_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        process::set_entry(&mut self.system_properties, &key.into(), value.into());
+        self
+    }
+
+    /// Appends a JVM option after the defaults, which it can override. The defaults favour
+    /// start-up time (`-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmx256m`); a benchmark
+    /// that wants the server's peak speed can pass `-XX:TieredStopAtLevel=4`.
+    pub fn jvm_arg(mut self, arg: impl Into<String>) -> Self {
+        self.jvm_args.push(arg.into());
+        self
+    }
+
+    /// Starts the server and waits until it serves (`srvr` reports `Mode: standalone`).
+    ///
+    /// # Errors
+    /// As for [`TestingServer::start`]; [`TestingError::InvalidConfig`] for a zero tick time.
+    ///
+    /// # Cancel safety
+    /// Cancelling drops the half-started server: the JVM is killed and the directory removed.
+    pub async fn start(self) -> Result<TestingServer, TestingError> {
+        if self.tick_time.is_zero() {
+            return Err(TestingError::InvalidConfig("tick_time must not be zero".to_owned()));
+        }
+        let installation = match self.installation {
+            Some(installation) => installation,
+            None => Installation::find()?,
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("zk-testing-")
+            .tempdir()
+            .map_err(|e| TestingError::io("creating a temporary directory", e))?;
+        let data_dir = dir.path().join("data");
+        std::fs::create_dir(&data_dir).map_err(|e| TestingError::io("creating the data directory", e))?;
+        let spec = LaunchSpec {
+            name: "standalone".to_owned(),
+            installation,
+            main_class: STANDALONE_MAIN,
+            config_file: dir.path().join("zoo.cfg"),
+            log_file: dir.path().join("zookeeper.log"),
+            cleanup_dir: dir.path().to_path_buf(),
+            system_properties: self.system_properties.clone(),
+            jvm_args: self.jvm_args.clone(),
+        };
+        let mut server = TestingServer {
+            process: Mutex::new(None),
+            spec,
+            port: 0,
+            tick_time: self.tick_time,
+            start_timeout: self.start_timeout,
+            dir,
+        };
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            server.port = match self.port {
+                Some(port) => port,
+                None => process::free_port()?,
+            };
+            let mut config = vec![
+                ("tickTime".to_owned(), self.tick_time.as_millis().to_string()),
+                ("dataDir".to_owned(), data_dir.display().to_string()),
+                ("clientPort".to_owned(), server.port.to_string()),
+                ("clientPortAddress".to_owned(), "127.0.0.1".to_owned()),
+                ("maxClientCnxns".to_owned(), "0".to_owned()),
+                ("admin.enableServer".to_owned(), "false".to_owned()),
+                ("4lw.commands.whitelist".to_owned(), "*".to_owned()),
+                ("forceSync".to_owned(), "no".to_owned()),
+                ("maxSessionTimeout".to_owned(), self.max_session_timeout.as_millis().to_string()),
+            ];
+            if let Some(min) = self.min_session_timeout {
+                config.push(("minSessionTimeout".to_owned(), min.as_millis().to_string()));
+            }
+            for (key, value) in &self.config {
+                process::set_entry(&mut config, key, value.clone());
+            }
+            process::write_config(&server.spec.config_file, &config)?;
+            // A fresh log per attempt, so an old BindException is not mistaken for a new one.
+            std::fs::write(&server.spec.log_file, b"").map_err(|e| TestingError::io("creating the server log", e))?;
+            let slot = server.process.get_mut().unwrap_or_else(|p| p.into_inner());
+            *slot = Some(server.spec.spawn()?);
+            let address = process::loopback(server.port);
+            let serving = process::mode_in(&["standalone"]);
+            match process::wait_for_srvr(slot, &server.spec, &address, self.start_timeout, serving).await {
+                Ok(()) => break,
+                Err(err) if err.is_address_in_use() && self.port.is_none() && attempt < PORT_ATTEMPTS => {
+                    tracing::debug!(port = server.port, "port taken before the server bound it; retrying");
+                    // Reap it before dropping, so its watchdog is released, not triggered
+                    // (a triggered watchdog would remove the directory we keep using).
+                    if let Some(mut old) = slot.take() {
+                        old.kill_and_wait().await?;
+                    }
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        tracing::debug!(port = server.port, pid = ?server.pid(), "testing server started");
+        Ok(server)
+    }
+}
