@@ -20,31 +20,22 @@ const SESSION: Duration = Duration::from_secs(15);
 const EVENT: Duration = Duration::from_secs(30);
 
 async fn connect_string() -> String {
-    zk_recipes::testing::shared_server()
-        .await
-        .connect_string()
-        .to_string()
+    zk_recipes::testing::shared_server().await.expect("shared ZooKeeper server").connect_string()
 }
 
 /// A Java peer connected to the shared test server, or `None` when Curator is unavailable.
 async fn peer() -> Option<CuratorPeer> {
-    CuratorPeer::start(&connect_string().await, SESSION)
-        .await
-        .expect("starting the Curator peer")
+    CuratorPeer::start(&connect_string().await, SESSION).await.expect("starting the Curator peer")
 }
 
 /// A lock path no other test (or earlier run) uses.
 fn unique_path(name: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     format!("/curator-harness/{name}-{}-{nanos}", std::process::id())
 }
 
 async fn bounded(test: impl Future<Output = ()>) {
-    tokio::time::timeout(TEST_LIMIT, test)
-        .await
-        .expect("test exceeded its time limit");
+    tokio::time::timeout(TEST_LIMIT, test).await.expect("test exceeded its time limit");
 }
 
 /// Polls `participants ID` until it lists `n` nodes (a sent acquire creates its node shortly).
@@ -142,9 +133,7 @@ async fn java_loops_alternate_in_the_log() {
         let log = std::env::temp_dir().join(format!(
             "zkr-curator-harness-{}-{}.log",
             std::process::id(),
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos())
+            SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos())
         ));
         let log_arg = log.display().to_string();
         const CYCLES: usize = 25;

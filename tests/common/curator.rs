@@ -147,8 +147,7 @@ fn build() -> Result<Build, Problem> {
     let root = build_root();
     let classes = root.join(format!("{:016x}", hasher.finish()));
     if !classes.join(format!("{MAIN_CLASS}.class")).is_file() {
-        std::fs::create_dir_all(&root)
-            .map_err(|e| Problem::Broken(format!("creating {}: {e}", root.display())))?;
+        std::fs::create_dir_all(&root).map_err(|e| Problem::Broken(format!("creating {}: {e}", root.display())))?;
         let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
         let scratch = root.join(format!("tmp-{}-{nanos}", std::process::id()));
         let out = std::process::Command::new(&javac)
@@ -177,10 +176,7 @@ fn build() -> Result<Build, Problem> {
             }
         }
     }
-    Ok(Build {
-        java,
-        classpath: format!("{}:{curator}", classes.display()),
-    })
+    Ok(Build { java, classpath: format!("{}:{curator}", classes.display()) })
 }
 
 /// Which reply answers a command: accepted first words, and the key (the command's first
@@ -202,10 +198,7 @@ impl Expect {
             "quit" => &["bye"],
             other => &[other], // participants, lockpath, is_acquired, state, session, ...
         };
-        Ok(Expect {
-            words: words.iter().map(|w| (*w).to_owned()).collect(),
-            key: tokens.next().map(str::to_owned),
-        })
+        Ok(Expect { words: words.iter().map(|w| (*w).to_owned()).collect(), key: tokens.next().map(str::to_owned) })
     }
 
     /// Bare replies (`ok`, `bye`, or any reply to an argument-less command) cannot be told
@@ -279,14 +272,8 @@ impl CuratorPeer {
         command
             // Short-lived test process: fast startup matters more than peak speed.
             .args(["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData"])
-            .arg(format!(
-                "-Dorg.slf4j.simpleLogger.defaultLogLevel={}",
-                log.as_deref().unwrap_or("warn")
-            ))
-            .arg(format!(
-                "-Dorg.slf4j.simpleLogger.log.org.apache.zookeeper={}",
-                log.as_deref().unwrap_or("error")
-            ))
+            .arg(format!("-Dorg.slf4j.simpleLogger.defaultLogLevel={}", log.as_deref().unwrap_or("warn")))
+            .arg(format!("-Dorg.slf4j.simpleLogger.log.org.apache.zookeeper={}", log.as_deref().unwrap_or("error")))
             .arg("-cp")
             .arg(&build.classpath)
             .arg(MAIN_CLASS)
@@ -296,9 +283,7 @@ impl CuratorPeer {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true);
-        let mut child = command
-            .spawn()
-            .map_err(|e| format!("starting {}: {e}", build.java.display()))?;
+        let mut child = command.spawn().map_err(|e| format!("starting {}: {e}", build.java.display()))?;
         let pid = child.id().unwrap_or(0);
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err("JVM started without piped stdin/stdout".to_owned());
@@ -337,10 +322,7 @@ impl CuratorPeer {
     pub async fn command_within(&mut self, line: &str, limit: Duration) -> Result<String, String> {
         let expect = Expect::for_command(line)?;
         self.write_line(line).await?;
-        self.next_matching(Instant::now() + limit, &format!("the reply to `{line}`"), |l| {
-            expect.matches(l)
-        })
-        .await
+        self.next_matching(Instant::now() + limit, &format!("the reply to `{line}`"), |l| expect.matches(l)).await
     }
 
     /// Sends a command without waiting; collect its reply later with
@@ -359,10 +341,7 @@ impl CuratorPeer {
     /// Waits for a line whose leading words are `prefix` (e.g. `"loop-done A"`, `"acquired B"`,
     /// `"revoke-requested A"`), buffered or new, consuming it; other lines stay buffered.
     pub async fn wait_for(&mut self, prefix: &str, timeout: Duration) -> Result<String, String> {
-        self.next_matching(Instant::now() + timeout, &format!("`{prefix}`"), |l| {
-            starts_with_words(l, prefix)
-        })
-        .await
+        self.next_matching(Instant::now() + timeout, &format!("`{prefix}`"), |l| starts_with_words(l, prefix)).await
     }
 
     /// Takes a buffered line with these leading words, if one has arrived already (no waiting).
@@ -390,12 +369,7 @@ impl CuratorPeer {
         if !reply.starts_with("lockpath ") {
             return Err(format!("unexpected reply to `lockpath {id}`: {reply}"));
         }
-        Ok(reply
-            .split_whitespace()
-            .skip(2)
-            .filter(|p| *p != "none")
-            .map(str::to_owned)
-            .collect())
+        Ok(reply.split_whitespace().skip(2).filter(|p| *p != "none").map(str::to_owned).collect())
     }
 
     /// The JVM's process id (for pausing it with SIGSTOP, for example).
@@ -469,12 +443,7 @@ impl CuratorPeer {
                     ));
                 }
                 Ok(Err(e)) => return Err(format!("reading from the Curator peer: {e}")),
-                Err(_) => {
-                    return Err(format!(
-                        "timed out waiting for {what}; unconsumed lines: {:?}",
-                        self.pending
-                    ))
-                }
+                Err(_) => return Err(format!("timed out waiting for {what}; unconsumed lines: {:?}", self.pending)),
             };
             if self.trace {
                 eprintln!("[curator-peer {}] < {line}", self.pid);

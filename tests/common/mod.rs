@@ -1,3 +1,4 @@
 //! Helpers shared by the integration tests (each test binary includes this with `mod common;`).
 
 pub mod curator;
+pub mod fixtures;

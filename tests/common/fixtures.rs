@@ -1,0 +1,233 @@
+//! Small helpers for the lock tests: unique paths, bounded waits and polls, frameworks, a
+//! server behind a fault proxy, and checks of Curator's node names.
+#![allow(dead_code)] // each test binary uses a different part of this module
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::time::Instant;
+use zk_recipes::retry::RetryForever;
+use zk_recipes::testing::{self, FaultProxy, TestingServer};
+use zk_recipes::{Error, Framework, StateSnapshot};
+
+/// How often [`eventually`] polls.
+pub const POLL: Duration = Duration::from_millis(20);
+
+/// A top-level path no other test of this process (or earlier run) uses:
+/// `/<area>-<name>-<pid>-<n>-<nanos>`. Top-level, so that no two tests share a container
+/// parent that the server could remove under one of them.
+pub fn unique_path(area: &str, name: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    format!("/{area}-{name}-{}-{n}-{nanos}", std::process::id())
+}
+
+/// Runs `test` and panics if it takes longer than `limit`.
+pub async fn bounded<T>(limit: Duration, test: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(limit, test).await {
+        Ok(value) => value,
+        Err(_) => panic!("test exceeded its time limit of {limit:?}"),
+    }
+}
+
+/// Awaits `fut`, panicking with `what` if it takes longer than `limit`.
+pub async fn within<T>(limit: Duration, what: &str, fut: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(value) => value,
+        Err(_) => panic!("{what}: not within {limit:?}"),
+    }
+}
+
+/// Polls `probe` every [`POLL`] until it returns `Some`, for at most `limit` (then panics with
+/// `what` and the last probe's description).
+pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        let last = match probe().await {
+            Ok(value) => return value,
+            Err(last) => last,
+        };
+        if Instant::now() >= deadline {
+            panic!("{what}: not within {limit:?}; last seen: {last}");
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// The connect string of the process-wide server (for tests that inject no server faults).
+pub async fn shared_connect() -> String {
+    testing::shared_server().await.expect("starting the shared ZooKeeper server").connect_string()
+}
+
+/// A started framework with `session_timeout` that retries connection loss forever (so a test
+/// decides how long an outage lasts, not the retry policy).
+pub async fn framework(connect: &str, session_timeout: Duration) -> Framework {
+    Framework::builder(connect)
+        .session_timeout(session_timeout)
+        .retry_policy(RetryForever::new(Duration::from_millis(50)))
+        .start()
+        .await
+        .expect("starting a framework")
+}
+
+/// Waits until the framework's snapshot satisfies `pred`.
+pub async fn wait_for_state(
+    fw: &Framework,
+    limit: Duration,
+    what: &str,
+    pred: impl FnMut(&StateSnapshot) -> bool,
+) -> StateSnapshot {
+    let mut rx = fw.state_watch();
+    let snapshot = within(limit, what, rx.wait_for(pred)).await.expect("framework state channel closed");
+    *snapshot
+}
+
+/// Waits until the framework is connected on a session with epoch ≥ `min_epoch`.
+pub async fn wait_connected(fw: &Framework, limit: Duration, min_epoch: u64) -> StateSnapshot {
+    wait_for_state(fw, limit, "reconnect", |s| s.state.is_connected() && s.epoch >= min_epoch).await
+}
+
+/// Children of `path` (names, sorted by name); a missing node has none.
+pub async fn children(fw: &Framework, path: &str) -> Vec<String> {
+    match fw.get_children(path).await {
+        Ok(mut names) => {
+            names.sort();
+            names
+        }
+        Err(Error::ZooKeeper(zk_recipes::zk::Error::NoNode)) => Vec::new(),
+        Err(e) => panic!("listing {path}: {e}"),
+    }
+}
+
+/// Polls until the children of `path` are exactly `expected` (as full paths, any order).
+pub async fn children_become(fw: &Framework, path: &str, expected: &[String], limit: Duration) {
+    let mut want: Vec<String> = expected.to_vec();
+    want.sort();
+    eventually(limit, &format!("children of {path} becoming {want:?}"), || async {
+        let got: Vec<String> = children(fw, path).await.into_iter().map(|c| format!("{path}/{c}")).collect();
+        if got == want {
+            Ok(())
+        } else {
+            Err(format!("{got:?}"))
+        }
+    })
+    .await
+}
+
+/// Polls until `path` has `n` children.
+pub async fn children_count_becomes(fw: &Framework, path: &str, n: usize, limit: Duration) -> Vec<String> {
+    eventually(limit, &format!("{path} having {n} children"), || async {
+        let got = children(fw, path).await;
+        if got.len() == n {
+            Ok(got)
+        } else {
+            Err(format!("{got:?}"))
+        }
+    })
+    .await
+}
+
+/// Whether `name` is a Curator mutex node name: `_c_<36-char lowercase uuid>-lock-<10 digits>`.
+pub fn is_curator_lock_name(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("_c_") else { return false };
+    if rest.len() != 36 + "-lock-".len() + 10 {
+        return false;
+    }
+    let (uuid, tail) = rest.split_at(36);
+    let uuid_ok = uuid.char_indices().all(|(i, c)| match i {
+        8 | 13 | 18 | 23 => c == '-',
+        14 => c == '4', // version 4
+        _ => c.is_ascii_digit() || ('a'..='f').contains(&c),
+    });
+    let Some(sequence) = tail.strip_prefix("-lock-") else { return false };
+    uuid_ok && sequence.len() == 10 && sequence.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// The last path segment.
+pub fn node_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// The 10-digit sequence at the end of a lock node path.
+pub fn sequence_of(path: &str) -> u64 {
+    let name = node_name(path);
+    name[name.len().saturating_sub(10)..].parse().unwrap_or_else(|_| panic!("no sequence in {path}"))
+}
+
+/// A dedicated server (the test may stop, restart or pause it) and a fault proxy in front of it.
+pub struct FaultyServer {
+    pub server: TestingServer,
+    pub proxy: FaultProxy,
+}
+
+impl FaultyServer {
+    /// Starts a server with the testing module's defaults and a proxy to it.
+    pub async fn start() -> FaultyServer {
+        let server = TestingServer::start().await.expect("starting a ZooKeeper server");
+        let proxy = FaultProxy::start(&server.connect_string()).await.expect("starting a fault proxy");
+        FaultyServer { server, proxy }
+    }
+
+    /// The server's own address (bypasses the proxy).
+    pub fn direct(&self) -> String {
+        self.server.connect_string()
+    }
+
+    /// The proxy's address.
+    pub fn proxied(&self) -> String {
+        self.proxy.connect_string()
+    }
+
+    /// Expires `fw`'s current session on the server (`fw` must connect through the proxy) and
+    /// waits until `fw` runs on a new session.
+    pub async fn expire(&self, fw: &Framework, limit: Duration) -> StateSnapshot {
+        let before = fw.snapshot();
+        let session = fw.zk_client().expect("framework has a session").session().clone();
+        within(limit, "expiring the session", testing::expire_session(&self.proxy, &self.direct(), session))
+            .await
+            .expect("expiring the session");
+        wait_connected(fw, limit, before.epoch + 1).await
+    }
+}
+
+/// Logs to the test's output when `RUST_LOG` is set (e.g. `RUST_LOG=zk_recipes=debug`).
+pub fn init_tracing() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+    }
+}
+
+/// Checks that no two holders are inside a critical section at once, and counts entries.
+#[derive(Debug, Clone, Default)]
+pub struct Exclusion {
+    inside: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    entries: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Exclusion {
+    /// Call right after acquiring; panics if someone else is inside.
+    pub fn enter(&self, who: &str) {
+        let before = self.inside.fetch_add(1, Ordering::SeqCst);
+        assert_eq!(before, 0, "{who} entered while another holder was inside");
+        self.entries.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Call right before releasing.
+    pub fn exit(&self) {
+        self.inside.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// How many times a holder entered.
+    pub fn entries(&self) -> usize {
+        self.entries.load(Ordering::SeqCst)
+    }
+}
