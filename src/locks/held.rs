@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use zookeeper_client::EventType;
 
 use crate::error::{is_zk_connection_error, is_zk_session_lost, Error, Result, ZkError};
-use crate::framework::{Framework, ReaperCmd};
+use crate::framework::{ConnectionState, Framework, ReaperCmd};
 
 /// A lock or lease node held by this process.
 #[derive(Debug)]
@@ -70,6 +70,13 @@ impl HeldNode {
         snapshot.epoch == self.epoch
             && !snapshot.state.is_error_state(self.framework.error_policy())
             && !self.framework.is_closed()
+    }
+
+    /// Whether the session that created the node is over (`Lost`, replaced by a new session,
+    /// or the framework closed): the node, and the lock, went with it.
+    pub(crate) fn session_ended(&self) -> bool {
+        let snapshot = self.framework.snapshot();
+        snapshot.epoch != self.epoch || snapshot.state == ConnectionState::Lost || self.framework.is_closed()
     }
 
     /// Completes when the lock can no longer be trusted: an error state under the policy, a

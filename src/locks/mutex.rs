@@ -23,7 +23,9 @@ use crate::framework::Framework;
 /// a clone of it and gets a nested guard at once, with no ZooKeeper traffic; the node is
 /// deleted when the owner's last guard is released. Any other task contends like another
 /// process would (Curator's behaviour for another thread). A spawned child task is another
-/// task: it waits for the lock its parent holds.
+/// task: it waits for the lock its parent holds. Unlike Curator, a hold whose session has
+/// ended is not re-entered: `acquire` returns [`Error::LockLost`] until the owner has ended
+/// the guards of the lost hold.
 ///
 /// The handle is a cheap `Clone`; clones share the reentrancy bookkeeping.
 ///
@@ -85,7 +87,9 @@ impl InterProcessMutex {
     ///
     /// # Errors
     /// [`Error::Closed`]/[`Error::NotStarted`]; a ZooKeeper error that the retry policy gave up
-    /// on (for example a long outage); `NoAuth` when the ACL forbids creating the node.
+    /// on (for example a long outage); `NoAuth` when the ACL forbids creating the node;
+    /// [`Error::LockLost`] when the caller already holds this lock through a session that has
+    /// ended since (no nested guard for a lost lock: end the old guards first).
     ///
     /// # Cancel safety
     /// Cancel-safe: a cancelled acquire never leaves a lock node behind (the cleanup is done in
@@ -128,7 +132,7 @@ impl InterProcessMutex {
 
     async fn acquire_with(&self, wait: Wait) -> Result<Option<MutexGuard>> {
         let owner = Owner::current();
-        if let Some(guard) = self.reenter(owner) {
+        if let Some(guard) = self.reenter(owner)? {
             return Ok(Some(guard));
         }
         let span = tracing::debug_span!("zk_recipes.lock.acquire", path = %self.shared.path);
@@ -146,12 +150,18 @@ impl InterProcessMutex {
         Ok(Some(MutexGuard { shared: self.shared.clone(), owner, info, done: false }))
     }
 
-    fn reenter(&self, owner: Owner) -> Option<MutexGuard> {
+    /// A nested guard when `owner` holds the lock already. A hold whose session has ended is
+    /// refused: the lock went with the session (someone else may hold it now), so nesting a
+    /// guard in it would make a second holder.
+    fn reenter(&self, owner: Owner) -> Result<Option<MutexGuard>> {
         let mut holds = self.shared.holds.lock().unwrap_or_else(|e| e.into_inner());
-        let hold = holds.get_mut(&owner)?;
+        let Some(hold) = holds.get_mut(&owner) else { return Ok(None) };
+        if hold.node.session_ended() {
+            return Err(Error::LockLost { path: hold.node.user_path().to_owned() });
+        }
         hold.count += 1;
         let info = GuardInfo::of(&hold.node);
-        Some(MutexGuard { shared: self.shared.clone(), owner, info, done: false })
+        Ok(Some(MutexGuard { shared: self.shared.clone(), owner, info, done: false }))
     }
 
     /// True when any task of this process holds the lock through this handle or a clone.
