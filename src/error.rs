@@ -133,8 +133,7 @@ pub(crate) fn is_zk_session_lost(e: &ZkError) -> bool {
 }
 
 pub(crate) fn is_zk_retryable(e: &ZkError) -> bool {
-    is_zk_connection_error(e)
-        || matches!(e, ZkError::SessionMoved | ZkError::Throttled | ZkError::SessionExpired)
+    is_zk_connection_error(e) || matches!(e, ZkError::SessionMoved | ZkError::Throttled | ZkError::SessionExpired)
 }
 
 #[cfg(test)]

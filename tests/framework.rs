@@ -332,7 +332,8 @@ async fn digest_auth_and_acl_provider_protect_nodes_and_survive_a_new_session() 
         let anonymous = Framework::connect(&server.connect_string()).await.unwrap();
         let refused = anonymous.get_data(&format!("{base}/node")).await;
         assert!(matches!(refused, Err(Error::ZooKeeper(zk_recipes::zk::Error::NoAuth))), "{refused:?}");
-        let alice2 = Framework::builder(&server.connect_string()).auth("digest", b"alice:secret").start().await.unwrap();
+        let alice2 =
+            Framework::builder(&server.connect_string()).auth("digest", b"alice:secret").start().await.unwrap();
         assert_eq!(alice2.get_data(&format!("{base}/node")).await.unwrap().0, b"x");
 
         // A lock taken under the creator-only ACL works for alice and not for strangers.

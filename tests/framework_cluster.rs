@@ -69,7 +69,10 @@ async fn losing_the_connected_server_and_the_leader_keeps_the_session() {
         let rest: Vec<_> = events.collect().await;
         for pair in rest.chunks(2) {
             assert_eq!(pair[0].state, ConnectionState::Suspended, "{rest:?}");
-            assert_eq!(pair.get(1).map(|e| (e.state, e.session_id)), Some((ConnectionState::Reconnected, connected.session_id)));
+            assert_eq!(
+                pair.get(1).map(|e| (e.state, e.session_id)),
+                Some((ConnectionState::Reconnected, connected.session_id))
+            );
         }
     })
     .await
@@ -109,7 +112,10 @@ async fn read_only_server_is_reported_as_read_only() {
         // Reads work, writes are refused.
         fw.get_children("/").await.unwrap();
         let refused = fw.create("/ro-write", b"", CreateMode::Persistent).await;
-        assert!(matches!(refused, Err(zk_recipes::Error::ZooKeeper(zk_recipes::zk::Error::NotReadOnly))), "{refused:?}");
+        assert!(
+            matches!(refused, Err(zk_recipes::Error::ZooKeeper(zk_recipes::zk::Error::NotReadOnly))),
+            "{refused:?}"
+        );
 
         cluster.restart(1).await.unwrap();
         cluster.restart(2).await.unwrap();

@@ -342,7 +342,8 @@ mod tests {
         ] {
             assert!(validate_connect_string(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "  ", "a:", "a:0", "a:70000", "a:x", ",a:1", "a:1,", "a b:1", "a:1/x/", "[::1", "h\0:1", "a:1//x"]
+        for bad in
+            ["", "  ", "a:", "a:0", "a:70000", "a:x", ",a:1", "a:1,", "a b:1", "a:1/x/", "[::1", "h\0:1", "a:1//x"]
         {
             assert!(
                 matches!(validate_connect_string(bad), Err(Error::InvalidConnectString { .. })),

@@ -114,7 +114,10 @@ impl std::fmt::Debug for ConnectionStateStream {
 }
 
 impl ConnectionStateStream {
-    pub(crate) fn new(events: Option<broadcast::Receiver<StateSnapshot>>, current: watch::Receiver<StateSnapshot>) -> Self {
+    pub(crate) fn new(
+        events: Option<broadcast::Receiver<StateSnapshot>>,
+        current: watch::Receiver<StateSnapshot>,
+    ) -> Self {
         let inner = futures::stream::unfold((events, current), |(events, current)| async move {
             let mut events = events?;
             let snapshot = next_event(&mut events, &current).await?;

@@ -19,8 +19,8 @@ use std::time::Duration;
 use tokio::sync::{broadcast, watch};
 use tokio::task::AbortHandle;
 
-pub use self::builder::{AclProvider, FixedAclProvider, FrameworkBuilder, OpenAclProvider};
 pub(crate) use self::builder::Config;
+pub use self::builder::{AclProvider, FixedAclProvider, FrameworkBuilder, OpenAclProvider};
 pub use self::listener::{ConnectionStateListener, ConnectionStateStream, ListenerHandle};
 pub(crate) use self::reaper::ReaperCmd;
 use self::reaper::ReaperHandle;
@@ -93,7 +93,8 @@ impl Framework {
     }
 
     pub(crate) fn from_config(config: Config) -> Framework {
-        let (state_tx, _) = watch::channel(StateSnapshot { state: ConnectionState::Suspended, session_id: 0, epoch: 0 });
+        let (state_tx, _) =
+            watch::channel(StateSnapshot { state: ConnectionState::Suspended, session_id: 0, epoch: 0 });
         let (events_tx, _) = broadcast::channel(config.event_capacity);
         let inner = Inner {
             config,
@@ -130,9 +131,7 @@ impl Framework {
             match *lifecycle {
                 Lifecycle::Closed => return Err(Error::Closed),
                 Lifecycle::Started { .. } => return Ok(()),
-                Lifecycle::Starting => {
-                    return Err(Error::invalid_argument("start", "another start() is in progress"))
-                }
+                Lifecycle::Starting => return Err(Error::invalid_argument("start", "another start() is in progress")),
                 Lifecycle::Built => *lifecycle = Lifecycle::Starting,
             }
         }

@@ -91,8 +91,10 @@ impl Framework {
     /// `creatingParentContainersIfNeeded`). Existing nodes are left alone. All creates go out
     /// back to back, so this costs one round trip.
     pub(crate) async fn ensure_containers(&self, full_path: &str, include_self: bool) -> Result<()> {
-        self.with_retry(|session| async move { create_containers(&session.client, self, full_path, include_self).await })
-            .await
+        self.with_retry(
+            |session| async move { create_containers(&session.client, self, full_path, include_self).await },
+        )
+        .await
     }
 
     /// Creates a node. Parents are created as containers when missing. Returns the path as

@@ -15,9 +15,8 @@ pub(crate) struct Session {
 /// Opens a new session, bounded by the configured connection timeout. Authentication is sent
 /// with it (and re-sent by the client on every reconnect of this session).
 pub(crate) async fn connect(config: &Config) -> Result<Client> {
-    let mut connector = Client::connector()
-        .with_session_timeout(config.session_timeout)
-        .with_readonly(config.can_be_read_only);
+    let mut connector =
+        Client::connector().with_session_timeout(config.session_timeout).with_readonly(config.can_be_read_only);
     for auth in &config.auth {
         connector = connector.with_auth(&auth.scheme, &auth.data);
     }

@@ -172,7 +172,10 @@ mod tests {
         let mut children = names(&["_c_a-lock-0000000001", "0", "lock-0000000000"]);
         d.sort(&mut children);
         assert_eq!(children[0], "0");
-        assert_eq!(d.verdict(&children, "_c_a-lock-0000000001"), Verdict::Watch { node: "lock-0000000000".into(), index: 1 });
+        assert_eq!(
+            d.verdict(&children, "_c_a-lock-0000000001"),
+            Verdict::Watch { node: "lock-0000000000".into(), index: 1 }
+        );
     }
 
     #[test]
@@ -180,7 +183,10 @@ mod tests {
         let d = StandardDriver { lock_name: "lease-", max_leases: 2 };
         let children = names(&["x-lease-0000000001", "x-lease-0000000002", "x-lease-0000000003"]);
         assert_eq!(d.verdict(&children, "x-lease-0000000002"), Verdict::Acquired);
-        assert_eq!(d.verdict(&children, "x-lease-0000000003"), Verdict::Watch { node: "x-lease-0000000001".into(), index: 0 });
+        assert_eq!(
+            d.verdict(&children, "x-lease-0000000003"),
+            Verdict::Watch { node: "x-lease-0000000001".into(), index: 0 }
+        );
         assert!(!d.first_after_holder_leaves());
         assert!(StandardDriver::MUTEX.first_after_holder_leaves());
     }
