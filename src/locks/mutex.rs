@@ -142,7 +142,14 @@ impl InterProcessMutex {
             return Ok(None);
         };
         span.in_scope(|| {
-            tracing::debug!(node = %node.user_path(), epoch = node.epoch(), waited = ?started.elapsed(), "lock acquired")
+            let session = self.shared.internals.framework().snapshot().session_id;
+            tracing::debug!(
+                node = %node.user_path(),
+                session = format_args!("{session:#x}"),
+                epoch = node.epoch(),
+                waited = ?started.elapsed(),
+                "lock acquired"
+            )
         });
         let info = GuardInfo::of(&node);
         let mut holds = self.shared.holds.lock().unwrap_or_else(|e| e.into_inner());
