@@ -82,16 +82,8 @@ async fn losing_the_connected_server_and_the_leader_keeps_the_session() {
 #[tokio::test]
 async fn read_only_server_is_reported_as_read_only() {
     timeout(LIMIT, async {
-        // Read-only sessions are local sessions: ZooKeeper 3.8 only grants them with
-        // localSessionsEnabled (without it the read-only member answers the connect request
-        // with a bare error header, which clients cannot parse).
-        let mut cluster = TestingCluster::builder()
-            .read_only(true)
-            .config("localSessionsEnabled", "true")
-            .config("localSessionsUpgradingEnabled", "true")
-            .start()
-            .await
-            .unwrap();
+        // read_only(true) also enables local sessions, which read-only sessions are.
+        let mut cluster = TestingCluster::builder().read_only(true).start().await.unwrap();
         cluster.settle(Duration::from_secs(30)).await.unwrap();
         cluster.stop(1).await.unwrap();
         cluster.stop(2).await.unwrap();

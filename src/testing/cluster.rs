@@ -412,8 +412,15 @@ impl TestingClusterBuilder {
 
     /// Read-only mode (`-Dreadonlymode.enabled=true`): a member cut off from the quorum keeps
     /// serving reads to clients that allow read-only servers, reporting mode `read-only`.
+    ///
+    /// It also turns on `localSessionsEnabled` (and their upgrading): read-only sessions are
+    /// local sessions, and without it a ZooKeeper 3.8 read-only member answers a connect
+    /// request with a bare error header that clients cannot parse.
     pub fn read_only(mut self, read_only: bool) -> Self {
         self.read_only = read_only;
+        if read_only {
+            self = self.config("localSessionsEnabled", "true").config("localSessionsUpgradingEnabled", "true");
+        }
         self
     }
 
