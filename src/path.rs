@@ -162,14 +162,6 @@ pub fn sequence(name: &str) -> Option<i64> {
     }
 }
 
-/// Sorts child names by `key`, stably, as Curator's `getSortedChildren` does.
-pub(crate) fn sort_children<F>(children: &mut [String], key: F)
-where
-    F: Fn(&str) -> &str,
-{
-    children.sort_by(|a, b| key(a).cmp(key(b)));
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,7 +224,7 @@ mod tests {
         assert_eq!(sort_key("junk", "lock-"), "junk");
         // a foreign child without the marker is keyed by its whole name and may sort first
         let mut children = vec!["_c_a-lock-0000000002".to_owned(), "0".to_owned(), "_c_b-lock-0000000001".to_owned()];
-        sort_children(&mut children, |n| sort_key(n, "lock-"));
+        children.sort_by(|a, b| sort_key(a, "lock-").cmp(sort_key(b, "lock-")));
         assert_eq!(children, ["0", "_c_b-lock-0000000001", "_c_a-lock-0000000002"]);
     }
 

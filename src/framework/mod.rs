@@ -387,9 +387,6 @@ impl Inner {
         }
     }
 
-    pub(crate) fn state_watch(&self) -> watch::Receiver<StateSnapshot> {
-        self.state_tx.subscribe()
-    }
 
     /// Hands a background delete to the reaper. Never blocks, never needs a runtime.
     pub(crate) fn reap(&self, cmd: ReaperCmd) {
