@@ -1,4 +1,4 @@
-//! ZooKeeper coordination recipes for Rust, wire-compatible with Apache Curator 5.x.
+#![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub, rust_2018_idioms)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -13,10 +13,12 @@ pub mod retry;
 pub mod testing;
 
 pub use error::{Error, Result};
-pub use locks::{InterProcessMutex, MutexGuard};
 pub use framework::{
     AclProvider, ConnectionState, ConnectionStateErrorPolicy, ConnectionStateListener, ConnectionStateStream,
     FixedAclProvider, Framework, FrameworkBuilder, ListenerHandle, OpenAclProvider, StateSnapshot,
 };
+pub use locks::{InterProcessMutex, MutexGuard};
+pub use locks::{InterProcessSemaphore, InterProcessSemaphoreMutex, SemaphoreLease, SemaphoreMutexGuard};
+pub use locks::{LockHold, Lockable, MultiLock, MultiLockGuard};
 /// The ZooKeeper client this crate builds on, for its types (`Acl`, `CreateMode`, `Stat`, ...).
 pub use zookeeper_client as zk;

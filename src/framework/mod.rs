@@ -387,7 +387,6 @@ impl Inner {
         }
     }
 
-
     /// Hands a background delete to the reaper. Never blocks, never needs a runtime.
     pub(crate) fn reap(&self, cmd: ReaperCmd) {
         self.reaper.send(cmd);

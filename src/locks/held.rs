@@ -42,14 +42,6 @@ impl HeldNode {
         }
     }
 
-    pub(crate) fn framework(&self) -> &Framework {
-        &self.framework
-    }
-
-    pub(crate) fn full_path(&self) -> &str {
-        &self.full_path
-    }
-
     /// The node's path as the user sees it (namespace stripped).
     pub(crate) fn user_path(&self) -> &str {
         self.framework.unfix_path(&self.full_path)

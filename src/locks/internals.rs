@@ -5,7 +5,9 @@
 //! sends requests in call order, and ZooKeeper answers a session's requests in order), so an
 //! uncontended acquire costs one round trip. A mutex waiter whose predecessor was the holder
 //! takes the lock when that node is deleted without listing the children again (see
-//! [`Driver::first_after_holder_leaves`]).
+//! [`Driver::first_after_holder_leaves`]); it also watches its own node, in the same round
+//! trip, because someone may delete it meanwhile (ZooKeeper notifies a session in zxid order,
+//! so that deletion would be heard first).
 //!
 //! Cancellation: from the moment the create is sent, a [`PendingNode`] guard owns the cleanup.
 //! Dropped before the node's name is known, it asks the reaper to delete by protected prefix;
@@ -66,11 +68,6 @@ impl LockInternals {
         &self.framework
     }
 
-    /// Full server path of the lock directory.
-    pub(crate) fn dir(&self) -> &str {
-        &self.dir
-    }
-
     /// Acquires, starting a fresh attempt (new node) whenever ours goes missing, as long as
     /// the retry policy allows. `None` only with [`Wait::No`] when the lock is taken.
     pub(crate) async fn acquire(&self, wait: Wait) -> Result<Option<HeldNode>> {
@@ -84,9 +81,7 @@ impl LockInternals {
                     Some(delay) => {
                         tracing::debug!(dir = %self.dir, attempt, "lock node missing; trying again with a new node");
                         attempt += 1;
-                        if !self.framework.state().is_connected() {
-                            tokio::time::sleep(delay).await;
-                        }
+                        pause_before_new_attempt(&self.framework, delay).await;
                     }
                     None => return Err(ZkError::NoNode.into()),
                 },
@@ -111,8 +106,12 @@ impl LockInternals {
                 Verdict::Acquired => return Ok(Some(pending.into_held(created.czxid))),
                 Verdict::Watch { .. } if wait == Wait::No => return Ok(None),
                 Verdict::Watch { node, index } => {
-                    let deleted = self.wait_for_change(&session, &node).await?;
-                    if deleted && index == 0 && self.driver.first_after_holder_leaves() {
+                    let shortcut = index == 0 && self.driver.first_after_holder_leaves();
+                    // Taking the lock without listing again needs proof that our node still
+                    // exists (someone may have deleted it): watch it too.
+                    let own = shortcut.then_some(our.as_str());
+                    let deleted = self.wait_for_change(&session, &node, own).await?;
+                    if deleted && shortcut {
                         // We saw the whole queue ahead of us: only the holder. It is gone.
                         return Ok(Some(pending.into_held(created.czxid)));
                     }
@@ -149,6 +148,9 @@ impl LockInternals {
                     self.framework.ensure_containers(&self.dir, true).await?;
                     continue;
                 }
+                // The directory went again (an empty container is reaped at any time): start
+                // a fresh attempt, as Curator does on NoNode, under the retry policy.
+                Err(ZkError::NoNode) => return Err(Failure::NodeMissing),
                 Err(e) => e,
             };
             if is_zk_session_lost(&error) {
@@ -158,7 +160,9 @@ impl LockInternals {
                 return Err(Error::from(error).into());
             }
             // The create may have happened: look for our prefix before creating again.
-            let Some(delay) = self.framework.retry_delay(attempt, started) else { return Err(Error::from(error).into()) };
+            let Some(delay) = self.framework.retry_delay(attempt, started) else {
+                return Err(Error::from(error).into());
+            };
             attempt += 1;
             tokio::time::sleep(delay).await;
             if let Some(found) = self.find_protected(session, prefix).await? {
@@ -198,26 +202,61 @@ impl LockInternals {
 
     /// Watches `node` (getData watch) and waits for it to change or go away. Returns whether it
     /// was deleted. Wakes early when the session is lost.
-    async fn wait_for_change(&self, session: &Session, node: &str) -> Result<bool, Failure> {
+    ///
+    /// With `own` (our node's name), our node is watched as well, in the same round trip, and
+    /// `true` also means that our node still existed when `node` was deleted: ZooKeeper
+    /// notifies a session in zxid order, so had ours been deleted first, we would have heard.
+    async fn wait_for_change(&self, session: &Session, node: &str, own: Option<&str>) -> Result<bool, Failure> {
         let full = path::join(&self.dir, node);
-        let watcher = match self.retrying_watch(session, &full).await? {
+        // Sent now, ahead of the predecessor's watch; both are answered in one round trip.
+        let own_reply = own.map(|name| session.client.get_and_watch_data(&path::join(&self.dir, name)));
+        let own_reply = async move {
+            match own_reply {
+                Some(reply) => Some(reply.await),
+                None => None,
+            }
+        };
+        let (own_reply, watcher) = futures::join!(own_reply, self.retrying_watch(session, &full));
+        let own_watcher = match own_reply {
+            Some(Ok((_, _, watcher))) => Some(watcher),
+            Some(Err(ZkError::NoNode)) => return Err(Failure::NodeMissing),
+            Some(Err(_)) | None => None, // unwatched: `true` is never returned for it below
+        };
+        let own_known = own.is_none() || own_watcher.is_some();
+        let watcher = match watcher? {
             None => return Ok(false), // already gone: look again
             Some(watcher) => watcher,
         };
+        let own_changed = async move {
+            match own_watcher {
+                Some(watcher) => {
+                    watcher.changed().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let mut own_changed = std::pin::pin!(own_changed);
         let epoch = session.epoch;
         let mut state = self.framework.state_watch();
         let session_ended = state.wait_for(|s| s.epoch != epoch || s.state == ConnectionState::Lost);
-        tokio::select! {
-            event = watcher.changed() => match event.event_type {
-                EventType::Session => Err(Failure::NodeMissing),
-                EventType::NodeDeleted => Ok(true),
-                _ => Ok(false),
-            },
-            _ = session_ended => Err(Failure::NodeMissing),
+        let event = tokio::select! {
+            biased;
+            () = &mut own_changed => return Ok(false), // our node changed or went: look again
+            event = watcher.changed() => event.event_type,
+            _ = session_ended => return Err(Failure::NodeMissing),
+        };
+        match event {
+            EventType::Session => Err(Failure::NodeMissing),
+            EventType::NodeDeleted => Ok(own_known && futures::poll!(own_changed).is_pending()),
+            _ => Ok(false),
         }
     }
 
-    async fn retrying_watch(&self, session: &Session, full: &str) -> Result<Option<zookeeper_client::OneshotWatcher>, Failure> {
+    async fn retrying_watch(
+        &self,
+        session: &Session,
+        full: &str,
+    ) -> Result<Option<zookeeper_client::OneshotWatcher>, Failure> {
         let result = self.retrying(session, || async {
             match session.client.get_and_watch_data(full).await {
                 Ok((_, _, watcher)) => Ok(Some(watcher)),
@@ -256,11 +295,13 @@ impl LockInternals {
 
     /// Full paths of all children, in lock order (index 0 holds the lock), namespace stripped.
     pub(crate) async fn participant_nodes(&self) -> Result<Vec<String>> {
-        let mut children = match self.framework.with_retry(|s| {
-            let dir = &self.dir;
-            async move { s.client.list_children(dir).await }
-        })
-        .await
+        let mut children = match self
+            .framework
+            .with_retry(|s| {
+                let dir = &self.dir;
+                async move { s.client.list_children(dir).await }
+            })
+            .await
         {
             Err(Error::ZooKeeper(ZkError::NoNode)) => Vec::new(),
             other => other?,
@@ -290,7 +331,14 @@ struct PendingNode {
 
 impl PendingNode {
     fn new(framework: &Framework, dir: &str, prefix: &str, epoch: u64) -> Self {
-        Self { framework: framework.clone(), dir: dir.to_owned(), prefix: prefix.to_owned(), epoch, node: None, armed: true }
+        Self {
+            framework: framework.clone(),
+            dir: dir.to_owned(),
+            prefix: prefix.to_owned(),
+            epoch,
+            node: None,
+            armed: true,
+        }
     }
 
     fn known(&mut self, full_path: String) {
@@ -317,5 +365,134 @@ impl Drop for PendingNode {
                 epoch: self.epoch,
             }),
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hooks for recipes that create nodes outside the lock queue: the semaphore's lease nodes
+// (Curator's InterProcessSemaphoreV2 creates them while holding its internal mutex and counts
+// them with a watched getChildren).
+
+/// A child listing with a child watch set by the same request.
+pub(crate) type WatchedChildren = (Vec<String>, zookeeper_client::OneshotWatcher);
+
+/// A node this process created in a lock directory and has not handed over yet. Dropping it
+/// deletes the node in the background (by protected prefix while its name was never learned).
+pub(crate) struct CreatedNode {
+    pending: PendingNode,
+    name: String,
+    czxid: i64,
+}
+
+impl std::fmt::Debug for CreatedNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CreatedNode").field("name", &self.name).field("epoch", &self.pending.epoch).finish()
+    }
+}
+
+impl CreatedNode {
+    /// The node's name (last path segment).
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Hands the node over as held; from now on its [`HeldNode`] owns the delete.
+    pub(crate) fn into_held(self) -> HeldNode {
+        self.pending.into_held(self.czxid)
+    }
+}
+
+impl LockInternals {
+    /// Creates one protected ephemeral-sequential node in this directory on `session` (missing
+    /// parents as containers, protected-mode recovery after a lost reply), with a **watched**
+    /// listing of the directory sent right behind the create, so both cost one round trip.
+    ///
+    /// Returns the node and, when the pipelined listing succeeded and shows the node, that
+    /// listing with its watch. `Ok(None)` when the session ended or the directory vanished
+    /// twice in a row (the caller starts over).
+    /// Cancel-safe: a dropped call leaves no node behind.
+    pub(crate) async fn create_watched(
+        &self,
+        session: &Session,
+    ) -> Result<Option<(CreatedNode, Option<WatchedChildren>)>> {
+        let prefix = path::new_protected_prefix();
+        let mut pending = PendingNode::new(&self.framework, &self.dir, &prefix, session.epoch);
+        let base = format!("{}/{}{}", self.dir, prefix, self.driver.lock_name());
+        let acl = self.framework.acl_for(&base);
+        let options = CreateMode::EphemeralSequential.with_acls(Acls::new(&acl));
+        let started = Instant::now();
+        let mut attempt = 0u32;
+        let mut made_parents = false;
+        loop {
+            let create = session.client.create(&base, &self.data, &options);
+            let list = session.client.list_and_watch_children(&self.dir);
+            let (created, listed) = futures::join!(create, list);
+            let error = match created {
+                Ok((stat, sequence)) => {
+                    let name = format!("{prefix}{}{sequence}", self.driver.lock_name());
+                    pending.known(path::join(&self.dir, &name));
+                    let listing = listed.ok().filter(|(c, _)| c.contains(&name));
+                    return Ok(Some((CreatedNode { pending, name, czxid: stat.czxid }, listing)));
+                }
+                Err(ZkError::NoNode) if !made_parents => {
+                    made_parents = true;
+                    self.framework.ensure_containers(&self.dir, true).await?;
+                    continue;
+                }
+                // The directory went again (an empty container is reaped at any time): the
+                // caller starts over, under the retry policy.
+                Err(ZkError::NoNode) => return Ok(None),
+                Err(e) => e,
+            };
+            if is_zk_session_lost(&error) {
+                return Ok(None);
+            }
+            if !is_zk_connection_error(&error) {
+                return Err(error.into());
+            }
+            let Some(delay) = self.framework.retry_delay(attempt, started) else { return Err(error.into()) };
+            attempt += 1;
+            tokio::time::sleep(delay).await;
+            match self.find_protected(session, &prefix).await {
+                Ok(Some(found)) => {
+                    pending.known(path::join(&self.dir, &found.name));
+                    return Ok(Some((CreatedNode { pending, name: found.name, czxid: found.czxid }, None)));
+                }
+                Ok(None) => {}
+                Err(Failure::NodeMissing) => return Ok(None),
+                Err(Failure::Error(e)) => return Err(e),
+            }
+        }
+    }
+
+    /// Lists this directory's children with a child watch, retrying connection loss under the
+    /// retry policy. `Ok(None)` when the session ended or the directory is gone (so are the
+    /// caller's nodes in it).
+    pub(crate) async fn list_watched(&self, session: &Session) -> Result<Option<WatchedChildren>> {
+        match self.retrying(session, || session.client.list_and_watch_children(&self.dir)).await {
+            Ok(listing) => Ok(Some(listing)),
+            Err(Failure::NodeMissing) => Ok(None),
+            Err(Failure::Error(e)) => Err(e),
+        }
+    }
+}
+
+/// Waits before a fresh attempt after a node went missing: the retry delay when the framework
+/// is not connected or its session's client has ended (the state manager is about to replace
+/// it), otherwise only a yield.
+///
+/// It never returns without giving other tasks a turn. Requests on an ended client fail at
+/// once, without ever being pending, and the framework's state may still read "connected" for a
+/// moment (zookeeper-client 0.11.2 can even report `SyncConnected` until its own expiry). A
+/// retry loop that did not pause then burnt its whole retry policy in microseconds (a spurious
+/// `NoNode`) or, under `RetryForever`, never yielded and starved the state manager that would
+/// replace the session (a livelock). Regression test:
+/// `tests/semaphore.rs::waiters_survive_a_session_that_ends_while_connected`.
+pub(crate) async fn pause_before_new_attempt(framework: &Framework, delay: Duration) {
+    let client_ended = framework.inner().session().map_or(true, |s| s.client.state().is_terminated());
+    if client_ended || !framework.state().is_connected() {
+        tokio::time::sleep(delay).await;
+    } else {
+        tokio::task::yield_now().await;
     }
 }

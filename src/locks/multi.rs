@@ -1,0 +1,396 @@
+//! `MultiLock`: several locks taken as one (Curator's `InterProcessMultiLock`), over any mix of
+//! lock handles through the small object-safe [`Lockable`] trait.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+use super::mutex::{InterProcessMutex, MutexGuard};
+use super::semaphore::{InterProcessSemaphore, SemaphoreLease};
+use super::semaphore_mutex::{InterProcessSemaphoreMutex, SemaphoreMutexGuard};
+use crate::error::{Error, Result};
+use crate::framework::Framework;
+
+/// A lock a [`MultiLock`] can take (Curator's `InterProcessLock`).
+///
+/// Implemented by [`InterProcessMutex`], [`InterProcessSemaphoreMutex`],
+/// [`InterProcessSemaphore`] (one lease) and [`MultiLock`] itself. Implement it for your own
+/// lock types to mix them in.
+///
+/// Contract: both methods must be cancel-safe (a dropped future holds nothing afterwards), since
+/// a `MultiLock` applies its deadline by dropping them.
+#[async_trait]
+pub trait Lockable: Send + Sync + fmt::Debug {
+    /// Waits until the lock is held.
+    ///
+    /// # Errors
+    /// Whatever the lock reports; the `MultiLock` rolls back and returns it.
+    ///
+    /// # Cancel safety
+    /// Must be cancel-safe.
+    async fn lock(&self) -> Result<Box<dyn LockHold>>;
+
+    /// Takes the lock if it is free right now; never waits.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Cancel safety
+    /// Must be cancel-safe.
+    async fn try_lock(&self) -> Result<Option<Box<dyn LockHold>>>;
+
+    /// True when this process holds the lock through this handle.
+    fn is_acquired_in_this_process(&self) -> bool;
+}
+
+/// A held lock, type-erased: what [`Lockable::lock`] returns. Dropping it releases the lock
+/// in the background, as the concrete guard's `Drop` does.
+#[async_trait]
+pub trait LockHold: Send + fmt::Debug {
+    /// Releases the lock and reports the outcome.
+    ///
+    /// # Errors
+    /// Whatever the release reports.
+    ///
+    /// # Cancel safety
+    /// Must be cancel-safe: a cancelled release finishes in the background.
+    async fn release(self: Box<Self>) -> Result<()>;
+
+    /// Whether the lock can still be trusted (a local check).
+    fn is_held(&self) -> bool;
+}
+
+/// Several locks acquired as one, all or nothing (Curator's `InterProcessMultiLock`).
+///
+/// Locks are acquired one after another in the order given; use one global order everywhere
+/// to avoid deadlocks (the recipe does not sort). If any lock fails, times out or is not free
+/// (for [`try_acquire`](Self::try_acquire)), the locks already taken are released in reverse
+/// order and the call fails as a whole. The guard releases in reverse order and keeps going past
+/// failures.
+///
+/// Differences from Curator: the timed form has **one** deadline for the whole set (Curator
+/// gives each lock the full time), and a failing lock stops the acquisition at once (Curator
+/// keeps trying the remaining locks first).
+///
+/// ```no_run
+/// # async fn example(framework: zk_recipes::Framework) -> zk_recipes::Result<()> {
+/// use std::sync::Arc;
+/// use zk_recipes::{InterProcessMutex, InterProcessSemaphoreMutex, Lockable, MultiLock};
+///
+/// let locks: Vec<Arc<dyn Lockable>> = vec![
+///     Arc::new(InterProcessMutex::new(&framework, "/locks/accounts")?),
+///     Arc::new(InterProcessSemaphoreMutex::new(&framework, "/locks/ledger")?),
+/// ];
+/// let multi = MultiLock::new(locks)?;
+/// let guard = multi.acquire().await?;
+/// // ... both are held ...
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct MultiLock {
+    locks: Arc<[Arc<dyn Lockable>]>,
+}
+
+impl MultiLock {
+    /// A multi-lock over `locks`, acquired in this order. Does no I/O.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `locks` is empty.
+    pub fn new(locks: impl IntoIterator<Item = Arc<dyn Lockable>>) -> Result<Self> {
+        let locks: Arc<[Arc<dyn Lockable>]> = locks.into_iter().collect();
+        if locks.is_empty() {
+            return Err(Error::invalid_argument("locks", "a multi-lock needs at least one lock"));
+        }
+        Ok(Self { locks })
+    }
+
+    /// A multi-lock over one [`InterProcessMutex`] per path (Curator's constructor taking
+    /// paths), acquired in this order. Does no I/O.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `paths` is empty; [`Error::InvalidPath`] for a bad path.
+    pub fn of_mutexes<S: AsRef<str>>(framework: &Framework, paths: impl IntoIterator<Item = S>) -> Result<Self> {
+        let mut locks: Vec<Arc<dyn Lockable>> = Vec::new();
+        for path in paths {
+            locks.push(Arc::new(InterProcessMutex::new(framework, path.as_ref())?));
+        }
+        Self::new(locks)
+    }
+
+    /// The number of locks.
+    pub fn len(&self) -> usize {
+        self.locks.len()
+    }
+
+    /// Always false: a multi-lock has at least one lock.
+    pub fn is_empty(&self) -> bool {
+        self.locks.is_empty()
+    }
+
+    /// Waits until every lock is held.
+    ///
+    /// # Errors
+    /// The first error a lock reported; the locks taken before it were released (in reverse
+    /// order) before returning.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe (given cancel-safe [`Lockable`]s): the locks taken so far are released in
+    /// reverse order in the background.
+    pub async fn acquire(&self) -> Result<MultiLockGuard> {
+        match self.acquire_with(Mode::Wait(None)).await? {
+            Some(guard) => Ok(guard),
+            None => unreachable!("waiting without a deadline yields a guard or an error"),
+        }
+    }
+
+    /// Takes every lock if each is free right now; never waits. `None` (holding nothing) as
+    /// soon as one is not free.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`acquire`](Self::acquire).
+    pub async fn try_acquire(&self) -> Result<Option<MultiLockGuard>> {
+        self.acquire_with(Mode::Try).await
+    }
+
+    /// Waits at most `timeout` in total for all the locks; `None` when the time ran out (the
+    /// locks taken meanwhile are released in the background, in reverse order).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zero timeout; otherwise as [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`acquire`](Self::acquire).
+    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<MultiLockGuard>> {
+        if timeout.is_zero() {
+            return Err(Error::invalid_argument("timeout", "must be greater than zero; use try_acquire()"));
+        }
+        self.acquire_with(Mode::Wait(Some(Instant::now() + timeout))).await
+    }
+
+    /// True when this process holds every lock of the set (Curator's semantics).
+    pub fn is_acquired_in_this_process(&self) -> bool {
+        self.locks.iter().all(|lock| lock.is_acquired_in_this_process())
+    }
+
+    async fn acquire_with(&self, mode: Mode) -> Result<Option<MultiLockGuard>> {
+        let mut taken = Holds(Vec::with_capacity(self.locks.len()));
+        for (index, lock) in self.locks.iter().enumerate() {
+            let result = match mode {
+                Mode::Try => lock.try_lock().await,
+                Mode::Wait(None) => lock.lock().await.map(Some),
+                Mode::Wait(Some(deadline)) => match tokio::time::timeout_at(deadline, lock.lock()).await {
+                    Ok(result) => result.map(Some),
+                    Err(_) => {
+                        tracing::debug!(index, "multi-lock timed out; releasing what it took");
+                        return Ok(None); // `taken` drops: released in reverse order, in the background
+                    }
+                },
+            };
+            match result {
+                Ok(Some(hold)) => taken.0.push(hold),
+                Ok(None) => {
+                    taken.roll_back().await;
+                    return Ok(None);
+                }
+                Err(e) => {
+                    tracing::debug!(index, error = %e, "multi-lock: a lock failed; releasing what it took");
+                    taken.roll_back().await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Some(MultiLockGuard { holds: taken }))
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    Try,
+    Wait(Option<Instant>),
+}
+
+/// Held locks in acquisition order. Dropping releases them in reverse order.
+#[derive(Debug)]
+struct Holds(Vec<Box<dyn LockHold>>);
+
+impl Holds {
+    /// Releases every hold in reverse order, continuing past failures; the first error.
+    async fn release_all(&mut self) -> Result<()> {
+        let mut first: Option<Error> = None;
+        while let Some(hold) = self.0.pop() {
+            if let Err(e) = hold.release().await {
+                match first {
+                    None => first = Some(e),
+                    Some(_) => tracing::warn!(error = %e, "multi-lock release: another lock failed to release too"),
+                }
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// Releases after a failed acquire; release errors are logged, not returned.
+    async fn roll_back(&mut self) {
+        if let Err(e) = self.release_all().await {
+            tracing::warn!(error = %e, "multi-lock rollback: a release failed (it continues in the background)");
+        }
+    }
+}
+
+impl Drop for Holds {
+    fn drop(&mut self) {
+        while let Some(hold) = self.0.pop() {
+            drop(hold);
+        }
+    }
+}
+
+/// Proof that this process holds every lock of a [`MultiLock`]. Releasing or dropping it
+/// releases them all in reverse order.
+#[must_use = "dropping the guard releases the locks"]
+#[clippy::has_significant_drop]
+#[derive(Debug)]
+pub struct MultiLockGuard {
+    holds: Holds,
+}
+
+impl MultiLockGuard {
+    /// The number of locks held.
+    pub fn len(&self) -> usize {
+        self.holds.0.len()
+    }
+
+    /// Always false: a guard holds at least one lock.
+    pub fn is_empty(&self) -> bool {
+        self.holds.0.is_empty()
+    }
+
+    /// Whether every lock can still be trusted (a local check).
+    pub fn is_held(&self) -> bool {
+        self.holds.0.iter().all(|hold| hold.is_held())
+    }
+
+    /// Releases every lock in reverse order of acquisition. A failure does not stop the
+    /// others from being released.
+    ///
+    /// # Errors
+    /// The first error a release reported (later ones are logged).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: the locks not yet released are released in the background, in reverse
+    /// order.
+    pub async fn release(mut self) -> Result<()> {
+        self.holds.release_all().await
+    }
+}
+
+#[async_trait]
+impl Lockable for InterProcessMutex {
+    async fn lock(&self) -> Result<Box<dyn LockHold>> {
+        Ok(Box::new(self.acquire().await?))
+    }
+
+    async fn try_lock(&self) -> Result<Option<Box<dyn LockHold>>> {
+        Ok(self.try_acquire().await?.map(|g| Box::new(g) as Box<dyn LockHold>))
+    }
+
+    fn is_acquired_in_this_process(&self) -> bool {
+        InterProcessMutex::is_acquired_in_this_process(self)
+    }
+}
+
+#[async_trait]
+impl LockHold for MutexGuard {
+    async fn release(self: Box<Self>) -> Result<()> {
+        MutexGuard::release(*self).await
+    }
+
+    fn is_held(&self) -> bool {
+        MutexGuard::is_held(self)
+    }
+}
+
+#[async_trait]
+impl Lockable for InterProcessSemaphoreMutex {
+    async fn lock(&self) -> Result<Box<dyn LockHold>> {
+        Ok(Box::new(self.acquire().await?))
+    }
+
+    async fn try_lock(&self) -> Result<Option<Box<dyn LockHold>>> {
+        Ok(self.try_acquire().await?.map(|g| Box::new(g) as Box<dyn LockHold>))
+    }
+
+    fn is_acquired_in_this_process(&self) -> bool {
+        InterProcessSemaphoreMutex::is_acquired_in_this_process(self)
+    }
+}
+
+#[async_trait]
+impl LockHold for SemaphoreMutexGuard {
+    async fn release(self: Box<Self>) -> Result<()> {
+        SemaphoreMutexGuard::release(*self).await
+    }
+
+    fn is_held(&self) -> bool {
+        SemaphoreMutexGuard::is_held(self)
+    }
+}
+
+/// One lease of the semaphore.
+#[async_trait]
+impl Lockable for InterProcessSemaphore {
+    async fn lock(&self) -> Result<Box<dyn LockHold>> {
+        Ok(Box::new(self.acquire().await?))
+    }
+
+    async fn try_lock(&self) -> Result<Option<Box<dyn LockHold>>> {
+        Ok(self.try_acquire().await?.map(|l| Box::new(l) as Box<dyn LockHold>))
+    }
+
+    fn is_acquired_in_this_process(&self) -> bool {
+        InterProcessSemaphore::is_acquired_in_this_process(self)
+    }
+}
+
+#[async_trait]
+impl LockHold for SemaphoreLease {
+    async fn release(self: Box<Self>) -> Result<()> {
+        SemaphoreLease::release(*self).await
+    }
+
+    fn is_held(&self) -> bool {
+        SemaphoreLease::is_held(self)
+    }
+}
+
+#[async_trait]
+impl Lockable for MultiLock {
+    async fn lock(&self) -> Result<Box<dyn LockHold>> {
+        Ok(Box::new(self.acquire().await?))
+    }
+
+    async fn try_lock(&self) -> Result<Option<Box<dyn LockHold>>> {
+        Ok(self.try_acquire().await?.map(|g| Box::new(g) as Box<dyn LockHold>))
+    }
+
+    fn is_acquired_in_this_process(&self) -> bool {
+        MultiLock::is_acquired_in_this_process(self)
+    }
+}
+
+#[async_trait]
+impl LockHold for MultiLockGuard {
+    async fn release(self: Box<Self>) -> Result<()> {
+        MultiLockGuard::release(*self).await
+    }
+
+    fn is_held(&self) -> bool {
+        MultiLockGuard::is_held(self)
+    }
+}

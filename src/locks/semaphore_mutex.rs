@@ -1,0 +1,155 @@
+//! `InterProcessSemaphoreMutex`: Curator's non-reentrant mutex, a one-lease semaphore.
+
+use std::time::Duration;
+
+use super::semaphore::{InterProcessSemaphore, SemaphoreLease};
+use crate::error::Result;
+use crate::framework::Framework;
+
+/// A non-reentrant distributed mutex, compatible with Curator's `InterProcessSemaphoreMutex`:
+/// an [`InterProcessSemaphore`] with one lease.
+///
+/// It uses the semaphore layout (`<path>/locks` and `<path>/leases`), **not** the
+/// [`InterProcessMutex`](crate::InterProcessMutex) layout: the two do not exclude each other
+/// on the same path, exactly as in Curator.
+///
+/// Not reentrant: a second acquire, even from the task that holds the lock, waits until the
+/// lock is released. The guard belongs to the process, not to a task, so any task may release
+/// it (Curator allows release from any thread).
+///
+/// ```no_run
+/// # async fn example(framework: zk_recipes::Framework) -> zk_recipes::Result<()> {
+/// use zk_recipes::InterProcessSemaphoreMutex;
+///
+/// let mutex = InterProcessSemaphoreMutex::new(&framework, "/locks/report")?;
+/// let guard = mutex.acquire().await?;
+/// let worker = tokio::spawn(async move {
+///     // ... work ...
+///     guard.release().await // another task may release it
+/// });
+/// worker.await.expect("worker panicked")?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct InterProcessSemaphoreMutex {
+    semaphore: InterProcessSemaphore,
+}
+
+impl InterProcessSemaphoreMutex {
+    /// A mutex on `path`. Does no I/O.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) for a path that is not a valid
+    /// absolute path, or is `/` or under `/zookeeper`.
+    pub fn new(framework: &Framework, path: &str) -> Result<Self> {
+        Ok(Self { semaphore: InterProcessSemaphore::new(framework, path, 1)? })
+    }
+
+    /// The lock path as given.
+    pub fn path(&self) -> &str {
+        self.semaphore.path()
+    }
+
+    /// Waits until the lock is held.
+    ///
+    /// # Errors
+    /// As [`InterProcessSemaphore::acquire`].
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a cancelled acquire leaves no node behind (the framework's reaper deletes
+    /// it in the background), and it loses its place in the queue.
+    pub async fn acquire(&self) -> Result<SemaphoreMutexGuard> {
+        Ok(SemaphoreMutexGuard { lease: self.semaphore.acquire().await? })
+    }
+
+    /// Takes the lock if it is free right now; never waits. See
+    /// [`InterProcessSemaphore::try_acquire`] for when it returns `None`.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`acquire`](Self::acquire).
+    pub async fn try_acquire(&self) -> Result<Option<SemaphoreMutexGuard>> {
+        Ok(self.semaphore.try_acquire().await?.map(|lease| SemaphoreMutexGuard { lease }))
+    }
+
+    /// Waits at most `timeout` for the lock; `None` when the time ran out (nothing is held).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero timeout; otherwise
+    /// as [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`acquire`](Self::acquire).
+    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<SemaphoreMutexGuard>> {
+        Ok(self.semaphore.acquire_timeout(timeout).await?.map(|lease| SemaphoreMutexGuard { lease }))
+    }
+
+    /// True while a guard acquired through this handle (or a clone) is alive.
+    pub fn is_acquired_in_this_process(&self) -> bool {
+        self.semaphore.is_acquired_in_this_process()
+    }
+
+    /// The full paths of the lease nodes (at most one holds; see
+    /// [`InterProcessSemaphore::participant_nodes`]).
+    ///
+    /// # Errors
+    /// ZooKeeper errors the retry policy gave up on.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only reads.
+    pub async fn participant_nodes(&self) -> Result<Vec<String>> {
+        self.semaphore.participant_nodes().await
+    }
+}
+
+/// Proof that this process holds an [`InterProcessSemaphoreMutex`]. Releasing or dropping it
+/// frees the lock; any task may do so.
+#[must_use = "dropping the guard releases the lock"]
+#[clippy::has_significant_drop]
+#[derive(Debug)]
+pub struct SemaphoreMutexGuard {
+    lease: SemaphoreLease,
+}
+
+impl SemaphoreMutexGuard {
+    /// The lease node's path (namespace stripped), `<path>/leases/_c_<uuid>-lease-<seq>`.
+    pub fn lock_path(&self) -> &str {
+        self.lease.lease_path()
+    }
+
+    /// The lease node's creation zxid: strictly increasing across successive holders.
+    pub fn fencing_token(&self) -> i64 {
+        self.lease.fencing_token()
+    }
+
+    /// Whether the lock can still be trusted; see [`SemaphoreLease::is_held`].
+    pub fn is_held(&self) -> bool {
+        self.lease.is_held()
+    }
+
+    /// Completes when the lock can no longer be trusted; see [`SemaphoreLease::lost`].
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only observes.
+    pub async fn lost(&self) {
+        self.lease.lost().await
+    }
+
+    /// Releases the lock: deletes the lease node now and reports the outcome.
+    ///
+    /// # Errors
+    /// As [`SemaphoreLease::release`].
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: if cancelled, the delete is finished in the background.
+    pub async fn release(self) -> Result<()> {
+        self.lease.release().await
+    }
+
+    /// The lease this guard wraps.
+    pub fn into_lease(self) -> SemaphoreLease {
+        self.lease
+    }
+}

@@ -1,0 +1,431 @@
+//! `MultiLock` against a real ZooKeeper server: Curator's `TestInterProcessMultiMutex` (the base
+//! mutex suite over two paths, `testSomeReleasesFail`, `testSomeLocksFailToLock`), mixed lock
+//! kinds, release order, one total deadline, rollback and cancellation.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::{timeout, Instant};
+use zk_recipes::{
+    Error, Framework, InterProcessMutex, InterProcessSemaphore, InterProcessSemaphoreMutex, LockHold, Lockable,
+    MultiLock,
+};
+
+const LIMIT: Duration = Duration::from_secs(60);
+const SESSION: Duration = Duration::from_secs(10);
+/// Bound for one prompt event (a freed lock reaching a waiter, the reaper finishing).
+const PROMPT: Duration = Duration::from_secs(5);
+/// How long a contender is given to (wrongly) get through when it must not.
+const BLOCKED: Duration = Duration::from_millis(300);
+
+fn unique(name: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!("/multi-{name}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+}
+
+async fn connect_string() -> String {
+    zk_recipes::testing::shared_server().await.expect("shared test server").connect_string()
+}
+
+async fn framework(connect: &str) -> Framework {
+    Framework::builder(connect).session_timeout(SESSION).start().await.expect("framework starts")
+}
+
+async fn bounded<F: Future>(test: F) -> F::Output {
+    timeout(LIMIT, test).await.expect("test exceeded its time limit")
+}
+
+async fn child_count(fw: &Framework, path: &str) -> usize {
+    match fw.get_children(path).await {
+        Ok(children) => children.len(),
+        Err(Error::ZooKeeper(zk_recipes::zk::Error::NoNode)) => 0,
+        Err(e) => panic!("listing {path}: {e}"),
+    }
+}
+
+/// Waits (bounded) until `path` has `n` children.
+async fn wait_children(fw: &Framework, path: &str, n: usize) {
+    let deadline = Instant::now() + PROMPT;
+    loop {
+        let now = child_count(fw, path).await;
+        if now == n {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{path} should have {n} children, has {now}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The two Curator test paths, `.../our-lock-1` and `-2`, under a unique parent.
+fn two_paths(name: &str) -> [String; 2] {
+    let base = unique(name);
+    [format!("{base}/our-lock-1"), format!("{base}/our-lock-2")]
+}
+
+fn arc<L: Lockable + 'static>(lock: L) -> Arc<dyn Lockable> {
+    Arc::new(lock)
+}
+
+// ---------------------------------------------------------------------------------------------
+// A test lock whose acquire or release can be made to fail, and which records what happened.
+
+#[derive(Debug, Default)]
+struct Journal(Mutex<Vec<String>>);
+
+impl Journal {
+    fn push(&self, entry: String) {
+        self.0.lock().unwrap().push(entry);
+    }
+
+    fn entries(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+#[derive(Debug)]
+struct TestLock {
+    name: &'static str,
+    fail_lock: bool,
+    fail_release: bool,
+    held: Arc<AtomicBool>,
+    journal: Arc<Journal>,
+}
+
+impl TestLock {
+    fn new(name: &'static str, journal: &Arc<Journal>) -> Self {
+        Self { name, fail_lock: false, fail_release: false, held: Arc::default(), journal: journal.clone() }
+    }
+
+    fn hold(&self) -> Box<dyn LockHold> {
+        self.held.store(true, Ordering::SeqCst);
+        self.journal.push(format!("lock {}", self.name));
+        Box::new(TestHold {
+            name: self.name,
+            fail_release: self.fail_release,
+            held: self.held.clone(),
+            journal: self.journal.clone(),
+            done: false,
+        })
+    }
+}
+
+#[async_trait]
+impl Lockable for TestLock {
+    async fn lock(&self) -> zk_recipes::Result<Box<dyn LockHold>> {
+        if self.fail_lock {
+            self.journal.push(format!("fail {}", self.name));
+            return Err(Error::ZooKeeper(zk_recipes::zk::Error::NoAuth));
+        }
+        Ok(self.hold())
+    }
+
+    async fn try_lock(&self) -> zk_recipes::Result<Option<Box<dyn LockHold>>> {
+        self.lock().await.map(Some)
+    }
+
+    fn is_acquired_in_this_process(&self) -> bool {
+        self.held.load(Ordering::SeqCst)
+    }
+}
+
+#[derive(Debug)]
+struct TestHold {
+    name: &'static str,
+    fail_release: bool,
+    held: Arc<AtomicBool>,
+    journal: Arc<Journal>,
+    done: bool,
+}
+
+#[async_trait]
+impl LockHold for TestHold {
+    async fn release(mut self: Box<Self>) -> zk_recipes::Result<()> {
+        self.done = true;
+        self.journal.push(format!("release {}", self.name));
+        if self.fail_release {
+            return Err(Error::ZooKeeper(zk_recipes::zk::Error::NoAuth));
+        }
+        self.held.store(false, Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn is_held(&self) -> bool {
+        self.held.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for TestHold {
+    fn drop(&mut self) {
+        if !self.done {
+            self.journal.push(format!("drop {}", self.name));
+            self.held.store(false, Ordering::SeqCst);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Curator TestInterProcessMultiMutex
+
+/// testSomeReleasesFail: the failing release is reported, and the good lock was released anyway.
+#[tokio::test]
+async fn some_releases_fail() {
+    bounded(async {
+        let connect = connect_string().await;
+        let fw = framework(&connect).await;
+        let other = framework(&connect).await;
+        let path = unique("releases-fail");
+        let journal = Arc::new(Journal::default());
+        let good = InterProcessMutex::new(&fw, &path).unwrap();
+        let bad = TestLock { fail_release: true, ..TestLock::new("bad", &journal) };
+        let multi = MultiLock::new([arc(good.clone()), arc(bad)]).unwrap();
+        let guard = multi.acquire().await.unwrap();
+        assert!(multi.is_acquired_in_this_process());
+        assert!(guard.is_held());
+        let err = guard.release().await.unwrap_err();
+        assert!(matches!(err, Error::ZooKeeper(zk_recipes::zk::Error::NoAuth)), "{err}");
+        assert!(!good.is_acquired_in_this_process(), "the good lock was released");
+        let taken = InterProcessMutex::new(&other, &path).unwrap().acquire_timeout(PROMPT).await.unwrap();
+        taken.expect("another client gets the good lock").release().await.unwrap();
+    })
+    .await;
+}
+
+/// testSomeLocksFailToLock: the second lock's acquire fails; the first is rolled back and the
+/// error comes out.
+#[tokio::test]
+async fn some_locks_fail_to_lock() {
+    bounded(async {
+        let connect = connect_string().await;
+        let fw = framework(&connect).await;
+        let path = unique("locks-fail");
+        let journal = Arc::new(Journal::default());
+        let good = InterProcessMutex::new(&fw, &path).unwrap();
+        let recorded = TestLock::new("recorded", &journal);
+        let bad = TestLock { fail_lock: true, ..TestLock::new("bad", &journal) };
+        let multi = MultiLock::new([arc(good.clone()), arc(recorded), arc(bad)]).unwrap();
+        let err = multi.acquire().await.unwrap_err();
+        assert!(matches!(err, Error::ZooKeeper(zk_recipes::zk::Error::NoAuth)), "{err}");
+        assert!(!good.is_acquired_in_this_process(), "rolled back");
+        assert_eq!(journal.entries(), ["lock recorded", "fail bad", "release recorded"]);
+        wait_children(&fw, &path, 0).await;
+        assert!(multi.try_acquire().await.is_err());
+        assert!(!good.is_acquired_in_this_process());
+    })
+    .await;
+}
+
+/// test2Clients over two paths: one client holds both; the other gets neither until release.
+#[tokio::test]
+async fn two_clients_exclude() {
+    bounded(async {
+        let connect = connect_string().await;
+        let [p1, p2] = two_paths("two-clients");
+        let (fw1, fw2) = (framework(&connect).await, framework(&connect).await);
+        let m1 = MultiLock::of_mutexes(&fw1, [&p1, &p2]).unwrap();
+        let m2 = MultiLock::of_mutexes(&fw2, [&p1, &p2]).unwrap();
+        let g1 = m1.acquire().await.unwrap();
+        assert_eq!(g1.len(), 2);
+        assert!(m2.acquire_timeout(BLOCKED).await.unwrap().is_none());
+        assert!(m2.try_acquire().await.unwrap().is_none());
+        // The timed-out attempt left nothing behind.
+        wait_children(&fw1, &p1, 1).await;
+        wait_children(&fw1, &p2, 1).await;
+        let waiting = {
+            let m2 = m2.clone();
+            tokio::spawn(async move { m2.acquire().await })
+        };
+        wait_children(&fw1, &p1, 2).await;
+        g1.release().await.unwrap();
+        assert!(!m1.is_acquired_in_this_process());
+        let g2 = timeout(PROMPT, waiting).await.expect("the other client gets both").unwrap().unwrap();
+        assert!(m2.is_acquired_in_this_process());
+        g2.release().await.unwrap();
+        wait_children(&fw1, &p1, 0).await;
+        wait_children(&fw1, &p2, 0).await;
+    })
+    .await;
+}
+
+/// testReentrant / testReentrantSingleLock over InterProcessMutexes: the holding task may take
+/// the multi-lock again; other tasks are excluded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentrant_over_mutexes() {
+    bounded(async {
+        let fw = framework(&connect_string().await).await;
+        let [p1, p2] = two_paths("reentrant");
+        let multi = MultiLock::of_mutexes(&fw, [&p1, &p2]).unwrap();
+        let outer = multi.acquire().await.unwrap();
+        let inner = multi.acquire_timeout(PROMPT).await.unwrap().expect("reentrant");
+        let other = multi.clone();
+        let blocked = tokio::spawn(async move { other.acquire_timeout(BLOCKED).await.map(|g| g.is_some()) });
+        assert!(!blocked.await.unwrap().unwrap(), "another task is excluded");
+        inner.release().await.unwrap();
+        assert!(multi.is_acquired_in_this_process(), "still held after the inner release");
+        outer.release().await.unwrap();
+        assert!(!multi.is_acquired_in_this_process());
+        wait_children(&fw, &p1, 0).await;
+        wait_children(&fw, &p2, 0).await;
+    })
+    .await;
+}
+
+/// testWithNamespace over two paths.
+#[tokio::test]
+async fn with_namespace() {
+    bounded(async {
+        let connect = connect_string().await;
+        let ns = format!("ns-multi-{}", std::process::id());
+        let fw = Framework::builder(&connect).namespace(&ns).session_timeout(SESSION).start().await.unwrap();
+        let raw = framework(&connect).await;
+        let [p1, p2] = two_paths("namespace");
+        let multi = MultiLock::of_mutexes(&fw, [&p1, &p2]).unwrap();
+        let guard = multi.acquire_timeout(PROMPT).await.unwrap().expect("locked");
+        assert_eq!(child_count(&raw, &format!("/{ns}{p1}")).await, 1);
+        assert_eq!(child_count(&raw, &format!("/{ns}{p2}")).await, 1);
+        guard.release().await.unwrap();
+        wait_children(&raw, &format!("/{ns}{p1}"), 0).await;
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Mixed kinds, order, deadline, rollback, cancellation
+
+/// Every kind of lock handle in one set; release goes in reverse order; so does Drop.
+#[tokio::test]
+async fn mixed_kinds_and_reverse_release_order() {
+    bounded(async {
+        let connect = connect_string().await;
+        let fw = framework(&connect).await;
+        let other = framework(&connect).await;
+        let base = unique("mixed");
+        let (pm, ps, pl) = (format!("{base}/mutex"), format!("{base}/semmutex"), format!("{base}/semaphore"));
+        let journal = Arc::new(Journal::default());
+        let multi = MultiLock::new([
+            arc(TestLock::new("first", &journal)),
+            arc(InterProcessMutex::new(&fw, &pm).unwrap()),
+            arc(InterProcessSemaphoreMutex::new(&fw, &ps).unwrap()),
+            arc(InterProcessSemaphore::new(&fw, &pl, 2).unwrap()),
+            arc(TestLock::new("last", &journal)),
+        ])
+        .unwrap();
+        assert_eq!(multi.len(), 5);
+        let guard = multi.acquire().await.unwrap();
+        assert!(multi.is_acquired_in_this_process());
+        assert_eq!(child_count(&fw, &pm).await, 1);
+        assert_eq!(child_count(&fw, &format!("{ps}/leases")).await, 1);
+        assert_eq!(child_count(&fw, &format!("{pl}/leases")).await, 1);
+        // Others see them held: the semaphore mutex is taken, one of two leases is left.
+        let sm = InterProcessSemaphoreMutex::new(&other, &ps).unwrap();
+        assert!(sm.try_acquire().await.unwrap().is_none());
+        guard.release().await.unwrap();
+        assert_eq!(journal.entries(), ["lock first", "lock last", "release last", "release first"]);
+        wait_children(&fw, &pm, 0).await;
+        wait_children(&fw, &format!("{ps}/leases"), 0).await;
+        wait_children(&fw, &format!("{pl}/leases"), 0).await;
+
+        // Drop releases in reverse order too.
+        let guard = multi.acquire().await.unwrap();
+        drop(guard);
+        let entries = journal.entries();
+        assert_eq!(&entries[4..], ["lock first", "lock last", "drop last", "drop first"]);
+        wait_children(&fw, &pm, 0).await;
+        wait_children(&fw, &format!("{ps}/leases"), 0).await;
+        wait_children(&fw, &format!("{pl}/leases"), 0).await;
+        assert!(!multi.is_acquired_in_this_process());
+    })
+    .await;
+}
+
+/// One deadline for the whole set (Curator gives each lock the full time): with the second
+/// lock held elsewhere, a timed acquire returns after about the timeout, not twice it, and
+/// holds nothing afterwards.
+#[tokio::test]
+async fn one_total_deadline_and_rollback() {
+    bounded(async {
+        let connect = connect_string().await;
+        let (fw, other) = (framework(&connect).await, framework(&connect).await);
+        let [p1, p2] = two_paths("deadline");
+        let blocker = InterProcessMutex::new(&other, &p2).unwrap().acquire().await.unwrap();
+        let first = InterProcessMutex::new(&fw, &p1).unwrap();
+        let multi = MultiLock::new([arc(first.clone()), arc(InterProcessMutex::new(&fw, &p2).unwrap())]).unwrap();
+        let wait = Duration::from_millis(600);
+        let started = Instant::now();
+        assert!(multi.acquire_timeout(wait).await.unwrap().is_none());
+        let took = started.elapsed();
+        assert!(took >= wait && took < wait * 2, "took {took:?} for a {wait:?} deadline");
+        assert!(!first.is_acquired_in_this_process(), "the first lock was rolled back");
+        wait_children(&other, &p1, 0).await;
+        wait_children(&other, &p2, 1).await;
+        // try_acquire rolls back too.
+        assert!(multi.try_acquire().await.unwrap().is_none());
+        assert!(!first.is_acquired_in_this_process());
+        wait_children(&other, &p1, 0).await;
+        blocker.release().await.unwrap();
+        let guard = multi.acquire_timeout(PROMPT).await.unwrap().expect("free now");
+        guard.release().await.unwrap();
+    })
+    .await;
+}
+
+/// A multi-lock acquire dropped while waiting for its second lock (and one dropped before its
+/// first poll) leaves nothing held.
+#[tokio::test]
+async fn cancelled_acquire_releases_what_it_took() {
+    bounded(async {
+        let connect = connect_string().await;
+        let (fw, other) = (framework(&connect).await, framework(&connect).await);
+        let [p1, p2] = two_paths("cancel");
+        let multi = MultiLock::of_mutexes(&fw, [&p1, &p2]).unwrap();
+        drop(multi.acquire());
+        let blocker = InterProcessMutex::new(&other, &p2).unwrap().acquire().await.unwrap();
+        let waiting = {
+            let multi = multi.clone();
+            tokio::spawn(async move { multi.acquire().await })
+        };
+        wait_children(&other, &p2, 2).await; // it holds p1 and waits for p2
+        assert_eq!(child_count(&other, &p1).await, 1);
+        waiting.abort();
+        let _ = waiting.await;
+        wait_children(&other, &p1, 0).await;
+        wait_children(&other, &p2, 1).await;
+        blocker.release().await.unwrap();
+        let m2 = MultiLock::of_mutexes(&other, [&p1, &p2]).unwrap();
+        m2.acquire_timeout(PROMPT).await.unwrap().expect("the next contender acquires").release().await.unwrap();
+    })
+    .await;
+}
+
+/// A multi-lock is itself lockable: nested sets work and release inside out.
+#[tokio::test]
+async fn nested_multi_locks() {
+    bounded(async {
+        let fw = framework(&connect_string().await).await;
+        let journal = Arc::new(Journal::default());
+        let inner = MultiLock::new([arc(TestLock::new("a", &journal)), arc(TestLock::new("b", &journal))]).unwrap();
+        let path = unique("nested");
+        let outer = MultiLock::new([arc(inner), arc(InterProcessMutex::new(&fw, &path).unwrap())]).unwrap();
+        let guard = outer.acquire().await.unwrap();
+        assert!(outer.is_acquired_in_this_process());
+        guard.release().await.unwrap();
+        assert_eq!(journal.entries(), ["lock a", "lock b", "release b", "release a"]);
+        wait_children(&fw, &path, 0).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn bad_input_gives_typed_errors() {
+    bounded(async {
+        let fw = framework(&connect_string().await).await;
+        assert!(matches!(MultiLock::new(Vec::new()), Err(Error::InvalidArgument { .. })));
+        assert!(matches!(MultiLock::of_mutexes(&fw, Vec::<String>::new()), Err(Error::InvalidArgument { .. })));
+        assert!(matches!(MultiLock::of_mutexes(&fw, ["/ok", "bad"]), Err(Error::InvalidPath { .. })));
+        let multi = MultiLock::of_mutexes(&fw, [unique("bad-input")]).unwrap();
+        assert!(matches!(multi.acquire_timeout(Duration::ZERO).await, Err(Error::InvalidArgument { .. })));
+    })
+    .await;
+}
