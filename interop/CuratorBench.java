@@ -1,0 +1,516 @@
+// Benchmark peer: runs one workload of benches/locks.rs through Apache Curator 5.x, so that the
+// benchmark can measure Curator in the same run, against the same server, with the same
+// workload (see benches/README.md, "Curator").
+//
+// Usage (benches/locks.rs compiles this file with javac and runs it once per workload):
+//
+//   java -cp <classes>:<curator classpath> CuratorBench CONNECT WORKLOAD CYCLES WARMUP CLIENTS
+//       MAX_LEASES BASE_PATH [hold-ms=N] [jit-warmup-ms=N] [label=TEXT] [srvr=HOST:PORT]
+//
+//   WORKLOAD    mutex-uncontended | mutex-contended | semaphore | many-waiters
+//   CYCLES      measured cycles: mutex-uncontended: in total (the bench's --iters); others: per
+//               session (--cycles); many-waiters splits them over the session's 8 threads,
+//               rounded up, as the Rust bench does
+//   WARMUP      unmeasured cycles before them, counted the same way (--warmup, --warmup-cycles)
+//   CLIENTS     sessions (one CuratorFramework each) for the contended workloads; ignored by
+//               mutex-uncontended (one session)
+//   MAX_LEASES  semaphore leases (used by `semaphore` only)
+//   BASE_PATH   the lock's path (the recipe creates it, as containers)
+//   hold-ms     time in the critical section (default 0: no hold)
+//   jit-warmup-ms  unmeasured cycles for this long before the WARMUP cycles (default 5000), so
+//               that the JIT has compiled the hot paths: with only the Rust bench's warmup (20
+//               cycles per session) the measured part ran at about half of Curator's speed
+//   label       copied into the JSON line
+//   srvr        a server to ask for `srvr` (request counts); without it none are printed
+//
+// Per session one CuratorFramework and one recipe object (InterProcessMutex or
+// InterProcessSemaphoreV2), used as a Curator user would: acquire() / release(), and
+// acquire() / lease.close(). Every thread: cycles until jit-warmup-ms have passed, WARMUP
+// cycles, then all threads meet and start the measured cycles together. A cycle is acquire, critical section, release; the critical section
+// counts the holders in a shared AtomicInteger (more than 1, or MAX_LEASES, is a violation) and
+// yields the thread once so that other contenders run while this one counts as a holder.
+//
+// Output: one JSON line on stdout, with the fields of the Rust bench's lines and
+// "impl":"curator"; latency = the acquire+release cycle for mutex-uncontended, the acquire
+// otherwise; nearest-rank percentiles; warmup excluded. Diagnostics on stderr.
+//
+// Exit codes: 0 fine; 1 a failure (ZooKeeper error, no connection, an acquire stalled for 60 s);
+// 2 bad arguments; 3 exclusion violated.
+
+import java.io.ByteArrayOutputStream;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.CyclicBarrier;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
+import org.apache.curator.retry.ExponentialBackoffRetry;
+
+public final class CuratorBench {
+    /** An acquire that takes longer than this fails the run (exit code 1), as in the Rust bench. */
+    private static final long STALL_NANOS = TimeUnit.SECONDS.toNanos(60);
+    /** many-waiters: threads per session, sharing the session's InterProcessMutex. */
+    private static final int WAITERS_PER_SESSION = 8;
+    /** jit-warmup-ms when not given. */
+    private static final long DEFAULT_JIT_WARMUP_MS = 5000;
+
+    /** What an acquire gives back: how to release it. */
+    private interface Held {
+        void release() throws Exception;
+    }
+
+    /** One way of taking the lock (a session's recipe object). */
+    private interface Lock {
+        Held acquire() throws Exception;
+    }
+
+    /** More holders at once than the recipe admits. */
+    private static final class Violation extends Exception {
+        private static final long serialVersionUID = 1L;
+
+        Violation(String message) {
+            super(message);
+        }
+    }
+
+    /** The shared holder count of one run. */
+    private static final class Exclusion {
+        final int max;
+        final AtomicInteger holders = new AtomicInteger();
+        final AtomicBoolean violated = new AtomicBoolean();
+
+        Exclusion(int max) {
+            this.max = max;
+        }
+
+        void criticalSection(long holdMs) throws Violation, InterruptedException {
+            int before = holders.getAndIncrement();
+            if (before >= max) {
+                violated.set(true);
+                throw new Violation((before + 1) + " holders at once, at most " + max + " allowed");
+            }
+            Thread.yield();
+            if (holdMs > 0) {
+                Thread.sleep(holdMs);
+            }
+            holders.decrementAndGet();
+        }
+    }
+
+    /** One contending thread. */
+    private static final class Contender implements Runnable {
+        final Lock lock;
+        final Exclusion exclusion;
+        final CyclicBarrier start;
+        /** System.nanoTime() until which the JIT warm-up runs (before the workload's warmup). */
+        final long jitWarmupUntil;
+        final int warmup;
+        final long[] samples;
+        final boolean cycleLatency;
+        final long holdMs;
+        /** System.nanoTime() when the acquire in progress began, 0 when none is (stall watchdog). */
+        final AtomicLong acquiringSince = new AtomicLong();
+        volatile long endedAt;
+        volatile int done;
+        volatile Throwable failure;
+
+        Contender(Lock lock, Exclusion exclusion, CyclicBarrier start, long jitWarmupUntil, int warmup,
+                int cycles, boolean cycleLatency, long holdMs) {
+            this.lock = lock;
+            this.exclusion = exclusion;
+            this.start = start;
+            this.jitWarmupUntil = jitWarmupUntil;
+            this.warmup = warmup;
+            this.samples = new long[cycles];
+            this.cycleLatency = cycleLatency;
+            this.holdMs = holdMs;
+        }
+
+        /** Acquire, critical section, release; returns the latency sample in nanoseconds. */
+        long cycle() throws Exception {
+            long started = System.nanoTime();
+            acquiringSince.set(started);
+            Held held = lock.acquire();
+            long acquired = System.nanoTime();
+            acquiringSince.set(0);
+            try {
+                exclusion.criticalSection(holdMs);
+            } finally {
+                held.release();
+            }
+            return cycleLatency ? System.nanoTime() - started : acquired - started;
+        }
+
+        @Override
+        public void run() {
+            Throwable failed = null;
+            try {
+                while (System.nanoTime() - jitWarmupUntil < 0) {
+                    cycle();
+                }
+                for (int i = 0; i < warmup; i++) {
+                    cycle();
+                }
+            } catch (Throwable e) {
+                failed = e;
+            }
+            // Everyone meets here, even after a failure, so that no one is left waiting.
+            try {
+                start.await();
+            } catch (Throwable e) {
+                failed = failed != null ? failed : e;
+            }
+            try {
+                if (failed == null) {
+                    for (int i = 0; i < samples.length; i++) {
+                        samples[i] = cycle();
+                        done = i + 1;
+                    }
+                }
+            } catch (Throwable e) {
+                failed = e;
+            }
+            endedAt = System.nanoTime();
+            failure = failed;
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        // Curator and ZooKeeper log at info level through slf4j-simple otherwise.
+        if (System.getProperty("org.slf4j.simpleLogger.defaultLogLevel") == null) {
+            System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");
+        }
+        if (System.getProperty("org.slf4j.simpleLogger.log.org.apache.zookeeper") == null) {
+            System.setProperty("org.slf4j.simpleLogger.log.org.apache.zookeeper", "error");
+        }
+        if (args.length < 7) {
+            usage("expected at least 7 arguments, got " + args.length);
+        }
+        String connect = args[0];
+        String workload = args[1];
+        int cycles = number(args[2], "CYCLES", 1);
+        int warmup = number(args[3], "WARMUP", 0);
+        int clients = number(args[4], "CLIENTS", 1);
+        int maxLeases = number(args[5], "MAX_LEASES", 1);
+        String path = args[6];
+        long holdMs = 0;
+        long jitWarmupMs = DEFAULT_JIT_WARMUP_MS;
+        String label = "";
+        String srvr = null;
+        for (int i = 7; i < args.length; i++) {
+            int eq = args[i].indexOf('=');
+            String key = eq < 0 ? args[i] : args[i].substring(0, eq);
+            String value = eq < 0 ? "" : args[i].substring(eq + 1);
+            switch (key) {
+                case "hold-ms":
+                    holdMs = number(value, "hold-ms", 0);
+                    break;
+                case "jit-warmup-ms":
+                    jitWarmupMs = number(value, "jit-warmup-ms", 0);
+                    break;
+                case "label":
+                    label = value;
+                    break;
+                case "srvr":
+                    srvr = value.isEmpty() ? null : value;
+                    break;
+                default:
+                    usage("unknown option " + args[i]);
+            }
+        }
+
+        int sessions;
+        int threadsPerSession = 1;
+        int maxHolders = 1;
+        boolean semaphore = false;
+        boolean cycleLatency = false;
+        switch (workload) {
+            case "mutex-uncontended":
+                sessions = 1;
+                cycleLatency = true;
+                break;
+            case "mutex-contended":
+                sessions = clients;
+                break;
+            case "semaphore":
+                sessions = clients;
+                maxHolders = maxLeases;
+                semaphore = true;
+                break;
+            case "many-waiters":
+                sessions = clients;
+                threadsPerSession = WAITERS_PER_SESSION;
+                // The session's budget of cycles is shared by its threads (rounded up).
+                cycles = ceilDiv(cycles, WAITERS_PER_SESSION);
+                warmup = ceilDiv(warmup, WAITERS_PER_SESSION);
+                break;
+            default:
+                usage("unknown workload " + workload);
+                return;
+        }
+
+        List<CuratorFramework> frameworks = new ArrayList<>();
+        for (int i = 0; i < sessions; i++) {
+            CuratorFramework client =
+                    CuratorFrameworkFactory.newClient(connect, new ExponentialBackoffRetry(1000, 3));
+            client.start();
+            frameworks.add(client);
+        }
+        for (CuratorFramework client : frameworks) {
+            if (!client.blockUntilConnected(60, TimeUnit.SECONDS)) {
+                fail(frameworks, 1, "could not connect to " + connect);
+            }
+        }
+
+        Exclusion exclusion = new Exclusion(maxHolders);
+        int threads = sessions * threadsPerSession;
+        String srvrAddress = srvr;
+        long[] receivedBefore = {-1};
+        long[] startedAt = {0};
+        // The last thread to arrive reads the server's counter and stamps the common start
+        // before any thread is released.
+        CyclicBarrier start = new CyclicBarrier(threads, () -> {
+            receivedBefore[0] = serverReceived(srvrAddress);
+            startedAt[0] = System.nanoTime();
+        });
+        List<Contender> contenders = new ArrayList<>();
+        long jitWarmupUntil = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(jitWarmupMs);
+        for (CuratorFramework client : frameworks) {
+            Lock lock;
+            if (semaphore) {
+                InterProcessSemaphoreV2 recipe = new InterProcessSemaphoreV2(client, path, maxLeases);
+                lock = () -> {
+                    Lease lease = recipe.acquire();
+                    return lease::close;
+                };
+            } else {
+                InterProcessMutex recipe = new InterProcessMutex(client, path);
+                lock = () -> {
+                    recipe.acquire();
+                    return recipe::release;
+                };
+            }
+            for (int t = 0; t < threadsPerSession; t++) {
+                contenders.add(new Contender(lock, exclusion, start, jitWarmupUntil, warmup, cycles,
+                        cycleLatency, holdMs));
+            }
+        }
+
+        List<Thread> running = new ArrayList<>();
+        for (int i = 0; i < contenders.size(); i++) {
+            Thread thread = new Thread(contenders.get(i), "contender-" + i);
+            thread.start();
+            running.add(thread);
+        }
+        Thread watchdog = new Thread(() -> watch(contenders, frameworks), "stall-watchdog");
+        watchdog.setDaemon(true);
+        watchdog.start();
+        for (Thread thread : running) {
+            thread.join();
+        }
+        long receivedAfter = serverReceived(srvr);
+
+        Throwable failure = null;
+        long endedAt = startedAt[0];
+        int ops = 0;
+        for (Contender c : contenders) {
+            endedAt = Math.max(endedAt, c.endedAt);
+            ops += c.done;
+            if (c.failure != null && (failure == null || c.failure instanceof Violation)) {
+                failure = c.failure;
+            }
+        }
+        if (exclusion.violated.get()) {
+            fail(frameworks, 3, "EXCLUSION VIOLATED: "
+                    + (failure instanceof Violation ? failure.getMessage() : "exclusion counter"));
+        }
+        if (failure != null) {
+            fail(frameworks, 1, describe(failure));
+        }
+        long[] all = new long[ops];
+        int at = 0;
+        for (Contender c : contenders) {
+            System.arraycopy(c.samples, 0, all, at, c.done);
+            at += c.done;
+        }
+        Arrays.sort(all);
+        double secs = (endedAt - startedAt[0]) / 1e9;
+        if (receivedBefore[0] >= 0 && receivedAfter >= 0 && ops > 0) {
+            System.err.printf(Locale.ROOT, "[locks]   %-20s server requests/op %.2f (all sessions, pings included)%n",
+                    "curator", (double) (receivedAfter - receivedBefore[0]) / ops);
+        }
+        closeAll(frameworks);
+        String line = String.format(Locale.ROOT,
+                "{\"impl\":\"curator\",\"workload\":%s,\"ops\":%d,\"secs\":%.3f,\"ops_per_sec\":%.1f,"
+                        + "\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"clients\":%d,\"label\":%s}",
+                jsonString(workload), ops, secs, secs > 0 ? ops / secs : 0.0,
+                nearestRank(all, 50.0) / 1e6, nearestRank(all, 99.0) / 1e6, sessions, jsonString(label));
+        System.out.println(line);
+        System.out.flush();
+        System.exit(0);
+    }
+
+    /** Fails the run if an acquire has been waiting for more than STALL_NANOS. */
+    private static void watch(List<Contender> contenders, List<CuratorFramework> frameworks) {
+        while (true) {
+            try {
+                Thread.sleep(1000);
+            } catch (InterruptedException e) {
+                return;
+            }
+            long now = System.nanoTime();
+            for (Contender c : contenders) {
+                long since = c.acquiringSince.get();
+                if (since != 0 && now - since > STALL_NANOS) {
+                    fail(frameworks, 1, "an acquire stalled for more than 60 s");
+                }
+            }
+        }
+    }
+
+    /** The smallest sample with at least p percent of the sorted samples at or below it. */
+    private static long nearestRank(long[] sorted, double p) {
+        if (sorted.length == 0) {
+            return 0;
+        }
+        int rank = (int) Math.ceil(p / 100.0 * sorted.length);
+        return sorted[Math.min(Math.max(rank, 1), sorted.length) - 1];
+    }
+
+    /**
+     * The number of packets the server has received (`Received:` of the `srvr` four-letter
+     * word; the first host of a connect string, chroot ignored), or -1 when it does not answer.
+     */
+    private static long serverReceived(String connect) {
+        if (connect == null) {
+            return -1;
+        }
+        String host = connect.split(",", -1)[0].split("/", -1)[0];
+        int colon = host.lastIndexOf(':');
+        if (colon < 0) {
+            return -1;
+        }
+        try (Socket socket = new Socket()) {
+            socket.connect(new InetSocketAddress(host.substring(0, colon),
+                    Integer.parseInt(host.substring(colon + 1))), 2000);
+            socket.setSoTimeout(2000);
+            OutputStream out = socket.getOutputStream();
+            out.write("srvr".getBytes(StandardCharsets.US_ASCII));
+            out.flush();
+            InputStream in = socket.getInputStream();
+            ByteArrayOutputStream text = new ByteArrayOutputStream();
+            byte[] buffer = new byte[4096];
+            int n;
+            while ((n = in.read(buffer)) >= 0) {
+                text.write(buffer, 0, n);
+            }
+            for (String line : text.toString(StandardCharsets.UTF_8).split("\n")) {
+                if (line.startsWith("Received:")) {
+                    return Long.parseLong(line.substring("Received:".length()).trim());
+                }
+            }
+        } catch (Exception e) {
+            // no count, as in the Rust bench
+        }
+        return -1;
+    }
+
+    private static String jsonString(String s) {
+        StringBuilder out = new StringBuilder(s.length() + 2).append('"');
+        for (int i = 0; i < s.length(); i++) {
+            char c = s.charAt(i);
+            switch (c) {
+                case '"':
+                    out.append("\\\"");
+                    break;
+                case '\\':
+                    out.append("\\\\");
+                    break;
+                case '\n':
+                    out.append("\\n");
+                    break;
+                case '\r':
+                    out.append("\\r");
+                    break;
+                case '\t':
+                    out.append("\\t");
+                    break;
+                default:
+                    if (c < 0x20) {
+                        out.append(String.format(Locale.ROOT, "\\u%04x", (int) c));
+                    } else {
+                        out.append(c);
+                    }
+            }
+        }
+        return out.append('"').toString();
+    }
+
+    private static int ceilDiv(int n, int d) {
+        return (n + d - 1) / d;
+    }
+
+    private static int number(String text, String what, int min) {
+        int n;
+        try {
+            n = Integer.parseInt(text);
+        } catch (NumberFormatException e) {
+            usage(what + ": not a valid number: " + text);
+            return 0;
+        }
+        if (n < min) {
+            usage(what + " must be at least " + min);
+        }
+        return n;
+    }
+
+    private static String describe(Throwable e) {
+        return (e.getClass().getSimpleName() + ": " + e.getMessage()).replace('\n', ' ');
+    }
+
+    private static void usage(String problem) {
+        System.err.println("CuratorBench: " + problem);
+        System.err.println("usage: CuratorBench CONNECT mutex-uncontended|mutex-contended|semaphore|many-waiters"
+                + " CYCLES WARMUP CLIENTS MAX_LEASES BASE_PATH [hold-ms=N] [jit-warmup-ms=N] [label=TEXT]"
+                + " [srvr=HOST:PORT]");
+        System.exit(2);
+    }
+
+    private static void closeAll(List<CuratorFramework> frameworks) {
+        for (CuratorFramework client : frameworks) {
+            try {
+                client.close();
+            } catch (Throwable ignored) {
+                // exiting anyway
+            }
+        }
+    }
+
+    /** Prints the reason, closes the sessions (bounded) and exits with `status`. */
+    private static void fail(List<CuratorFramework> frameworks, int status, String message) {
+        System.err.println("CuratorBench: " + message);
+        System.err.flush();
+        Thread closer = new Thread(() -> closeAll(frameworks));
+        closer.setDaemon(true);
+        closer.start();
+        try {
+            closer.join(3_000);
+        } catch (InterruptedException ignored) {
+            // exiting anyway
+        }
+        Runtime.getRuntime().halt(status);
+    }
+}
