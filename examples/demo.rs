@@ -1,4 +1,5 @@
-//! The demo: connection states, then the classic mutex scenario, on an embedded ZooKeeper.
+//! The demo: connection states, then the classic mutex and semaphore scenarios, on an
+//! embedded ZooKeeper.
 //!
 //! Run with `scripts/demo.sh` (or `cargo run --features testing --example demo`). With
 //! `--connect host:port` it uses that ensemble instead of starting a server (the
@@ -10,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use zk_recipes::testing::{expire_session, FaultProxy, ProxyMode, TestingServer};
-use zk_recipes::{ConnectionState, Framework, InterProcessMutex};
+use zk_recipes::{ConnectionState, Framework, InterProcessMutex, InterProcessSemaphore};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -33,6 +34,7 @@ async fn main() -> Result<(), Error> {
         connection_states(server).await?;
     }
     mutex_workers(&connect, 5).await?;
+    semaphore_workers(&connect, 15, 3).await?;
     println!("demo finished in {:.1?}", started.elapsed());
     Ok(())
 }
@@ -101,5 +103,36 @@ async fn mutex_workers(connect: &str, workers: usize) -> Result<(), Error> {
         task.await??;
     }
     println!("  exclusion held: never more than one holder");
+    Ok(())
+}
+
+/// Fifteen workers, three leases: at most three run at once, and every one of them runs.
+async fn semaphore_workers(connect: &str, workers: usize, leases: usize) -> Result<(), Error> {
+    println!("\n== {workers} workers, one InterProcessSemaphore with {leases} leases ==");
+    let inside = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let framework = Framework::connect(connect).await?;
+    let mut tasks = Vec::new();
+    for worker in 0..workers {
+        let (inside, peak) = (inside.clone(), peak.clone());
+        let semaphore = InterProcessSemaphore::new(&framework, "/zk-recipes-demo/semaphore", leases)?;
+        tasks.push(tokio::spawn(async move {
+            let lease = semaphore.acquire().await?;
+            let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+            peak.fetch_max(now, Ordering::SeqCst);
+            println!("  worker {worker:>2}: start (holders: {now})");
+            assert!(now <= leases, "more than {leases} holders");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            inside.fetch_sub(1, Ordering::SeqCst);
+            println!("  worker {worker:>2}: end");
+            lease.release().await?;
+            Ok::<_, Error>(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    framework.close().await;
+    println!("  all {workers} ran; at most {} held leases at once", peak.load(Ordering::SeqCst));
     Ok(())
 }
