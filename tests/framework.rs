@@ -415,3 +415,47 @@ async fn reaper_deletes_after_reconnect_and_gives_up_when_the_session_is_gone() 
     .await
     .expect("test finished in time");
 }
+
+#[tokio::test]
+async fn close_wakes_waiters_with_closed_and_fires_lost() {
+    timeout(LIMIT, async {
+        let server = shared_server().await.unwrap();
+        let holder_fw = Framework::connect(&server.connect_string()).await.unwrap();
+        let fw = Framework::connect(&server.connect_string()).await.unwrap();
+        let path = unique("close-wakes");
+        let held = InterProcessMutex::new(&holder_fw, &path).unwrap().acquire().await.unwrap();
+
+        let mutex = InterProcessMutex::new(&fw, &path).unwrap();
+        let waiter = tokio::spawn(async move { mutex.acquire().await.map(drop) });
+        let semaphore = zk_recipes::InterProcessSemaphore::new(&fw, &format!("{path}-sem"), 1).unwrap();
+        let lease = semaphore.acquire().await.unwrap();
+        let sem_waiter = tokio::spawn(async move { semaphore.acquire().await.map(drop) });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while holder_fw.get_children(&path).await.unwrap().len() < 2 {
+            assert!(Instant::now() < deadline, "waiter never queued");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+
+        fw.close().await;
+        // The lease's lock can no longer be trusted, and both waiters fail with Closed.
+        timeout(Duration::from_secs(5), lease.lost()).await.expect("lost() fired on close");
+        assert!(!lease.is_held());
+        let waited = timeout(Duration::from_secs(5), waiter).await.expect("waiter woke").unwrap();
+        assert!(matches!(waited, Err(Error::Closed)), "{waited:?}");
+        let waited = timeout(Duration::from_secs(5), sem_waiter).await.expect("semaphore waiter woke").unwrap();
+        assert!(matches!(waited, Err(Error::Closed)), "{waited:?}");
+        assert_eq!(fw.state(), ConnectionState::Lost);
+        drop(lease);
+
+        // The closed session's nodes are gone: only the holder remains.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while holder_fw.get_children(&path).await.unwrap().len() != 1 {
+            assert!(Instant::now() < deadline, "closed session's waiter node remained");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        held.release().await.unwrap();
+        holder_fw.close().await;
+    })
+    .await
+    .expect("test finished in time");
+}

@@ -186,6 +186,9 @@ impl Framework {
         }
         let session = self.inner.session.write().unwrap_or_else(|e| e.into_inner()).take();
         self.inner.events_tx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        // The session ends here: the watch says Lost (streams and listeners have ended), which
+        // wakes every waiting acquire (it then fails with `Closed`) and every guard's `lost()`.
+        self.inner.state_tx.send_modify(|s| s.state = ConnectionState::Lost);
         if let Some(session) = session {
             let mut watcher = session.client.state_watcher();
             drop(session);
@@ -206,7 +209,7 @@ impl Framework {
     }
 
     /// The current connection state. Before the first connection it is `Suspended` (with
-    /// epoch 0); after `close()` it stays at its last value.
+    /// epoch 0); after `close()` it is `Lost` (the session is gone).
     pub fn state(&self) -> ConnectionState {
         self.snapshot().state
     }

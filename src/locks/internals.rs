@@ -83,7 +83,7 @@ impl LockInternals {
                         attempt += 1;
                         pause_before_new_attempt(&self.framework, delay).await;
                     }
-                    None => return Err(ZkError::NoNode.into()),
+                    None => return Err(gave_up(&self.framework)),
                 },
             }
         }
@@ -308,6 +308,16 @@ impl LockInternals {
         };
         self.driver.sort(&mut children);
         Ok(children.iter().map(|c| self.framework.unfix_path(&path::join(&self.dir, c)).to_owned()).collect())
+    }
+}
+
+/// The error for an acquire that cannot start a fresh attempt: the framework closed under it,
+/// or the retry policy gave up after its node kept going missing.
+pub(crate) fn gave_up(framework: &Framework) -> Error {
+    if framework.is_closed() {
+        Error::Closed
+    } else {
+        ZkError::NoNode.into()
     }
 }
 

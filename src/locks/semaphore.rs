@@ -9,8 +9,8 @@ use zookeeper_client::EventType;
 
 use super::driver::StandardDriver;
 use super::held::HeldNode;
-use super::internals::{pause_before_new_attempt, CreatedNode, LockInternals, Wait, WatchedChildren};
-use crate::error::{Error, Result, ZkError};
+use super::internals::{gave_up, pause_before_new_attempt, CreatedNode, LockInternals, Wait, WatchedChildren};
+use crate::error::{Error, Result};
 use crate::framework::{ConnectionState, Framework, Session};
 use crate::path;
 
@@ -291,7 +291,7 @@ impl InterProcessSemaphore {
                             attempt += 1;
                             pause_before_new_attempt(&self.shared.framework, delay).await;
                         }
-                        None => return Err(ZkError::NoNode.into()),
+                        None => return Err(gave_up(&self.shared.framework)),
                     },
                 }
             }
