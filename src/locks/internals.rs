@@ -123,6 +123,31 @@ impl LockInternals {
     /// Creates our node with the create and the first listing pipelined; recovers a node whose
     /// create reply was lost (protected mode), creating missing parents as containers.
     async fn create(&self, session: &Session, prefix: &str, pending: &mut PendingNode) -> Result<Created, Failure> {
+        let list = || session.client.list_children(&self.dir);
+        let (name, czxid, listed) = self.create_protected(session, prefix, pending, list).await?;
+        let children = listed.filter(|c| c.contains(&name)).map(|mut c| {
+            self.driver.sort(&mut c);
+            c
+        });
+        Ok(Created { name, czxid, children })
+    }
+
+    /// Sends the create of a protected ephemeral-sequential node with `list` (a listing of the
+    /// directory) sent right behind it, so both cost one round trip. Missing parents are
+    /// created as containers; after a connection error the node is looked for by its prefix
+    /// before creating again (Curator's protected mode). Returns the node's name, its czxid,
+    /// and the listing when it was sent with the successful create and succeeded.
+    async fn create_protected<T, F, Fut>(
+        &self,
+        session: &Session,
+        prefix: &str,
+        pending: &mut PendingNode,
+        list: F,
+    ) -> Result<(String, i64, Option<T>), Failure>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, ZkError>>,
+    {
         let base = format!("{}/{}{}", self.dir, prefix, self.driver.lock_name());
         let acl = self.framework.acl_for(&base);
         let options = CreateMode::EphemeralSequential.with_acls(Acls::new(&acl));
@@ -131,17 +156,12 @@ impl LockInternals {
         let mut made_parents = false;
         loop {
             let create = session.client.create(&base, &self.data, &options);
-            let list = session.client.list_children(&self.dir);
-            let (created, listed) = futures::join!(create, list);
+            let (created, listed) = futures::join!(create, list());
             let error = match created {
                 Ok((stat, sequence)) => {
                     let name = format!("{prefix}{}{sequence}", self.driver.lock_name());
                     pending.known(path::join(&self.dir, &name));
-                    let children = listed.ok().filter(|c| c.contains(&name)).map(|mut c| {
-                        self.driver.sort(&mut c);
-                        c
-                    });
-                    return Ok(Created { name, czxid: stat.czxid, children });
+                    return Ok((name, stat.czxid, listed.ok()));
                 }
                 Err(ZkError::NoNode) if !made_parents => {
                     made_parents = true;
@@ -167,7 +187,7 @@ impl LockInternals {
             tokio::time::sleep(delay).await;
             if let Some(found) = self.find_protected(session, prefix).await? {
                 pending.known(path::join(&self.dir, &found.name));
-                return Ok(found);
+                return Ok((found.name, found.czxid, None));
             }
         }
     }
@@ -427,51 +447,15 @@ impl LockInternals {
     ) -> Result<Option<(CreatedNode, Option<WatchedChildren>)>> {
         let prefix = path::new_protected_prefix();
         let mut pending = PendingNode::new(&self.framework, &self.dir, &prefix, session.epoch);
-        let base = format!("{}/{}{}", self.dir, prefix, self.driver.lock_name());
-        let acl = self.framework.acl_for(&base);
-        let options = CreateMode::EphemeralSequential.with_acls(Acls::new(&acl));
-        let started = Instant::now();
-        let mut attempt = 0u32;
-        let mut made_parents = false;
-        loop {
-            let create = session.client.create(&base, &self.data, &options);
-            let list = session.client.list_and_watch_children(&self.dir);
-            let (created, listed) = futures::join!(create, list);
-            let error = match created {
-                Ok((stat, sequence)) => {
-                    let name = format!("{prefix}{}{sequence}", self.driver.lock_name());
-                    pending.known(path::join(&self.dir, &name));
-                    let listing = listed.ok().filter(|(c, _)| c.contains(&name));
-                    return Ok(Some((CreatedNode { pending, name, czxid: stat.czxid }, listing)));
-                }
-                Err(ZkError::NoNode) if !made_parents => {
-                    made_parents = true;
-                    self.framework.ensure_containers(&self.dir, true).await?;
-                    continue;
-                }
-                // The directory went again (an empty container is reaped at any time): the
-                // caller starts over, under the retry policy.
-                Err(ZkError::NoNode) => return Ok(None),
-                Err(e) => e,
-            };
-            if is_zk_session_lost(&error) {
-                return Ok(None);
+        let list = || session.client.list_and_watch_children(&self.dir);
+        match self.create_protected(session, &prefix, &mut pending, list).await {
+            Ok((name, czxid, listed)) => {
+                let listing = listed.filter(|(c, _)| c.contains(&name));
+                Ok(Some((CreatedNode { pending, name, czxid }, listing)))
             }
-            if !is_zk_connection_error(&error) {
-                return Err(error.into());
-            }
-            let Some(delay) = self.framework.retry_delay(attempt, started) else { return Err(error.into()) };
-            attempt += 1;
-            tokio::time::sleep(delay).await;
-            match self.find_protected(session, &prefix).await {
-                Ok(Some(found)) => {
-                    pending.known(path::join(&self.dir, &found.name));
-                    return Ok(Some((CreatedNode { pending, name: found.name, czxid: found.czxid }, None)));
-                }
-                Ok(None) => {}
-                Err(Failure::NodeMissing) => return Ok(None),
-                Err(Failure::Error(e)) => return Err(e),
-            }
+            // The session ended or the directory vanished twice in a row: start over.
+            Err(Failure::NodeMissing) => Ok(None),
+            Err(Failure::Error(e)) => Err(e),
         }
     }
 
