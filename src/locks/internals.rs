@@ -44,8 +44,8 @@ pub(crate) struct LockInternals {
     data: Vec<u8>,
 }
 
-/// Why an attempt ended without a verdict.
-enum Failure {
+/// Why an attempt (of any recipe) ended without a verdict.
+pub(crate) enum Failure {
     /// Our node vanished or its session ended: start a fresh attempt.
     NodeMissing,
     Error(Error),

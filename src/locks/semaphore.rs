@@ -9,7 +9,7 @@ use zookeeper_client::EventType;
 
 use super::driver::StandardDriver;
 use super::held::HeldNode;
-use super::internals::{gave_up, pause_before_new_attempt, CreatedNode, LockInternals, Wait, WatchedChildren};
+use super::internals::{gave_up, pause_before_new_attempt, CreatedNode, Failure, LockInternals, Wait, WatchedChildren};
 use crate::error::{Error, Result};
 use crate::framework::{ConnectionState, Framework, Session};
 use crate::path;
@@ -84,19 +84,6 @@ struct Shared {
     leases: LockInternals,
     /// Leases acquired through this handle (or a clone) and not yet released.
     held: Arc<AtomicUsize>,
-}
-
-/// Why an attempt ended without leases.
-enum Failure {
-    /// A lease node vanished, or the session that made it ended: start again.
-    NodeMissing,
-    Error(Error),
-}
-
-impl From<Error> for Failure {
-    fn from(e: Error) -> Self {
-        Failure::Error(e)
-    }
 }
 
 impl InterProcessSemaphore {
