@@ -2,12 +2,14 @@
 //! mutex suite over two paths, `testSomeReleasesFail`, `testSomeLocksFailToLock`), mixed lock
 //! kinds, release order, one total deadline, rollback and cancellation.
 
-use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use common::fixtures::{bounded, children, children_count_becomes, plain_framework, shared_connect, unique_path};
 use tokio::time::{timeout, Instant};
 use zk_recipes::{
     Error, Framework, InterProcessMutex, InterProcessSemaphore, InterProcessSemaphoreMutex, LockHold, Lockable,
@@ -21,47 +23,13 @@ const PROMPT: Duration = Duration::from_secs(5);
 /// How long a contender is given to (wrongly) get through when it must not.
 const BLOCKED: Duration = Duration::from_millis(300);
 
-fn unique(name: &str) -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    format!("/multi-{name}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
-}
-
-async fn connect_string() -> String {
-    zk_recipes::testing::shared_server().await.expect("shared test server").connect_string()
-}
-
 async fn framework(connect: &str) -> Framework {
-    Framework::builder(connect).session_timeout(SESSION).start().await.expect("framework starts")
-}
-
-async fn bounded<F: Future>(test: F) -> F::Output {
-    timeout(LIMIT, test).await.expect("test exceeded its time limit")
-}
-
-async fn child_count(fw: &Framework, path: &str) -> usize {
-    match fw.get_children(path).await {
-        Ok(children) => children.len(),
-        Err(Error::ZooKeeper(zk_recipes::zk::Error::NoNode)) => 0,
-        Err(e) => panic!("listing {path}: {e}"),
-    }
-}
-
-/// Waits (bounded) until `path` has `n` children.
-async fn wait_children(fw: &Framework, path: &str, n: usize) {
-    let deadline = Instant::now() + PROMPT;
-    loop {
-        let now = child_count(fw, path).await;
-        if now == n {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{path} should have {n} children, has {now}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    plain_framework(connect, SESSION).await
 }
 
 /// The two Curator test paths, `.../our-lock-1` and `-2`, under a unique parent.
 fn two_paths(name: &str) -> [String; 2] {
-    let base = unique(name);
+    let base = unique_path("multi", name);
     [format!("{base}/our-lock-1"), format!("{base}/our-lock-2")]
 }
 
@@ -172,11 +140,11 @@ impl Drop for TestHold {
 /// testSomeReleasesFail: the failing release is reported, and the good lock was released anyway.
 #[tokio::test]
 async fn some_releases_fail() {
-    bounded(async {
-        let connect = connect_string().await;
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
         let fw = framework(&connect).await;
         let other = framework(&connect).await;
-        let path = unique("releases-fail");
+        let path = unique_path("multi", "releases-fail");
         let journal = Arc::new(Journal::default());
         let good = InterProcessMutex::new(&fw, &path).unwrap();
         let bad = TestLock { fail_release: true, ..TestLock::new("bad", &journal) };
@@ -197,10 +165,10 @@ async fn some_releases_fail() {
 /// error comes out.
 #[tokio::test]
 async fn some_locks_fail_to_lock() {
-    bounded(async {
-        let connect = connect_string().await;
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
         let fw = framework(&connect).await;
-        let path = unique("locks-fail");
+        let path = unique_path("multi", "locks-fail");
         let journal = Arc::new(Journal::default());
         let good = InterProcessMutex::new(&fw, &path).unwrap();
         let recorded = TestLock::new("recorded", &journal);
@@ -210,7 +178,7 @@ async fn some_locks_fail_to_lock() {
         assert!(matches!(err, Error::ZooKeeper(zk_recipes::zk::Error::NoAuth)), "{err}");
         assert!(!good.is_acquired_in_this_process(), "rolled back");
         assert_eq!(journal.entries(), ["lock recorded", "fail bad", "release recorded"]);
-        wait_children(&fw, &path, 0).await;
+        children_count_becomes(&fw, &path, 0, PROMPT).await;
         assert!(multi.try_acquire().await.is_err());
         assert!(!good.is_acquired_in_this_process());
     })
@@ -220,8 +188,8 @@ async fn some_locks_fail_to_lock() {
 /// test2Clients over two paths: one client holds both; the other gets neither until release.
 #[tokio::test]
 async fn two_clients_exclude() {
-    bounded(async {
-        let connect = connect_string().await;
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
         let [p1, p2] = two_paths("two-clients");
         let (fw1, fw2) = (framework(&connect).await, framework(&connect).await);
         let m1 = MultiLock::of_mutexes(&fw1, [&p1, &p2]).unwrap();
@@ -231,20 +199,20 @@ async fn two_clients_exclude() {
         assert!(m2.acquire_timeout(BLOCKED).await.unwrap().is_none());
         assert!(m2.try_acquire().await.unwrap().is_none());
         // The timed-out attempt left nothing behind.
-        wait_children(&fw1, &p1, 1).await;
-        wait_children(&fw1, &p2, 1).await;
+        children_count_becomes(&fw1, &p1, 1, PROMPT).await;
+        children_count_becomes(&fw1, &p2, 1, PROMPT).await;
         let waiting = {
             let m2 = m2.clone();
             tokio::spawn(async move { m2.acquire().await })
         };
-        wait_children(&fw1, &p1, 2).await;
+        children_count_becomes(&fw1, &p1, 2, PROMPT).await;
         g1.release().await.unwrap();
         assert!(!m1.is_acquired_in_this_process());
         let g2 = timeout(PROMPT, waiting).await.expect("the other client gets both").unwrap().unwrap();
         assert!(m2.is_acquired_in_this_process());
         g2.release().await.unwrap();
-        wait_children(&fw1, &p1, 0).await;
-        wait_children(&fw1, &p2, 0).await;
+        children_count_becomes(&fw1, &p1, 0, PROMPT).await;
+        children_count_becomes(&fw1, &p2, 0, PROMPT).await;
     })
     .await;
 }
@@ -253,8 +221,8 @@ async fn two_clients_exclude() {
 /// the multi-lock again; other tasks are excluded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reentrant_over_mutexes() {
-    bounded(async {
-        let fw = framework(&connect_string().await).await;
+    bounded(LIMIT, async {
+        let fw = framework(&shared_connect().await).await;
         let [p1, p2] = two_paths("reentrant");
         let multi = MultiLock::of_mutexes(&fw, [&p1, &p2]).unwrap();
         let outer = multi.acquire().await.unwrap();
@@ -266,8 +234,8 @@ async fn reentrant_over_mutexes() {
         assert!(multi.is_acquired_in_this_process(), "still held after the inner release");
         outer.release().await.unwrap();
         assert!(!multi.is_acquired_in_this_process());
-        wait_children(&fw, &p1, 0).await;
-        wait_children(&fw, &p2, 0).await;
+        children_count_becomes(&fw, &p1, 0, PROMPT).await;
+        children_count_becomes(&fw, &p2, 0, PROMPT).await;
     })
     .await;
 }
@@ -275,18 +243,18 @@ async fn reentrant_over_mutexes() {
 /// testWithNamespace over two paths.
 #[tokio::test]
 async fn with_namespace() {
-    bounded(async {
-        let connect = connect_string().await;
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
         let ns = format!("ns-multi-{}", std::process::id());
         let fw = Framework::builder(&connect).namespace(&ns).session_timeout(SESSION).start().await.unwrap();
         let raw = framework(&connect).await;
         let [p1, p2] = two_paths("namespace");
         let multi = MultiLock::of_mutexes(&fw, [&p1, &p2]).unwrap();
         let guard = multi.acquire_timeout(PROMPT).await.unwrap().expect("locked");
-        assert_eq!(child_count(&raw, &format!("/{ns}{p1}")).await, 1);
-        assert_eq!(child_count(&raw, &format!("/{ns}{p2}")).await, 1);
+        assert_eq!(children(&raw, &format!("/{ns}{p1}")).await.len(), 1);
+        assert_eq!(children(&raw, &format!("/{ns}{p2}")).await.len(), 1);
         guard.release().await.unwrap();
-        wait_children(&raw, &format!("/{ns}{p1}"), 0).await;
+        children_count_becomes(&raw, &format!("/{ns}{p1}"), 0, PROMPT).await;
     })
     .await;
 }
@@ -297,11 +265,11 @@ async fn with_namespace() {
 /// Every kind of lock handle in one set; release goes in reverse order; so does Drop.
 #[tokio::test]
 async fn mixed_kinds_and_reverse_release_order() {
-    bounded(async {
-        let connect = connect_string().await;
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
         let fw = framework(&connect).await;
         let other = framework(&connect).await;
-        let base = unique("mixed");
+        let base = unique_path("multi", "mixed");
         let (pm, ps, pl) = (format!("{base}/mutex"), format!("{base}/semmutex"), format!("{base}/semaphore"));
         let journal = Arc::new(Journal::default());
         let multi = MultiLock::new([
@@ -315,26 +283,26 @@ async fn mixed_kinds_and_reverse_release_order() {
         assert_eq!(multi.len(), 5);
         let guard = multi.acquire().await.unwrap();
         assert!(multi.is_acquired_in_this_process());
-        assert_eq!(child_count(&fw, &pm).await, 1);
-        assert_eq!(child_count(&fw, &format!("{ps}/leases")).await, 1);
-        assert_eq!(child_count(&fw, &format!("{pl}/leases")).await, 1);
+        assert_eq!(children(&fw, &pm).await.len(), 1);
+        assert_eq!(children(&fw, &format!("{ps}/leases")).await.len(), 1);
+        assert_eq!(children(&fw, &format!("{pl}/leases")).await.len(), 1);
         // Others see them held: the semaphore mutex is taken, one of two leases is left.
         let sm = InterProcessSemaphoreMutex::new(&other, &ps).unwrap();
         assert!(sm.try_acquire().await.unwrap().is_none());
         guard.release().await.unwrap();
         assert_eq!(journal.entries(), ["lock first", "lock last", "release last", "release first"]);
-        wait_children(&fw, &pm, 0).await;
-        wait_children(&fw, &format!("{ps}/leases"), 0).await;
-        wait_children(&fw, &format!("{pl}/leases"), 0).await;
+        children_count_becomes(&fw, &pm, 0, PROMPT).await;
+        children_count_becomes(&fw, &format!("{ps}/leases"), 0, PROMPT).await;
+        children_count_becomes(&fw, &format!("{pl}/leases"), 0, PROMPT).await;
 
         // Drop releases in reverse order too.
         let guard = multi.acquire().await.unwrap();
         drop(guard);
         let entries = journal.entries();
         assert_eq!(&entries[4..], ["lock first", "lock last", "drop last", "drop first"]);
-        wait_children(&fw, &pm, 0).await;
-        wait_children(&fw, &format!("{ps}/leases"), 0).await;
-        wait_children(&fw, &format!("{pl}/leases"), 0).await;
+        children_count_becomes(&fw, &pm, 0, PROMPT).await;
+        children_count_becomes(&fw, &format!("{ps}/leases"), 0, PROMPT).await;
+        children_count_becomes(&fw, &format!("{pl}/leases"), 0, PROMPT).await;
         assert!(!multi.is_acquired_in_this_process());
     })
     .await;
@@ -345,8 +313,8 @@ async fn mixed_kinds_and_reverse_release_order() {
 /// holds nothing afterwards.
 #[tokio::test]
 async fn one_total_deadline_and_rollback() {
-    bounded(async {
-        let connect = connect_string().await;
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
         let (fw, other) = (framework(&connect).await, framework(&connect).await);
         let [p1, p2] = two_paths("deadline");
         let blocker = InterProcessMutex::new(&other, &p2).unwrap().acquire().await.unwrap();
@@ -358,12 +326,12 @@ async fn one_total_deadline_and_rollback() {
         let took = started.elapsed();
         assert!(took >= wait && took < wait * 2, "took {took:?} for a {wait:?} deadline");
         assert!(!first.is_acquired_in_this_process(), "the first lock was rolled back");
-        wait_children(&other, &p1, 0).await;
-        wait_children(&other, &p2, 1).await;
+        children_count_becomes(&other, &p1, 0, PROMPT).await;
+        children_count_becomes(&other, &p2, 1, PROMPT).await;
         // try_acquire rolls back too.
         assert!(multi.try_acquire().await.unwrap().is_none());
         assert!(!first.is_acquired_in_this_process());
-        wait_children(&other, &p1, 0).await;
+        children_count_becomes(&other, &p1, 0, PROMPT).await;
         blocker.release().await.unwrap();
         let guard = multi.acquire_timeout(PROMPT).await.unwrap().expect("free now");
         guard.release().await.unwrap();
@@ -375,8 +343,8 @@ async fn one_total_deadline_and_rollback() {
 /// first poll) leaves nothing held.
 #[tokio::test]
 async fn cancelled_acquire_releases_what_it_took() {
-    bounded(async {
-        let connect = connect_string().await;
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
         let (fw, other) = (framework(&connect).await, framework(&connect).await);
         let [p1, p2] = two_paths("cancel");
         let multi = MultiLock::of_mutexes(&fw, [&p1, &p2]).unwrap();
@@ -386,12 +354,12 @@ async fn cancelled_acquire_releases_what_it_took() {
             let multi = multi.clone();
             tokio::spawn(async move { multi.acquire().await })
         };
-        wait_children(&other, &p2, 2).await; // it holds p1 and waits for p2
-        assert_eq!(child_count(&other, &p1).await, 1);
+        children_count_becomes(&other, &p2, 2, PROMPT).await; // it holds p1 and waits for p2
+        assert_eq!(children(&other, &p1).await.len(), 1);
         waiting.abort();
         let _ = waiting.await;
-        wait_children(&other, &p1, 0).await;
-        wait_children(&other, &p2, 1).await;
+        children_count_becomes(&other, &p1, 0, PROMPT).await;
+        children_count_becomes(&other, &p2, 1, PROMPT).await;
         blocker.release().await.unwrap();
         let m2 = MultiLock::of_mutexes(&other, [&p1, &p2]).unwrap();
         m2.acquire_timeout(PROMPT).await.unwrap().expect("the next contender acquires").release().await.unwrap();
@@ -402,29 +370,29 @@ async fn cancelled_acquire_releases_what_it_took() {
 /// A multi-lock is itself lockable: nested sets work and release inside out.
 #[tokio::test]
 async fn nested_multi_locks() {
-    bounded(async {
-        let fw = framework(&connect_string().await).await;
+    bounded(LIMIT, async {
+        let fw = framework(&shared_connect().await).await;
         let journal = Arc::new(Journal::default());
         let inner = MultiLock::new([arc(TestLock::new("a", &journal)), arc(TestLock::new("b", &journal))]).unwrap();
-        let path = unique("nested");
+        let path = unique_path("multi", "nested");
         let outer = MultiLock::new([arc(inner), arc(InterProcessMutex::new(&fw, &path).unwrap())]).unwrap();
         let guard = outer.acquire().await.unwrap();
         assert!(outer.is_acquired_in_this_process());
         guard.release().await.unwrap();
         assert_eq!(journal.entries(), ["lock a", "lock b", "release b", "release a"]);
-        wait_children(&fw, &path, 0).await;
+        children_count_becomes(&fw, &path, 0, PROMPT).await;
     })
     .await;
 }
 
 #[tokio::test]
 async fn bad_input_gives_typed_errors() {
-    bounded(async {
-        let fw = framework(&connect_string().await).await;
+    bounded(LIMIT, async {
+        let fw = framework(&shared_connect().await).await;
         assert!(matches!(MultiLock::new(Vec::new()), Err(Error::InvalidArgument { .. })));
         assert!(matches!(MultiLock::of_mutexes(&fw, Vec::<String>::new()), Err(Error::InvalidArgument { .. })));
         assert!(matches!(MultiLock::of_mutexes(&fw, ["/ok", "bad"]), Err(Error::InvalidPath { .. })));
-        let multi = MultiLock::of_mutexes(&fw, [unique("bad-input")]).unwrap();
+        let multi = MultiLock::of_mutexes(&fw, [unique_path("multi", "bad-input")]).unwrap();
         assert!(matches!(multi.acquire_timeout(Duration::ZERO).await, Err(Error::InvalidArgument { .. })));
     })
     .await;

@@ -3,15 +3,18 @@
 //! (the base mutex suite minus reentrancy), kazoo's semaphore scenarios that apply, the
 //! classic 15-workers-on-3-leases demonstration, a cancellation matrix and bad input.
 
+mod common;
+
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
+use common::fixtures::{bounded, children, children_count_becomes, plain_framework, shared_connect, unique_path};
 use tokio::sync::mpsc;
 use tokio::time::{timeout, Instant};
-use zk_recipes::testing::{shared_server, FaultProxy, TestingServer};
+use zk_recipes::testing::{FaultProxy, TestingServer};
 use zk_recipes::zk::CreateMode;
 use zk_recipes::{
     ConnectionState, Error, Framework, InterProcessMutex, InterProcessSemaphore, InterProcessSemaphoreMutex,
@@ -29,50 +32,14 @@ const PROMPT: Duration = Duration::from_secs(5);
 /// await an event; this is the only fixed wait, and it bounds nothing.
 const BLOCKED: Duration = Duration::from_millis(300);
 
-fn unique(name: &str) -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    // Top-level: no two tests share a container parent the server could remove under one.
-    format!("/sem-{name}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
-}
-
-async fn connect_string() -> String {
-    shared_server().await.expect("shared test server").connect_string().to_string()
-}
-
 async fn framework(connect: &str) -> Framework {
-    Framework::builder(connect).session_timeout(SESSION).start().await.expect("framework starts")
-}
-
-async fn bounded<F: Future>(test: F) -> F::Output {
-    timeout(LIMIT, test).await.expect("test exceeded its time limit")
-}
-
-/// Children of `path`; a missing node has none.
-async fn children(fw: &Framework, path: &str) -> Vec<String> {
-    match fw.get_children(path).await {
-        Ok(children) => children,
-        Err(Error::ZooKeeper(zk_recipes::zk::Error::NoNode)) => Vec::new(),
-        Err(e) => panic!("listing {path}: {e}"),
-    }
-}
-
-/// Waits (bounded) until `path` has exactly `n` children; returns them.
-async fn wait_children(fw: &Framework, path: &str, n: usize) -> Vec<String> {
-    let deadline = Instant::now() + PROMPT;
-    loop {
-        let now = children(fw, path).await;
-        if now.len() == n {
-            return now;
-        }
-        assert!(Instant::now() < deadline, "{path} should have {n} children, has {now:?}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    plain_framework(connect, SESSION).await
 }
 
 /// Waits until the semaphore at `path` has no lock node and exactly `leases` lease nodes.
 async fn settle(fw: &Framework, path: &str, leases: usize) {
-    wait_children(fw, &format!("{path}/locks"), 0).await;
-    wait_children(fw, &format!("{path}/leases"), leases).await;
+    children_count_becomes(fw, &format!("{path}/locks"), 0, PROMPT).await;
+    children_count_becomes(fw, &format!("{path}/leases"), leases, PROMPT).await;
 }
 
 /// Peak tracking for "never more than N at once".
@@ -117,9 +84,9 @@ async fn poll_then_drop<F: Future>(fut: F, polls: usize) -> Option<F::Output> {
 /// testSimple: one lease; a second timed acquire gets nothing.
 #[tokio::test]
 async fn simple() {
-    bounded(async {
-        let fw = framework(&connect_string().await).await;
-        let path = unique("simple");
+    bounded(LIMIT, async {
+        let fw = framework(&shared_connect().await).await;
+        let path = unique_path("sem", "simple");
         let semaphore = InterProcessSemaphore::new(&fw, &path, 1).unwrap();
         let lease = semaphore.acquire_timeout(PROMPT).await.unwrap().expect("first lease");
         assert!(semaphore.acquire_timeout(BLOCKED).await.unwrap().is_none());
@@ -133,9 +100,9 @@ async fn simple() {
 /// testSimple2: three handles on max 3; the fourth times out until one lease is closed.
 #[tokio::test]
 async fn simple2() {
-    bounded(async {
-        let connect = connect_string().await;
-        let path = unique("simple2");
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let path = unique_path("sem", "simple2");
         let mut leases = Vec::new();
         let mut frameworks = Vec::new();
         for _ in 0..3 {
@@ -159,9 +126,9 @@ async fn simple2() {
 /// testGetParticipantNodes: after three leases, three participants, the lease nodes' paths.
 #[tokio::test]
 async fn participant_nodes_are_the_lease_paths() {
-    bounded(async {
-        let fw = framework(&connect_string().await).await;
-        let path = unique("participants");
+    bounded(LIMIT, async {
+        let fw = framework(&shared_connect().await).await;
+        let path = unique_path("sem", "participants");
         let semaphore = InterProcessSemaphore::new(&fw, &path, 5).unwrap();
         assert!(semaphore.participant_nodes().await.unwrap().is_empty(), "never used: no participants");
         let leases = vec![
@@ -191,9 +158,9 @@ async fn participant_nodes_are_the_lease_paths() {
 /// testThreads: ten tasks share one handle with one lease; all finish, one at a time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_share_one_handle() {
-    bounded(async {
-        let fw = framework(&connect_string().await).await;
-        let path = unique("threads");
+    bounded(LIMIT, async {
+        let fw = framework(&shared_connect().await).await;
+        let path = unique_path("sem", "threads");
         let semaphore = InterProcessSemaphore::new(&fw, &path, 1).unwrap();
         let occupancy = Arc::new(Occupancy::default());
         let mut tasks = Vec::new();
@@ -223,11 +190,11 @@ async fn tasks_share_one_handle() {
 /// release lets exactly one more in, until all ten have had a lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_one_at_a_time() {
-    bounded(async {
+    bounded(LIMIT, async {
         const CLIENTS: usize = 10;
         const MAX: usize = 5;
-        let connect = connect_string().await;
-        let path = unique("one-at-a-time");
+        let connect = shared_connect().await;
+        let path = unique_path("sem", "one-at-a-time");
         let (tx, mut rx) = mpsc::unbounded_channel::<SemaphoreLease>();
         let mut frameworks = Vec::new();
         for _ in 0..CLIENTS {
@@ -276,11 +243,11 @@ impl XorShift {
 /// chunks. Never more than 7 held; every waiter is served; nothing is left over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_in_chunks() {
-    bounded(async {
+    bounded(LIMIT, async {
         const WAITERS: usize = 24;
         const MAX: usize = 7;
-        let connect = connect_string().await;
-        let path = unique("chunks");
+        let connect = shared_connect().await;
+        let path = unique_path("sem", "chunks");
         let frameworks = [framework(&connect).await, framework(&connect).await, framework(&connect).await];
         let (tx, mut rx) = mpsc::unbounded_channel::<SemaphoreLease>();
         for i in 0..WAITERS {
@@ -316,12 +283,12 @@ async fn release_in_chunks() {
 /// count of held leases never exceeds the limit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_multi_lease_acquires_stay_within_max() {
-    bounded(async {
+    bounded(LIMIT, async {
         const CLIENTS: usize = 5;
         const MAX: usize = 6;
         const ROUNDS: usize = 8;
-        let connect = connect_string().await;
-        let path = unique("max-per-session");
+        let connect = shared_connect().await;
+        let path = unique_path("sem", "max-per-session");
         let held = Arc::new(AtomicUsize::new(0));
         let peak = Arc::new(AtomicUsize::new(0));
         let mut tasks = Vec::new();
@@ -355,9 +322,9 @@ async fn random_multi_lease_acquires_stay_within_max() {
 /// testClientClose: closing a framework frees its leases for others.
 #[tokio::test]
 async fn closing_the_framework_frees_its_leases() {
-    bounded(async {
-        let connect = connect_string().await;
-        let path = unique("client-close");
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let path = unique_path("sem", "client-close");
         let fw1 = framework(&connect).await;
         let fw2 = framework(&connect).await;
         let s1 = InterProcessSemaphore::new(&fw1, &path, 2).unwrap();
@@ -365,7 +332,7 @@ async fn closing_the_framework_frees_its_leases() {
         let leases = s1.acquire_many(2).await.unwrap();
         assert!(s2.acquire_timeout(BLOCKED).await.unwrap().is_none());
         let waiting = tokio::spawn(async move { s2.acquire_many(2).await });
-        wait_children(&fw2, &format!("{path}/leases"), 4).await; // two held, two waiting (created together)
+        children_count_becomes(&fw2, &format!("{path}/leases"), 4, PROMPT).await; // two held, two waiting (created together)
         fw1.close().await;
         let got = timeout(PROMPT, waiting).await.expect("leases freed by close").unwrap().unwrap();
         assert_eq!(got.len(), 2);
@@ -380,9 +347,9 @@ async fn closing_the_framework_frees_its_leases() {
 /// new one, still waits, gets through when the holder releases, and leaves nothing behind.
 #[tokio::test]
 async fn waiting_lease_deleted_externally_is_recreated() {
-    bounded(async {
-        let connect = connect_string().await;
-        let path = unique("no-orphans");
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let path = unique_path("sem", "no-orphans");
         let leases_dir = format!("{path}/leases");
         let fw = framework(&connect).await;
         let admin = framework(&connect).await;
@@ -392,7 +359,7 @@ async fn waiting_lease_deleted_externally_is_recreated() {
             let semaphore = semaphore.clone();
             tokio::spawn(async move { semaphore.acquire().await })
         };
-        let nodes = wait_children(&admin, &leases_dir, 2).await;
+        let nodes = children_count_becomes(&admin, &leases_dir, 2, PROMPT).await;
         let theirs = nodes.iter().find(|n| !first.lease_path().ends_with(n.as_str())).unwrap().clone();
         admin.delete(&format!("{leases_dir}/{theirs}")).await.unwrap();
         // The waiter notices, makes a new node, and waits again.
@@ -408,7 +375,7 @@ async fn waiting_lease_deleted_externally_is_recreated() {
         assert!(!waiter.is_finished());
         first.release().await.unwrap();
         let second = timeout(PROMPT, waiter).await.expect("waiter gets through").unwrap().unwrap();
-        wait_children(&admin, &leases_dir, 1).await;
+        children_count_becomes(&admin, &leases_dir, 1, PROMPT).await;
         second.release().await.unwrap();
         settle(&admin, &path, 0).await;
         let again = semaphore.acquire_timeout(PROMPT).await.unwrap().expect("a new acquire works");
@@ -421,9 +388,9 @@ async fn waiting_lease_deleted_externally_is_recreated() {
 /// node (one remains), and a later acquire works.
 #[tokio::test]
 async fn dropped_waiting_acquire_removes_its_lease() {
-    bounded(async {
-        let connect = connect_string().await;
-        let path = unique("interrupt");
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let path = unique_path("sem", "interrupt");
         let fw = framework(&connect).await;
         let semaphore = InterProcessSemaphore::new(&fw, &path, 1).unwrap();
         let lease = semaphore.acquire().await.unwrap();
@@ -431,7 +398,7 @@ async fn dropped_waiting_acquire_removes_its_lease() {
             let semaphore = semaphore.clone();
             tokio::spawn(async move { semaphore.acquire().await })
         };
-        wait_children(&fw, &format!("{path}/leases"), 2).await;
+        children_count_becomes(&fw, &format!("{path}/leases"), 2, PROMPT).await;
         waiter.abort();
         assert!(waiter.await.unwrap_err().is_cancelled());
         settle(&fw, &path, 1).await;
@@ -448,12 +415,12 @@ async fn dropped_waiting_acquire_removes_its_lease() {
 /// never over the limit, and leave no orphaned lease behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loops_carry_on_through_connection_drops() {
-    bounded(async {
+    bounded(LIMIT, async {
         const CLIENTS: usize = 4;
         const MAX: usize = 2;
-        let connect = connect_string().await;
+        let connect = shared_connect().await;
         let proxy = Arc::new(FaultProxy::start(&connect).await.unwrap());
-        let path = unique("lost-connections");
+        let path = unique_path("sem", "lost-connections");
         let occupancy = Arc::new(Occupancy::default());
         let done = Arc::new(AtomicUsize::new(0));
         let mut tasks = Vec::new();
@@ -518,11 +485,11 @@ async fn loops_carry_on_through_connection_drops() {
 /// comes back; the looping acquirers all carry on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loops_carry_on_after_the_server_comes_back() {
-    bounded(async {
+    bounded(LIMIT, async {
         const CLIENTS: usize = 3;
         let session = Duration::from_secs(3);
         let mut server = TestingServer::start().await.unwrap();
-        let path = unique("lost-server");
+        let path = unique_path("sem", "lost-server");
         let done = Arc::new(AtomicUsize::new(0));
         let mut frameworks = Vec::new();
         for _ in 0..CLIENTS {
@@ -583,10 +550,10 @@ async fn loops_carry_on_after_the_server_comes_back() {
 /// re-queues on its new session (no orphan from the old one) and gets through later.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_expiry_of_holder_and_of_waiter() {
-    bounded(async {
-        let direct = connect_string().await;
+    bounded(LIMIT, async {
+        let direct = shared_connect().await;
         let proxy = FaultProxy::start(&direct).await.unwrap();
-        let path = unique("session-loss");
+        let path = unique_path("sem", "session-loss");
         let leases = format!("{path}/leases");
         let proxied = framework(&proxy.connect_string()).await;
         let other = framework(&direct).await;
@@ -599,7 +566,7 @@ async fn session_expiry_of_holder_and_of_waiter() {
             let s2 = s2.clone();
             tokio::spawn(async move { s2.acquire().await })
         };
-        wait_children(&other, &leases, 2).await;
+        children_count_becomes(&other, &leases, 2, PROMPT).await;
         let session = proxied.zk_client().unwrap().session().clone();
         zk_recipes::testing::expire_session(&proxy, &direct, session).await.unwrap();
         timeout(PROMPT, held.lost()).await.expect("lost() fires when the session ends");
@@ -614,7 +581,7 @@ async fn session_expiry_of_holder_and_of_waiter() {
             let s1 = s1.clone();
             tokio::spawn(async move { s1.acquire().await })
         };
-        let before = wait_children(&other, &leases, 2).await;
+        let before = children_count_becomes(&other, &leases, 2, PROMPT).await;
         let session = proxied.zk_client().unwrap().session().clone();
         zk_recipes::testing::expire_session(&proxy, &direct, session).await.unwrap();
         // The old lease node went with the old session; a new one appears for the new session.
@@ -664,18 +631,18 @@ fn waiters_survive_a_session_that_ends_while_connected() {
 }
 
 async fn session_ends_while_connected() {
-    let direct = connect_string().await;
+    let direct = shared_connect().await;
     // Short, so that the server soon expires the old session and its nodes.
     let short = Duration::from_secs(2);
     let fw = Framework::builder(&direct).session_timeout(short).start().await.unwrap();
     let other = framework(&direct).await;
-    let path = unique("ended-while-connected");
+    let path = unique_path("sem", "ended-while-connected");
     // A plain mutex waiter exercises the engine's retry loop on its own.
     let mutex_path = format!("{path}-mutex");
     let mutex_holder = InterProcessMutex::new(&other, &mutex_path).unwrap().acquire().await.unwrap();
     let mutex = InterProcessMutex::new(&fw, &mutex_path).unwrap();
     let w0 = tokio::spawn(async move { mutex.acquire().await?.release().await });
-    wait_children(&other, &mutex_path, 2).await;
+    children_count_becomes(&other, &mutex_path, 2, PROMPT).await;
     let holder = InterProcessSemaphore::new(&other, &path, 1).unwrap().acquire().await.unwrap();
     let semaphore = InterProcessSemaphore::new(&fw, &path, 1).unwrap();
     let spawn_waiter = || {
@@ -684,9 +651,9 @@ async fn session_ends_while_connected() {
     };
     // w1 holds the internal lock and waits for a lease; w2 waits for the internal lock.
     let w1 = spawn_waiter();
-    wait_children(&other, &format!("{path}/leases"), 2).await;
+    children_count_becomes(&other, &format!("{path}/leases"), 2, PROMPT).await;
     let w2 = spawn_waiter();
-    wait_children(&other, &format!("{path}/locks"), 2).await;
+    children_count_becomes(&other, &format!("{path}/locks"), 2, PROMPT).await;
 
     let refused = fw.zk_client().unwrap().auth("no-such-scheme", b"x").await;
     assert_eq!(refused, Err(zk_recipes::zk::Error::AuthFailed));
@@ -701,7 +668,7 @@ async fn session_ends_while_connected() {
     timeout(limit, w1).await.expect("w1 gets through").unwrap().expect("w1 neither failed nor gave up");
     timeout(limit, w2).await.expect("w2 gets through").unwrap().expect("w2 neither failed nor gave up");
     settle(&other, &path, 0).await;
-    wait_children(&other, &mutex_path, 0).await;
+    children_count_becomes(&other, &mutex_path, 0, PROMPT).await;
     fw.close().await;
 }
 
@@ -710,9 +677,9 @@ async fn session_ends_while_connected() {
 
 #[tokio::test]
 async fn acquire_many_is_all_or_nothing() {
-    bounded(async {
-        let fw = framework(&connect_string().await).await;
-        let path = unique("many");
+    bounded(LIMIT, async {
+        let fw = framework(&shared_connect().await).await;
+        let path = unique_path("sem", "many");
         let semaphore = InterProcessSemaphore::new(&fw, &path, 3).unwrap();
         let two = semaphore.acquire_many(2).await.unwrap();
         assert_eq!(two.len(), 2);
@@ -732,9 +699,9 @@ async fn acquire_many_is_all_or_nothing() {
 
 #[tokio::test]
 async fn cancelled_acquire_many_releases_what_it_took() {
-    bounded(async {
-        let fw = framework(&connect_string().await).await;
-        let path = unique("many-cancel");
+    bounded(LIMIT, async {
+        let fw = framework(&shared_connect().await).await;
+        let path = unique_path("sem", "many-cancel");
         let semaphore = InterProcessSemaphore::new(&fw, &path, 3).unwrap();
         let held = semaphore.acquire().await.unwrap();
         let waiter = {
@@ -742,7 +709,7 @@ async fn cancelled_acquire_many_releases_what_it_took() {
             tokio::spawn(async move { semaphore.acquire_many(3).await })
         };
         // It created its three leases and waits for the held one.
-        wait_children(&fw, &format!("{path}/leases"), 4).await;
+        children_count_becomes(&fw, &format!("{path}/leases"), 4, PROMPT).await;
         waiter.abort();
         let _ = waiter.await;
         settle(&fw, &path, 1).await;
@@ -757,9 +724,9 @@ async fn cancelled_acquire_many_releases_what_it_took() {
 /// Two tasks of one process contend like two processes (the internal lock is not reentrant).
 #[tokio::test]
 async fn two_tasks_of_one_process_contend() {
-    bounded(async {
-        let fw = framework(&connect_string().await).await;
-        let path = unique("two-tasks");
+    bounded(LIMIT, async {
+        let fw = framework(&shared_connect().await).await;
+        let path = unique_path("sem", "two-tasks");
         let semaphore = InterProcessSemaphore::new(&fw, &path, 1).unwrap();
         let lease = semaphore.acquire().await.unwrap();
         let other = semaphore.clone();
@@ -775,11 +742,11 @@ async fn two_tasks_of_one_process_contend() {
 
 #[tokio::test]
 async fn lease_guard_reports_path_token_and_loss() {
-    bounded(async {
-        let connect = connect_string().await;
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
         let fw = framework(&connect).await;
         let admin = framework(&connect).await;
-        let path = unique("guard");
+        let path = unique_path("sem", "guard");
         let semaphore = InterProcessSemaphore::with_data(&fw, &path, 2, b"worker-7".to_vec()).unwrap();
         let a = semaphore.acquire().await.unwrap();
         let b = semaphore.acquire().await.unwrap();
@@ -808,12 +775,12 @@ async fn lease_guard_reports_path_token_and_loss() {
 /// Curator's (`locks/`, `leases/`).
 #[tokio::test]
 async fn namespace_and_layout() {
-    bounded(async {
-        let connect = connect_string().await;
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
         let ns = format!("ns-sem-{}", std::process::id());
         let fw = Framework::builder(&connect).namespace(&ns).session_timeout(SESSION).start().await.unwrap();
         let raw = framework(&connect).await;
-        let path = unique("namespace");
+        let path = unique_path("sem", "namespace");
         let semaphore = InterProcessSemaphore::new(&fw, &path, 1).unwrap();
         let lease = semaphore.acquire_timeout(PROMPT).await.unwrap().expect("lease");
         assert!(lease.lease_path().starts_with(&format!("{path}/leases/")), "namespace stripped");
@@ -835,11 +802,11 @@ async fn namespace_and_layout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifteen_workers_three_leases() {
-    bounded(async {
+    bounded(LIMIT, async {
         const WORKERS: usize = 15;
         const MAX: usize = 3;
-        let connect = connect_string().await;
-        let path = unique("demo");
+        let connect = shared_connect().await;
+        let path = unique_path("sem", "demo");
         let frameworks = [framework(&connect).await, framework(&connect).await, framework(&connect).await];
         let occupancy = Arc::new(Occupancy::default());
         let ran = Arc::new(AtomicUsize::new(0));
@@ -872,11 +839,11 @@ async fn fifteen_workers_three_leases() {
 /// no node under `locks/` or `leases/` (once the reaper is done), and the next acquire works.
 #[tokio::test]
 async fn cancellation_uncontended() {
-    bounded(async {
-        let connect = connect_string().await;
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
         let fw = framework(&connect).await;
         let other = framework(&connect).await;
-        let path = unique("cancel-uncontended");
+        let path = unique_path("sem", "cancel-uncontended");
         let semaphore = InterProcessSemaphore::new(&fw, &path, 1).unwrap();
         let next = InterProcessSemaphore::new(&other, &path, 1).unwrap();
 
@@ -912,11 +879,11 @@ async fn cancellation_uncontended() {
 /// acquires once the holder releases.
 #[tokio::test]
 async fn cancellation_contended() {
-    bounded(async {
-        let connect = connect_string().await;
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
         let fw = framework(&connect).await;
         let other = framework(&connect).await;
-        let path = unique("cancel-contended");
+        let path = unique_path("sem", "cancel-contended");
         let semaphore = InterProcessSemaphore::new(&fw, &path, 1).unwrap();
         let next = InterProcessSemaphore::new(&other, &path, 1).unwrap();
         let locks = format!("{path}/locks");
@@ -929,12 +896,12 @@ async fn cancellation_contended() {
                 let s = semaphore.clone();
                 tokio::spawn(async move { s.acquire().await })
             };
-            wait_children(&other, &leases, 2).await;
+            children_count_becomes(&other, &leases, 2, PROMPT).await;
             let w2 = {
                 let s = semaphore.clone();
                 tokio::spawn(async move { s.acquire().await })
             };
-            wait_children(&other, &locks, 2).await;
+            children_count_becomes(&other, &locks, 2, PROMPT).await;
             let (a, b) = if lease_waiter_first { (w1, w2) } else { (w2, w1) };
             a.abort();
             let _ = a.await;
@@ -971,9 +938,9 @@ async fn cancellation_contended() {
 
 #[tokio::test]
 async fn bad_input_gives_typed_errors() {
-    bounded(async {
-        let fw = framework(&connect_string().await).await;
-        let path = unique("bad-input");
+    bounded(LIMIT, async {
+        let fw = framework(&shared_connect().await).await;
+        let path = unique_path("sem", "bad-input");
         let invalid_argument = |r: zk_recipes::Result<_>| matches!(r, Err(Error::InvalidArgument { .. }));
         assert!(invalid_argument(InterProcessSemaphore::new(&fw, &path, 0).map(drop)));
         for bad in ["", "relative", "/trailing/", "/", "/a//b", "/zookeeper/x", "/a/./b"] {
@@ -1003,9 +970,9 @@ async fn bad_input_gives_typed_errors() {
 /// A closed framework refuses to acquire with `Error::Closed`.
 #[tokio::test]
 async fn closed_framework_is_an_error() {
-    bounded(async {
-        let fw = framework(&connect_string().await).await;
-        let semaphore = InterProcessSemaphore::new(&fw, &unique("closed"), 1).unwrap();
+    bounded(LIMIT, async {
+        let fw = framework(&shared_connect().await).await;
+        let semaphore = InterProcessSemaphore::new(&fw, &unique_path("sem", "closed"), 1).unwrap();
         fw.close().await;
         assert!(matches!(semaphore.acquire().await, Err(Error::Closed)));
     })
@@ -1018,9 +985,9 @@ async fn closed_framework_is_an_error() {
 /// test2Clients: two clients exclude each other; the release lets the other in.
 #[tokio::test]
 async fn semaphore_mutex_two_clients() {
-    bounded(async {
-        let connect = connect_string().await;
-        let path = unique("semmutex-2clients");
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let path = unique_path("sem", "semmutex-2clients");
         let (fw1, fw2) = (framework(&connect).await, framework(&connect).await);
         let m1 = InterProcessSemaphoreMutex::new(&fw1, &path).unwrap();
         let m2 = InterProcessSemaphoreMutex::new(&fw2, &path).unwrap();
@@ -1053,9 +1020,9 @@ async fn semaphore_mutex_two_clients() {
 /// from another task (CURATOR-530).
 #[tokio::test]
 async fn semaphore_mutex_is_not_reentrant_and_releasable_anywhere() {
-    bounded(async {
-        let fw = framework(&connect_string().await).await;
-        let path = unique("semmutex-reentrant");
+    bounded(LIMIT, async {
+        let fw = framework(&shared_connect().await).await;
+        let path = unique_path("sem", "semmutex-reentrant");
         let mutex = InterProcessSemaphoreMutex::new(&fw, &path).unwrap();
         let guard = mutex.acquire_timeout(PROMPT).await.unwrap().expect("locked");
         assert!(mutex.acquire_timeout(BLOCKED).await.unwrap().is_none(), "a second acquire waits");
@@ -1074,8 +1041,8 @@ async fn semaphore_mutex_is_not_reentrant_and_releasable_anywhere() {
 /// testWithNamespace (timed acquire and release through a namespaced framework).
 #[tokio::test]
 async fn semaphore_mutex_with_namespace() {
-    bounded(async {
-        let connect = connect_string().await;
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
         let ns = format!("ns-semmutex-{}", std::process::id());
         let fw = Framework::builder(&connect).namespace(&ns).session_timeout(SESSION).start().await.unwrap();
         let mutex = InterProcessSemaphoreMutex::new(&fw, "/locks/our-lock").unwrap();
@@ -1092,15 +1059,15 @@ async fn semaphore_mutex_with_namespace() {
 /// another client gets the lock.
 #[tokio::test]
 async fn semaphore_mutex_holder_session_ends() {
-    bounded(async {
-        let connect = connect_string().await;
-        let path = unique("semmutex-session");
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let path = unique_path("sem", "semmutex-session");
         let (fw1, fw2) = (framework(&connect).await, framework(&connect).await);
         let m1 = InterProcessSemaphoreMutex::new(&fw1, &path).unwrap();
         let m2 = InterProcessSemaphoreMutex::new(&fw2, &path).unwrap();
         let g1 = m1.acquire().await.unwrap();
         let waiting = tokio::spawn(async move { m2.acquire().await });
-        wait_children(&fw2, &format!("{path}/leases"), 2).await;
+        children_count_becomes(&fw2, &format!("{path}/leases"), 2, PROMPT).await;
         fw1.close().await;
         let g2 = timeout(PROMPT, waiting).await.expect("waiter gets the lock").unwrap().unwrap();
         assert!(!g1.is_held(), "a closed framework holds nothing");
@@ -1114,7 +1081,7 @@ async fn semaphore_mutex_holder_session_ends() {
 /// testContainerCleanup: after use, the server removes the empty parents (containers).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn semaphore_mutex_container_cleanup() {
-    bounded(async {
+    bounded(LIMIT, async {
         let server = TestingServer::start().await.unwrap();
         let fw = framework(&server.connect_string()).await;
         let base = "/container-test";
@@ -1148,9 +1115,9 @@ async fn semaphore_mutex_container_cleanup() {
 /// exactly as Curator counts every child.
 #[tokio::test]
 async fn every_child_of_leases_counts() {
-    bounded(async {
-        let fw = framework(&connect_string().await).await;
-        let path = unique("foreign-child");
+    bounded(LIMIT, async {
+        let fw = framework(&shared_connect().await).await;
+        let path = unique_path("sem", "foreign-child");
         fw.create(&format!("{path}/leases/junk"), b"", CreateMode::Ephemeral).await.unwrap();
         let semaphore = InterProcessSemaphore::new(&fw, &path, 1).unwrap();
         assert!(semaphore.try_acquire().await.unwrap().is_none());

@@ -2,14 +2,16 @@
 //! `TestInterProcessSemaphoreCluster`): looping clients keep going through a leader loss, stop
 //! when the whole ensemble is down, resume when a quorum is back, and are never over the limit.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::fixtures::{children_count_becomes, framework, plain_framework, unique_path};
 use tokio::time::{timeout, Instant};
-use zk_recipes::retry::RetryForever;
 use zk_recipes::testing::TestingCluster;
-use zk_recipes::{Error, Framework, InterProcessSemaphore};
+use zk_recipes::{Error, InterProcessSemaphore};
 
 const LIMIT: Duration = Duration::from_secs(100);
 /// Session timeout of the clients: short, so that sessions lost with the ensemble expire soon.
@@ -84,17 +86,12 @@ async fn stop_and_resume() {
     timeout(LIMIT, async {
         let mut cluster = TestingCluster::builder().size(3).start().await.unwrap();
         cluster.settle(Duration::from_secs(30)).await.unwrap();
-        let path = format!("/sem-cluster-{}", std::process::id());
+        let path = unique_path("sem-cluster", "stop-resume");
         let stats = Arc::new(Stats::default());
         let mut frameworks = Vec::new();
         let mut loops = Vec::new();
         for _ in 0..CLIENTS {
-            let fw = Framework::builder(&cluster.connect_string())
-                .session_timeout(SESSION)
-                .retry_policy(RetryForever::new(Duration::from_millis(50)))
-                .start()
-                .await
-                .unwrap();
+            let fw = framework(&cluster.connect_string(), SESSION).await;
             let semaphore = InterProcessSemaphore::new(&fw, &path, MAX).unwrap();
             loops.push(tokio::spawn(client_loop(semaphore, stats.clone())));
             frameworks.push(fw);
@@ -138,23 +135,12 @@ async fn stop_and_resume() {
         for task in loops {
             let _ = task.await;
         }
-        let admin = Framework::builder(&cluster.connect_string()).session_timeout(SESSION).start().await.unwrap();
+        let admin = plain_framework(&cluster.connect_string(), SESSION).await;
         for fw in &frameworks {
             fw.close().await;
         }
-        let deadline = Instant::now() + SESSION * 2;
-        loop {
-            let leases = match admin.get_children(&format!("{path}/leases")).await {
-                Ok(children) => children.len(),
-                Err(Error::ZooKeeper(zk_recipes::zk::Error::NoNode)) => 0,
-                Err(e) => panic!("listing leases: {e}"),
-            };
-            if leases == 0 {
-                break;
-            }
-            assert!(Instant::now() < deadline, "{leases} leases left after every client closed");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        // Every lease gone after every client closed.
+        children_count_becomes(&admin, &format!("{path}/leases"), 0, SESSION * 2).await;
         admin.close().await;
     })
     .await

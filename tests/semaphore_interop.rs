@@ -9,10 +9,10 @@ mod common;
 use std::future::Future;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::curator::CuratorPeer;
+use common::fixtures::{bounded, plain_framework, shared_connect, unique_path};
 use tokio::time::timeout;
 use zk_recipes::{Framework, InterProcessSemaphore, InterProcessSemaphoreMutex, SemaphoreLease};
 
@@ -24,21 +24,8 @@ const EVENT: Duration = Duration::from_secs(30);
 /// How long a contender is given to (wrongly) get through when it must not.
 const BLOCKED_MS: u64 = 300;
 
-async fn connect_string() -> String {
-    zk_recipes::testing::shared_server().await.expect("shared test server").connect_string()
-}
-
 async fn framework(connect: &str) -> Framework {
-    Framework::builder(connect).session_timeout(SESSION).start().await.expect("framework starts")
-}
-
-async fn bounded(test: impl Future<Output = ()>) {
-    timeout(LIMIT, test).await.expect("test exceeded its time limit");
-}
-
-fn unique(name: &str) -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    format!("/sem-interop-{name}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+    plain_framework(connect, SESSION).await
 }
 
 /// A log file shared by Java and Rust holders: `enter <who> ...` after acquiring, `exit <who>`
@@ -117,13 +104,13 @@ where
 /// the other's leases.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rust_and_curator_leases_share_one_limit() {
-    bounded(async {
+    bounded(LIMIT, async {
         const MAX: usize = 3;
-        let connect = connect_string().await;
+        let connect = shared_connect().await;
         let Some(mut java) = CuratorPeer::start(&connect, SESSION).await.expect("starting the Curator peer") else {
             return;
         };
-        let path = unique("leases");
+        let path = unique_path("sem-interop", "leases");
         let fw = framework(&connect).await;
         let semaphore = InterProcessSemaphore::new(&fw, &path, MAX).unwrap();
         for id in ["J1", "J2"] {
@@ -198,12 +185,12 @@ async fn rust_and_curator_leases_share_one_limit() {
 /// A Curator `InterProcessSemaphoreMutex` and ours exclude each other, both ways.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rust_and_curator_semaphore_mutexes_exclude_each_other() {
-    bounded(async {
-        let connect = connect_string().await;
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
         let Some(mut java) = CuratorPeer::start(&connect, SESSION).await.expect("starting the Curator peer") else {
             return;
         };
-        let path = unique("semmutex");
+        let path = unique_path("sem-interop", "semmutex");
         let fw = framework(&connect).await;
         let mutex = InterProcessSemaphoreMutex::new(&fw, &path).unwrap();
         assert_eq!(java.command(&format!("semmutex M {path}")).await.unwrap(), "ok");

@@ -7,6 +7,7 @@ use std::time::Duration;
 use zookeeper_client::{Client, CreateMode};
 
 use super::install::Installation;
+use super::options::LaunchOptions;
 use super::process::{self, lock_slot, LaunchSpec, ProcessSlot};
 use super::TestingError;
 
@@ -343,37 +344,25 @@ async fn write_through(address: &str, i: usize) -> Result<(), TestingError> {
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing until `start().await`"]
 pub struct TestingClusterBuilder {
+    options: LaunchOptions,
     size: usize,
-    tick_time: Duration,
     init_limit: u32,
     sync_limit: u32,
-    max_session_timeout: Duration,
     read_only: bool,
-    start_timeout: Duration,
-    installation: Option<Installation>,
-    config: Vec<(String, String)>,
-    system_properties: Vec<(String, String)>,
-    jvm_args: Vec<String>,
 }
 
 impl Default for TestingClusterBuilder {
     fn default() -> Self {
         TestingClusterBuilder {
-            size: 3,
-            tick_time: Duration::from_millis(200),
-            init_limit: 20,
-            sync_limit: 10,
-            max_session_timeout: Duration::from_secs(60),
-            read_only: false,
-            start_timeout: Duration::from_secs(30),
-            installation: None,
-            config: Vec::new(),
-            jvm_args: Vec::new(),
-            system_properties: vec![
+            options: LaunchOptions::with_system_properties(vec![
                 ("znode.container.checkIntervalMs".to_owned(), "100".to_owned()),
                 // Elections that cannot finish retry at least this often (default 60 s).
                 ("zookeeper.fastleader.maxNotificationInterval".to_owned(), "2000".to_owned()),
-            ],
+            ]),
+            size: 3,
+            init_limit: 20,
+            sync_limit: 10,
+            read_only: false,
         }
     }
 }
@@ -387,7 +376,7 @@ impl TestingClusterBuilder {
 
     /// The `tickTime` of every member (default 200 ms).
     pub fn tick_time(mut self, tick_time: Duration) -> Self {
-        self.tick_time = tick_time;
+        self.options.tick_time = tick_time;
         self
     }
 
@@ -406,7 +395,7 @@ impl TestingClusterBuilder {
 
     /// `maxSessionTimeout` (default 60 s).
     pub fn max_session_timeout(mut self, timeout: Duration) -> Self {
-        self.max_session_timeout = timeout;
+        self.options.max_session_timeout = timeout;
         self
     }
 
@@ -426,25 +415,25 @@ impl TestingClusterBuilder {
 
     /// How long start and restarts wait (default 30 s).
     pub fn start_timeout(mut self, timeout: Duration) -> Self {
-        self.start_timeout = timeout;
+        self.options.start_timeout = timeout;
         self
     }
 
     /// Uses this installation instead of [`Installation::find`].
     pub fn installation(mut self, installation: Installation) -> Self {
-        self.installation = Some(installation);
+        self.options.installation = Some(installation);
         self
     }
 
     /// Sets a `zoo.cfg` entry on every member (overrides the defaults).
     pub fn config(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        process::set_entry(&mut self.config, &key.into(), value.into());
+        self.options.set_config(key, value);
         self
     }
 
     /// Sets a JVM system property (`-Dkey=value`) on every member.
     pub fn system_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        process::set_entry(&mut self.system_properties, &key.into(), value.into());
+        self.options.set_system_property(key, value);
         self
     }
 
@@ -452,7 +441,7 @@ impl TestingClusterBuilder {
     /// start-up time (`-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmx256m`); a benchmark
     /// that wants the server's peak speed can pass `-XX:TieredStopAtLevel=4`.
     pub fn jvm_arg(mut self, arg: impl Into<String>) -> Self {
-        self.jvm_args.push(arg.into());
+        self.options.jvm_args.push(arg.into());
         self
     }
 
@@ -469,25 +458,17 @@ impl TestingClusterBuilder {
         if self.size == 0 || self.size > 255 {
             return Err(TestingError::InvalidConfig(format!("cluster size {} (must be 1..=255)", self.size)));
         }
-        if self.tick_time.is_zero() {
-            return Err(TestingError::InvalidConfig("tick_time must not be zero".to_owned()));
-        }
-        let installation = match self.installation.clone() {
-            Some(installation) => installation,
-            None => Installation::find()?,
-        };
-        let dir = tempfile::Builder::new()
-            .prefix("zk-testing-cluster-")
-            .tempdir()
-            .map_err(|e| TestingError::io("creating a temporary directory", e))?;
-        let mut system_properties = self.system_properties.clone();
+        self.options.check_tick_time()?;
+        let installation = self.options.installation()?;
+        let dir = LaunchOptions::temp_dir("zk-testing-cluster-")?;
+        let mut system_properties = self.options.system_properties.clone();
         if self.read_only {
             process::set_entry(&mut system_properties, "readonlymode.enabled", "true".to_owned());
         }
         let mut cluster = TestingCluster {
             nodes: Vec::with_capacity(self.size),
-            tick_time: self.tick_time,
-            start_timeout: self.start_timeout,
+            tick_time: self.options.tick_time,
+            start_timeout: self.options.start_timeout,
             read_only: self.read_only,
             dir,
         };
@@ -507,7 +488,7 @@ impl TestingClusterBuilder {
                     log_file: node_dir.join("zookeeper.log"),
                     cleanup_dir: cluster.dir.path().to_path_buf(),
                     system_properties: system_properties.clone(),
-                    jvm_args: self.jvm_args.clone(),
+                    jvm_args: self.options.jvm_args.clone(),
                 },
                 client_port: 0,
             });
@@ -549,23 +530,14 @@ impl TestingClusterBuilder {
             node.client_port = *client;
             let data_dir = node.spec.config_file.with_file_name("data");
             let mut config = vec![
-                ("tickTime".to_owned(), self.tick_time.as_millis().to_string()),
+                ("tickTime".to_owned(), self.options.tick_time.as_millis().to_string()),
                 ("initLimit".to_owned(), self.init_limit.to_string()),
                 ("syncLimit".to_owned(), self.sync_limit.to_string()),
-                ("dataDir".to_owned(), data_dir.display().to_string()),
-                ("clientPort".to_owned(), client.to_string()),
-                ("clientPortAddress".to_owned(), "127.0.0.1".to_owned()),
-                ("maxClientCnxns".to_owned(), "0".to_owned()),
-                ("admin.enableServer".to_owned(), "false".to_owned()),
-                ("4lw.commands.whitelist".to_owned(), "*".to_owned()),
-                ("forceSync".to_owned(), "no".to_owned()),
-                ("maxSessionTimeout".to_owned(), self.max_session_timeout.as_millis().to_string()),
-                ("standaloneEnabled".to_owned(), "false".to_owned()),
             ];
+            config.extend(self.options.server_config(&data_dir, *client));
+            config.push(("standaloneEnabled".to_owned(), "false".to_owned()));
             config.extend(servers.iter().cloned());
-            for (key, value) in &self.config {
-                process::set_entry(&mut config, key, value.clone());
-            }
+            self.options.apply_config(&mut config);
             process::write_config(&node.spec.config_file, &config)?;
             std::fs::write(&node.spec.log_file, b"").map_err(|e| TestingError::io("creating a server log", e))?;
         }
@@ -576,8 +548,8 @@ impl TestingClusterBuilder {
         for node in &mut cluster.nodes {
             let address = process::loopback(node.client_port);
             let slot = node.process.get_mut().unwrap_or_else(|p| p.into_inner());
-            process::wait_for_srvr(slot, &node.spec, &address, self.start_timeout, process::mode_in(QUORUM_MODES))
-                .await?;
+            let serving = process::mode_in(QUORUM_MODES);
+            process::wait_for_srvr(slot, &node.spec, &address, self.options.start_timeout, serving).await?;
         }
         Ok(())
     }

@@ -41,6 +41,7 @@
 mod cluster;
 mod error;
 mod install;
+mod options;
 mod process;
 mod proxy;
 mod server;

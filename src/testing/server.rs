@@ -5,6 +5,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::install::Installation;
+use super::options::LaunchOptions;
 use super::process::{self, lock_slot, LaunchSpec, ProcessSlot};
 use super::TestingError;
 
@@ -181,29 +182,20 @@ impl TestingServer {
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing until `start().await`"]
 pub struct TestingServerBuilder {
-    tick_time: Duration,
+    options: LaunchOptions,
     min_session_timeout: Option<Duration>,
-    max_session_timeout: Duration,
     port: Option<u16>,
-    start_timeout: Duration,
-    installation: Option<Installation>,
-    config: Vec<(String, String)>,
-    system_properties: Vec<(String, String)>,
-    jvm_args: Vec<String>,
 }
 
 impl Default for TestingServerBuilder {
     fn default() -> Self {
         TestingServerBuilder {
-            tick_time: Duration::from_millis(200),
+            options: LaunchOptions::with_system_properties(vec![(
+                "znode.container.checkIntervalMs".to_owned(),
+                "100".to_owned(),
+            )]),
             min_session_timeout: None,
-            max_session_timeout: Duration::from_secs(60),
             port: None,
-            start_timeout: Duration::from_secs(30),
-            installation: None,
-            config: Vec::new(),
-            jvm_args: Vec::new(),
-            system_properties: vec![("znode.container.checkIntervalMs".to_owned(), "100".to_owned())],
         }
     }
 }
@@ -214,7 +206,7 @@ impl TestingServerBuilder {
     /// to [`max_session_timeout`](Self::max_session_timeout), and expires sessions with tick
     /// granularity.
     pub fn tick_time(mut self, tick_time: Duration) -> Self {
-        self.tick_time = tick_time;
+        self.options.tick_time = tick_time;
         self
     }
 
@@ -226,7 +218,7 @@ impl TestingServerBuilder {
 
     /// `maxSessionTimeout` (default 60 s).
     pub fn max_session_timeout(mut self, timeout: Duration) -> Self {
-        self.max_session_timeout = timeout;
+        self.options.max_session_timeout = timeout;
         self
     }
 
@@ -238,27 +230,27 @@ impl TestingServerBuilder {
 
     /// How long [`start`](Self::start) and restarts wait for the server to serve (default 30 s).
     pub fn start_timeout(mut self, timeout: Duration) -> Self {
-        self.start_timeout = timeout;
+        self.options.start_timeout = timeout;
         self
     }
 
     /// Uses this installation instead of [`Installation::find`].
     pub fn installation(mut self, installation: Installation) -> Self {
-        self.installation = Some(installation);
+        self.options.installation = Some(installation);
         self
     }
 
     /// Sets a `zoo.cfg` entry (overrides the defaults, for example
     /// `.config("extendedTypesEnabled", "true")` for TTL nodes).
     pub fn config(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        process::set_entry(&mut self.config, &key.into(), value.into());
+        self.options.set_config(key, value);
         self
     }
 
     /// Sets a JVM system property (`-Dkey=value`), for example
     /// `.system_property("znode.container.maxNeverUsedIntervalMs", "500")`.
     pub fn system_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        process::set_entry(&mut self.system_properties, &key.into(), value.into());
+        self.options.set_system_property(key, value);
         self
     }
 
@@ -266,7 +258,7 @@ impl TestingServerBuilder {
     /// start-up time (`-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmx256m`); a benchmark
     /// that wants the server's peak speed can pass `-XX:TieredStopAtLevel=4`.
     pub fn jvm_arg(mut self, arg: impl Into<String>) -> Self {
-        self.jvm_args.push(arg.into());
+        self.options.jvm_args.push(arg.into());
         self
     }
 
@@ -278,17 +270,10 @@ impl TestingServerBuilder {
     /// # Cancel safety
     /// Cancelling drops the half-started server: the JVM is killed and the directory removed.
     pub async fn start(self) -> Result<TestingServer, TestingError> {
-        if self.tick_time.is_zero() {
-            return Err(TestingError::InvalidConfig("tick_time must not be zero".to_owned()));
-        }
-        let installation = match self.installation {
-            Some(installation) => installation,
-            None => Installation::find()?,
-        };
-        let dir = tempfile::Builder::new()
-            .prefix("zk-testing-")
-            .tempdir()
-            .map_err(|e| TestingError::io("creating a temporary directory", e))?;
+        let options = &self.options;
+        options.check_tick_time()?;
+        let installation = options.installation()?;
+        let dir = LaunchOptions::temp_dir("zk-testing-")?;
         let data_dir = dir.path().join("data");
         std::fs::create_dir(&data_dir).map_err(|e| TestingError::io("creating the data directory", e))?;
         let spec = LaunchSpec {
@@ -298,15 +283,15 @@ impl TestingServerBuilder {
             config_file: dir.path().join("zoo.cfg"),
             log_file: dir.path().join("zookeeper.log"),
             cleanup_dir: dir.path().to_path_buf(),
-            system_properties: self.system_properties.clone(),
-            jvm_args: self.jvm_args.clone(),
+            system_properties: options.system_properties.clone(),
+            jvm_args: options.jvm_args.clone(),
         };
         let mut server = TestingServer {
             process: Mutex::new(None),
             spec,
             port: 0,
-            tick_time: self.tick_time,
-            start_timeout: self.start_timeout,
+            tick_time: options.tick_time,
+            start_timeout: options.start_timeout,
             dir,
         };
         let mut attempt = 0;
@@ -316,23 +301,12 @@ impl TestingServerBuilder {
                 Some(port) => port,
                 None => process::free_port()?,
             };
-            let mut config = vec![
-                ("tickTime".to_owned(), self.tick_time.as_millis().to_string()),
-                ("dataDir".to_owned(), data_dir.display().to_string()),
-                ("clientPort".to_owned(), server.port.to_string()),
-                ("clientPortAddress".to_owned(), "127.0.0.1".to_owned()),
-                ("maxClientCnxns".to_owned(), "0".to_owned()),
-                ("admin.enableServer".to_owned(), "false".to_owned()),
-                ("4lw.commands.whitelist".to_owned(), "*".to_owned()),
-                ("forceSync".to_owned(), "no".to_owned()),
-                ("maxSessionTimeout".to_owned(), self.max_session_timeout.as_millis().to_string()),
-            ];
+            let mut config = vec![("tickTime".to_owned(), options.tick_time.as_millis().to_string())];
+            config.extend(options.server_config(&data_dir, server.port));
             if let Some(min) = self.min_session_timeout {
                 config.push(("minSessionTimeout".to_owned(), min.as_millis().to_string()));
             }
-            for (key, value) in &self.config {
-                process::set_entry(&mut config, key, value.clone());
-            }
+            options.apply_config(&mut config);
             process::write_config(&server.spec.config_file, &config)?;
             // A fresh log per attempt, so an old BindException is not mistaken for a new one.
             std::fs::write(&server.spec.log_file, b"").map_err(|e| TestingError::io("creating the server log", e))?;
@@ -340,7 +314,7 @@ impl TestingServerBuilder {
             *slot = Some(server.spec.spawn()?);
             let address = process::loopback(server.port);
             let serving = process::mode_in(&["standalone"]);
-            match process::wait_for_srvr(slot, &server.spec, &address, self.start_timeout, serving).await {
+            match process::wait_for_srvr(slot, &server.spec, &address, options.start_timeout, serving).await {
                 Ok(()) => break,
                 Err(err) if err.is_address_in_use() && self.port.is_none() && attempt < PORT_ATTEMPTS => {
                     tracing::debug!(port = server.port, "port taken before the server bound it; retrying");

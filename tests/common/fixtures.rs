@@ -76,6 +76,11 @@ pub async fn framework(connect: &str, session_timeout: Duration) -> Framework {
         .expect("starting a framework")
 }
 
+/// A started framework with `session_timeout` and the builder's default retry policy.
+pub async fn plain_framework(connect: &str, session_timeout: Duration) -> Framework {
+    Framework::builder(connect).session_timeout(session_timeout).start().await.expect("framework starts")
+}
+
 /// Waits until the framework's snapshot satisfies `pred`.
 pub async fn wait_for_state(
     fw: &Framework,
