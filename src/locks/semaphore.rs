@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use zookeeper_client::EventType;
+use zookeeper_client::{EventType, OneshotWatcher};
 
 use super::driver::StandardDriver;
 use super::held::HeldNode;
@@ -266,9 +266,10 @@ impl InterProcessSemaphore {
             let mut attempt = 0u32;
             loop {
                 match self.attempt(n, wait).await {
-                    Ok(Some(nodes)) => {
+                    Ok(Some((nodes, watcher))) => {
                         tracing::debug!(waited = ?started.elapsed(), "leases acquired");
-                        return Ok(Some(nodes.into_iter().map(|node| self.lease(node)).collect()));
+                        let mut watcher = Some(watcher);
+                        return Ok(Some(nodes.into_iter().map(|node| self.lease(node, watcher.take())).collect()));
                     }
                     Ok(None) => return Ok(None),
                     Err(Failure::Error(e)) => return Err(e),
@@ -290,7 +291,7 @@ impl InterProcessSemaphore {
     ///
     /// Locals drop in reverse order, so on every early return our lease nodes are deleted
     /// before the internal lock: the next holder never counts a lease that is going away.
-    async fn attempt(&self, n: usize, wait: Wait) -> Result<Option<Vec<HeldNode>>, Failure> {
+    async fn attempt(&self, n: usize, wait: Wait) -> Result<Option<(Vec<HeldNode>, OneshotWatcher)>, Failure> {
         let shared = &*self.shared;
         let Some(lock) = shared.lock.acquire(wait).await? else { return Ok(None) };
         let session = shared.framework.inner().session()?;
@@ -318,10 +319,12 @@ impl InterProcessSemaphore {
                 return Err(Failure::NodeMissing);
             }
             if children.len() <= shared.max_leases {
-                // Let the next contender in first (the delete goes out now), then drop the watch.
+                // Let the next contender in first (the delete goes out now). The unfired watch
+                // goes with the first lease: dropped now, it would cost a RemoveWatches request;
+                // kept, it fires (at the latest on our own lease's delete, whose notification
+                // the server sends before the reply) and then costs nothing.
                 drop(lock);
-                drop(watcher);
-                return Ok(Some(nodes.into_iter().map(CreatedNode::into_held).collect()));
+                return Ok(Some((nodes.into_iter().map(CreatedNode::into_held).collect(), watcher)));
             }
             if wait == Wait::No {
                 return Ok(None);
@@ -343,9 +346,10 @@ impl InterProcessSemaphore {
         }
     }
 
-    fn lease(&self, node: HeldNode) -> SemaphoreLease {
+    fn lease(&self, node: HeldNode, list_watch: Option<OneshotWatcher>) -> SemaphoreLease {
         self.shared.held.fetch_add(1, Ordering::SeqCst);
-        SemaphoreLease { lease_path: node.user_path().to_owned(), node, count: HoldCount(self.shared.held.clone()) }
+        let count = HoldCount(self.shared.held.clone());
+        SemaphoreLease { lease_path: node.user_path().to_owned(), node, count, _list_watch: list_watch }
     }
 }
 
@@ -370,6 +374,10 @@ pub struct SemaphoreLease {
     node: HeldNode,
     lease_path: String,
     count: HoldCount,
+    /// The acquire's watch on the lease list, kept so that it fires instead of being removed
+    /// with an extra request; dropped after the lease's own delete (declared last: dropped
+    /// last).
+    _list_watch: Option<OneshotWatcher>,
 }
 
 impl SemaphoreLease {
@@ -411,10 +419,12 @@ impl SemaphoreLease {
     /// # Cancel safety
     /// Cancel-safe: if cancelled, the delete is finished in the background.
     pub async fn release(self) -> Result<()> {
-        let SemaphoreLease { node, count, lease_path } = self;
+        let SemaphoreLease { node, count, lease_path, _list_watch } = self;
         drop(count);
         let span = tracing::debug_span!("zk_recipes.semaphore.release", lease = %lease_path);
-        tracing::Instrument::instrument(node.release(), span).await
+        let released = tracing::Instrument::instrument(node.release(), span).await;
+        drop(_list_watch);
+        released
     }
 
     /// Releases several leases at once: all deletes are sent together, then awaited. Every
