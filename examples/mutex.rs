@@ -1,0 +1,50 @@
+//! InterProcessMutex: take a lock, watch for its loss while working, release it.
+//!
+//! `cargo run --features testing --example mutex [-- --connect host:port]` (without
+//! `--connect` it starts an embedded ZooKeeper server).
+
+use std::time::Duration;
+
+use zk_recipes::testing::TestingServer;
+use zk_recipes::{Framework, InterProcessMutex};
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    let (_server, connect) = server_or_connect().await?;
+    let framework = Framework::builder(&connect).session_timeout(Duration::from_secs(10)).start().await?;
+    let mutex = InterProcessMutex::new(&framework, "/examples/mutex")?;
+
+    let guard = mutex.acquire().await?;
+    println!("holding {} (fencing token {})", guard.lock_path(), guard.fencing_token());
+    // Reentrant for the same task: a nested guard, no ZooKeeper traffic.
+    let nested = mutex.acquire().await?;
+    tokio::select! {
+        () = tokio::time::sleep(Duration::from_millis(200)) => println!("work done while holding the lock"),
+        () = guard.lost() => println!("lock lost: stop the work"),
+    }
+    nested.release().await?;
+    guard.release().await?;
+    println!("released; held in this process: {}", mutex.is_acquired_in_this_process());
+
+    // The non-blocking form: take it only if it is free.
+    match mutex.try_acquire().await? {
+        Some(guard) => drop(guard), // dropping releases in the background
+        None => println!("someone else holds it"),
+    }
+    framework.close().await;
+    Ok(())
+}
+
+async fn server_or_connect() -> Result<(Option<TestingServer>, String), Error> {
+    let args: Vec<String> = std::env::args().collect();
+    match args.iter().position(|a| a == "--connect").and_then(|i| args.get(i + 1)) {
+        Some(connect) => Ok((None, connect.clone())),
+        None => {
+            let server = TestingServer::start().await?;
+            let connect = server.connect_string();
+            Ok((Some(server), connect))
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! InterProcessSemaphore: at most three leases at once across every process on the path.
+//!
+//! `cargo run --features testing --example semaphore [-- --connect host:port]`.
+
+use std::time::Duration;
+
+use zk_recipes::testing::TestingServer;
+use zk_recipes::{Framework, InterProcessSemaphore, SemaphoreLease};
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    let args: Vec<String> = std::env::args().collect();
+    let given = args.iter().position(|a| a == "--connect").and_then(|i| args.get(i + 1)).cloned();
+    let server = match given {
+        Some(_) => None,
+        None => Some(TestingServer::start().await?),
+    };
+    let connect = given.unwrap_or_else(|| server.as_ref().map(|s| s.connect_string()).unwrap_or_default());
+    let framework = Framework::connect(&connect).await?;
+    let semaphore = InterProcessSemaphore::new(&framework, "/examples/semaphore", 3)?;
+
+    let two = semaphore.acquire_many(2).await?;
+    println!("holding {} leases: {:?}", two.len(), two.iter().map(|l| l.lease_path()).collect::<Vec<_>>());
+    let third = semaphore.acquire().await?;
+    // All three leases are taken: a fourth does not come within the timeout.
+    let fourth = semaphore.acquire_timeout(Duration::from_millis(300)).await?;
+    println!("fourth lease while three are held: {}", if fourth.is_some() { "got it" } else { "timed out" });
+
+    third.release().await?;
+    SemaphoreLease::release_all(two).await?;
+    println!("participants after release: {:?}", semaphore.participant_nodes().await?);
+    framework.close().await;
+    Ok(())
+}
