@@ -20,7 +20,7 @@ async fn main() -> Result<(), Error> {
     let connect = given.unwrap_or_else(|| server.as_ref().map(|s| s.connect_string()).unwrap_or_default());
     let framework = Framework::connect(&connect).await?;
 
-    let both = MultiLock::of_mutexes(&framework, &["/examples/accounts/a", "/examples/accounts/b"])?;
+    let both = MultiLock::of_mutexes(&framework, ["/examples/accounts/a", "/examples/accounts/b"])?;
     match both.acquire_timeout(Duration::from_secs(5)).await? {
         Some(guard) => {
             println!("holding both accounts; transferring");
