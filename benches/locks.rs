@@ -11,9 +11,13 @@
 //! See `benches/README.md` for the options, what each workload and `impl` label measures, and
 //! how to read the request counts printed on stderr.
 
+#[path = "../interop/classpath.rs"]
+mod classpath;
+use classpath::curator_classpath;
+
 use std::fmt::Write as _;
 use std::io::{Read as _, Write as _};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -1126,20 +1130,6 @@ enum CuratorMode {
 
 const CURATOR_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/interop/CuratorBench.java");
 const CURATOR_MAIN: &str = "CuratorBench";
-/// Debian's jars (libcurator-recipes-java), as for the interop tests.
-const DEBIAN_JARS: &str = "/usr/share/java";
-const CURATOR_JARS: &[&str] = &[
-    "curator-recipes.jar",
-    "curator-framework.jar",
-    "curator-client.jar",
-    "zookeeper.jar",
-    "zookeeper-jute.jar",
-    "guava.jar",
-    "slf4j-api.jar",
-];
-/// slf4j bindings, first found wins (CuratorBench sets slf4j-simple's levels to warn/error).
-const SLF4J_BINDINGS: &[&str] = &["slf4j-simple.jar", "slf4j-nop.jar"];
-
 /// Whether this run has Curator lines.
 enum Curator {
     Off,
@@ -1223,29 +1213,6 @@ fn find_jdk_tool(name: &str) -> Result<PathBuf, String> {
         return Err(format!("{} -version failed ({})", path.display(), out.status));
     }
     Ok(path)
-}
-
-/// `ZKR_CURATOR_CLASSPATH` (as for the interop tests), else Debian's jars.
-fn curator_classpath() -> Result<String, String> {
-    if let Some(classpath) = std::env::var("ZKR_CURATOR_CLASSPATH").ok().filter(|cp| !cp.is_empty()) {
-        return Ok(classpath);
-    }
-    let dir = Path::new(DEBIAN_JARS);
-    let mut jars = Vec::new();
-    for jar in CURATOR_JARS {
-        let path = dir.join(jar);
-        if !path.is_file() {
-            return Err(format!(
-                "{} not found (install libcurator-recipes-java, or set ZKR_CURATOR_CLASSPATH)",
-                path.display()
-            ));
-        }
-        jars.push(path.display().to_string());
-    }
-    if let Some(binding) = SLF4J_BINDINGS.iter().map(|jar| dir.join(jar)).find(|p| p.is_file()) {
-        jars.push(binding.display().to_string());
-    }
-    Ok(jars.join(":"))
 }
 
 /// The JSON line of one Curator run.

@@ -13,22 +13,16 @@ use futures::StreamExt;
 use zk_recipes::testing::{expire_session, FaultProxy, ProxyMode, TestingServer};
 use zk_recipes::{ConnectionState, Framework, InterProcessMutex, InterProcessSemaphore};
 
-type Error = Box<dyn std::error::Error + Send + Sync>;
+mod common;
+use common::{server_or_connect, Error};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    let args: Vec<String> = std::env::args().collect();
-    let connect = args.iter().position(|a| a == "--connect").and_then(|i| args.get(i + 1)).cloned();
     let started = Instant::now();
-
-    let server = match connect {
-        Some(_) => None,
-        None => {
-            println!("starting an embedded ZooKeeper server ...");
-            Some(TestingServer::start().await?)
-        }
-    };
-    let connect = connect.unwrap_or_else(|| server.as_ref().map(|s| s.connect_string()).unwrap_or_default());
+    let (server, connect) = server_or_connect().await?;
+    if server.is_some() {
+        println!("started an embedded ZooKeeper server at {connect}");
+    }
 
     if let Some(server) = &server {
         connection_states(server).await?;

@@ -4,20 +4,14 @@
 
 use std::time::Duration;
 
-use zk_recipes::testing::TestingServer;
 use zk_recipes::{Framework, MultiLock};
 
-type Error = Box<dyn std::error::Error + Send + Sync>;
+mod common;
+use common::{server_or_connect, Error};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    let args: Vec<String> = std::env::args().collect();
-    let given = args.iter().position(|a| a == "--connect").and_then(|i| args.get(i + 1)).cloned();
-    let server = match given {
-        Some(_) => None,
-        None => Some(TestingServer::start().await?),
-    };
-    let connect = given.unwrap_or_else(|| server.as_ref().map(|s| s.connect_string()).unwrap_or_default());
+    let (_server, connect) = server_or_connect().await?;
     let framework = Framework::connect(&connect).await?;
 
     let both = MultiLock::of_mutexes(&framework, ["/examples/accounts/a", "/examples/accounts/b"])?;

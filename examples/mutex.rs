@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
-use zk_recipes::testing::TestingServer;
 use zk_recipes::{Framework, InterProcessMutex};
 
-type Error = Box<dyn std::error::Error + Send + Sync>;
+mod common;
+use common::{server_or_connect, Error};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -35,16 +35,4 @@ async fn main() -> Result<(), Error> {
     }
     framework.close().await;
     Ok(())
-}
-
-async fn server_or_connect() -> Result<(Option<TestingServer>, String), Error> {
-    let args: Vec<String> = std::env::args().collect();
-    match args.iter().position(|a| a == "--connect").and_then(|i| args.get(i + 1)) {
-        Some(connect) => Ok((None, connect.clone())),
-        None => {
-            let server = TestingServer::start().await?;
-            let connect = server.connect_string();
-            Ok((Some(server), connect))
-        }
-    }
 }

@@ -20,6 +20,9 @@
 //! and stay available to [`CuratorPeer::wait_for`] and later commands.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+#[path = "../../interop/classpath.rs"]
+mod classpath;
+
 use std::collections::hash_map::DefaultHasher;
 use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
@@ -39,20 +42,6 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/interop/CuratorPeer.java");
 const MAIN_CLASS: &str = "CuratorPeer";
-const DEBIAN_JARS: &str = "/usr/share/java";
-/// The runtime classpath, in Debian's `/usr/share/java` (libcurator-recipes-java pulls them in).
-const CURATOR_JARS: &[&str] = &[
-    "curator-recipes.jar",
-    "curator-framework.jar",
-    "curator-client.jar",
-    "zookeeper.jar",
-    "zookeeper-jute.jar",
-    "guava.jar",
-    "slf4j-api.jar",
-];
-/// slf4j bindings, first found wins (without one, slf4j falls back to no logging).
-const SLF4J_BINDINGS: &[&str] = &["slf4j-simple.jar", "slf4j-nop.jar"];
-
 /// Where compiled classes go: the target directory's scratch space for tests.
 fn build_root() -> PathBuf {
     match option_env!("CARGO_TARGET_TMPDIR") {
@@ -112,27 +101,9 @@ fn find_tool(name: &str) -> Result<PathBuf, Problem> {
     Ok(path)
 }
 
-/// The Curator runtime classpath: `ZKR_CURATOR_CLASSPATH`, else Debian's jars.
+/// The Curator runtime classpath (see `interop/classpath.rs`).
 fn curator_classpath() -> Result<String, Problem> {
-    if let Ok(cp) = std::env::var("ZKR_CURATOR_CLASSPATH") {
-        return Ok(cp);
-    }
-    let dir = Path::new(DEBIAN_JARS);
-    let mut jars = Vec::new();
-    for jar in CURATOR_JARS {
-        let path = dir.join(jar);
-        if !path.is_file() {
-            return Err(Problem::Missing(format!(
-                "{} not found (install libcurator-recipes-java, or set ZKR_CURATOR_CLASSPATH)",
-                path.display()
-            )));
-        }
-        jars.push(path.display().to_string());
-    }
-    if let Some(binding) = SLF4J_BINDINGS.iter().map(|j| dir.join(j)).find(|p| p.is_file()) {
-        jars.push(binding.display().to_string());
-    }
-    Ok(jars.join(":"))
+    classpath::curator_classpath().map_err(Problem::Missing)
 }
 
 /// Compiles the peer unless this source/classpath/javac was compiled before (by any process).
