@@ -2,15 +2,16 @@
 
 use std::time::Duration;
 
-/// The ZooKeeper client error this crate wraps (re-exported from `zookeeper-client`).
-pub use zookeeper_client::Error as ZkError;
+/// The ZooKeeper client's error (public as `zk_recipes::zk::Error`).
+pub(crate) use zookeeper_client::Error as ZkError;
 
 /// A `Result` whose error is [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in this crate.
 ///
-/// Errors from ZooKeeper itself arrive as [`Error::ZooKeeper`] with the client's own error inside,
+/// Errors from ZooKeeper itself arrive as [`Error::ZooKeeper`] with the client's own error
+/// ([`zk::Error`](crate::zk::Error)) inside,
 /// so a caller can match exact server codes (`NoAuth`, `NoNode`, ...). Use the predicates
 /// ([`is_connection_error`](Error::is_connection_error), [`is_session_lost`](Error::is_session_lost),
 /// [`is_retryable`](Error::is_retryable)) rather than matching transport details.
@@ -18,7 +19,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum Error {
     /// An error reported by ZooKeeper or by the ZooKeeper client.
-    #[error("zookeeper: {0}")]
+    #[error(transparent)]
     ZooKeeper(#[from] ZkError),
 
     /// A ZooKeeper path argument is not valid.
@@ -60,10 +61,6 @@ pub enum Error {
     #[error("not connected to zookeeper within {0:?}")]
     ConnectionTimeout(Duration),
 
-    /// The session that created a node is gone, so the node (and any lock it stood for) is gone.
-    #[error("session expired")]
-    SessionExpired,
-
     /// The lock or lease is no longer held (its node is gone or its session ended).
     #[error("lock {path} is no longer held")]
     LockLost {
@@ -71,10 +68,28 @@ pub enum Error {
         path: String,
     },
 
-    /// A read-write lock's read holder asked for the write lock (an upgrade), which would wait
-    /// on itself forever.
-    #[error("lock upgrade from read to write is not supported")]
-    UpgradeRefused,
+    /// A request would be larger than the server accepts (its `jute.maxbuffer`, by default
+    /// 1 MiB). The server would drop the connection on every try, suspending every lock of
+    /// the process, so it is refused before anything is sent.
+    #[error("{name} is {size} bytes; the request limit leaves room for {limit}")]
+    TooLarge {
+        /// What is too large (`data`, `path`).
+        name: &'static str,
+        /// Its size in bytes.
+        size: usize,
+        /// The most it may have.
+        limit: usize,
+    },
+
+    /// An acquire kept losing its node (the session ended, or someone deleted the node) and
+    /// the retry policy gave up starting over.
+    #[error("gave up acquiring {path} after {attempts} fresh attempts: its node kept vanishing")]
+    RetriesExhausted {
+        /// The lock path (namespace stripped).
+        path: String,
+        /// How many times the acquire started over.
+        attempts: u32,
+    },
 }
 
 impl Error {
@@ -96,7 +111,7 @@ impl Error {
     pub fn is_session_lost(&self) -> bool {
         match self {
             Error::ZooKeeper(e) => is_zk_session_lost(e),
-            Error::SessionExpired | Error::LockLost { .. } => true,
+            Error::LockLost { .. } => true,
             _ => false,
         }
     }
@@ -106,7 +121,7 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::ZooKeeper(e) => is_zk_retryable(e),
-            Error::ConnectionTimeout(_) | Error::SessionExpired => true,
+            Error::ConnectionTimeout(_) | Error::RetriesExhausted { .. } => true,
             _ => false,
         }
     }
@@ -162,5 +177,15 @@ mod tests {
         assert!(!bad.is_retryable());
         assert!(bad.to_string().contains("max_leases"));
         assert!(Error::LockLost { path: "/a".into() }.is_session_lost());
+    }
+
+    #[test]
+    fn a_wrapped_client_error_is_printed_once_in_a_chain() {
+        let e = Error::from(ZkError::NoNode);
+        assert_eq!(e.to_string(), ZkError::NoNode.to_string());
+        // transparent: the chain does not repeat the message one level down
+        if let Some(source) = std::error::Error::source(&e) {
+            assert_ne!(source.to_string(), e.to_string());
+        }
     }
 }

@@ -3,11 +3,12 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub, rust_2018_idioms)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub mod error;
-pub mod framework;
-pub mod locks;
+mod error;
+mod framework;
+mod locks;
 pub mod path;
 pub mod retry;
+mod sync;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;

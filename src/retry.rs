@@ -13,15 +13,41 @@
 //! assert_eq!(policy.next_delay(2, Duration::ZERO), None);
 //! ```
 
-use std::fmt::Debug;
+use std::fmt::{Debug, Display};
+use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::error::{Error, Result};
 
 /// Decides whether, and after what delay, a failed operation is tried again.
 pub trait RetryPolicy: Debug + Send + Sync + 'static {
     /// The delay before retry number `attempt` (0-based), or `None` to give up.
     /// `elapsed` is the time since the operation first started.
     fn next_delay(&self, attempt: u32, elapsed: Duration) -> Option<Duration>;
+
+    /// Checks the policy's settings when a framework is built with it
+    /// ([`FrameworkBuilder::build`](crate::FrameworkBuilder::build) returns the error). The
+    /// built-in policies refuse a zero sleep: retrying a ZooKeeper request at once, in a loop,
+    /// only burns CPU while the connection is down. The default accepts everything.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] describing the bad setting.
+    fn validate(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+fn non_zero_sleep(policy: &str, sleep: Duration) -> Result<()> {
+    if sleep.is_zero() {
+        return Err(Error::invalid_argument(
+            "retry_policy",
+            format!("{policy} needs a sleep above zero (a zero sleep retries in a busy loop)"),
+        ));
+    }
+    Ok(())
 }
 
 /// Sleeps `base × random(1 ..= 2^(attempt+1))`, at most `max_sleep`, for up to `max_retries`
@@ -58,6 +84,10 @@ impl Default for ExponentialBackoff {
 }
 
 impl RetryPolicy for ExponentialBackoff {
+    fn validate(&self) -> Result<()> {
+        non_zero_sleep("ExponentialBackoff", self.base.min(self.max_sleep))
+    }
+
     fn next_delay(&self, attempt: u32, _elapsed: Duration) -> Option<Duration> {
         if attempt >= self.max_retries {
             return None;
@@ -84,6 +114,10 @@ impl RetryNTimes {
 }
 
 impl RetryPolicy for RetryNTimes {
+    fn validate(&self) -> Result<()> {
+        non_zero_sleep("RetryNTimes", self.sleep)
+    }
+
     fn next_delay(&self, attempt: u32, _elapsed: Duration) -> Option<Duration> {
         (attempt < self.n).then_some(self.sleep)
     }
@@ -105,6 +139,10 @@ impl RetryUntilElapsed {
 }
 
 impl RetryPolicy for RetryUntilElapsed {
+    fn validate(&self) -> Result<()> {
+        non_zero_sleep("RetryUntilElapsed", self.sleep)
+    }
+
     fn next_delay(&self, _attempt: u32, elapsed: Duration) -> Option<Duration> {
         (elapsed < self.max_elapsed).then_some(self.sleep)
     }
@@ -124,8 +162,110 @@ impl RetryForever {
 }
 
 impl RetryPolicy for RetryForever {
+    fn validate(&self) -> Result<()> {
+        non_zero_sleep("RetryForever", self.interval)
+    }
+
     fn next_delay(&self, _attempt: u32, _elapsed: Duration) -> Option<Duration> {
         Some(self.interval)
+    }
+}
+
+/// The shortest sleep between two tries, whatever a policy says: a policy that answers zero
+/// must not turn a retry loop into a busy loop.
+const MIN_SLEEP: Duration = Duration::from_millis(1);
+
+/// Something whose end makes retrying pointless (a closed framework).
+pub(crate) trait Ends: Send + Sync {
+    fn has_ended(&self) -> bool;
+}
+
+/// The crate's one retry loop (Curator's `RetryLoop`): counts the tries of one operation and
+/// sleeps the policy's delays between them. Every request this crate retries goes through one.
+pub(crate) struct RetryLoop<'a> {
+    policy: &'a dyn RetryPolicy,
+    /// Gives up early once this has ended.
+    stop: Option<&'a dyn Ends>,
+    started: Instant,
+    attempt: u32,
+}
+
+impl<'a> RetryLoop<'a> {
+    /// A loop whose clock starts now.
+    pub(crate) fn new(policy: &'a dyn RetryPolicy) -> Self {
+        Self { policy, stop: None, started: Instant::now(), attempt: 0 }
+    }
+
+    /// Gives up as soon as `owner` has ended.
+    pub(crate) fn stop_when(mut self, owner: &'a dyn Ends) -> Self {
+        self.stop = Some(owner);
+        self
+    }
+
+    /// Counts a failed try and returns the sleep before the next one, or `None` to give up.
+    pub(crate) fn next_delay(&mut self) -> Option<Duration> {
+        if self.stop.is_some_and(|owner| owner.has_ended()) {
+            return None;
+        }
+        let delay = self.policy.next_delay(self.attempt, self.started.elapsed())?;
+        self.attempt = self.attempt.saturating_add(1);
+        Some(delay.max(MIN_SLEEP))
+    }
+
+    /// Counts a failed try and sleeps before the next one; false when the policy gives up.
+    pub(crate) async fn backoff(&mut self) -> bool {
+        match self.next_delay() {
+            Some(delay) => {
+                tokio::time::sleep(delay).await;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// How many retries have been counted.
+    pub(crate) fn attempts(&self) -> u32 {
+        self.attempt
+    }
+
+    /// Runs `op` until it succeeds, fails with an error `retryable` refuses, or the policy
+    /// gives up (then the last error is returned), sleeping the policy's delays between tries.
+    pub(crate) async fn run<T, E, F, Fut>(&mut self, op: F, retryable: impl Fn(&E) -> bool) -> Result<T, E>
+    where
+        E: Display,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.run_with(op, retryable, tokio::time::sleep).await
+    }
+
+    /// [`run`](Self::run), with `pause` in place of sleeping the policy's delay (it may wait
+    /// less when it knows better, but it must give other tasks a turn).
+    pub(crate) async fn run_with<T, E, F, Fut, P, PFut>(
+        &mut self,
+        mut op: F,
+        retryable: impl Fn(&E) -> bool,
+        mut pause: P,
+    ) -> Result<T, E>
+    where
+        E: Display,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        P: FnMut(Duration) -> PFut,
+        PFut: Future<Output = ()>,
+    {
+        loop {
+            match op().await {
+                Err(e) if retryable(&e) => {
+                    tracing::debug!(error = %e, attempt = self.attempt, "retrying");
+                    match self.next_delay() {
+                        Some(delay) => pause(delay).await,
+                        None => return Err(e),
+                    }
+                }
+                done => return done,
+            }
+        }
     }
 }
 
@@ -181,6 +321,69 @@ mod tests {
 
         let forever = RetryForever::new(Duration::from_millis(7));
         assert_eq!(forever.next_delay(u32::MAX, Duration::MAX), Some(Duration::from_millis(7)));
+    }
+
+    #[test]
+    fn zero_sleeps_are_refused() {
+        assert!(RetryForever::new(Duration::ZERO).validate().is_err());
+        assert!(RetryNTimes::new(3, Duration::ZERO).validate().is_err());
+        assert!(RetryUntilElapsed::new(Duration::from_secs(1), Duration::ZERO).validate().is_err());
+        assert!(ExponentialBackoff::new(Duration::ZERO, 3).validate().is_err());
+        assert!(ExponentialBackoff::new(Duration::from_millis(5), 3).max_sleep(Duration::ZERO).validate().is_err());
+        assert!(ExponentialBackoff::default().validate().is_ok());
+        assert!(RetryForever::new(Duration::from_millis(1)).validate().is_ok());
+    }
+
+    #[derive(Debug)]
+    struct Zero;
+
+    impl RetryPolicy for Zero {
+        fn next_delay(&self, attempt: u32, _elapsed: Duration) -> Option<Duration> {
+            (attempt < 3).then_some(Duration::ZERO)
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_loop_counts_sleeps_at_least_a_millisecond_and_gives_up() {
+        let started = Instant::now();
+        let mut tries = 0;
+        let result: Result<(), String> = RetryLoop::new(&Zero)
+            .run(
+                || {
+                    tries += 1;
+                    async { Err("down".to_owned()) }
+                },
+                |_| true,
+            )
+            .await;
+        assert_eq!(result, Err("down".to_owned()));
+        assert_eq!(tries, 4, "one try and three retries");
+        assert!(started.elapsed() >= MIN_SLEEP * 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_loop_stops_on_a_permanent_error_and_when_told() {
+        let mut tries = 0;
+        let result: Result<(), String> = RetryLoop::new(&RetryForever::new(Duration::from_millis(5)))
+            .run(
+                || {
+                    tries += 1;
+                    async { Err("no auth".to_owned()) }
+                },
+                |e| e != "no auth",
+            )
+            .await;
+        assert!(result.is_err());
+        assert_eq!(tries, 1);
+        struct Ended;
+        impl Ends for Ended {
+            fn has_ended(&self) -> bool {
+                true
+            }
+        }
+        let policy = RetryForever::new(Duration::from_millis(5));
+        let mut retry = RetryLoop::new(&policy).stop_when(&Ended);
+        assert_eq!(retry.next_delay(), None);
     }
 
     #[test]

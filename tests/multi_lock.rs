@@ -123,6 +123,14 @@ impl LockHold for TestHold {
     fn is_held(&self) -> bool {
         self.held.load(Ordering::SeqCst)
     }
+
+    async fn lost(&self) {
+        std::future::pending().await // an in-memory lock is never lost
+    }
+
+    fn fencing_tokens(&self) -> Vec<i64> {
+        Vec::new()
+    }
 }
 
 impl Drop for TestHold {

@@ -15,11 +15,20 @@ use crate::retry::{ExponentialBackoff, RetryPolicy};
 /// Longest session or connection timeout accepted; anything longer is surely a unit mistake.
 const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
 
+/// Most state events a stream or listener may fall behind by. The event channel allocates
+/// its whole capacity up front, so an absurd value would exhaust memory.
+pub(crate) const MAX_EVENT_CAPACITY: usize = 1 << 16;
+
+/// ZooKeeper's default `jute.maxbuffer`: the largest request frame a server accepts (it drops
+/// the connection on a larger one).
+pub(crate) const DEFAULT_MAX_REQUEST_BYTES: usize = 0xfffff;
+
 /// Decides the ACL of every node the library creates (Curator's `ACLProvider`).
 ///
 /// The path given is the full path on the server, namespace included.
 pub trait AclProvider: fmt::Debug + Send + Sync + 'static {
-    /// The ACL for a node created at `path`. Must not be empty.
+    /// The ACL for a node created at `path`. Must not be empty: an empty list is refused
+    /// with [`Error::InvalidArgument`] before the node is created.
     fn acl_for_path(&self, path: &str) -> Vec<Acl>;
 }
 
@@ -79,6 +88,7 @@ pub(crate) struct Config {
     pub(crate) acl_provider: Arc<dyn AclProvider>,
     pub(crate) event_capacity: usize,
     pub(crate) close_timeout: Duration,
+    pub(crate) max_request_bytes: usize,
 }
 
 /// Builds a [`Framework`]. Setters take and return the builder by value; `build()` validates
@@ -109,6 +119,7 @@ pub struct FrameworkBuilder {
     acl_provider: Arc<dyn AclProvider>,
     event_capacity: usize,
     close_timeout: Duration,
+    max_request_bytes: usize,
 }
 
 impl FrameworkBuilder {
@@ -125,6 +136,7 @@ impl FrameworkBuilder {
             acl_provider: Arc::new(OpenAclProvider),
             event_capacity: 32,
             close_timeout: Duration::from_secs(5),
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
         }
     }
 
@@ -181,7 +193,7 @@ impl FrameworkBuilder {
     }
 
     /// How many state events a slow stream or listener may fall behind before it skips to the
-    /// current state (default 32).
+    /// current state (default 32, at most 65,536).
     pub fn event_capacity(mut self, capacity: usize) -> Self {
         self.event_capacity = capacity;
         self
@@ -193,19 +205,38 @@ impl FrameworkBuilder {
         self
     }
 
+    /// The largest request the servers accept, in bytes: their `jute.maxbuffer` (default
+    /// 1,048,575, ZooKeeper's default). A server drops the connection on a larger request, on
+    /// every retry, which suspends every lock of the process; lock data, paths and
+    /// [`create`](Framework::create)/[`set_data`](Framework::set_data) requests that would not
+    /// fit are refused up front with [`Error::TooLarge`]. Set it to the servers' value when
+    /// they use another.
+    pub fn max_request_bytes(mut self, bytes: usize) -> Self {
+        self.max_request_bytes = bytes;
+        self
+    }
+
     /// Validates the configuration and builds a framework that is not yet connected.
     ///
     /// # Errors
     /// [`Error::InvalidConnectString`], [`Error::InvalidPath`] (namespace) or
-    /// [`Error::InvalidArgument`] (zero or absurd timeouts, zero event capacity).
+    /// [`Error::InvalidArgument`] (zero or absurd timeouts, an event capacity of zero or above
+    /// 65,536, a request limit below 1 KiB, a retry policy that refuses its settings).
     pub fn build(self) -> Result<Framework> {
         validate_connect_string(&self.connect_string)?;
         validate_timeout("session_timeout", self.session_timeout)?;
         validate_timeout("connection_timeout", self.connection_timeout)?;
         validate_timeout("close_timeout", self.close_timeout)?;
-        if self.event_capacity == 0 {
-            return Err(Error::invalid_argument("event_capacity", "must be at least 1"));
+        if !(1..=MAX_EVENT_CAPACITY).contains(&self.event_capacity) {
+            return Err(Error::invalid_argument(
+                "event_capacity",
+                format!("must be between 1 and {MAX_EVENT_CAPACITY}, got {}", self.event_capacity),
+            ));
         }
+        if self.max_request_bytes < 1024 {
+            return Err(Error::invalid_argument("max_request_bytes", "must be at least 1024"));
+        }
+        self.retry_policy.validate()?;
         let namespace = self.namespace.as_deref().map(path::normalize_namespace).transpose()?;
         for auth in &self.auth {
             if auth.scheme.is_empty() {
@@ -224,6 +255,7 @@ impl FrameworkBuilder {
             acl_provider: self.acl_provider,
             event_capacity: self.event_capacity,
             close_timeout: self.close_timeout,
+            max_request_bytes: self.max_request_bytes,
         }))
     }
 
@@ -361,6 +393,11 @@ mod tests {
             Err(Error::InvalidArgument { .. })
         ));
         assert!(matches!(b().event_capacity(0).build(), Err(Error::InvalidArgument { .. })));
+        assert!(matches!(b().event_capacity(usize::MAX).build(), Err(Error::InvalidArgument { .. })));
+        assert!(b().event_capacity(MAX_EVENT_CAPACITY).build().is_ok());
+        assert!(matches!(b().max_request_bytes(10).build(), Err(Error::InvalidArgument { .. })));
+        let spinning = crate::retry::RetryForever::new(Duration::ZERO);
+        assert!(matches!(b().retry_policy(spinning).build(), Err(Error::InvalidArgument { name: "retry_policy", .. })));
         for ns in ["/ns/", "a//b", "", "a\0b", "/a/../b"] {
             assert!(matches!(b().namespace(ns).build(), Err(Error::InvalidPath { .. })), "{ns:?}");
         }

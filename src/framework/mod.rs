@@ -13,7 +13,7 @@ mod session;
 mod state;
 mod state_manager;
 
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{broadcast, watch};
@@ -27,6 +27,7 @@ use self::reaper::ReaperHandle;
 pub(crate) use self::session::Session;
 pub use self::state::{ConnectionState, ConnectionStateErrorPolicy, StateSnapshot};
 use crate::error::{Error, Result};
+use crate::sync::Mutex;
 
 /// A ZooKeeper connection manager (Curator's `CuratorFramework`): a cheap `Clone` handle.
 ///
@@ -61,7 +62,7 @@ impl std::fmt::Debug for Framework {
 /// What the handle shares with the framework's tasks (which hold it weakly).
 pub(crate) struct Inner {
     pub(crate) config: Config,
-    session: RwLock<Option<Session>>,
+    session: Mutex<Option<Session>>,
     state_tx: watch::Sender<StateSnapshot>,
     events_tx: Mutex<Option<broadcast::Sender<StateSnapshot>>>,
     reaper: ReaperHandle,
@@ -98,7 +99,7 @@ impl Framework {
         let (events_tx, _) = broadcast::channel(config.event_capacity);
         let inner = Inner {
             config,
-            session: RwLock::new(None),
+            session: Mutex::new(None),
             state_tx,
             events_tx: Mutex::new(Some(events_tx)),
             reaper: ReaperHandle::new(),
@@ -127,7 +128,7 @@ impl Framework {
     /// and closes the half-made session.
     pub async fn start(&self) -> Result<()> {
         {
-            let mut lifecycle = self.inner.lifecycle.lock().unwrap_or_else(|e| e.into_inner());
+            let mut lifecycle = self.inner.lifecycle.lock();
             match *lifecycle {
                 Lifecycle::Closed => return Err(Error::Closed),
                 Lifecycle::Started { .. } => return Ok(()),
@@ -137,10 +138,10 @@ impl Framework {
         }
         let reset = ResetOnDrop(&self.inner);
         let client = session::connect(&self.inner.config).await?;
-        let session = Session { client, epoch: 1 };
+        let session = Session::new(client, 1);
         let mut watcher = session.client.state_watcher();
         let session_timeout = session.client.session_timeout();
-        *self.inner.session.write().unwrap_or_else(|e| e.into_inner()) = Some(session);
+        *self.inner.session.lock() = Some(session);
         // Curator: a read-only first connection is reported as ReadOnly; Connected waits for the
         // first read-write connection.
         let first = match watcher.state() {
@@ -153,7 +154,7 @@ impl Framework {
         let state_task = tokio::spawn(state_manager::run(weak.clone(), watcher, first, session_timeout));
         let reaper_task = tokio::spawn(reaper::run(weak, self.inner.reaper.take_receiver()));
         std::mem::forget(reset);
-        *self.inner.lifecycle.lock().unwrap_or_else(|e| e.into_inner()) = Lifecycle::Started {
+        *self.inner.lifecycle.lock() = Lifecycle::Started {
             tasks: vec![state_task.abort_handle(), reaper_task.abort_handle()],
             runtime: tokio::runtime::Handle::current(),
         };
@@ -169,7 +170,7 @@ impl Framework {
     /// waiting for the pending deletes (the session's end removes ephemeral nodes anyway).
     pub async fn close(&self) {
         let tasks = {
-            let mut lifecycle = self.inner.lifecycle.lock().unwrap_or_else(|e| e.into_inner());
+            let mut lifecycle = self.inner.lifecycle.lock();
             match std::mem::replace(&mut *lifecycle, Lifecycle::Closed) {
                 Lifecycle::Started { tasks, .. } => tasks,
                 _ => Vec::new(),
@@ -184,8 +185,8 @@ impl Framework {
         for task in &tasks {
             task.abort();
         }
-        let session = self.inner.session.write().unwrap_or_else(|e| e.into_inner()).take();
-        self.inner.events_tx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let session = self.inner.session.lock().take();
+        self.inner.events_tx.lock().take();
         // The session ends here: the watch says Lost (streams and listeners have ended), which
         // wakes every waiting acquire (it then fails with `Closed`) and every guard's `lost()`.
         self.inner.state_tx.send_modify(|s| s.state = ConnectionState::Lost);
@@ -228,7 +229,7 @@ impl Framework {
     /// than the event capacity receives the current snapshot in place of what it missed and
     /// keeps going; the stream ends when the framework closes.
     pub fn state_changes(&self) -> ConnectionStateStream {
-        let events = self.inner.events_tx.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|tx| tx.subscribe());
+        let events = self.inner.events_tx.lock().as_ref().map(|tx| tx.subscribe());
         ConnectionStateStream::new(events, self.state_watch())
     }
 
@@ -241,7 +242,7 @@ impl Framework {
     /// outside a Tokio runtime.
     pub fn add_listener(&self, listener: Arc<dyn ConnectionStateListener>) -> Result<ListenerHandle> {
         let runtime = {
-            let lifecycle = self.inner.lifecycle.lock().unwrap_or_else(|e| e.into_inner());
+            let lifecycle = self.inner.lifecycle.lock();
             match &*lifecycle {
                 Lifecycle::Closed => return Err(Error::Closed),
                 Lifecycle::Started { runtime, .. } => Some(runtime.clone()),
@@ -252,7 +253,7 @@ impl Framework {
             Some(runtime) => runtime,
             None => return Err(Error::NotStarted),
         };
-        let events = match self.inner.events_tx.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        let events = match self.inner.events_tx.lock().as_ref() {
             Some(tx) => tx.subscribe(),
             None => return Err(Error::Closed),
         };
@@ -334,22 +335,28 @@ struct ResetOnDrop<'a>(&'a Inner);
 
 impl Drop for ResetOnDrop<'_> {
     fn drop(&mut self) {
-        let mut lifecycle = self.0.lifecycle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut lifecycle = self.0.lifecycle.lock();
         if matches!(*lifecycle, Lifecycle::Starting) {
             *lifecycle = Lifecycle::Built;
         }
-        self.0.session.write().unwrap_or_else(|e| e.into_inner()).take();
+        self.0.session.lock().take();
+    }
+}
+
+impl crate::retry::Ends for Inner {
+    fn has_ended(&self) -> bool {
+        self.is_closed()
     }
 }
 
 impl Inner {
     pub(crate) fn is_closed(&self) -> bool {
-        matches!(*self.lifecycle.lock().unwrap_or_else(|e| e.into_inner()), Lifecycle::Closed)
+        matches!(*self.lifecycle.lock(), Lifecycle::Closed)
     }
 
     /// The current session, or why there is none.
     pub(crate) fn session(&self) -> Result<Session> {
-        if let Some(session) = self.session.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        if let Some(session) = self.session.lock().as_ref() {
             return Ok(session.clone());
         }
         if self.is_closed() {
@@ -361,31 +368,34 @@ impl Inner {
 
     /// The current session's epoch (0 when there is none).
     pub(crate) fn epoch(&self) -> u64 {
-        self.session.read().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(0, |s| s.epoch)
+        self.session.lock().as_ref().map_or(0, |s| s.epoch)
     }
 
     /// The client of session `epoch`, if that is still the current session.
     pub(crate) fn client_of(&self, epoch: u64) -> Option<zookeeper_client::Client> {
-        let session = self.session.read().unwrap_or_else(|e| e.into_inner());
+        let session = self.session.lock();
         session.as_ref().filter(|s| s.epoch == epoch).map(|s| s.client.clone())
     }
 
-    pub(crate) fn install_session(&self, session: Session) {
-        *self.session.write().unwrap_or_else(|e| e.into_inner()) = Some(session);
+    /// Makes `session` the current one; false (and the session is dropped, which closes it)
+    /// when the framework was closed meanwhile: a session opened while `close()` ran must not
+    /// outlive it.
+    pub(crate) fn install_session(&self, session: Session) -> bool {
+        let lifecycle = self.lifecycle.lock();
+        if matches!(*lifecycle, Lifecycle::Closed) {
+            return false;
+        }
+        *self.session.lock() = Some(session);
+        true
     }
 
     /// Publishes `state` for the current session to the watch, the stream and the listeners.
     pub(crate) fn publish(&self, state: ConnectionState) {
-        let (session_id, epoch) = self
-            .session
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .map_or((0, 0), |s| (s.client.session_id().0, s.epoch));
+        let (session_id, epoch) = self.session.lock().as_ref().map_or((0, 0), |s| (s.id(), s.epoch));
         let snapshot = StateSnapshot { state, session_id, epoch };
         tracing::info!(state = ?state, session = format_args!("{session_id:#x}"), epoch, "connection state changed");
         self.state_tx.send_replace(snapshot);
-        if let Some(tx) = self.events_tx.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        if let Some(tx) = self.events_tx.lock().as_ref() {
             let _ = tx.send(snapshot);
         }
     }

@@ -2,14 +2,13 @@
 //! `CuratorFramework` operations that recipes and users need).
 
 use std::future::Future;
-use std::time::Duration;
 
-use tokio::time::Instant;
-use zookeeper_client::{Acls, Client, CreateMode, Stat};
+use zookeeper_client::{Acl, Acls, Client, CreateMode, Stat};
 
 use super::{Framework, Session};
-use crate::error::{is_zk_retryable, Error, Result, ZkError};
+use crate::error::{Error, Result, ZkError};
 use crate::path;
+use crate::retry::RetryLoop;
 
 impl Framework {
     /// The full server path of a user path: the namespace prepended (`/locks/a` → `/app/locks/a`).
@@ -50,40 +49,56 @@ impl Framework {
         F: FnMut(Session) -> Fut,
         Fut: Future<Output = Result<T, ZkError>>,
     {
-        let started = Instant::now();
-        let mut attempt = 0u32;
-        loop {
-            let session = self.inner.session()?;
-            match op(session).await {
-                Ok(value) => return Ok(value),
-                Err(e) if is_zk_retryable(&e) => match self.retry_delay(attempt, started) {
-                    Some(delay) => {
-                        tracing::debug!(error = %e, attempt, ?delay, "retrying operation");
-                        attempt += 1;
-                        tokio::time::sleep(delay).await;
-                    }
-                    None => return Err(e.into()),
-                },
-                Err(e) => return Err(e.into()),
-            }
-        }
+        let on_session = || {
+            let session = self.inner.session();
+            let reply = session.map(&mut op);
+            async move { Ok(reply?.await?) }
+        };
+        self.retry_loop().run(on_session, Error::is_retryable).await
     }
 
-    pub(crate) fn retry_delay(&self, attempt: u32, started: Instant) -> Option<Duration> {
-        if self.is_closed() {
-            return None;
-        }
-        self.inner.config.retry_policy.next_delay(attempt, started.elapsed())
+    /// A retry loop under the framework's policy that gives up once the framework closes.
+    pub(crate) fn retry_loop(&self) -> RetryLoop<'_> {
+        RetryLoop::new(&*self.inner.config.retry_policy).stop_when(&*self.inner)
     }
 
     /// The ACL the provider gives a node at `full_path`.
-    pub(crate) fn acl_for(&self, full_path: &str) -> Vec<zookeeper_client::Acl> {
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the provider returns an empty list: the node must not
+    /// be created with an ACL the user did not choose.
+    pub(crate) fn acl_for(&self, full_path: &str) -> Result<Vec<Acl>> {
         let acl = self.inner.config.acl_provider.acl_for_path(full_path);
         if acl.is_empty() {
-            Acls::anyone_all().to_vec()
-        } else {
-            acl
+            return Err(Error::invalid_argument(
+                "acl_provider",
+                format!("returned an empty ACL for {full_path}; every node needs at least one entry"),
+            ));
         }
+        Ok(acl)
+    }
+
+    /// Checks that a create of `data` at `full_path` (plus `extra_path` bytes the server or a
+    /// recipe appends: a protected prefix, a sequence number) fits the servers' request limit.
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`] naming the data or the path; [`Error::InvalidArgument`] for an empty
+    /// ACL.
+    pub(crate) fn check_create(&self, full_path: &str, extra_path: usize, data: &[u8]) -> Result<()> {
+        let acl = self.acl_for(full_path)?;
+        let acl_bytes: usize = acl.iter().map(|a| 12 + a.auth_id().scheme().len() + a.auth_id().id().len()).sum();
+        // xid, type, path length, data length, ACL count, flags: six 4-byte fields.
+        let framing = 24 + acl_bytes;
+        let limit = self.inner.config.max_request_bytes.saturating_sub(framing);
+        let path_len = full_path.len() + extra_path;
+        if path_len > limit {
+            return Err(Error::TooLarge { name: "path", size: path_len, limit });
+        }
+        let limit = limit - path_len;
+        if data.len() > limit {
+            return Err(Error::TooLarge { name: "data", size: data.len(), limit });
+        }
+        Ok(())
     }
 
     /// Creates every missing ancestor of `full_path` and, with `include_self`, the node itself,
@@ -91,9 +106,19 @@ impl Framework {
     /// `creatingParentContainersIfNeeded`). Existing nodes are left alone. All creates go out
     /// back to back, so this costs one round trip.
     pub(crate) async fn ensure_containers(&self, full_path: &str, include_self: bool) -> Result<()> {
-        self.with_retry(
-            |session| async move { create_containers(&session.client, self, full_path, include_self).await },
-        )
+        let mut levels: Vec<&str> = Vec::new();
+        let mut at = if include_self { Some(full_path) } else { path::parent(full_path) };
+        while let Some(level) = at.filter(|p| *p != "/") {
+            levels.push(level);
+            at = path::parent(level);
+        }
+        levels.reverse();
+        let acls: Vec<_> = levels.iter().map(|level| self.acl_for(level)).collect::<Result<_>>()?;
+        let levels: Vec<_> = levels.into_iter().zip(&acls).collect();
+        self.with_retry(|session| {
+            let levels = &levels;
+            async move { create_containers(&session.client, levels).await }
+        })
         .await
     }
 
@@ -101,13 +126,17 @@ impl Framework {
     /// created (with the sequence number for sequential modes), without the namespace.
     ///
     /// # Errors
-    /// [`Error::InvalidPath`], or the server's refusal (`NodeExists`, `NoAuth`, ...).
+    /// [`Error::InvalidPath`], [`Error::TooLarge`] for a request over the limit
+    /// ([`FrameworkBuilder::max_request_bytes`](crate::FrameworkBuilder::max_request_bytes)),
+    /// [`Error::InvalidArgument`] for an empty ACL from the provider, or the server's refusal
+    /// (`NodeExists`, `NoAuth`, ...).
     ///
     /// # Cancel safety
     /// Not cancel-safe in the strict sense: a cancelled create may still happen on the server.
     pub async fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> Result<String> {
         let full = self.full_path(path)?;
-        let acl = self.acl_for(&full);
+        self.check_create(&full, 0, data)?;
+        let acl = self.acl_for(&full)?;
         let create = |session: Session| {
             let (full, acl) = (&full, &acl);
             async move {
@@ -179,12 +208,17 @@ impl Framework {
     /// Writes a node's data (any version).
     ///
     /// # Errors
-    /// [`Error::InvalidPath`] or the server's refusal.
+    /// [`Error::InvalidPath`], [`Error::TooLarge`] for data over the request limit, or the
+    /// server's refusal.
     ///
     /// # Cancel safety
     /// A cancelled write may still happen on the server.
     pub async fn set_data(&self, path: &str, data: &[u8]) -> Result<Stat> {
         let full = self.full_path(path)?;
+        let limit = self.inner.config.max_request_bytes.saturating_sub(full.len() + 20);
+        if data.len() > limit {
+            return Err(Error::TooLarge { name: "data", size: data.len(), limit });
+        }
         self.with_retry(|s| {
             let full = &full;
             async move { s.client.set_data(full, data, None).await }
@@ -225,23 +259,12 @@ impl Framework {
     }
 }
 
-/// Sends one container create per missing level, back to back, and waits for all of them.
-async fn create_containers(
-    client: &Client,
-    framework: &Framework,
-    full_path: &str,
-    include_self: bool,
-) -> Result<(), ZkError> {
-    let mut levels: Vec<&str> = Vec::new();
-    let mut at = if include_self { Some(full_path) } else { path::parent(full_path) };
-    while let Some(level) = at.filter(|p| *p != "/") {
-        levels.push(level);
-        at = path::parent(level);
-    }
-    levels.reverse();
-    let acls: Vec<_> = levels.iter().map(|level| framework.acl_for(level)).collect();
-    let options: Vec<_> = acls.iter().map(|acl| CreateMode::Container.with_acls(Acls::new(acl))).collect();
-    let creates: Vec<_> = levels.iter().zip(&options).map(|(level, opts)| client.create(level, &[], opts)).collect();
+/// Sends one container create per level (with its ACL), back to back, and waits for all of
+/// them; levels that exist already are fine.
+async fn create_containers(client: &Client, levels: &[(&str, &Vec<Acl>)]) -> Result<(), ZkError> {
+    let options: Vec<_> = levels.iter().map(|(_, acl)| CreateMode::Container.with_acls(Acls::new(acl))).collect();
+    let creates: Vec<_> =
+        levels.iter().zip(&options).map(|((level, _), opts)| client.create(level, &[], opts)).collect();
     for result in futures::future::join_all(creates).await {
         match result {
             Ok(_) | Err(ZkError::NodeExists) => {}

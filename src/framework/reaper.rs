@@ -8,7 +8,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures::stream::FuturesUnordered;
@@ -16,8 +16,10 @@ use futures::StreamExt;
 use tokio::sync::{mpsc, Notify};
 
 use super::Inner;
-use crate::error::{is_zk_connection_error, is_zk_session_lost, ZkError};
+use crate::error::{is_zk_retryable, is_zk_session_lost, ZkError};
 use crate::path;
+use crate::retry::{RetryLoop, RetryPolicy};
+use crate::sync::Mutex;
 
 /// A reply to a request already sent on the session.
 pub(crate) type Reply = Pin<Box<dyn Future<Output = Result<(), ZkError>> + Send>>;
@@ -86,7 +88,7 @@ impl ReaperHandle {
     }
 
     pub(crate) fn take_receiver(&self) -> Receiver {
-        let rx = self.rx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let rx = self.rx.lock().take();
         Receiver { rx, pending: self.pending.clone(), idle: self.idle.clone() }
     }
 }
@@ -119,45 +121,46 @@ pub(crate) async fn run(weak: Weak<Inner>, mut receiver: Receiver) {
     }
 }
 
+/// How the reaper spaces its tries: 50 ms doubling up to 1.6 s, forever. It never gives up
+/// on a node whose session is current: a node left behind blocks every other contender.
+#[derive(Debug)]
+struct ReaperBackoff;
+
+impl RetryPolicy for ReaperBackoff {
+    fn next_delay(&self, attempt: u32, _elapsed: Duration) -> Option<Duration> {
+        Some(Duration::from_millis(50 << attempt.min(5)))
+    }
+}
+
 /// Sees one delete through. Returns when the node is gone, its session is gone, the framework
-/// is gone, or the server refuses for a reason retrying cannot fix.
+/// is gone, or the server refuses for a reason retrying cannot fix (logged with the path).
 async fn reap(weak: Weak<Inner>, cmd: ReaperCmd) {
-    let (target, epoch, mut reply) = match cmd {
+    let (target, epoch, mut sent) = match cmd {
         ReaperCmd::Sent { path, epoch, reply } => (Target::Node(path), epoch, Some(reply)),
         ReaperCmd::Delete { path, epoch } => (Target::Node(path), epoch, None),
         ReaperCmd::DeleteByPrefix { parent, prefix, epoch } => (Target::Prefix { parent, prefix }, epoch, None),
     };
-    let mut attempt = 0u32;
-    loop {
-        let result = match reply.take() {
-            Some(reply) => reply.await,
-            None => {
-                let Some(client) = weak.upgrade().and_then(|inner| inner.client_of(epoch)) else {
-                    tracing::debug!(?target, epoch, "node went with its session");
-                    return;
-                };
-                target.delete(&client).await
+    let target = &target;
+    let attempt = || {
+        let reply = sent.take();
+        let client = weak.upgrade().and_then(|inner| inner.client_of(epoch));
+        async move {
+            let result = match (reply, client) {
+                (Some(reply), _) => reply.await,
+                (None, Some(client)) => target.delete(&client).await,
+                (None, None) => return Ok(()), // the session is over: the node went with it
+            };
+            match result {
+                Err(ZkError::NoNode) => Ok(()),
+                Err(e) if is_zk_session_lost(&e) => Ok(()),
+                other => other,
             }
-        };
-        match result {
-            Ok(()) | Err(ZkError::NoNode) => {
-                tracing::trace!(?target, "background delete done");
-                return;
-            }
-            Err(e) if is_zk_connection_error(&e) => {
-                let delay = Duration::from_millis(50 << attempt.min(5));
-                tracing::debug!(?target, error = %e, ?delay, "background delete will be retried");
-                attempt += 1;
-                tokio::time::sleep(delay).await;
-            }
-            Err(e) if is_zk_session_lost(&e) => {
-                tracing::debug!(?target, error = %e, "node went with its session");
-                return;
-            }
-            Err(e) => {
-                tracing::warn!(?target, error = %e, "background delete failed; giving up");
-                return;
-            }
+        }
+    };
+    match RetryLoop::new(&ReaperBackoff).run(attempt, is_zk_retryable).await {
+        Ok(()) => tracing::trace!(?target, epoch, "background delete done"),
+        Err(error) => {
+            tracing::warn!(?target, %error, "background delete refused; the node stays until its session ends")
         }
     }
 }

@@ -1,15 +1,16 @@
 //! The state manager task: turns the client's session states into connection states, reports
 //! `Lost` when `Suspended` outlasts the session timeout, and opens a new session after `Lost`.
 
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use zookeeper_client::StateWatcher;
+use zookeeper_client::{SessionState, StateWatcher};
 
 use super::session::{self, Session};
 use super::state::{first_connection_rule, transition, ConnectionState, Observation};
 use super::Inner;
+use crate::retry::{RetryLoop, RetryPolicy};
 
 pub(crate) async fn run(
     weak: Weak<Inner>,
@@ -33,6 +34,12 @@ pub(crate) async fn run(
             return;
         }
         tracing::debug!(?observed, ?current, "session observation");
+        if current == ConnectionState::ReadOnly && observed == Observation::Session(SessionState::SyncConnected) {
+            // The client left its read-only session for a new read-write one (a new id).
+            if let Ok(session) = inner.session() {
+                session.forget_id();
+            }
+        }
         let step = transition(current, observed);
         for state in step.emit {
             let state = first_connection_rule(state, connected_sent);
@@ -48,8 +55,10 @@ pub(crate) async fn run(
             let Some(session) = open_new_session(&inner).await else { return };
             watcher = session.client.state_watcher();
             session_timeout = session.client.session_timeout();
-            let read_only = watcher.state() == zookeeper_client::SessionState::ConnectedReadOnly;
-            inner.install_session(session);
+            let read_only = watcher.state() == SessionState::ConnectedReadOnly;
+            if !inner.install_session(session) {
+                return; // closed meanwhile: the new session was dropped, which closes it
+            }
             current = match read_only {
                 true => ConnectionState::ReadOnly,
                 false => first_connection_rule(ConnectionState::Reconnected, connected_sent),
@@ -64,25 +73,27 @@ pub(crate) async fn run(
 /// gives up) until it succeeds or the framework closes.
 async fn open_new_session(inner: &Inner) -> Option<Session> {
     let epoch = inner.epoch() + 1;
-    let started = Instant::now();
-    let mut attempt = 0u32;
-    loop {
-        if inner.is_closed() {
-            return None;
+    let policy = Restarting(inner.config.retry_policy.clone());
+    let mut retry = RetryLoop::new(&policy).stop_when(inner);
+    let connect = || session::connect(&inner.config);
+    match retry.run(connect, |_| true).await {
+        Ok(client) => Some(Session::new(client, epoch)),
+        Err(error) => {
+            tracing::debug!(%error, "no new session: the framework closed");
+            None
         }
-        match session::connect(&inner.config).await {
-            Ok(client) => return Some(Session { client, epoch }),
-            Err(error) => {
-                let delay = inner
-                    .config
-                    .retry_policy
-                    .next_delay(attempt, started.elapsed())
-                    .unwrap_or(Duration::from_secs(1))
-                    .min(Duration::from_secs(5));
-                tracing::debug!(%error, attempt, ?delay, "could not open a new session yet");
-                attempt = attempt.saturating_add(1);
-                tokio::time::sleep(delay).await;
-            }
-        }
+    }
+}
+
+/// The framework's policy for opening a new session, which never gives up (a framework
+/// without a session is useless): when the policy would give up it starts over, and no sleep
+/// is longer than 5 s, so the session is back soon after the ensemble is.
+#[derive(Debug)]
+struct Restarting(Arc<dyn RetryPolicy>);
+
+impl RetryPolicy for Restarting {
+    fn next_delay(&self, attempt: u32, elapsed: Duration) -> Option<Duration> {
+        let delay = self.0.next_delay(attempt, elapsed).unwrap_or(Duration::from_secs(1));
+        Some(delay.min(Duration::from_secs(5)))
     }
 }

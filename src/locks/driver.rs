@@ -82,77 +82,6 @@ impl Driver for StandardDriver {
     }
 }
 
-// The read-write lock's rules below are used by the read-write lock recipe; until it lands they
-// are exercised by the unit tests only.
-
-/// The read-write lock's markers (Curator's `InterProcessReadWriteLock`); both 8 characters.
-#[allow(dead_code)]
-pub(crate) const READ_LOCK_NAME: &str = "__READ__";
-#[allow(dead_code)]
-pub(crate) const WRITE_LOCK_NAME: &str = "__WRIT__";
-
-/// The read-write lock's sort key: after the last `__READ__`, then after the last `__WRIT__`,
-/// so readers and writers share one queue ordered by sequence.
-#[allow(dead_code)]
-pub(crate) fn read_write_sort_key(name: &str) -> &str {
-    path::sort_key(path::sort_key(name, READ_LOCK_NAME), WRITE_LOCK_NAME)
-}
-
-/// A writer: a mutex over all children, readers included.
-#[derive(Debug, Clone, Default)]
-#[allow(dead_code)]
-pub(crate) struct WriteDriver;
-
-impl Driver for WriteDriver {
-    fn lock_name(&self) -> &'static str {
-        WRITE_LOCK_NAME
-    }
-
-    fn sort_key<'a>(&self, name: &'a str) -> &'a str {
-        read_write_sort_key(name)
-    }
-
-    fn verdict(&self, sorted: &[String], our: &str) -> Verdict {
-        match sorted.iter().position(|c| c == our) {
-            None => Verdict::Missing,
-            Some(0) => Verdict::Acquired,
-            Some(i) => Verdict::Watch { node: sorted[i - 1].clone(), index: i - 1 },
-        }
-    }
-}
-
-/// A reader: holds the lock when no writer sorts ahead of it; otherwise watches the first
-/// writer (Curator's `readLockPredicate`).
-#[derive(Debug, Clone, Default)]
-#[allow(dead_code)]
-pub(crate) struct ReadDriver;
-
-impl Driver for ReadDriver {
-    fn lock_name(&self) -> &'static str {
-        READ_LOCK_NAME
-    }
-
-    fn sort_key<'a>(&self, name: &'a str) -> &'a str {
-        read_write_sort_key(name)
-    }
-
-    fn verdict(&self, sorted: &[String], our: &str) -> Verdict {
-        let mut first_writer: Option<usize> = None;
-        for (i, child) in sorted.iter().enumerate() {
-            if child.contains(WRITE_LOCK_NAME) && first_writer.is_none() {
-                first_writer = Some(i);
-            }
-            if child.starts_with(our) {
-                return match first_writer {
-                    Some(w) if w < i => Verdict::Watch { node: sorted[w].clone(), index: w },
-                    _ => Verdict::Acquired,
-                };
-            }
-        }
-        Verdict::Missing
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,34 +126,5 @@ mod tests {
         );
         assert!(!d.first_after_holder_leaves());
         assert!(StandardDriver::MUTEX.first_after_holder_leaves());
-    }
-
-    #[test]
-    fn read_write_queue() {
-        let mut children = names(&[
-            "_c_r2-__READ__0000000004",
-            "_c_w1-__WRIT__0000000002",
-            "_c_r1-__READ__0000000001",
-            "_c_w2-__WRIT__0000000003",
-        ]);
-        ReadDriver.sort(&mut children);
-        assert_eq!(children[0], "_c_r1-__READ__0000000001");
-        assert_eq!(ReadDriver.verdict(&children, "_c_r1-__READ__0000000001"), Verdict::Acquired);
-        // a reader behind a writer watches the FIRST writer
-        assert_eq!(
-            ReadDriver.verdict(&children, "_c_r2-__READ__0000000004"),
-            Verdict::Watch { node: "_c_w1-__WRIT__0000000002".into(), index: 1 }
-        );
-        // a writer watches its immediate predecessor, of either kind
-        assert_eq!(
-            WriteDriver.verdict(&children, "_c_w2-__WRIT__0000000003"),
-            Verdict::Watch { node: "_c_w1-__WRIT__0000000002".into(), index: 1 }
-        );
-        assert_eq!(
-            WriteDriver.verdict(&children, "_c_w1-__WRIT__0000000002"),
-            Verdict::Watch { node: "_c_r1-__READ__0000000001".into(), index: 0 }
-        );
-        assert_eq!(read_write_sort_key("_c_x-__READ__0000000007"), "0000000007");
-        assert_eq!(read_write_sort_key("_c_x-__WRIT__0000000007"), "0000000007");
     }
 }

@@ -1,47 +1,115 @@
-//! The one release core: a lock node this process holds, and what happens when it is let go.
+//! The one release core: a node this process holds ([`HeldNode`], which owns the delete) and
+//! the non-owning [`NodeWatch`] that guards use for `is_held()` and `lost()`.
 //!
-//! Every guard of every recipe ends in a [`HeldNode`]. `release().await` deletes the node and
-//! reports the outcome; `Drop` sends the delete on the session at once (so it is ordered before
-//! any request made after the drop) and leaves the reply to the framework's reaper. Neither
-//! path blocks, spawns or needs a runtime in `Drop`.
+//! `release().await` deletes the node and reports the outcome. Dropping a `HeldNode` sends the
+//! delete on the session at once (so it is ordered before any request made after the drop)
+//! and leaves the reply to the framework's reaper; a release cancelled while its delete is in
+//! flight leaves that reply to the reaper too. Neither path blocks, spawns or needs a runtime
+//! in `Drop`.
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
-use tokio::time::Instant;
-use zookeeper_client::EventType;
+use futures::future::BoxFuture;
+use zookeeper_client::{EventType, WatchedEvent};
 
-use crate::error::{is_zk_connection_error, is_zk_session_lost, Error, Result, ZkError};
-use crate::framework::{ConnectionState, Framework, ReaperCmd};
+use super::node::{Cleanup, CreatedNode};
+use crate::error::{is_zk_retryable, is_zk_session_lost, Result, ZkError};
+use crate::framework::{ConnectionState, Framework};
+use crate::sync::Mutex;
 
-/// A lock or lease node held by this process.
-#[derive(Debug)]
+/// A watch set while acquiring, waiting for its event.
+pub(crate) type KeptWatch = BoxFuture<'static, WatchedEvent>;
+
+/// A lock or lease node held by this process: dropping it deletes the node.
 pub(crate) struct HeldNode {
+    cleanup: Cleanup,
+    watch: NodeWatch,
+    /// Watches set while acquiring and kept so that they fire (at the latest on our own
+    /// delete) instead of costing a RemoveWatches request when dropped unfired. Declared
+    /// after `cleanup`, so they are dropped after the delete is sent.
+    kept_watches: Mutex<Vec<KeptWatch>>,
+}
+
+impl std::fmt::Debug for HeldNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kept = self.kept_watches.lock().len();
+        f.debug_struct("HeldNode").field("cleanup", &self.cleanup).field("kept_watches", &kept).finish()
+    }
+}
+
+impl HeldNode {
+    pub(crate) fn new(node: CreatedNode) -> Self {
+        let (cleanup, full_path, czxid) = node.into_parts();
+        let watch = NodeWatch {
+            framework: cleanup.framework().clone(),
+            full_path: full_path.into(),
+            epoch: cleanup.epoch(),
+            czxid,
+            gone: Arc::default(),
+        };
+        Self { cleanup, watch, kept_watches: Mutex::default() }
+    }
+
+    /// Keeps `watch` until the node is released.
+    pub(crate) fn keep_watch(&mut self, watch: KeptWatch) {
+        self.kept_watches.lock().push(watch);
+    }
+
+    /// The non-owning view of this node, for `is_held()` and `lost()`.
+    pub(crate) fn watch(&self) -> &NodeWatch {
+        &self.watch
+    }
+
+    /// Deletes the node now, retrying every retryable error (connection loss, throttling, a
+    /// moved session) under the retry policy while the node's session is current. A node
+    /// whose session is gone counts as released: the server deleted it.
+    ///
+    /// # Errors
+    /// The error that stopped the delete, logged with the path. A retryable one is left to the
+    /// reaper, which keeps trying while the session lasts; a permanent one (`NoAuth`) leaves
+    /// the node until its session ends.
+    pub(crate) async fn release(mut self) -> Result<()> {
+        let watch = self.watch.clone();
+        let cleanup = &mut self.cleanup;
+        let delete = || {
+            let reply = watch.client().map(|client| cleanup.send_delete(&client, &watch.full_path));
+            async move {
+                match reply {
+                    None => Ok(()), // the session is over: the node went with it
+                    Some(reply) => match reply.await {
+                        Err(ZkError::NoNode) => Ok(()),
+                        Err(e) if is_zk_session_lost(&e) => Ok(()),
+                        other => other,
+                    },
+                }
+            }
+        };
+        let released = watch.framework.retry_loop().run(delete, is_zk_retryable).await;
+        watch.gone.store(true, Ordering::SeqCst);
+        released.map_err(|error| {
+            tracing::warn!(node = %watch.full_path, %error, "lock node release failed");
+            error.into()
+        })
+    }
+}
+
+/// What a guard knows about its node without owning it: whether the lock can still be
+/// trusted, and a way to wait until it cannot. Cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeWatch {
     framework: Framework,
     /// Full server path of the node (namespace included).
-    full_path: String,
+    full_path: Arc<str>,
     /// The session (epoch) that created it.
     epoch: u64,
     /// The node's creation zxid: the fencing token.
     czxid: i64,
-    released: bool,
+    /// Set once this process knows the node is gone (released, or seen deleted).
+    gone: Arc<AtomicBool>,
 }
 
-impl HeldNode {
-    pub(crate) fn new(framework: Framework, full_path: String, epoch: u64, czxid: i64) -> Self {
-        Self { framework, full_path, epoch, czxid, released: false }
-    }
-
-    /// A copy for observing (`is_held`, `lost`) that never deletes anything.
-    pub(crate) fn observer(&self) -> HeldNode {
-        HeldNode {
-            framework: self.framework.clone(),
-            full_path: self.full_path.clone(),
-            epoch: self.epoch,
-            czxid: self.czxid,
-            released: true,
-        }
-    }
-
+impl NodeWatch {
     /// The node's path as the user sees it (namespace stripped).
     pub(crate) fn user_path(&self) -> &str {
         self.framework.unfix_path(&self.full_path)
@@ -55,25 +123,37 @@ impl HeldNode {
         self.czxid
     }
 
-    /// Whether the lock can still be trusted: its session is current and the connection state
-    /// is not an error state under the framework's error policy.
+    /// The client of the node's session, while that session is current.
+    fn client(&self) -> Option<zookeeper_client::Client> {
+        self.framework.inner().client_of(self.epoch)
+    }
+
+    /// Whether the lock can still be trusted: the node is not known to be gone, its session
+    /// is current, and the connection state is not an error state under the error policy.
     pub(crate) fn is_held(&self) -> bool {
         let snapshot = self.framework.snapshot();
-        snapshot.epoch == self.epoch
+        !self.gone.load(Ordering::SeqCst)
+            && snapshot.epoch == self.epoch
             && !snapshot.state.is_error_state(self.framework.error_policy())
             && !self.framework.is_closed()
     }
 
-    /// Whether the session that created the node is over (`Lost`, replaced by a new session,
-    /// or the framework closed): the node, and the lock, went with it.
-    pub(crate) fn session_ended(&self) -> bool {
+    /// Whether the hold is over for good: the node is known to be gone, or the session that
+    /// created it is (`Lost`, replaced by a new session, or the framework closed).
+    pub(crate) fn is_over(&self) -> bool {
         let snapshot = self.framework.snapshot();
-        snapshot.epoch != self.epoch || snapshot.state == ConnectionState::Lost || self.framework.is_closed()
+        self.gone.load(Ordering::SeqCst)
+            || snapshot.epoch != self.epoch
+            || snapshot.state == ConnectionState::Lost
+            || self.framework.is_closed()
     }
 
     /// Completes when the lock can no longer be trusted: an error state under the policy, a
-    /// new session, or the node deleted (or its data watch ended by the session's end).
+    /// new session, or the node deleted (after which `is_held()` says so too).
     pub(crate) async fn lost(&self) {
+        if self.gone.load(Ordering::SeqCst) {
+            return;
+        }
         let policy = self.framework.error_policy();
         let epoch = self.epoch;
         let mut state = self.framework.state_watch();
@@ -86,78 +166,24 @@ impl HeldNode {
         }
     }
 
-    /// Completes when the node is deleted or its session ends.
+    /// Completes when the node is deleted (and records it) or its session ends.
     async fn node_gone(&self) {
-        let mut delay = Duration::from_millis(50);
         loop {
-            let Some(client) = self.framework.inner().client_of(self.epoch) else { return };
-            match client.get_and_watch_data(&self.full_path).await {
-                Err(ZkError::NoNode) => return,
-                Err(e) if is_zk_connection_error(&e) => {
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(1));
-                }
-                Err(_) => return,
-                Ok((_, _, watcher)) => {
-                    let event = watcher.changed().await;
-                    if matches!(event.event_type, EventType::NodeDeleted | EventType::Session) {
-                        return;
-                    }
-                }
-            }
-        }
-    }
-
-    /// Deletes the node now, retrying connection loss under the retry policy. A node whose
-    /// session is gone counts as released (the server deleted it).
-    ///
-    /// On failure the delete is handed to the reaper and the error returned.
-    pub(crate) async fn release(mut self) -> Result<()> {
-        let started = Instant::now();
-        let mut attempt = 0u32;
-        loop {
-            let Some(client) = self.framework.inner().client_of(self.epoch) else {
-                self.released = true;
-                return Ok(());
-            };
-            match client.delete(&self.full_path, None).await {
-                Ok(()) | Err(ZkError::NoNode) => {
-                    self.released = true;
-                    return Ok(());
-                }
-                Err(e) if is_zk_session_lost(&e) => {
-                    self.released = true;
-                    return Ok(());
-                }
-                Err(e) if is_zk_connection_error(&e) => match self.framework.retry_delay(attempt, started) {
-                    Some(delay) => {
-                        attempt += 1;
-                        tokio::time::sleep(delay).await;
-                    }
-                    None => {
-                        self.hand_to_reaper();
-                        return Err(e.into());
-                    }
+            let Some(client) = self.client() else { return };
+            let watch = || client.get_and_watch_data(&self.full_path);
+            let watched =
+                self.framework.retry_loop().run(watch, |e| is_zk_retryable(e) && !is_zk_session_lost(e)).await;
+            match watched {
+                Err(ZkError::NoNode) => break,
+                // Out of retries or refused: the state watch decides from here.
+                Err(_) => return std::future::pending().await,
+                Ok((_, _, watcher)) => match watcher.changed().await.event_type {
+                    EventType::NodeDeleted => break,
+                    EventType::Session => return,
+                    _ => {} // the data changed: watch again
                 },
-                Err(e) => {
-                    self.hand_to_reaper();
-                    return Err(Error::from(e));
-                }
             }
         }
-    }
-
-    fn hand_to_reaper(&mut self) {
-        self.released = true;
-        let cmd = ReaperCmd::Delete { path: std::mem::take(&mut self.full_path), epoch: self.epoch };
-        self.framework.inner().reap(cmd);
-    }
-}
-
-impl Drop for HeldNode {
-    fn drop(&mut self) {
-        if !self.released {
-            self.framework.inner().delete_in_background(std::mem::take(&mut self.full_path), self.epoch);
-        }
+        self.gone.store(true, Ordering::SeqCst);
     }
 }

@@ -1,25 +1,30 @@
 //! Distributed locks, wire-compatible with Curator's lock recipes.
 //!
-//! | you want | use | Curator class |
-//! | --- | --- | --- |
-//! | one holder at a time, reentrant per task | [`InterProcessMutex`] | `InterProcessMutex` |
-//! | up to N holders (leases) at a time | [`InterProcessSemaphore`] | `InterProcessSemaphoreV2` |
-//! | one holder, not reentrant, releasable from any task | [`InterProcessSemaphoreMutex`] | `InterProcessSemaphoreMutex` |
-//! | several locks at once, all or nothing | [`MultiLock`] | `InterProcessMultiLock` |
+//! Inside, from the bottom up:
 //!
-//! Inside: one wait engine (`internals`), the rules for who holds (`driver`), and the one
-//! release core (`held`) that every guard ends in.
+//! | file | holds |
+//! | --- | --- |
+//! | `node.rs` | a lock node's life as types (pending create, created node) and protected creation |
+//! | `held.rs` | the one release core (`HeldNode`) and the non-owning `NodeWatch` guards observe |
+//! | `driver.rs` | who holds: sort keys and predicates over the children (pure) |
+//! | `internals.rs` | the one wait engine (Curator's `LockInternals`) and the start-over loop |
+//! | `reentrant.rs` | per-task reentrancy: holds, their guards, who owns them |
+//! | `acquire.rs` | the one acquire front-end: the acquire forms, `Lockable` and `LockHold` |
+//! | `mutex.rs`, `semaphore.rs`, `semaphore_mutex.rs`, `multi.rs` | the recipes, thin |
 
+mod acquire;
 mod driver;
 mod held;
 mod internals;
 mod multi;
 mod mutex;
-mod owner;
+mod node;
+mod reentrant;
 mod semaphore;
 mod semaphore_mutex;
 
-pub use self::multi::{LockHold, Lockable, MultiLock, MultiLockGuard};
+pub use self::acquire::{LockHold, Lockable};
+pub use self::multi::{MultiLock, MultiLockGuard};
 pub use self::mutex::{InterProcessMutex, MutexGuard};
 pub use self::semaphore::{InterProcessSemaphore, SemaphoreLease};
 pub use self::semaphore_mutex::{InterProcessSemaphoreMutex, SemaphoreMutexGuard};

@@ -1,67 +1,15 @@
 //! `MultiLock`: several locks taken as one (Curator's `InterProcessMultiLock`), over any mix of
 //! lock handles through the small object-safe [`Lockable`] trait.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use tokio::time::Instant;
+use futures::future::FutureExt;
 
-use super::mutex::{InterProcessMutex, MutexGuard};
-use super::semaphore::{InterProcessSemaphore, SemaphoreLease};
-use super::semaphore_mutex::{InterProcessSemaphoreMutex, SemaphoreMutexGuard};
+use super::acquire::{self, Acquire, Hold, LockHold, Lockable, Mode};
+use super::mutex::InterProcessMutex;
 use crate::error::{Error, Result};
 use crate::framework::Framework;
-
-/// A lock a [`MultiLock`] can take (Curator's `InterProcessLock`).
-///
-/// Implemented by [`InterProcessMutex`], [`InterProcessSemaphoreMutex`],
-/// [`InterProcessSemaphore`] (one lease) and [`MultiLock`] itself. Implement it for your own
-/// lock types to mix them in.
-///
-/// Contract: both methods must be cancel-safe (a dropped future holds nothing afterwards), since
-/// a `MultiLock` applies its deadline by dropping them.
-#[async_trait]
-pub trait Lockable: Send + Sync + fmt::Debug {
-    /// Waits until the lock is held.
-    ///
-    /// # Errors
-    /// Whatever the lock reports; the `MultiLock` rolls back and returns it.
-    ///
-    /// # Cancel safety
-    /// Must be cancel-safe.
-    async fn lock(&self) -> Result<Box<dyn LockHold>>;
-
-    /// Takes the lock if it is free right now; never waits.
-    ///
-    /// # Errors
-    /// As [`lock`](Self::lock).
-    ///
-    /// # Cancel safety
-    /// Must be cancel-safe.
-    async fn try_lock(&self) -> Result<Option<Box<dyn LockHold>>>;
-
-    /// True when this process holds the lock through this handle.
-    fn is_acquired_in_this_process(&self) -> bool;
-}
-
-/// A held lock, type-erased: what [`Lockable::lock`] returns. Dropping it releases the lock
-/// in the background, as the concrete guard's `Drop` does.
-#[async_trait]
-pub trait LockHold: Send + fmt::Debug {
-    /// Releases the lock and reports the outcome.
-    ///
-    /// # Errors
-    /// Whatever the release reports.
-    ///
-    /// # Cancel safety
-    /// Must be cancel-safe: a cancelled release finishes in the background.
-    async fn release(self: Box<Self>) -> Result<()>;
-
-    /// Whether the lock can still be trusted (a local check).
-    fn is_held(&self) -> bool;
-}
 
 /// Several locks acquired as one, all or nothing (Curator's `InterProcessMultiLock`).
 ///
@@ -141,10 +89,7 @@ impl MultiLock {
     /// Cancel-safe (given cancel-safe [`Lockable`]s): the locks taken so far are released in
     /// reverse order in the background.
     pub async fn acquire(&self) -> Result<MultiLockGuard> {
-        match self.acquire_with(Mode::Wait(None)).await? {
-            Some(guard) => Ok(guard),
-            None => unreachable!("waiting without a deadline yields a guard or an error"),
-        }
+        acquire::acquire(self).await
     }
 
     /// Takes every lock if each is free right now; never waits. `None` (holding nothing) as
@@ -156,7 +101,7 @@ impl MultiLock {
     /// # Cancel safety
     /// Cancel-safe, as [`acquire`](Self::acquire).
     pub async fn try_acquire(&self) -> Result<Option<MultiLockGuard>> {
-        self.acquire_with(Mode::Try).await
+        acquire::try_acquire(self).await
     }
 
     /// Waits at most `timeout` in total for all the locks; `None` when the time ran out (the
@@ -168,52 +113,45 @@ impl MultiLock {
     /// # Cancel safety
     /// Cancel-safe, as [`acquire`](Self::acquire).
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<MultiLockGuard>> {
-        if timeout.is_zero() {
-            return Err(Error::invalid_argument("timeout", "must be greater than zero; use try_acquire()"));
-        }
-        self.acquire_with(Mode::Wait(Some(Instant::now() + timeout))).await
+        acquire::acquire_timeout(self, timeout).await
     }
 
     /// True when this process holds every lock of the set (Curator's semantics).
     pub fn is_acquired_in_this_process(&self) -> bool {
         self.locks.iter().all(|lock| lock.is_acquired_in_this_process())
     }
-
-    async fn acquire_with(&self, mode: Mode) -> Result<Option<MultiLockGuard>> {
-        let mut taken = Holds(Vec::with_capacity(self.locks.len()));
-        for (index, lock) in self.locks.iter().enumerate() {
-            let result = match mode {
-                Mode::Try => lock.try_lock().await,
-                Mode::Wait(None) => lock.lock().await.map(Some),
-                Mode::Wait(Some(deadline)) => match tokio::time::timeout_at(deadline, lock.lock()).await {
-                    Ok(result) => result.map(Some),
-                    Err(_) => {
-                        tracing::debug!(index, "multi-lock timed out; releasing what it took");
-                        return Ok(None); // `taken` drops: released in reverse order, in the background
-                    }
-                },
-            };
-            match result {
-                Ok(Some(hold)) => taken.0.push(hold),
-                Ok(None) => {
-                    taken.roll_back().await;
-                    return Ok(None);
-                }
-                Err(e) => {
-                    tracing::debug!(index, error = %e, "multi-lock: a lock failed; releasing what it took");
-                    taken.roll_back().await;
-                    return Err(e);
-                }
-            }
-        }
-        Ok(Some(MultiLockGuard { holds: taken }))
-    }
 }
 
-#[derive(Debug, Clone, Copy)]
-enum Mode {
-    Try,
-    Wait(Option<Instant>),
+impl Acquire for MultiLock {
+    type Guard = MultiLockGuard;
+
+    async fn acquire_with<M: Mode>(&self) -> Result<M::Out<MultiLockGuard>> {
+        let span = tracing::debug_span!("zk_recipes.multi_lock.acquire", locks = self.locks.len());
+        let run = async {
+            // Dropped unfinished (a deadline, a cancellation), it releases in reverse order.
+            let mut taken = Holds(Vec::with_capacity(self.locks.len()));
+            for (index, lock) in self.locks.iter().enumerate() {
+                match M::lock_part(lock.as_ref()).await.map(M::into_held::<Box<dyn LockHold>, MultiLockGuard>) {
+                    Ok(Ok(hold)) => taken.0.push(hold),
+                    Ok(Err(busy)) => {
+                        taken.roll_back().await;
+                        return Ok(busy);
+                    }
+                    Err(e) => {
+                        tracing::debug!(index, error = %e, "multi-lock: a lock failed; releasing what it took");
+                        taken.roll_back().await;
+                        return Err(e);
+                    }
+                }
+            }
+            Ok(M::held(MultiLockGuard { holds: taken }))
+        };
+        tracing::Instrument::instrument(run, span).await
+    }
+
+    fn is_acquired_in_this_process(&self) -> bool {
+        MultiLock::is_acquired_in_this_process(self)
+    }
 }
 
 /// Held locks in acquisition order. Dropping releases them in reverse order.
@@ -276,6 +214,22 @@ impl MultiLockGuard {
         self.holds.0.iter().all(|hold| hold.is_held())
     }
 
+    /// Completes as soon as any of the locks can no longer be trusted (see each lock's
+    /// `lost()`). Use it in `tokio::select!` next to the work the locks guard.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only observes.
+    pub async fn lost(&self) {
+        let parts = self.holds.0.iter().map(|hold| hold.lost().boxed());
+        futures::future::select_all(parts).await;
+    }
+
+    /// The fencing tokens of every lock held, in acquisition order (a nested multi-lock
+    /// contributes all of its own).
+    pub fn fencing_tokens(&self) -> Vec<i64> {
+        self.holds.0.iter().flat_map(|hold| hold.fencing_tokens()).collect()
+    }
+
     /// Releases every lock in reverse order of acquisition. A failure does not stop the
     /// others from being released.
     ///
@@ -290,107 +244,20 @@ impl MultiLockGuard {
     }
 }
 
-#[async_trait]
-impl Lockable for InterProcessMutex {
-    async fn lock(&self) -> Result<Box<dyn LockHold>> {
-        Ok(Box::new(self.acquire().await?))
-    }
-
-    async fn try_lock(&self) -> Result<Option<Box<dyn LockHold>>> {
-        Ok(self.try_acquire().await?.map(|g| Box::new(g) as Box<dyn LockHold>))
-    }
-
-    fn is_acquired_in_this_process(&self) -> bool {
-        InterProcessMutex::is_acquired_in_this_process(self)
-    }
-}
-
-#[async_trait]
-impl LockHold for MutexGuard {
-    async fn release(self: Box<Self>) -> Result<()> {
-        MutexGuard::release(*self).await
-    }
-
-    fn is_held(&self) -> bool {
-        MutexGuard::is_held(self)
-    }
-}
-
-#[async_trait]
-impl Lockable for InterProcessSemaphoreMutex {
-    async fn lock(&self) -> Result<Box<dyn LockHold>> {
-        Ok(Box::new(self.acquire().await?))
-    }
-
-    async fn try_lock(&self) -> Result<Option<Box<dyn LockHold>>> {
-        Ok(self.try_acquire().await?.map(|g| Box::new(g) as Box<dyn LockHold>))
-    }
-
-    fn is_acquired_in_this_process(&self) -> bool {
-        InterProcessSemaphoreMutex::is_acquired_in_this_process(self)
-    }
-}
-
-#[async_trait]
-impl LockHold for SemaphoreMutexGuard {
-    async fn release(self: Box<Self>) -> Result<()> {
-        SemaphoreMutexGuard::release(*self).await
-    }
-
-    fn is_held(&self) -> bool {
-        SemaphoreMutexGuard::is_held(self)
-    }
-}
-
-/// One lease of the semaphore.
-#[async_trait]
-impl Lockable for InterProcessSemaphore {
-    async fn lock(&self) -> Result<Box<dyn LockHold>> {
-        Ok(Box::new(self.acquire().await?))
-    }
-
-    async fn try_lock(&self) -> Result<Option<Box<dyn LockHold>>> {
-        Ok(self.try_acquire().await?.map(|l| Box::new(l) as Box<dyn LockHold>))
-    }
-
-    fn is_acquired_in_this_process(&self) -> bool {
-        InterProcessSemaphore::is_acquired_in_this_process(self)
-    }
-}
-
-#[async_trait]
-impl LockHold for SemaphoreLease {
-    async fn release(self: Box<Self>) -> Result<()> {
-        SemaphoreLease::release(*self).await
-    }
-
-    fn is_held(&self) -> bool {
-        SemaphoreLease::is_held(self)
-    }
-}
-
-#[async_trait]
-impl Lockable for MultiLock {
-    async fn lock(&self) -> Result<Box<dyn LockHold>> {
-        Ok(Box::new(self.acquire().await?))
-    }
-
-    async fn try_lock(&self) -> Result<Option<Box<dyn LockHold>>> {
-        Ok(self.try_acquire().await?.map(|g| Box::new(g) as Box<dyn LockHold>))
-    }
-
-    fn is_acquired_in_this_process(&self) -> bool {
-        MultiLock::is_acquired_in_this_process(self)
-    }
-}
-
-#[async_trait]
-impl LockHold for MultiLockGuard {
-    async fn release(self: Box<Self>) -> Result<()> {
-        MultiLockGuard::release(*self).await
+impl Hold for MultiLockGuard {
+    async fn release(self) -> Result<()> {
+        MultiLockGuard::release(self).await
     }
 
     fn is_held(&self) -> bool {
         MultiLockGuard::is_held(self)
+    }
+
+    async fn lost(&self) {
+        MultiLockGuard::lost(self).await
+    }
+
+    fn fencing_tokens(&self) -> Vec<i64> {
+        MultiLockGuard::fencing_tokens(self)
     }
 }

@@ -1,14 +1,13 @@
 //! `InterProcessMutex`: Curator's reentrant distributed mutex, on the same wire protocol.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::acquire::{self, hold_one_node, Acquire, Mode};
 use super::driver::StandardDriver;
-use super::held::HeldNode;
-use super::internals::{LockInternals, Wait};
-use super::owner::Owner;
-use crate::error::{Error, Result};
+use super::internals::LockInternals;
+use super::reentrant::{Holds, Owner, Ticket};
+use crate::error::Result;
 use crate::framework::Framework;
 
 /// A reentrant distributed mutex, compatible with Curator's `InterProcessMutex`: a Rust process
@@ -23,9 +22,10 @@ use crate::framework::Framework;
 /// a clone of it and gets a nested guard at once, with no ZooKeeper traffic; the node is
 /// deleted when the owner's last guard is released. Any other task contends like another
 /// process would (Curator's behaviour for another thread). A spawned child task is another
-/// task: it waits for the lock its parent holds. Unlike Curator, a hold whose session has
-/// ended is not re-entered: `acquire` returns [`Error::LockLost`] until the owner has ended
-/// the guards of the lost hold.
+/// task: it waits for the lock its parent holds. Unlike Curator, a hold that is over (its
+/// session ended, or its node was deleted) is not re-entered: `acquire` returns
+/// [`Error::LockLost`] until the owner has ended the guards of the lost hold. Each hold has a
+/// generation, so a guard of an old hold never ends or deletes a newer one.
 ///
 /// The handle is a cheap `Clone`; clones share the reentrancy bookkeeping.
 ///
@@ -47,15 +47,7 @@ pub struct InterProcessMutex {
 #[derive(Debug)]
 struct Shared {
     internals: LockInternals,
-    /// The path as the user gave it.
-    path: String,
-    holds: Mutex<HashMap<Owner, Hold>>,
-}
-
-#[derive(Debug)]
-struct Hold {
-    node: HeldNode,
-    count: usize,
+    holds: Holds,
 }
 
 impl InterProcessMutex {
@@ -63,7 +55,8 @@ impl InterProcessMutex {
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for a path that is not absolute, ends in `/`, has empty, `.` or
-    /// `..` segments or control characters, or is `/` or under `/zookeeper`.
+    /// `..` segments or control characters, or is `/` or under `/zookeeper`;
+    /// [`Error::TooLarge`] for a path too long for the servers' request limit.
     pub fn new(framework: &Framework, path: &str) -> Result<Self> {
         Self::with_data(framework, path, Vec::new())
     }
@@ -72,33 +65,32 @@ impl InterProcessMutex {
     /// address there). The default is empty.
     ///
     /// # Errors
-    /// As [`new`](Self::new).
+    /// As [`new`](Self::new); [`Error::TooLarge`] when the path and data do not fit in one
+    /// request ([`FrameworkBuilder::max_request_bytes`](crate::FrameworkBuilder::max_request_bytes)).
     pub fn with_data(framework: &Framework, path: &str, data: Vec<u8>) -> Result<Self> {
         let internals = LockInternals::new(framework, path, Arc::new(StandardDriver::MUTEX), data)?;
-        Ok(Self { shared: Arc::new(Shared { internals, path: path.to_owned(), holds: Mutex::default() }) })
+        Ok(Self { shared: Arc::new(Shared { internals, holds: Holds::default() }) })
     }
 
     /// The lock path as given.
     pub fn path(&self) -> &str {
-        &self.shared.path
+        self.shared.internals.path()
     }
 
     /// Waits until the lock is held.
     ///
     /// # Errors
     /// [`Error::Closed`]/[`Error::NotStarted`]; a ZooKeeper error that the retry policy gave up
-    /// on (for example a long outage); `NoAuth` when the ACL forbids creating the node;
-    /// [`Error::LockLost`] when the caller already holds this lock through a session that has
-    /// ended since (no nested guard for a lost lock: end the old guards first).
+    /// on (for example a long outage); [`Error::RetriesExhausted`] when its node kept
+    /// vanishing; `NoAuth` when the ACL forbids creating the node; [`Error::LockLost`] when the
+    /// caller already holds this lock through a hold that is over (no nested guard for a lost
+    /// lock: end the old guards first).
     ///
     /// # Cancel safety
     /// Cancel-safe: a cancelled acquire never leaves a lock node behind (the cleanup is done in
     /// the background by the framework's reaper), and it loses its place in the queue.
     pub async fn acquire(&self) -> Result<MutexGuard> {
-        match self.acquire_with(Wait::Forever).await? {
-            Some(guard) => Ok(guard),
-            None => unreachable!("waiting forever yields a guard or an error"),
-        }
+        acquire::acquire(self).await
     }
 
     /// Takes the lock if no one else holds it or waits for it; never waits (one round trip).
@@ -109,7 +101,7 @@ impl InterProcessMutex {
     /// # Cancel safety
     /// Cancel-safe, as [`acquire`](Self::acquire).
     pub async fn try_acquire(&self) -> Result<Option<MutexGuard>> {
-        self.acquire_with(Wait::No).await
+        acquire::try_acquire(self).await
     }
 
     /// Waits at most `timeout` for the lock; `None` when the time ran out (its node is
@@ -121,64 +113,17 @@ impl InterProcessMutex {
     /// # Cancel safety
     /// Cancel-safe, as [`acquire`](Self::acquire).
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<MutexGuard>> {
-        if timeout.is_zero() {
-            return Err(Error::invalid_argument("timeout", "must be greater than zero; use try_acquire()"));
-        }
-        match tokio::time::timeout(timeout, self.acquire_with(Wait::Forever)).await {
-            Ok(result) => result,
-            Err(_) => Ok(None),
-        }
-    }
-
-    async fn acquire_with(&self, wait: Wait) -> Result<Option<MutexGuard>> {
-        let owner = Owner::current();
-        if let Some(guard) = self.reenter(owner)? {
-            return Ok(Some(guard));
-        }
-        let span = tracing::debug_span!("zk_recipes.lock.acquire", path = %self.shared.path);
-        let started = tokio::time::Instant::now();
-        let Some(node) = tracing::Instrument::instrument(self.shared.internals.acquire(wait), span.clone()).await?
-        else {
-            return Ok(None);
-        };
-        span.in_scope(|| {
-            let session = self.shared.internals.framework().snapshot().session_id;
-            tracing::debug!(
-                node = %node.user_path(),
-                session = format_args!("{session:#x}"),
-                epoch = node.epoch(),
-                waited = ?started.elapsed(),
-                "lock acquired"
-            )
-        });
-        let info = GuardInfo::of(&node);
-        let mut holds = self.shared.holds.lock().unwrap_or_else(|e| e.into_inner());
-        holds.insert(owner, Hold { node, count: 1 });
-        Ok(Some(MutexGuard { shared: self.shared.clone(), owner, info, done: false }))
-    }
-
-    /// A nested guard when `owner` holds the lock already. A hold whose session has ended is
-    /// refused: the lock went with the session (someone else may hold it now), so nesting a
-    /// guard in it would make a second holder.
-    fn reenter(&self, owner: Owner) -> Result<Option<MutexGuard>> {
-        let mut holds = self.shared.holds.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(hold) = holds.get_mut(&owner) else { return Ok(None) };
-        if hold.node.session_ended() {
-            return Err(Error::LockLost { path: hold.node.user_path().to_owned() });
-        }
-        hold.count += 1;
-        let info = GuardInfo::of(&hold.node);
-        Ok(Some(MutexGuard { shared: self.shared.clone(), owner, info, done: false }))
+        acquire::acquire_timeout(self, timeout).await
     }
 
     /// True when any task of this process holds the lock through this handle or a clone.
     pub fn is_acquired_in_this_process(&self) -> bool {
-        !self.shared.holds.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+        self.shared.holds.any()
     }
 
     /// True when the current task (or thread, outside a task) holds the lock.
     pub fn is_owned_by_current_task(&self) -> bool {
-        self.shared.holds.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&Owner::current())
+        self.shared.holds.held_by(Owner::current())
     }
 
     /// The full paths (namespace stripped) of every node under the lock path, in lock order:
@@ -192,18 +137,41 @@ impl InterProcessMutex {
     pub async fn participant_nodes(&self) -> Result<Vec<String>> {
         self.shared.internals.participant_nodes().await
     }
+
+    fn guard(&self, ticket: Ticket) -> MutexGuard {
+        MutexGuard { shared: self.shared.clone(), ticket }
+    }
 }
 
-/// What a guard shows about its node.
-#[derive(Debug, Clone)]
-struct GuardInfo {
-    lock_path: String,
-    fencing_token: i64,
-}
+impl Acquire for InterProcessMutex {
+    type Guard = MutexGuard;
 
-impl GuardInfo {
-    fn of(node: &HeldNode) -> Self {
-        Self { lock_path: node.user_path().to_owned(), fencing_token: node.fencing_token() }
+    async fn acquire_with<M: Mode>(&self) -> Result<M::Out<MutexGuard>> {
+        let owner = Owner::current();
+        if let Some(ticket) = self.shared.holds.reenter(owner)? {
+            return Ok(M::held(self.guard(ticket)));
+        }
+        let span = tracing::debug_span!("zk_recipes.lock.acquire", path = %self.path());
+        let started = tokio::time::Instant::now();
+        let acquired = tracing::Instrument::instrument(self.shared.internals.acquire::<M>(), span.clone()).await?;
+        Ok(M::map(acquired, |node| {
+            let watch = node.watch();
+            span.in_scope(|| {
+                let session = self.shared.internals.framework().snapshot().session_id;
+                tracing::debug!(
+                    node = %watch.user_path(),
+                    session = format_args!("{session:#x}"),
+                    epoch = watch.epoch(),
+                    waited = ?started.elapsed(),
+                    "lock acquired"
+                )
+            });
+            self.guard(self.shared.holds.insert(owner, node))
+        }))
+    }
+
+    fn is_acquired_in_this_process(&self) -> bool {
+        InterProcessMutex::is_acquired_in_this_process(self)
     }
 }
 
@@ -214,100 +182,60 @@ impl GuardInfo {
 #[derive(Debug)]
 pub struct MutexGuard {
     shared: Arc<Shared>,
-    owner: Owner,
-    info: GuardInfo,
-    done: bool,
+    ticket: Ticket,
 }
 
 impl MutexGuard {
     /// The lock node's path (namespace stripped), e.g. `/locks/a/_c_<uuid>-lock-0000000003`.
     pub fn lock_path(&self) -> &str {
-        &self.info.lock_path
+        self.ticket.watch().user_path()
     }
 
     /// The lock node's creation zxid: strictly increasing across successive holders of this
     /// lock, across sessions too. Pass it to systems that reject stale writers.
     pub fn fencing_token(&self) -> i64 {
-        self.info.fencing_token
+        self.ticket.watch().fencing_token()
     }
 
-    /// Whether the lock can still be trusted (same session, and not `Suspended`/`Lost` as the
-    /// framework's error policy counts them). A cheap local check, no I/O.
+    /// Whether the lock can still be trusted: same session, not `Suspended`/`Lost` as the
+    /// framework's error policy counts them, and the node not known to be deleted. A cheap
+    /// local check, no I/O.
     pub fn is_held(&self) -> bool {
-        let holds = self.shared.holds.lock().unwrap_or_else(|e| e.into_inner());
-        holds.get(&self.owner).is_some_and(|h| h.node.is_held())
+        self.ticket.watch().is_held()
     }
 
     /// Completes when the lock can no longer be trusted: the connection is `Suspended` or
-    /// `Lost` (per the error policy), a new session replaced ours, or our node was deleted.
-    /// Use it in `tokio::select!` next to the critical section.
+    /// `Lost` (per the error policy), a new session replaced ours, or our node was deleted
+    /// (from then on [`is_held`](Self::is_held) is false too). Use it in `tokio::select!`
+    /// next to the critical section.
     ///
     /// # Cancel safety
     /// Cancel-safe: it only observes; each call sets a fresh data watch on the lock node.
     pub async fn lost(&self) {
-        let watcher = {
-            let holds = self.shared.holds.lock().unwrap_or_else(|e| e.into_inner());
-            match holds.get(&self.owner) {
-                Some(hold) => LostProbe::of(&hold.node),
-                None => return,
-            }
-        };
-        watcher.lost().await
+        self.ticket.watch().lost().await
     }
 
     /// Ends this hold. When it was the owner's last, the node is deleted now and the outcome
-    /// reported; a connection failure that outlasts the retry policy hands the delete to the
-    /// framework's reaper and returns the error.
+    /// reported; a failure that outlasts the retry policy is returned (a retryable one is left
+    /// to the framework's reaper, which keeps trying while the session lasts).
     ///
     /// # Errors
     /// The ZooKeeper error that stopped the delete.
     ///
     /// # Cancel safety
-    /// Cancel-safe: if cancelled, the guard is dropped, and dropping deletes in the background.
-    pub async fn release(mut self) -> Result<()> {
-        self.done = true;
-        match self.end_hold() {
-            Some(node) => {
-                let span = tracing::debug_span!("zk_recipes.lock.release", node = %self.info.lock_path);
-                tracing::Instrument::instrument(node.release(), span).await
-            }
-            None => Ok(()),
-        }
-    }
-
-    /// Decrements the owner's count; returns the node when this was the last hold.
-    fn end_hold(&self) -> Option<HeldNode> {
-        let mut holds = self.shared.holds.lock().unwrap_or_else(|e| e.into_inner());
-        let hold = holds.get_mut(&self.owner)?;
-        hold.count -= 1;
-        if hold.count == 0 {
-            holds.remove(&self.owner).map(|h| h.node)
-        } else {
-            None
-        }
+    /// Cancel-safe: a cancelled release finishes in the background.
+    pub async fn release(self) -> Result<()> {
+        let Some(node) = self.shared.holds.end(&self.ticket) else { return Ok(()) };
+        let span = tracing::debug_span!("zk_recipes.lock.release", node = %self.lock_path());
+        tracing::Instrument::instrument(node.release(), span).await
     }
 }
 
 impl Drop for MutexGuard {
     fn drop(&mut self) {
-        if !self.done {
-            // Dropping the node sends its delete on the session right away.
-            drop(self.end_hold());
-        }
+        // Ends the guard unless `release` did; dropping the node sends its delete at once.
+        drop(self.shared.holds.end(&self.ticket));
     }
 }
 
-/// What `lost()` needs, taken out of the holds map so no lock is held across the await.
-struct LostProbe {
-    node: HeldNode,
-}
-
-impl LostProbe {
-    fn of(node: &HeldNode) -> Self {
-        Self { node: node.observer() }
-    }
-
-    async fn lost(self) {
-        self.node.lost().await
-    }
-}
+hold_one_node!(MutexGuard);

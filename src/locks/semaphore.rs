@@ -4,12 +4,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
+use futures::FutureExt;
 use zookeeper_client::{EventType, OneshotWatcher};
 
+use super::acquire::{self, hold_one_node, Acquire, Block, Mode, Try};
 use super::driver::StandardDriver;
 use super::held::HeldNode;
-use super::internals::{gave_up, pause_before_new_attempt, CreatedNode, Failure, LockInternals, Wait, WatchedChildren};
+use super::internals::{fresh_attempts, LockInternals};
+use super::node::{retry_request, CreatedNode, Failure};
 use crate::error::{Error, Result};
 use crate::framework::{ConnectionState, Framework, Session};
 use crate::path;
@@ -20,6 +22,9 @@ const LOCKS: &str = "locks";
 const LEASES: &str = "leases";
 /// The lease node base name (Curator's `LEASE_BASE_NAME`).
 const LEASE_NAME: &str = "lease-";
+/// The most leases one call takes: each is a node and a round trip, so anything larger is a
+/// mistake better reported than attempted.
+pub(crate) const MAX_LEASES_AT_ONCE: usize = 1 << 16;
 
 /// A distributed counting semaphore, compatible with Curator's `InterProcessSemaphoreV2`: Rust
 /// and Java/Curator processes using the same path and the same `max_leases` share one pool of
@@ -74,9 +79,6 @@ pub struct InterProcessSemaphore {
 
 #[derive(Debug)]
 struct Shared {
-    framework: Framework,
-    /// The path as the user gave it.
-    path: String,
     max_leases: usize,
     /// The internal mutex on `S/locks`.
     lock: LockInternals,
@@ -84,6 +86,20 @@ struct Shared {
     leases: LockInternals,
     /// Leases acquired through this handle (or a clone) and not yet released.
     held: Arc<AtomicUsize>,
+    /// The path as the user gave it.
+    path: String,
+}
+
+/// The leases of one successful acquire: at least one.
+struct Granted {
+    first: SemaphoreLease,
+    rest: Vec<SemaphoreLease>,
+}
+
+impl Granted {
+    fn into_vec(self) -> Vec<SemaphoreLease> {
+        std::iter::once(self.first).chain(self.rest).collect()
+    }
 }
 
 impl InterProcessSemaphore {
@@ -100,26 +116,19 @@ impl InterProcessSemaphore {
     /// `setNodeData`; Curator writes the host's address by default).
     ///
     /// # Errors
-    /// As [`new`](Self::new).
+    /// As [`new`](Self::new); [`Error::TooLarge`] when the path and data do not fit in one
+    /// request ([`FrameworkBuilder::max_request_bytes`](crate::FrameworkBuilder::max_request_bytes)).
     pub fn with_data(framework: &Framework, path: &str, max_leases: usize, data: Vec<u8>) -> Result<Self> {
         path::validate_recipe_path(path)?;
         if max_leases == 0 {
             return Err(Error::invalid_argument("max_leases", "must be at least 1"));
         }
-        let lock =
-            LockInternals::new(framework, &path::join(path, LOCKS), Arc::new(StandardDriver::MUTEX), Vec::new())?;
-        let driver = StandardDriver { lock_name: LEASE_NAME, max_leases };
-        let leases = LockInternals::new(framework, &path::join(path, LEASES), Arc::new(driver), data)?;
-        Ok(Self {
-            shared: Arc::new(Shared {
-                framework: framework.clone(),
-                path: path.to_owned(),
-                max_leases,
-                lock,
-                leases,
-                held: Arc::default(),
-            }),
-        })
+        let mutex = Arc::new(StandardDriver::MUTEX);
+        let lock = LockInternals::new(framework, &path::join(path, LOCKS), mutex, Vec::new())?;
+        let driver = Arc::new(StandardDriver { lock_name: LEASE_NAME, max_leases });
+        let leases = LockInternals::new(framework, &path::join(path, LEASES), driver, data)?;
+        let shared = Shared { max_leases, lock, leases, held: Arc::default(), path: path.to_owned() };
+        Ok(Self { shared: Arc::new(shared) })
     }
 
     /// The semaphore path as given.
@@ -136,33 +145,30 @@ impl InterProcessSemaphore {
     ///
     /// # Errors
     /// [`Error::Closed`]/[`Error::NotStarted`]; a ZooKeeper error the retry policy gave up on
-    /// (for example a long outage, or `NoNode` when lease nodes kept vanishing); `NoAuth` when
-    /// the ACL forbids creating the nodes.
+    /// (for example a long outage); [`Error::RetriesExhausted`] when lease nodes kept
+    /// vanishing; `NoAuth` when the ACL forbids creating the nodes.
     ///
     /// # Cancel safety
     /// Cancel-safe: a cancelled acquire leaves neither a lease node nor an internal lock node
     /// behind (the framework's reaper deletes them in the background), and it loses its place
     /// in the queue.
     pub async fn acquire(&self) -> Result<SemaphoreLease> {
-        let mut leases = self.acquire_many(1).await?;
-        Ok(leases.remove(0))
+        acquire::acquire(self).await
     }
 
     /// Waits until `n` leases are available and takes them together.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when `n` is 0 or more than [`max_leases`](Self::max_leases);
-    /// otherwise as [`acquire`](Self::acquire). A failed call holds no lease.
+    /// [`Error::InvalidArgument`] when `n` is 0, more than [`max_leases`](Self::max_leases)
+    /// or more than 65,536; otherwise as [`acquire`](Self::acquire). A failed call holds no
+    /// lease.
     ///
     /// # Cancel safety
     /// Cancel-safe, as [`acquire`](Self::acquire): leases taken before the cancellation are
     /// released.
     pub async fn acquire_many(&self, n: usize) -> Result<Vec<SemaphoreLease>> {
         self.check_count(n)?;
-        match self.acquire_leases(n, Wait::Forever).await? {
-            Some(leases) => Ok(leases),
-            None => unreachable!("waiting forever yields leases or an error"),
-        }
+        Ok(self.acquire_leases::<Block>(n).await?.into_vec())
     }
 
     /// Takes a lease if one is free right now; never waits for one.
@@ -177,7 +183,7 @@ impl InterProcessSemaphore {
     /// # Cancel safety
     /// Cancel-safe, as [`acquire`](Self::acquire).
     pub async fn try_acquire(&self) -> Result<Option<SemaphoreLease>> {
-        Ok(self.try_acquire_many(1).await?.map(|mut leases| leases.remove(0)))
+        acquire::try_acquire(self).await
     }
 
     /// Takes `n` leases if they are free right now; never waits. See
@@ -190,7 +196,7 @@ impl InterProcessSemaphore {
     /// Cancel-safe, as [`acquire`](Self::acquire).
     pub async fn try_acquire_many(&self, n: usize) -> Result<Option<Vec<SemaphoreLease>>> {
         self.check_count(n)?;
-        self.acquire_leases(n, Wait::No).await
+        Ok(self.acquire_leases::<Try>(n).await?.map(Granted::into_vec))
     }
 
     /// Waits at most `timeout` for a lease; `None` when the time ran out (nothing is held then).
@@ -204,7 +210,7 @@ impl InterProcessSemaphore {
     /// # Cancel safety
     /// Cancel-safe, as [`acquire`](Self::acquire).
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<SemaphoreLease>> {
-        Ok(self.acquire_many_timeout(1, timeout).await?.map(|mut leases| leases.remove(0)))
+        acquire::acquire_timeout(self, timeout).await
     }
 
     /// Waits at most `timeout` (in total) for `n` leases; `None` when the time ran out (nothing
@@ -218,13 +224,7 @@ impl InterProcessSemaphore {
     /// Cancel-safe, as [`acquire`](Self::acquire).
     pub async fn acquire_many_timeout(&self, n: usize, timeout: Duration) -> Result<Option<Vec<SemaphoreLease>>> {
         self.check_count(n)?;
-        if timeout.is_zero() {
-            return Err(Error::invalid_argument("timeout", "must be greater than zero; use try_acquire()"));
-        }
-        match tokio::time::timeout(timeout, self.acquire_leases(n, Wait::Forever)).await {
-            Ok(result) => result,
-            Err(_) => Ok(None),
-        }
+        Ok(acquire::within(timeout, self.acquire_leases::<Block>(n)).await?.map(Granted::into_vec))
     }
 
     /// True when a lease acquired through this handle (or a clone) is still held by this
@@ -248,74 +248,55 @@ impl InterProcessSemaphore {
     }
 
     fn check_count(&self, n: usize) -> Result<()> {
-        if n == 0 || n > self.shared.max_leases {
+        let most = self.shared.max_leases.min(MAX_LEASES_AT_ONCE);
+        if n == 0 || n > most {
             return Err(Error::invalid_argument(
                 "n",
-                format!("must be between 1 and max_leases ({}), got {n}", self.shared.max_leases),
+                format!("must be between 1 and {most} (max_leases, at most {MAX_LEASES_AT_ONCE}), got {n}"),
             ));
         }
         Ok(())
     }
 
-    /// Takes `n` leases, starting over (new nodes) whenever one goes missing, as long as the
-    /// retry policy allows. `None` only with [`Wait::No`].
-    async fn acquire_leases(&self, n: usize, wait: Wait) -> Result<Option<Vec<SemaphoreLease>>> {
+    /// Takes `n` (at least one) leases in mode `M`, starting over with new nodes whenever one
+    /// goes missing.
+    async fn acquire_leases<M: Mode>(&self, n: usize) -> Result<M::Out<Granted>> {
         let span = tracing::debug_span!("zk_recipes.semaphore.acquire", path = %self.shared.path, n);
-        let run = async {
-            let started = Instant::now();
-            let mut attempt = 0u32;
-            loop {
-                match self.attempt(n, wait).await {
-                    Ok(Some((nodes, watcher))) => {
-                        tracing::debug!(waited = ?started.elapsed(), "leases acquired");
-                        let mut watcher = Some(watcher);
-                        return Ok(Some(nodes.into_iter().map(|node| self.lease(node, watcher.take())).collect()));
-                    }
-                    Ok(None) => return Ok(None),
-                    Err(Failure::Error(e)) => return Err(e),
-                    Err(Failure::NodeMissing) => match self.shared.framework.retry_delay(attempt, started) {
-                        Some(delay) => {
-                            tracing::debug!(attempt, "lease node missing; trying again with new nodes");
-                            attempt += 1;
-                            pause_before_new_attempt(&self.shared.framework, delay).await;
-                        }
-                        None => return Err(gave_up(&self.shared.framework)),
-                    },
-                }
-            }
-        };
-        tracing::Instrument::instrument(run, span).await
+        let started = tokio::time::Instant::now();
+        let run = fresh_attempts(self.framework(), &self.shared.path, || self.attempt::<M>(n));
+        let granted = tracing::Instrument::instrument(run, span.clone()).await?;
+        span.in_scope(|| tracing::debug!(waited = ?started.elapsed(), "leases acquired"));
+        Ok(granted)
     }
 
     /// One pass of Curator's `internalAcquire1Lease`, for `n` leases at once.
     ///
     /// Locals drop in reverse order, so on every early return our lease nodes are deleted
     /// before the internal lock: the next holder never counts a lease that is going away.
-    async fn attempt(&self, n: usize, wait: Wait) -> Result<Option<(Vec<HeldNode>, OneshotWatcher)>, Failure> {
+    async fn attempt<M: Mode>(&self, n: usize) -> Result<M::Out<Granted>, Failure> {
         let shared = &*self.shared;
-        let Some(lock) = shared.lock.acquire(wait).await? else { return Ok(None) };
-        let session = shared.framework.inner().session()?;
-        if session.epoch != lock.epoch() {
+        let lock = match M::into_held::<HeldNode, Granted>(shared.lock.acquire::<M>().await?) {
+            Ok(lock) => lock,
+            Err(busy) => return Ok(busy),
+        };
+        let session = self.framework().inner().session()?;
+        if session.epoch != lock.watch().epoch() {
             return Err(Failure::NodeMissing); // the lock went with its session
         }
-        let mut nodes: Vec<CreatedNode> = Vec::with_capacity(n);
-        let mut listing: Option<WatchedChildren> = None;
-        for _ in 0..n {
-            let Some((node, listed)) = shared.leases.create_watched(&session).await? else {
-                return Err(Failure::NodeMissing);
-            };
-            nodes.push(node);
+        let list = || session.client.list_and_watch_children(shared.leases.dir());
+        let (first, mut listing) = shared.leases.spec().create(&session, list).await?;
+        let mut rest: Vec<CreatedNode> = Vec::new();
+        for _ in 1..n {
+            let (node, listed) = shared.leases.spec().create(&session, list).await?;
+            rest.push(node);
             listing = listed;
         }
         loop {
             let (children, watcher) = match listing.take() {
                 Some(listed) => listed,
-                None => match shared.leases.list_watched(&session).await? {
-                    Some(listed) => listed,
-                    None => return Err(Failure::NodeMissing),
-                },
+                None => retry_request(self.framework(), list).await?,
             };
-            if !nodes.iter().all(|node| children.iter().any(|c| c == node.name())) {
+            if !std::iter::once(&first).chain(&rest).all(|node| children.iter().any(|c| c == node.name())) {
                 return Err(Failure::NodeMissing);
             }
             if children.len() <= shared.max_leases {
@@ -324,10 +305,13 @@ impl InterProcessSemaphore {
                 // kept, it fires (at the latest on our own lease's delete, whose notification
                 // the server sends before the reply) and then costs nothing.
                 drop(lock);
-                return Ok(Some((nodes.into_iter().map(CreatedNode::into_held).collect(), watcher)));
+                let mut first = HeldNode::new(first);
+                first.keep_watch(watcher.changed().boxed());
+                let rest = rest.into_iter().map(|node| self.lease(HeldNode::new(node))).collect();
+                return Ok(M::held(Granted { first: self.lease(first), rest }));
             }
-            if wait == Wait::No {
-                return Ok(None);
+            if let Some(busy) = M::busy() {
+                return Ok(busy);
             }
             if !self.wait_for_change(&session, watcher).await {
                 return Err(Failure::NodeMissing);
@@ -335,10 +319,14 @@ impl InterProcessSemaphore {
         }
     }
 
+    fn framework(&self) -> &Framework {
+        self.shared.lock.framework()
+    }
+
     /// Waits for the lease list to change. False when the session ended meanwhile.
-    async fn wait_for_change(&self, session: &Session, watcher: zookeeper_client::OneshotWatcher) -> bool {
+    async fn wait_for_change(&self, session: &Session, watcher: OneshotWatcher) -> bool {
         let epoch = session.epoch;
-        let mut state = self.shared.framework.state_watch();
+        let mut state = self.framework().state_watch();
         let session_ended = state.wait_for(|s| s.epoch != epoch || s.state == ConnectionState::Lost);
         tokio::select! {
             event = watcher.changed() => event.event_type != EventType::Session,
@@ -346,10 +334,21 @@ impl InterProcessSemaphore {
         }
     }
 
-    fn lease(&self, node: HeldNode, list_watch: Option<OneshotWatcher>) -> SemaphoreLease {
+    fn lease(&self, node: HeldNode) -> SemaphoreLease {
         self.shared.held.fetch_add(1, Ordering::SeqCst);
-        let count = HoldCount(self.shared.held.clone());
-        SemaphoreLease { lease_path: node.user_path().to_owned(), node, count, _list_watch: list_watch }
+        SemaphoreLease { node, count: HoldCount(self.shared.held.clone()) }
+    }
+}
+
+impl Acquire for InterProcessSemaphore {
+    type Guard = SemaphoreLease;
+
+    async fn acquire_with<M: Mode>(&self) -> Result<M::Out<SemaphoreLease>> {
+        Ok(M::map(self.acquire_leases::<M>(1).await?, |granted| granted.first))
+    }
+
+    fn is_acquired_in_this_process(&self) -> bool {
+        InterProcessSemaphore::is_acquired_in_this_process(self)
     }
 }
 
@@ -372,46 +371,43 @@ impl Drop for HoldCount {
 #[derive(Debug)]
 pub struct SemaphoreLease {
     node: HeldNode,
-    lease_path: String,
     count: HoldCount,
-    /// The acquire's watch on the lease list, kept so that it fires instead of being removed
-    /// with an extra request; dropped after the lease's own delete (declared last: dropped
-    /// last).
-    _list_watch: Option<OneshotWatcher>,
 }
 
 impl SemaphoreLease {
     /// The lease node's path (namespace stripped), e.g.
     /// `/semaphores/a/leases/_c_<uuid>-lease-0000000003`.
     pub fn lease_path(&self) -> &str {
-        &self.lease_path
+        self.node.watch().user_path()
     }
 
     /// The lease node's creation zxid: unique per lease and increasing over time. Pass it to
     /// systems that reject stale holders.
     pub fn fencing_token(&self) -> i64 {
-        self.node.fencing_token()
+        self.node.watch().fencing_token()
     }
 
-    /// Whether the lease can still be trusted (same session, and not `Suspended`/`Lost` as the
-    /// framework's error policy counts them). A cheap local check, no I/O.
+    /// Whether the lease can still be trusted: same session, not `Suspended`/`Lost` as the
+    /// framework's error policy counts them, and the node not known to be deleted. A cheap
+    /// local check, no I/O.
     pub fn is_held(&self) -> bool {
-        self.node.is_held()
+        self.node.watch().is_held()
     }
 
     /// Completes when the lease can no longer be trusted: the connection is `Suspended` or
     /// `Lost` (per the error policy), a new session replaced ours, or the lease node was
-    /// deleted. Use it in `tokio::select!` next to the work the lease guards.
+    /// deleted (from then on [`is_held`](Self::is_held) is false too). Use it in
+    /// `tokio::select!` next to the work the lease guards.
     ///
     /// # Cancel safety
     /// Cancel-safe: it only observes; each call sets a fresh data watch on the lease node.
     pub async fn lost(&self) {
-        self.node.lost().await
+        self.node.watch().lost().await
     }
 
     /// Releases the lease: deletes its node now and reports the outcome. A node already gone
-    /// (its session ended) counts as released. A connection failure that outlasts the retry
-    /// policy hands the delete to the framework's reaper and returns the error.
+    /// (its session ended) counts as released. A failure that outlasts the retry policy is
+    /// returned (a retryable one is left to the framework's reaper).
     ///
     /// # Errors
     /// The ZooKeeper error that stopped the delete.
@@ -419,12 +415,10 @@ impl SemaphoreLease {
     /// # Cancel safety
     /// Cancel-safe: if cancelled, the delete is finished in the background.
     pub async fn release(self) -> Result<()> {
-        let SemaphoreLease { node, count, lease_path, _list_watch } = self;
+        let SemaphoreLease { node, count } = self;
         drop(count);
-        let span = tracing::debug_span!("zk_recipes.semaphore.release", lease = %lease_path);
-        let released = tracing::Instrument::instrument(node.release(), span).await;
-        drop(_list_watch);
-        released
+        let span = tracing::debug_span!("zk_recipes.semaphore.release", lease = %node.watch().user_path());
+        tracing::Instrument::instrument(node.release(), span).await
     }
 
     /// Releases several leases at once: all deletes are sent together, then awaited. Every
@@ -441,3 +435,5 @@ impl SemaphoreLease {
         results.into_iter().collect()
     }
 }
+
+hold_one_node!(SemaphoreLease);

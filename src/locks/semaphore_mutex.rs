@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::acquire::{self, hold_one_node, Acquire, Mode};
 use super::semaphore::{InterProcessSemaphore, SemaphoreLease};
 use crate::error::Result;
 use crate::framework::Framework;
@@ -59,7 +60,7 @@ impl InterProcessSemaphoreMutex {
     /// Cancel-safe: a cancelled acquire leaves no node behind (the framework's reaper deletes
     /// it in the background), and it loses its place in the queue.
     pub async fn acquire(&self) -> Result<SemaphoreMutexGuard> {
-        Ok(SemaphoreMutexGuard { lease: self.semaphore.acquire().await? })
+        acquire::acquire(self).await
     }
 
     /// Takes the lock if it is free right now; never waits. See
@@ -71,7 +72,7 @@ impl InterProcessSemaphoreMutex {
     /// # Cancel safety
     /// Cancel-safe, as [`acquire`](Self::acquire).
     pub async fn try_acquire(&self) -> Result<Option<SemaphoreMutexGuard>> {
-        Ok(self.semaphore.try_acquire().await?.map(|lease| SemaphoreMutexGuard { lease }))
+        acquire::try_acquire(self).await
     }
 
     /// Waits at most `timeout` for the lock; `None` when the time ran out (nothing is held).
@@ -83,7 +84,7 @@ impl InterProcessSemaphoreMutex {
     /// # Cancel safety
     /// Cancel-safe, as [`acquire`](Self::acquire).
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<SemaphoreMutexGuard>> {
-        Ok(self.semaphore.acquire_timeout(timeout).await?.map(|lease| SemaphoreMutexGuard { lease }))
+        acquire::acquire_timeout(self, timeout).await
     }
 
     /// True while a guard acquired through this handle (or a clone) is alive.
@@ -101,6 +102,18 @@ impl InterProcessSemaphoreMutex {
     /// Cancel-safe: it only reads.
     pub async fn participant_nodes(&self) -> Result<Vec<String>> {
         self.semaphore.participant_nodes().await
+    }
+}
+
+impl Acquire for InterProcessSemaphoreMutex {
+    type Guard = SemaphoreMutexGuard;
+
+    async fn acquire_with<M: Mode>(&self) -> Result<M::Out<SemaphoreMutexGuard>> {
+        Ok(M::map(self.semaphore.acquire_with::<M>().await?, |lease| SemaphoreMutexGuard { lease }))
+    }
+
+    fn is_acquired_in_this_process(&self) -> bool {
+        InterProcessSemaphoreMutex::is_acquired_in_this_process(self)
     }
 }
 
@@ -153,3 +166,5 @@ impl SemaphoreMutexGuard {
         self.lease
     }
 }
+
+hold_one_node!(SemaphoreMutexGuard);

@@ -1,0 +1,115 @@
+//! Reentrant holds: who holds a lock through a handle (a Tokio task, or a thread outside any
+//! task), how many nested guards it has out, and which hold each guard belongs to.
+//!
+//! Every guard gets a number of its own, and a hold lists the numbers of its live guards. Ending
+//! a guard removes its number, so ending it twice is harmless, and a guard of an old hold (its
+//! session ended, and the same owner acquired again since) never ends, reads or deletes the
+//! newer hold.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::ThreadId;
+
+use super::held::{HeldNode, NodeWatch};
+use crate::error::{Error, Result};
+use crate::sync::Mutex;
+
+/// The identity reentrancy is keyed by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Owner {
+    Task(tokio::task::Id),
+    Thread(ThreadId),
+}
+
+impl Owner {
+    /// The caller's identity: its Tokio task, or its thread when not inside a task (for
+    /// example the future passed to `Runtime::block_on`, as with `#[tokio::main]`).
+    pub(crate) fn current() -> Owner {
+        match tokio::task::try_id() {
+            Some(id) => Owner::Task(id),
+            None => Owner::Thread(std::thread::current().id()),
+        }
+    }
+}
+
+/// The holds of one lock handle (shared by its clones).
+#[derive(Debug, Default)]
+pub(crate) struct Holds {
+    holds: Mutex<HashMap<Owner, Hold>>,
+    next_guard: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Hold {
+    node: HeldNode,
+    /// The numbers of the hold's live guards.
+    guards: Vec<u64>,
+}
+
+/// One guard's claim on a hold.
+#[derive(Debug)]
+pub(crate) struct Ticket {
+    owner: Owner,
+    guard: u64,
+    watch: NodeWatch,
+}
+
+impl Ticket {
+    /// The held node, as the guard sees it.
+    pub(crate) fn watch(&self) -> &NodeWatch {
+        &self.watch
+    }
+}
+
+impl Holds {
+    /// Another guard for `owner`'s hold, when it has one.
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] when that hold is over (its session ended or its node was deleted):
+    /// someone else may hold the lock now, so nesting a guard in it would make a second holder.
+    pub(crate) fn reenter(&self, owner: Owner) -> Result<Option<Ticket>> {
+        let mut holds = self.holds.lock();
+        let Some(hold) = holds.get_mut(&owner) else { return Ok(None) };
+        let watch = hold.node.watch();
+        if watch.is_over() {
+            return Err(Error::LockLost { path: watch.user_path().to_owned() });
+        }
+        let guard = self.next_guard.fetch_add(1, Ordering::Relaxed);
+        hold.guards.push(guard);
+        Ok(Some(Ticket { owner, guard, watch: watch.clone() }))
+    }
+
+    /// Records `node` as `owner`'s hold and returns its first guard's ticket. An older hold of
+    /// the same owner can only be over (the new acquire waited behind it otherwise): it is
+    /// replaced, and its remaining guards no longer match.
+    pub(crate) fn insert(&self, owner: Owner, node: HeldNode) -> Ticket {
+        let guard = self.next_guard.fetch_add(1, Ordering::Relaxed);
+        let watch = node.watch().clone();
+        let replaced = self.holds.lock().insert(owner, Hold { node, guards: vec![guard] });
+        drop(replaced); // outside the lock: dropping a node sends its delete
+        Ticket { owner, guard, watch }
+    }
+
+    /// Ends `ticket`'s guard (again: nothing happens). Returns the node when it was its
+    /// hold's last guard.
+    pub(crate) fn end(&self, ticket: &Ticket) -> Option<HeldNode> {
+        let mut holds = self.holds.lock();
+        let hold = holds.get_mut(&ticket.owner)?;
+        let before = hold.guards.len();
+        hold.guards.retain(|g| *g != ticket.guard);
+        if hold.guards.len() == before || !hold.guards.is_empty() {
+            return None;
+        }
+        holds.remove(&ticket.owner).map(|h| h.node)
+    }
+
+    /// True when any owner holds the lock.
+    pub(crate) fn any(&self) -> bool {
+        !self.holds.lock().is_empty()
+    }
+
+    /// True when `owner` holds the lock.
+    pub(crate) fn held_by(&self, owner: Owner) -> bool {
+        self.holds.lock().contains_key(&owner)
+    }
+}
