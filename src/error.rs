@@ -68,6 +68,16 @@ pub enum Error {
         path: String,
     },
 
+    /// The task holds the read lock of a read-write lock and asked for its write lock. The
+    /// write node would queue behind the task's own read node and wait for it forever
+    /// (Curator's acquire hangs there), so the request is refused before anything is sent.
+    /// Release the read lock first, or take the write lock first and downgrade.
+    #[error("upgrade refused on {path}: the task holds the read lock; release it before taking the write lock")]
+    UpgradeRefused {
+        /// The read-write lock's path.
+        path: String,
+    },
+
     /// A request would be larger than the server accepts (its `jute.maxbuffer`, by default
     /// 1 MiB). The server would drop the connection on every try, suspending every lock of
     /// the process, so it is refused before anything is sent.
@@ -177,6 +187,9 @@ mod tests {
         assert!(!bad.is_retryable());
         assert!(bad.to_string().contains("max_leases"));
         assert!(Error::LockLost { path: "/a".into() }.is_session_lost());
+        let upgrade = Error::UpgradeRefused { path: "/rw".into() };
+        assert!(!upgrade.is_retryable() && !upgrade.is_session_lost() && !upgrade.is_connection_error());
+        assert!(upgrade.to_string().contains("/rw"));
     }
 
     #[test]

@@ -7,13 +7,14 @@
 //! flight leaves that reply to the reaper too. Neither path blocks, spawns or needs a runtime
 //! in `Drop`.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use zookeeper_client::{EventType, WatchedEvent};
 
 use super::node::{Cleanup, CreatedNode};
+use super::revocation::{End, NodeRevocation};
 use crate::error::{is_zk_retryable, is_zk_session_lost, Result, ZkError};
 use crate::framework::{ConnectionState, Framework};
 use crate::sync::Mutex;
@@ -47,8 +48,15 @@ impl HeldNode {
             epoch: cleanup.epoch(),
             czxid,
             gone: Arc::default(),
+            revocation: None,
         };
         Self { cleanup, watch, kept_watches: Mutex::default() }
+    }
+
+    /// Makes this a revocable hold: guards report the requests `revocation` sees. Call it
+    /// before handing out the node's watch.
+    pub(crate) fn set_revocation(&mut self, revocation: Arc<NodeRevocation>) {
+        self.watch.revocation = Some(revocation);
     }
 
     /// Keeps `watch` until the node is released.
@@ -107,9 +115,16 @@ pub(crate) struct NodeWatch {
     czxid: i64,
     /// Set once this process knows the node is gone (released, or seen deleted).
     gone: Arc<AtomicBool>,
+    /// The node's revocation requests, when it was acquired revocably.
+    revocation: Option<Arc<NodeRevocation>>,
 }
 
 impl NodeWatch {
+    /// The node's full server path (namespace included).
+    pub(crate) fn full_path(&self) -> &str {
+        &self.full_path
+    }
+
     /// The node's path as the user sees it (namespace stripped).
     pub(crate) fn user_path(&self) -> &str {
         self.framework.unfix_path(&self.full_path)
@@ -166,8 +181,29 @@ impl NodeWatch {
         }
     }
 
+    /// Waits for a revocation request to the node not yet counted in `seen` and counts it
+    /// (true), or false once no request can come: the node is gone, its session ended, or it
+    /// was not acquired revocably (then at once).
+    pub(crate) async fn revocation_requested(&self, seen: &AtomicU64) -> bool {
+        match &self.revocation {
+            Some(revocation) => revocation.next_request(seen).await,
+            None => false,
+        }
+    }
+
     /// Completes when the node is deleted (and records it) or its session ends.
+    ///
+    /// A revocable node already has a data watch that reads every change (revocation requests
+    /// are data changes): that watch's end is awaited instead of a second watch that would
+    /// read each change again and drop it.
     async fn node_gone(&self) {
+        if let Some(revocation) = &self.revocation {
+            match revocation.ended().await {
+                End::Deleted => self.gone.store(true, Ordering::SeqCst),
+                End::Stopped => std::future::pending().await, // the state watch decides
+            }
+            return;
+        }
         loop {
             let Some(client) = self.client() else { return };
             let watch = || client.get_and_watch_data(&self.full_path);
@@ -180,7 +216,9 @@ impl NodeWatch {
                 Ok((_, _, watcher)) => match watcher.changed().await.event_type {
                     EventType::NodeDeleted => break,
                     EventType::Session => return,
-                    _ => {} // the data changed: watch again
+                    // Not revocable: data is only informational here (a revoke message
+                    // included: the holder did not ask to hear it). Watch again.
+                    _ => {}
                 },
             }
         }

@@ -22,7 +22,8 @@ use zookeeper_client::{EventType, WatchedEvent};
 use super::acquire::Mode;
 use super::driver::{Driver, Verdict};
 use super::held::HeldNode;
-use super::node::{retry_request, Failure, NodeSpec};
+use super::node::{retry_request, CreatedNode, Failure, NodeSpec};
+use super::revocation::{NodeRevocation, Signal};
 use crate::error::{Error, Result, ZkError};
 use crate::framework::{ConnectionState, Framework, Session};
 use crate::path;
@@ -76,16 +77,40 @@ impl LockInternals {
         NodeSpec { framework: &self.framework, dir: &self.dir, marker: self.driver.lock_name(), data: &self.data }
     }
 
-    /// Acquires in mode `M`, starting a fresh attempt (new node) whenever ours goes missing.
-    pub(crate) async fn acquire<M: Mode>(&self) -> Result<M::Out<HeldNode>> {
-        fresh_attempts(&self.framework, &self.path, || self.attempt::<M>()).await
+    /// What a revocable node is created as: no data, as Curator writes it (the data watch
+    /// then only ever sees a revoker's write).
+    pub(crate) fn revocable_spec(&self) -> NodeSpec<'_> {
+        NodeSpec { data: &[], ..self.spec() }
     }
 
-    async fn attempt<M: Mode>(&self) -> Result<M::Out<HeldNode>, Failure> {
+    /// Acquires in mode `M`, starting a fresh attempt (new node) whenever ours goes missing.
+    pub(crate) async fn acquire<M: Mode>(&self) -> Result<M::Out<HeldNode>> {
+        self.acquire_with::<M>(None).await
+    }
+
+    /// [`acquire`](Self::acquire), revocably when `revocable` is given: each node is created
+    /// with no data and watched for revocation requests (which reach `revocable` while the
+    /// acquire waits, and the guards once it holds).
+    pub(crate) async fn acquire_with<M: Mode>(&self, revocable: Option<&Arc<Signal>>) -> Result<M::Out<HeldNode>> {
+        fresh_attempts(&self.framework, &self.path, || self.attempt::<M>(revocable)).await
+    }
+
+    async fn attempt<M: Mode>(&self, revocable: Option<&Arc<Signal>>) -> Result<M::Out<HeldNode>, Failure> {
         let session = self.framework.inner().session()?;
         let list = || session.client.list_children(&self.dir);
-        let (node, listed) = self.spec().create(&session, list).await?;
+        let spec = if revocable.is_some() { self.revocable_spec() } else { self.spec() };
+        let (node, listed) = spec.create(&session, list).await?;
         let mut listed = listed.filter(|children| children.iter().any(|c| c == node.name()));
+        // Started once the attempt is known to wait or hold (a busy try deletes its node at
+        // once); its first read checks the data too, so an earlier request is not missed.
+        let epoch = session.epoch;
+        let mut revocation: Option<Arc<NodeRevocation>> = None;
+        let mut watch_revocation = move |node: &CreatedNode| {
+            if let (Some(signal), None) = (revocable, &revocation) {
+                revocation = Some(NodeRevocation::start(&self.framework, epoch, node.full_path(), signal.clone()));
+            }
+            revocation.clone()
+        };
         loop {
             let mut sorted = match listed.take() {
                 Some(children) => children,
@@ -94,18 +119,23 @@ impl LockInternals {
             self.driver.sort(&mut sorted);
             let (ahead, index) = match self.driver.verdict(&sorted, node.name()) {
                 Verdict::Missing => return Err(Failure::NodeMissing),
-                Verdict::Acquired => return Ok(M::held(HeldNode::new(node))),
+                Verdict::Acquired => {
+                    let revocation = watch_revocation(&node);
+                    return Ok(M::held(hold(node, revocation)));
+                }
                 Verdict::Watch { node, index } => (node, index),
             };
             if let Some(busy) = M::busy() {
                 return Ok(busy); // our node is dropped, which deletes it
             }
+            watch_revocation(&node);
             // Taking the lock without listing again needs proof that our node still exists.
             let shortcut = index == 0 && self.driver.first_after_holder_leaves();
             let own = shortcut.then_some(node.name());
             if let Some(own_watch) = self.wait_for_change(&session, &ahead, own).await? {
                 // We saw the whole queue ahead of us: only the holder. It is gone.
-                let mut held = HeldNode::new(node);
+                let revocation = watch_revocation(&node);
+                let mut held = hold(node, revocation);
                 held.keep_watch(own_watch);
                 return Ok(M::held(held));
             }
@@ -185,6 +215,15 @@ impl LockInternals {
         self.driver.sort(&mut children);
         Ok(children.iter().map(|c| self.framework.unfix_path(&path::join(&self.dir, c)).to_owned()).collect())
     }
+}
+
+/// The held stage of `node`, revocable when `revocation` watches it.
+pub(crate) fn hold(node: CreatedNode, revocation: Option<Arc<NodeRevocation>>) -> HeldNode {
+    let mut held = HeldNode::new(node);
+    if let Some(revocation) = revocation {
+        held.set_revocation(revocation);
+    }
+    held
 }
 
 /// Runs `attempt` until it ends with a verdict, starting a fresh one (with a new node)

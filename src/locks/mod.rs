@@ -10,7 +10,8 @@
 //! | `internals.rs` | the one wait engine (Curator's `LockInternals`) and the start-over loop |
 //! | `reentrant.rs` | per-task reentrancy: holds, their guards, who owns them |
 //! | `acquire.rs` | the one acquire front-end: the acquire forms, `Lockable` and `LockHold` |
-//! | `mutex.rs`, `semaphore.rs`, `semaphore_mutex.rs`, `multi.rs` | the recipes, thin |
+//! | `revocation.rs` | revocation: the watch on a revocable node, `Revocable`, `Revoker` |
+//! | `mutex.rs`, `read_write.rs`, `semaphore.rs`, `semaphore_mutex.rs`, `multi.rs` | the recipes, thin |
 
 mod acquire;
 mod driver;
@@ -19,12 +20,16 @@ mod internals;
 mod multi;
 mod mutex;
 mod node;
+mod read_write;
 mod reentrant;
+mod revocation;
 mod semaphore;
 mod semaphore_mutex;
 
 pub use self::acquire::{LockHold, Lockable};
 pub use self::multi::{MultiLock, MultiLockGuard};
 pub use self::mutex::{InterProcessMutex, MutexGuard};
+pub use self::read_write::{InterProcessReadWriteLock, ReadLock, ReadLockGuard, WriteLock, WriteLockGuard};
+pub use self::revocation::{Revocable, Revoker};
 pub use self::semaphore::{InterProcessSemaphore, SemaphoreLease};
 pub use self::semaphore_mutex::{InterProcessSemaphoreMutex, SemaphoreMutexGuard};

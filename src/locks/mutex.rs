@@ -7,6 +7,7 @@ use super::acquire::{self, hold_one_node, Acquire, Mode};
 use super::driver::StandardDriver;
 use super::internals::LockInternals;
 use super::reentrant::{Holds, Owner, Ticket};
+use super::revocation::{Revocable, RevocableLock, Signal};
 use crate::error::Result;
 use crate::framework::Framework;
 
@@ -116,6 +117,13 @@ impl InterProcessMutex {
         acquire::acquire_timeout(self, timeout).await
     }
 
+    /// A handle whose acquires are revocable (Curator's `makeRevocable`): their nodes carry no
+    /// data and report revocation requests to the handle (while the acquire waits, too) and
+    /// to the guard. See [`Revocable`].
+    pub fn revocable(&self) -> Revocable<InterProcessMutex> {
+        Revocable::new(self.clone())
+    }
+
     /// True when any task of this process holds the lock through this handle or a clone.
     pub fn is_acquired_in_this_process(&self) -> bool {
         self.shared.holds.any()
@@ -143,17 +151,16 @@ impl InterProcessMutex {
     }
 }
 
-impl Acquire for InterProcessMutex {
-    type Guard = MutexGuard;
-
-    async fn acquire_with<M: Mode>(&self) -> Result<M::Out<MutexGuard>> {
+impl InterProcessMutex {
+    async fn acquire_as<M: Mode>(&self, revocable: Option<&Arc<Signal>>) -> Result<M::Out<MutexGuard>> {
         let owner = Owner::current();
         if let Some(ticket) = self.shared.holds.reenter(owner)? {
             return Ok(M::held(self.guard(ticket)));
         }
         let span = tracing::debug_span!("zk_recipes.lock.acquire", path = %self.path());
         let started = tokio::time::Instant::now();
-        let acquired = tracing::Instrument::instrument(self.shared.internals.acquire::<M>(), span.clone()).await?;
+        let acquiring = self.shared.internals.acquire_with::<M>(revocable);
+        let acquired = tracing::Instrument::instrument(acquiring, span.clone()).await?;
         Ok(M::map(acquired, |node| {
             let watch = node.watch();
             span.in_scope(|| {
@@ -169,9 +176,23 @@ impl Acquire for InterProcessMutex {
             self.guard(self.shared.holds.insert(owner, node))
         }))
     }
+}
+
+impl Acquire for InterProcessMutex {
+    type Guard = MutexGuard;
+
+    async fn acquire_with<M: Mode>(&self) -> Result<M::Out<MutexGuard>> {
+        self.acquire_as::<M>(None).await
+    }
 
     fn is_acquired_in_this_process(&self) -> bool {
         InterProcessMutex::is_acquired_in_this_process(self)
+    }
+}
+
+impl RevocableLock for InterProcessMutex {
+    async fn acquire_revocable<M: Mode>(&self, signal: &Arc<Signal>) -> Result<M::Out<MutexGuard>> {
+        self.acquire_as::<M>(Some(signal)).await
     }
 }
 
@@ -213,6 +234,20 @@ impl MutexGuard {
     /// Cancel-safe: it only observes; each call sets a fresh data watch on the lock node.
     pub async fn lost(&self) {
         self.ticket.watch().lost().await
+    }
+
+    /// Completes with `true` at each revocation request to the lock node (another process wrote
+    /// `__REVOKE__` into it: [`Revoker::attempt_revoke`](crate::Revoker::attempt_revoke), or
+    /// Curator's `Revoker.attemptRevoke`), once per request and guard, requests made while the
+    /// acquire waited included. Completes with `false` when no request can come: the node is
+    /// gone or its session ended, or the hold was not acquired through
+    /// [`InterProcessMutex::revocable`] (then at once). Revocation is cooperative: release
+    /// when convenient.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a request is counted as reported only when this returns `true`.
+    pub async fn revocation_requested(&self) -> bool {
+        self.ticket.revocation_requested().await
     }
 
     /// Ends this hold. When it was the owner's last, the node is deleted now and the outcome

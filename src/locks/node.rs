@@ -198,6 +198,11 @@ impl CreatedNode {
         &self.name
     }
 
+    /// The node's full server path.
+    pub(crate) fn full_path(&self) -> &str {
+        &self.full_path
+    }
+
     /// Takes the node apart for the held stage: its cleanup, full path and creation zxid.
     pub(crate) fn into_parts(self) -> (Cleanup, String, i64) {
         (self.cleanup, self.full_path, self.czxid)
@@ -231,19 +236,56 @@ impl NodeSpec<'_> {
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T, ZkError>>,
     {
+        self.create_as(session, None, list).await
+    }
+
+    /// Creates a protected plain ephemeral node named `<prefix><marker><sequence>`, carrying a
+    /// sequence chosen by the caller instead of one the server appends: the read-write lock's
+    /// downgrade node, which takes its write node's sequence so that it sorts at the write
+    /// node's place in the queue (Curator 5.5+). `after` is sent right behind the create, as
+    /// `list` is for [`create`](Self::create); everything else is as there.
+    pub(crate) async fn create_with_sequence<T, F, Fut>(
+        &self,
+        session: &Session,
+        sequence: &str,
+        after: F,
+    ) -> Result<(CreatedNode, Option<T>), Failure>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, ZkError>>,
+    {
+        self.create_as(session, Some(sequence), after).await
+    }
+
+    /// The create behind both forms: ephemeral-sequential without `sequence`, plain ephemeral
+    /// with it.
+    async fn create_as<T, F, Fut>(
+        &self,
+        session: &Session,
+        sequence: Option<&str>,
+        list: F,
+    ) -> Result<(CreatedNode, Option<T>), Failure>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, ZkError>>,
+    {
         let prefix = path::new_protected_prefix();
-        let base = format!("{}/{}{}", self.dir, prefix, self.marker);
+        let base = format!("{}/{}{}{}", self.dir, prefix, self.marker, sequence.unwrap_or(""));
         let acl = self.framework.acl_for(&base)?;
-        let options = CreateMode::EphemeralSequential.with_acls(Acls::new(&acl));
+        let mode = if sequence.is_some() { CreateMode::Ephemeral } else { CreateMode::EphemeralSequential };
+        let options = mode.with_acls(Acls::new(&acl));
         let pending = PendingCreate::new(self.framework, session.epoch, self.dir, prefix);
         let mut retry = self.framework.retry_loop();
         let mut made_parents = false;
         loop {
             let (created, listed) = futures::join!(session.client.create(&base, self.data, &options), list());
             let error = match created {
-                Ok((stat, sequence)) => {
+                Ok((stat, assigned)) => {
                     session.learn_id(stat.ephemeral_owner);
-                    let name = format!("{}{}{sequence}", pending.prefix, self.marker);
+                    let name = match sequence {
+                        Some(sequence) => format!("{}{}{sequence}", pending.prefix, self.marker),
+                        None => format!("{}{}{assigned}", pending.prefix, self.marker),
+                    };
                     return Ok((pending.created(name, stat.czxid), listed.ok()));
                 }
                 Err(ZkError::NoNode) if !made_parents => {

@@ -52,12 +52,24 @@ pub(crate) struct Ticket {
     owner: Owner,
     guard: u64,
     watch: NodeWatch,
+    /// The revocation requests this guard has reported.
+    revocations_seen: AtomicU64,
 }
 
 impl Ticket {
+    fn new(owner: Owner, guard: u64, watch: NodeWatch) -> Self {
+        Ticket { owner, guard, watch, revocations_seen: AtomicU64::new(0) }
+    }
+
     /// The held node, as the guard sees it.
     pub(crate) fn watch(&self) -> &NodeWatch {
         &self.watch
+    }
+
+    /// The next revocation request to the node that this guard has not reported yet (true),
+    /// or false once none can come; see [`NodeWatch::revocation_requested`].
+    pub(crate) async fn revocation_requested(&self) -> bool {
+        self.watch.revocation_requested(&self.revocations_seen).await
     }
 }
 
@@ -76,7 +88,7 @@ impl Holds {
         }
         let guard = self.next_guard.fetch_add(1, Ordering::Relaxed);
         hold.guards.push(guard);
-        Ok(Some(Ticket { owner, guard, watch: watch.clone() }))
+        Ok(Some(Ticket::new(owner, guard, watch.clone())))
     }
 
     /// Records `node` as `owner`'s hold and returns its first guard's ticket. An older hold of
@@ -87,7 +99,7 @@ impl Holds {
         let watch = node.watch().clone();
         let replaced = self.holds.lock().insert(owner, Hold { node, guards: vec![guard] });
         drop(replaced); // outside the lock: dropping a node sends its delete
-        Ticket { owner, guard, watch }
+        Ticket::new(owner, guard, watch)
     }
 
     /// Ends `ticket`'s guard (again: nothing happens). Returns the node when it was its
@@ -111,5 +123,10 @@ impl Holds {
     /// True when `owner` holds the lock.
     pub(crate) fn held_by(&self, owner: Owner) -> bool {
         self.holds.lock().contains_key(&owner)
+    }
+
+    /// The node of `owner`'s hold, if it has one (over or not).
+    pub(crate) fn node_of(&self, owner: Owner) -> Option<NodeWatch> {
+        self.holds.lock().get(&owner).map(|hold| hold.node.watch().clone())
     }
 }
