@@ -26,6 +26,11 @@
 //   is_acquired ID                -> is_acquired ID true|false   (isAcquiredInThisProcess)
 //   loop ID N LOGFILE HOLD_MS     -> loop-started ID; later async `loop-done ID <count>` or
 //                                    `loop-error ID <msg>`
+//   rwloop ID N LOGFILE HOLD_MS WRITE_PCT SEED
+//                                 -> loop-started ID; like `loop` on the halves of rwlock ID,
+//                                    each round taking ID.write with probability WRITE_PCT %
+//                                    (java.util.Random(SEED)) and ID.read otherwise; the log
+//                                    names the half (`enter java:ID.read ...`)
 //   state                         -> state true|false   (ZookeeperClient.isConnected)
 //   session                       -> session 0x<hex session id>
 //   quit                          -> bye, then the process exits 0
@@ -379,6 +384,20 @@ public final class CuratorPeer {
                 h.worker.execute(() -> runLoop(h, n, file, holdMs));
                 return true;
             }
+            case "rwloop": {
+                need(t, 7, "rwloop ID N LOGFILE HOLD_MS WRITE_PCT SEED");
+                Handle read = handle(t[1] + ".read");
+                Handle write = handle(t[1] + ".write");
+                int n = Integer.parseInt(t[2]);
+                String file = t[3];
+                long holdMs = Long.parseLong(t[4]);
+                int writePct = Integer.parseInt(t[5]);
+                java.util.Random random = new java.util.Random(Long.parseLong(t[6]));
+                String id = t[1];
+                emit("loop-started " + id);
+                read.worker.execute(() -> runRwLoop(id, read, write, n, file, holdMs, writePct, random));
+                return true;
+            }
             case "state":
                 emit("state " + client.getZookeeperClient().isConnected());
                 return true;
@@ -496,6 +515,32 @@ public final class CuratorPeer {
     private static String leasePath(Handle h, Lease lease) {
         String base = h.path.endsWith("/") ? h.path.substring(0, h.path.length() - 1) : h.path;
         return base + "/leases/" + lease.getNodeName();
+    }
+
+    /** `rwloop`: N rounds, each on the write half with probability writePct %, else the read half. */
+    private static void runRwLoop(String id, Handle read, Handle write, int n, String file, long holdMs,
+            int writePct, java.util.Random random) {
+        int count = 0;
+        try (FileOutputStream log = new FileOutputStream(file, true)) {
+            for (int i = 0; i < n; i++) {
+                Handle h = random.nextInt(100) < writePct ? write : read;
+                acquire(h, 1, null);
+                try {
+                    log.write(("enter java:" + h.id + " " + System.nanoTime() + "\n")
+                            .getBytes(StandardCharsets.UTF_8));
+                    if (holdMs > 0) {
+                        Thread.sleep(holdMs);
+                    }
+                    log.write(("exit java:" + h.id + "\n").getBytes(StandardCharsets.UTF_8));
+                } finally {
+                    release(h);
+                }
+                count++;
+            }
+            emit("loop-done " + id + " " + count);
+        } catch (Throwable e) {
+            emit("loop-error " + id + " " + describe(e) + " (after " + count + ")");
+        }
     }
 
     /** N times: acquire, log enter, hold, log exit, release. Each line is one append write. */

@@ -165,7 +165,7 @@ impl Expect {
             "mutex" | "semaphore" | "semmutex" | "rwlock" | "revocable" | "revoke" => &["ok"],
             "acquire" | "acquire_many" => &["acquired", "timeout"],
             "release" => &["released"],
-            "loop" => &["loop-started"],
+            "loop" | "rwloop" => &["loop-started"],
             "quit" => &["bye"],
             other => &[other], // participants, lockpath, is_acquired, state, session, ...
         };
@@ -300,7 +300,7 @@ impl CuratorPeer {
     /// [`wait_for`](Self::wait_for) (e.g. `send("acquire B")`, then `wait_for("acquired B", ..)`).
     ///
     /// Only for commands whose reply carries the ID (acquire, acquire_many, release, lockpath,
-    /// participants, is_acquired, loop): a bare `ok` left unread would be taken for the reply to
+    /// participants, is_acquired, loop, rwloop): a bare `ok` left unread would be taken for the reply to
     /// a later command.
     pub async fn send(&mut self, line: &str) -> Result<(), String> {
         if !Expect::for_command(line)?.is_keyed() {
