@@ -73,32 +73,9 @@ fn curator_required() -> bool {
     std::env::var("ZKR_REQUIRE_CURATOR").is_ok_and(|v| v == "1")
 }
 
-/// Finds a JDK tool in `$JAVA_HOME/bin`, else on `PATH`, and checks that it runs.
+/// Finds a JDK tool (see `interop/classpath.rs`).
 fn find_tool(name: &str) -> Result<PathBuf, Problem> {
-    let from_home = std::env::var_os("JAVA_HOME").map(|home| PathBuf::from(home).join("bin").join(name));
-    let path = match from_home.filter(|p| p.is_file()) {
-        Some(p) => p,
-        None => std::env::var_os("PATH")
-            .iter()
-            .flat_map(std::env::split_paths)
-            .map(|dir| dir.join(name))
-            .find(|p| p.is_file())
-            .ok_or_else(|| Problem::Missing(format!("`{name}` not found (JAVA_HOME or PATH)")))?,
-    };
-    let out = std::process::Command::new(&path)
-        .arg("-version")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| Problem::Missing(format!("cannot run {}: {e}", path.display())))?;
-    if !out.status.success() {
-        return Err(Problem::Missing(format!(
-            "{} -version failed ({}): {}",
-            path.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(path)
+    classpath::find_jdk_tool(name).map_err(Problem::Missing)
 }
 
 /// The Curator runtime classpath (see `interop/classpath.rs`).
