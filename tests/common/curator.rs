@@ -43,6 +43,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// The peer's source, relative to the repository root.
 const SOURCE_IN_REPO: &str = "interop/CuratorPeer.java";
 const MAIN_CLASS: &str = "CuratorPeer";
+
 /// The peer's source file: under the manifest directory of the package whose tests run, or
 /// of an enclosing one (the `zkr` package's tests use this harness too).
 fn source_path() -> PathBuf {
