@@ -61,8 +61,14 @@ where
     }
 }
 
-/// The connect string of the process-wide server (for tests that inject no server faults).
+/// The connect string of the process-wide server (for tests that inject no server faults), or
+/// the ensemble named by `ZKR_TEST_CONNECT` when it is set (for example the docker compose
+/// ensemble; see `docker/README.md`). Tests that stop, pause or break servers start their own
+/// whatever this says.
 pub async fn shared_connect() -> String {
+    if let Some(connect) = std::env::var("ZKR_TEST_CONNECT").ok().filter(|c| !c.trim().is_empty()) {
+        return connect;
+    }
     testing::shared_server().await.expect("starting the shared ZooKeeper server").connect_string()
 }
 
