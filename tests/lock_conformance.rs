@@ -1,6 +1,7 @@
 //! The base lock suite (Curator's `TestInterProcessMutexBase`), run over every lock of the
 //! crate through [`Lockable`], the interface `MultiLock` composes: a mutex, a semaphore mutex,
-//! a one-lease semaphore and a multi-lock of two mutexes.
+//! a one-lease semaphore, a multi-lock of two mutexes, the write half of a read-write lock and
+//! a revocable mutex (the read half shares, so the exclusive suite does not apply to it).
 //!
 //! Each scenario runs once per kind (a test per kind, so a failure names both). Reentrancy
 //! scenarios assert reentrancy for the reentrant kinds and its absence (the second acquire
@@ -14,7 +15,8 @@ use std::time::Duration;
 
 use common::fixtures::*;
 use zk_recipes::{
-    Framework, InterProcessMutex, InterProcessSemaphore, InterProcessSemaphoreMutex, LockHold, Lockable, MultiLock,
+    Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, InterProcessSemaphoreMutex,
+    LockHold, Lockable, MultiLock,
 };
 
 const LIMIT: Duration = Duration::from_secs(90);
@@ -31,12 +33,14 @@ enum Kind {
     SemaphoreMutex,
     Semaphore,
     MultiLock,
+    WriteLock,
+    RevocableMutex,
 }
 
 impl Kind {
     /// Whether the task that holds the lock gets it again at once.
     fn reentrant(self) -> bool {
-        matches!(self, Kind::Mutex | Kind::MultiLock)
+        matches!(self, Kind::Mutex | Kind::MultiLock | Kind::WriteLock | Kind::RevocableMutex)
     }
 
     fn lock(self, fw: &Framework, path: &str) -> Arc<dyn Lockable> {
@@ -47,6 +51,8 @@ impl Kind {
             Kind::MultiLock => {
                 Arc::new(MultiLock::of_mutexes(fw, [format!("{path}/one"), format!("{path}/two")]).unwrap())
             }
+            Kind::WriteLock => Arc::new(InterProcessReadWriteLock::new(fw, path).unwrap().write_lock()),
+            Kind::RevocableMutex => Arc::new(InterProcessMutex::new(fw, path).unwrap().revocable()),
         }
     }
 }
@@ -342,4 +348,11 @@ macro_rules! conformance {
     };
 }
 
-conformance!(mutex => Mutex, semaphore_mutex => SemaphoreMutex, semaphore => Semaphore, multi_lock => MultiLock);
+conformance!(
+    mutex => Mutex,
+    semaphore_mutex => SemaphoreMutex,
+    semaphore => Semaphore,
+    multi_lock => MultiLock,
+    write_lock => WriteLock,
+    revocable_mutex => RevocableMutex,
+);

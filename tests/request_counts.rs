@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::fixtures::*;
 use zk_recipes::testing::{four_letter_word, CountingProxy, RequestCounts};
-use zk_recipes::{Framework, InterProcessMutex, InterProcessSemaphore};
+use zk_recipes::{Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore};
 
 const LIMIT: Duration = Duration::from_secs(60);
 /// Long enough that no ping falls into a measurement (pings are not counted anyway).
@@ -139,6 +139,60 @@ async fn uncontended_semaphore_lease_costs_six_requests() {
         for pinned in pins {
             fw.delete(&pinned).await.unwrap();
         }
+        fw.close().await;
+    })
+    .await;
+}
+
+/// Either half of the read-write lock, uncontended, costs what the mutex costs: the create
+/// with the listing right behind it, then the delete.
+#[tokio::test]
+async fn uncontended_read_and_write_cycles_cost_three_requests_each() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let (proxy, fw) = counted().await;
+        let path = unique_path("counts", "rwlock");
+        let pinned = pin(&fw, &path).await;
+        let lock = InterProcessReadWriteLock::new(&fw, &path).unwrap();
+        let before = proxy.counts();
+        for _ in 0..CYCLES {
+            lock.read_lock().acquire().await.unwrap().release().await.unwrap();
+        }
+        let reads = proxy.counts().since(&before);
+        assert_per_op(&reads, CYCLES, &[("create2", 1), ("delete", 1), ("getChildren", 1)], "a read cycle");
+        let before = proxy.counts();
+        for _ in 0..CYCLES {
+            lock.write_lock().acquire().await.unwrap().release().await.unwrap();
+        }
+        let writes = proxy.counts().since(&before);
+        assert_per_op(&writes, CYCLES, &[("create2", 1), ("delete", 1), ("getChildren", 1)], "a write cycle");
+        fw.delete(&pinned).await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
+
+/// A downgrade checks the write node, creates the tied read node with a second check right
+/// behind it (one round trip), and never lists the children: write, downgrade, release both.
+#[tokio::test]
+async fn a_downgrade_costs_two_checks_and_a_create() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let (proxy, fw) = counted().await;
+        let path = unique_path("counts", "downgrade");
+        let pinned = pin(&fw, &path).await;
+        let lock = InterProcessReadWriteLock::new(&fw, &path).unwrap();
+        let before = proxy.counts();
+        for _ in 0..CYCLES {
+            let write = lock.write_lock().acquire().await.unwrap();
+            let read = lock.read_lock().acquire().await.unwrap();
+            write.release().await.unwrap();
+            read.release().await.unwrap();
+        }
+        let cycles = proxy.counts().since(&before);
+        let expected = [("create2", 2), ("delete", 2), ("exists", 2), ("getChildren", 1)];
+        assert_per_op(&cycles, CYCLES, &expected, "write, downgrade, release both");
+        fw.delete(&pinned).await.unwrap();
         fw.close().await;
     })
     .await;

@@ -12,9 +12,9 @@ use zk_recipes::testing::{
 };
 use zk_recipes::{
     ConnectionState, ConnectionStateErrorPolicy, ConnectionStateStream, Error, FixedAclProvider, Framework,
-    FrameworkBuilder, InterProcessMutex, InterProcessSemaphore, InterProcessSemaphoreMutex, ListenerHandle, LockHold,
-    Lockable, MultiLock, MultiLockGuard, MutexGuard, OpenAclProvider, SemaphoreLease, SemaphoreMutexGuard,
-    StateSnapshot,
+    FrameworkBuilder, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, InterProcessSemaphoreMutex,
+    ListenerHandle, LockHold, Lockable, MultiLock, MultiLockGuard, MutexGuard, OpenAclProvider, ReadLock,
+    ReadLockGuard, Revocable, Revoker, SemaphoreLease, SemaphoreMutexGuard, StateSnapshot, WriteLock, WriteLockGuard,
 };
 
 fn send<T: Send>(_: &T) {}
@@ -47,6 +47,15 @@ fn public_types_are_send_sync_static() {
     send_sync_static::<SemaphoreMutexGuard>();
     send_sync_static::<MultiLock>();
     send_sync_static::<MultiLockGuard>();
+    send_sync_static::<InterProcessReadWriteLock>();
+    send_sync_static::<ReadLock>();
+    send_sync_static::<ReadLockGuard>();
+    send_sync_static::<WriteLock>();
+    send_sync_static::<WriteLockGuard>();
+    send_sync_static::<Revocable<InterProcessMutex>>();
+    send_sync_static::<Revocable<ReadLock>>();
+    send_sync_static::<Revocable<WriteLock>>();
+    send_sync_static::<Revoker>();
     send_sync_static::<Arc<dyn Lockable>>();
     send_sync_static::<Box<dyn LockHold>>();
     // The testing module.
@@ -75,6 +84,9 @@ async fn futures_are_send(
     multi: MultiLock,
     multi_guard: MultiLockGuard,
     held: Box<dyn LockHold>,
+    rw: InterProcessReadWriteLock,
+    read_guard: ReadLockGuard,
+    write_guard: WriteLockGuard,
 ) {
     let timeout = Duration::from_secs(1);
     send(&framework.start());
@@ -99,6 +111,29 @@ async fn futures_are_send(
     send(&multi.acquire_timeout(timeout));
     send(&multi_guard.lost());
     send(&held.lost());
+    send(&rw.read_lock().acquire());
+    send(&rw.read_lock().try_acquire());
+    send(&rw.read_lock().acquire_timeout(timeout));
+    send(&rw.read_lock().participant_nodes());
+    send(&rw.write_lock().acquire());
+    send(&rw.write_lock().try_acquire());
+    send(&rw.write_lock().acquire_timeout(timeout));
+    send(&rw.write_lock().participant_nodes());
+    let revocable = mutex.revocable();
+    send(&revocable.acquire());
+    send(&revocable.try_acquire());
+    send(&revocable.acquire_timeout(timeout));
+    send(&revocable.revocation_requested());
+    send(&rw.read_lock().revocable().acquire());
+    send(&rw.write_lock().revocable().acquire());
+    send(&Revoker::attempt_revoke(&framework, "/a/lock-0000000000"));
+    send(&guard.revocation_requested());
+    send(&read_guard.lost());
+    send(&read_guard.revocation_requested());
+    send(&write_guard.lost());
+    send(&write_guard.revocation_requested());
+    send(&read_guard.release());
+    send(&write_guard.release());
     send(&guard.release());
     send(&lease.release());
     send(&semaphore_guard.release());
