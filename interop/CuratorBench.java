@@ -6,8 +6,9 @@
 //
 //   java -cp <classes>:<curator classpath> CuratorBench CONNECT WORKLOAD CYCLES WARMUP CLIENTS
 //       MAX_LEASES BASE_PATH [hold-ms=N] [jit-warmup-ms=N] [label=TEXT] [srvr=HOST:PORT]
+//       [read-pct=P] [seed=N]
 //
-//   WORKLOAD    mutex-uncontended | mutex-contended | semaphore | many-waiters
+//   WORKLOAD    mutex-uncontended | mutex-contended | semaphore | many-waiters | rwlock
 //   CYCLES      measured cycles: mutex-uncontended: in total (the bench's --iters); others: per
 //               session (--cycles); many-waiters splits them over the session's 8 threads,
 //               rounded up, as the Rust bench does
@@ -22,12 +23,17 @@
 //               cycles per session) the measured part ran at about half of Curator's speed
 //   label       copied into the JSON line
 //   srvr        a server to ask for `srvr` (request counts); without it none are printed
+//   read-pct    rwlock: the share of cycles that take the read lock (default 80)
+//   seed        rwlock: seed of the read/write choice (default 1); each thread draws from
+//               java.util.Random(seed * 1000003 + thread index)
 //
-// Per session one CuratorFramework and one recipe object (InterProcessMutex or
-// InterProcessSemaphoreV2), used as a Curator user would: acquire() / release(), and
-// acquire() / lease.close(). Every thread: cycles until jit-warmup-ms have passed, WARMUP
+// Per session one CuratorFramework and one recipe object (InterProcessMutex,
+// InterProcessSemaphoreV2 or InterProcessReadWriteLock), used as a Curator user would:
+// acquire() / release(), acquire() / lease.close(), and readLock() or writeLock() acquire() /
+// release() (rwlock: the half drawn per cycle). Every thread: cycles until jit-warmup-ms have passed, WARMUP
 // cycles, then all threads meet and start the measured cycles together. A cycle is acquire, critical section, release; the critical section
-// counts the holders in a shared AtomicInteger (more than 1, or MAX_LEASES, is a violation) and
+// counts the holders in a shared AtomicInteger (more than 1, or MAX_LEASES, or for rwlock a
+// writer beside anyone, is a violation) and
 // yields the thread once so that other contenders run while this one counts as a holder.
 //
 // Output: one JSON line on stdout, with the fields of the Rust bench's lines and
@@ -55,6 +61,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.retry.ExponentialBackoffRetry;
@@ -70,6 +77,26 @@ public final class CuratorBench {
     /** What an acquire gives back: how to release it. */
     private interface Held {
         void release() throws Exception;
+
+        /** rwlock: whether this is the write lock (the others count every holder alike). */
+        default boolean writer() {
+            return false;
+        }
+    }
+
+    /** An rwlock hold: the half taken and how to release it. */
+    private static Held rwHeld(InterProcessMutex half, boolean writer) {
+        return new Held() {
+            @Override
+            public void release() throws Exception {
+                half.release();
+            }
+
+            @Override
+            public boolean writer() {
+                return writer;
+            }
+        };
     }
 
     /** One way of taking the lock (a session's recipe object). */
@@ -88,25 +115,32 @@ public final class CuratorBench {
 
     /** The shared holder count of one run. */
     private static final class Exclusion {
+        /** rwlock: a writer counts as this many holders, a reader as one. */
+        static final int WRITER = 1 << 20;
         final int max;
+        final boolean readWrite;
         final AtomicInteger holders = new AtomicInteger();
         final AtomicBoolean violated = new AtomicBoolean();
 
-        Exclusion(int max) {
+        Exclusion(int max, boolean readWrite) {
             this.max = max;
+            this.readWrite = readWrite;
         }
 
-        void criticalSection(long holdMs) throws Violation, InterruptedException {
-            int before = holders.getAndIncrement();
-            if (before >= max) {
+        void criticalSection(long holdMs, boolean writer) throws Violation, InterruptedException {
+            int weight = readWrite && writer ? WRITER : 1;
+            int before = holders.getAndAdd(weight);
+            if (readWrite ? (writer && before != 0) || before >= WRITER : before >= max) {
                 violated.set(true);
-                throw new Violation((before + 1) + " holders at once, at most " + max + " allowed");
+                throw new Violation(readWrite
+                        ? "a writer beside another holder (count " + (before + weight) + ")"
+                        : (before + 1) + " holders at once, at most " + max + " allowed");
             }
             Thread.yield();
             if (holdMs > 0) {
                 Thread.sleep(holdMs);
             }
-            holders.decrementAndGet();
+            holders.addAndGet(-weight);
         }
     }
 
@@ -147,7 +181,7 @@ public final class CuratorBench {
             long acquired = System.nanoTime();
             acquiringSince.set(0);
             try {
-                exclusion.criticalSection(holdMs);
+                exclusion.criticalSection(holdMs, held.writer());
             } finally {
                 held.release();
             }
@@ -210,6 +244,8 @@ public final class CuratorBench {
         long jitWarmupMs = DEFAULT_JIT_WARMUP_MS;
         String label = "";
         String srvr = null;
+        int readPct = 80;
+        long seed = 1;
         for (int i = 7; i < args.length; i++) {
             int eq = args[i].indexOf('=');
             String key = eq < 0 ? args[i] : args[i].substring(0, eq);
@@ -227,6 +263,12 @@ public final class CuratorBench {
                 case "srvr":
                     srvr = value.isEmpty() ? null : value;
                     break;
+                case "read-pct":
+                    readPct = number(value, "read-pct", 0);
+                    break;
+                case "seed":
+                    seed = number(value, "seed", 0);
+                    break;
                 default:
                     usage("unknown option " + args[i]);
             }
@@ -236,6 +278,7 @@ public final class CuratorBench {
         int threadsPerSession = 1;
         int maxHolders = 1;
         boolean semaphore = false;
+        boolean readWrite = false;
         boolean cycleLatency = false;
         switch (workload) {
             case "mutex-uncontended":
@@ -249,6 +292,10 @@ public final class CuratorBench {
                 sessions = clients;
                 maxHolders = maxLeases;
                 semaphore = true;
+                break;
+            case "rwlock":
+                sessions = clients;
+                readWrite = true;
                 break;
             case "many-waiters":
                 sessions = clients;
@@ -275,7 +322,7 @@ public final class CuratorBench {
             }
         }
 
-        Exclusion exclusion = new Exclusion(maxHolders);
+        Exclusion exclusion = new Exclusion(maxHolders, readWrite);
         int threads = sessions * threadsPerSession;
         String srvrAddress = srvr;
         long[] receivedBefore = {-1};
@@ -290,7 +337,18 @@ public final class CuratorBench {
         long jitWarmupUntil = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(jitWarmupMs);
         for (CuratorFramework client : frameworks) {
             Lock lock;
-            if (semaphore) {
+            if (readWrite) {
+                InterProcessReadWriteLock recipe = new InterProcessReadWriteLock(client, path);
+                // One thread per session (threadsPerSession is 1), so one generator per session.
+                java.util.Random random = new java.util.Random(seed * 1000003 + contenders.size());
+                int pct = readPct;
+                lock = () -> {
+                    boolean writer = random.nextInt(100) >= pct;
+                    InterProcessMutex half = writer ? recipe.writeLock() : recipe.readLock();
+                    half.acquire();
+                    return rwHeld(half, writer);
+                };
+            } else if (semaphore) {
                 InterProcessSemaphoreV2 recipe = new InterProcessSemaphoreV2(client, path, maxLeases);
                 lock = () -> {
                     Lease lease = recipe.acquire();
@@ -483,9 +541,10 @@ public final class CuratorBench {
 
     private static void usage(String problem) {
         System.err.println("CuratorBench: " + problem);
-        System.err.println("usage: CuratorBench CONNECT mutex-uncontended|mutex-contended|semaphore|many-waiters"
+        System.err.println("usage: CuratorBench CONNECT"
+                + " mutex-uncontended|mutex-contended|semaphore|many-waiters|rwlock"
                 + " CYCLES WARMUP CLIENTS MAX_LEASES BASE_PATH [hold-ms=N] [jit-warmup-ms=N] [label=TEXT]"
-                + " [srvr=HOST:PORT]");
+                + " [srvr=HOST:PORT] [read-pct=P] [seed=N]");
         System.exit(2);
     }
 

@@ -2,11 +2,12 @@
 
 use std::time::{Duration, Instant};
 
-use zk_recipes::{Framework, InterProcessMutex, InterProcessSemaphore};
+use zk_recipes::testing::CountingProxy;
+use zk_recipes::{Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore};
 
 use crate::options::STALL;
-use crate::raw::{RawMutex, RawSemaphore};
-use crate::report::{BenchError, BenchResult, Exclusion};
+use crate::raw::{RawMutex, RawReadWrite, RawSemaphore};
+use crate::report::{BenchError, BenchResult, Exclusion, Tally};
 
 /// How a zk-recipes mutex guard is given back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,12 +41,62 @@ pub(crate) enum Contender {
         pending_delete: Option<String>,
     },
     RawSemaphore(RawSemaphore),
+    /// A read-write lock: each cycle takes the read or the write half, as `mix` says.
+    ReadWrite {
+        framework: Framework,
+        lock: InterProcessReadWriteLock,
+        mix: Mix,
+        counter: Option<HalfCounter>,
+    },
+    RawReadWrite {
+        raw: RawReadWrite,
+        mix: Mix,
+        counter: Option<HalfCounter>,
+    },
 }
 
 /// What one cycle took.
 pub(crate) struct CycleTimes {
     pub(crate) acquire: Duration,
     pub(crate) cycle: Duration,
+    /// For the read-write lock: whether the cycle wrote.
+    pub(crate) write: Option<bool>,
+}
+
+/// The read-write workload's choice of half: a seeded generator (the same sequence for the
+/// same `--seed` and contender), reading `read_pct` % of the time.
+pub(crate) struct Mix {
+    state: u64,
+    read_pct: u32,
+}
+
+impl Mix {
+    pub(crate) fn new(seed: u64, contender: usize, read_pct: u32) -> Mix {
+        Mix { state: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (contender as u64 + 1), read_pct }
+    }
+
+    /// Whether the next cycle writes (splitmix64).
+    fn next_write(&mut self) -> bool {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) % 100 >= u64::from(self.read_pct)
+    }
+}
+
+/// With `--count-ops`, a read-write contender's session goes through a proxy of its own, so
+/// that each cycle's requests can be told apart as a read's or a write's.
+pub(crate) struct HalfCounter {
+    pub(crate) proxy: CountingProxy,
+    pub(crate) reads: Tally,
+    pub(crate) writes: Tally,
+}
+
+impl HalfCounter {
+    pub(crate) fn new(proxy: CountingProxy) -> HalfCounter {
+        HalfCounter { proxy, reads: Tally::default(), writes: Tally::default() }
+    }
 }
 
 impl Contender {
@@ -61,28 +112,28 @@ impl Contender {
                     ReleaseStyle::Await => guard.release().await?,
                     ReleaseStyle::Drop => drop(guard),
                 }
-                Ok(CycleTimes { acquire, cycle: started.elapsed() })
+                Ok(CycleTimes { acquire, cycle: started.elapsed(), write: None })
             }
             Contender::Semaphore { semaphore, .. } => {
                 let lease = stall_guard(semaphore.acquire()).await??;
                 let acquire = started.elapsed();
                 exclusion.critical_section(hold).await?;
                 lease.release().await?;
-                Ok(CycleTimes { acquire, cycle: started.elapsed() })
+                Ok(CycleTimes { acquire, cycle: started.elapsed(), write: None })
             }
             Contender::RawMutex(raw) => {
                 let node = stall_guard(raw.acquire()).await??;
                 let acquire = started.elapsed();
                 exclusion.critical_section(hold).await?;
                 raw.client.delete(&node, None).await?;
-                Ok(CycleTimes { acquire, cycle: started.elapsed() })
+                Ok(CycleTimes { acquire, cycle: started.elapsed(), write: None })
             }
             Contender::RawCreateDelete { raw, listed } => {
                 let node = if *listed { raw.create_listed().await? } else { raw.create().await? };
                 let acquire = started.elapsed();
                 exclusion.critical_section(hold).await?;
                 raw.client.delete(&node, None).await?;
-                Ok(CycleTimes { acquire, cycle: started.elapsed() })
+                Ok(CycleTimes { acquire, cycle: started.elapsed(), write: None })
             }
             Contender::RawMutexPipelined { raw, pending_delete } => {
                 // The previous cycle's delete goes out right before this cycle's create and
@@ -99,29 +150,89 @@ impl Contender {
                 let acquire = started.elapsed();
                 exclusion.critical_section(hold).await?;
                 *pending_delete = Some(node);
-                Ok(CycleTimes { acquire, cycle: started.elapsed() })
+                Ok(CycleTimes { acquire, cycle: started.elapsed(), write: None })
             }
             Contender::RawSemaphore(raw) => {
                 let lease = stall_guard(raw.acquire()).await??;
                 let acquire = started.elapsed();
                 exclusion.critical_section(hold).await?;
                 raw.client.delete(&lease, None).await?;
-                Ok(CycleTimes { acquire, cycle: started.elapsed() })
+                Ok(CycleTimes { acquire, cycle: started.elapsed(), write: None })
             }
+            Contender::ReadWrite { lock, mix, counter, .. } => {
+                let write = mix.next_write();
+                let before = counter.as_ref().map(|c| c.proxy.counts());
+                let started = Instant::now();
+                let acquire = if write {
+                    let guard = stall_guard(lock.write_lock().acquire()).await??;
+                    let acquire = started.elapsed();
+                    exclusion.read_write_section(true, hold).await?;
+                    guard.release().await?;
+                    acquire
+                } else {
+                    let guard = stall_guard(lock.read_lock().acquire()).await??;
+                    let acquire = started.elapsed();
+                    exclusion.read_write_section(false, hold).await?;
+                    guard.release().await?;
+                    acquire
+                };
+                let cycle = started.elapsed();
+                count_half(counter, before, write);
+                Ok(CycleTimes { acquire, cycle, write: Some(write) })
+            }
+            Contender::RawReadWrite { raw, mix, counter } => {
+                let write = mix.next_write();
+                let before = counter.as_ref().map(|c| c.proxy.counts());
+                let started = Instant::now();
+                let node = stall_guard(raw.acquire(write)).await??;
+                let acquire = started.elapsed();
+                exclusion.read_write_section(write, hold).await?;
+                raw.client.delete(&node, None).await?;
+                let cycle = started.elapsed();
+                count_half(counter, before, write);
+                Ok(CycleTimes { acquire, cycle, write: Some(write) })
+            }
+        }
+    }
+
+    /// A read-write contender's requests per half, when counted.
+    pub(crate) fn halves(&self) -> Option<(&Tally, &Tally)> {
+        match self {
+            Contender::ReadWrite { counter: Some(c), .. } | Contender::RawReadWrite { counter: Some(c), .. } => {
+                Some((&c.reads, &c.writes))
+            }
+            _ => None,
         }
     }
 
     pub(crate) async fn close(self) -> BenchResult<()> {
         match self {
-            Contender::Mutex { framework, .. } | Contender::Semaphore { framework, .. } => framework.close().await,
+            Contender::Mutex { framework, .. }
+            | Contender::Semaphore { framework, .. }
+            | Contender::ReadWrite { framework, .. } => framework.close().await,
             Contender::RawMutexPipelined { raw, pending_delete } => {
                 if let Some(node) = pending_delete {
                     raw.client.delete(&node, None).await?;
                 }
             }
-            Contender::RawMutex(_) | Contender::RawCreateDelete { .. } | Contender::RawSemaphore(_) => {}
+            Contender::RawMutex(_)
+            | Contender::RawCreateDelete { .. }
+            | Contender::RawSemaphore(_)
+            | Contender::RawReadWrite { .. } => {}
         }
         Ok(())
+    }
+}
+
+/// Adds one cycle's requests (since `before`) to its half's tally.
+fn count_half(counter: &mut Option<HalfCounter>, before: Option<zk_recipes::testing::RequestCounts>, write: bool) {
+    if let (Some(counter), Some(before)) = (counter.as_mut(), before) {
+        let spent = counter.proxy.counts().since(&before);
+        if write {
+            counter.writes.add(&spent);
+        } else {
+            counter.reads.add(&spent);
+        }
     }
 }
 

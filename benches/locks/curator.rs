@@ -99,6 +99,7 @@ impl CuratorBench {
         let (cycles, warmup, hold) = match workload {
             Workload::MutexUncontended => (o.iters, o.warmup, o.hold),
             Workload::Semaphore => (o.cycles, o.warmup_cycles, o.sem_hold),
+            Workload::RwLock => (o.cycles, o.warmup_cycles, o.rw_hold),
             _ => (o.cycles, o.warmup_cycles, o.hold),
         };
         let counts_before = env.proxy.as_ref().map(|p| p.counts());
@@ -114,6 +115,8 @@ impl CuratorBench {
             // With --count-ops the op count must be known (and timing does not matter anyway).
             .arg(format!("jit-warmup-ms={}", if env.proxy.is_some() { 0 } else { o.curator_warmup.as_millis() }))
             .arg(format!("label={}", o.label))
+            .arg(format!("read-pct={}", o.read_pct))
+            .arg(format!("seed={}", o.seed))
             .arg(format!("srvr={}", env.server))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -34,7 +34,7 @@ use std::process::ExitCode;
 use zk_recipes::testing::CountingProxy;
 
 use crate::curator::Curator;
-use crate::options::{parse_args, Options, Workload, USAGE};
+use crate::options::{parse_args, Options, USAGE};
 use crate::report::{json_string, BenchError};
 use crate::workloads::{run_workload, warm_up_server, Env, BENCH_ROOT};
 
@@ -131,10 +131,6 @@ async fn bench(options: Options, curator: Curator) -> ExitCode {
     let mut code = ExitCode::SUCCESS;
     let mut ratios = Vec::new();
     for workload in env.options.workloads.clone() {
-        if workload == Workload::RwLock {
-            println!("{{\"workload\":{},\"skipped\":\"not implemented\"}}", json_string(workload.name()));
-            continue;
-        }
         eprintln!("[locks] {} ...", workload.name());
         // ops/s of the zk-recipes lines, for the ratios to Curator.
         let mut ours = Vec::new();
@@ -151,6 +147,12 @@ async fn bench(options: Options, curator: Curator) -> ExitCode {
                     );
                     if let Some(breakdown) = &result.breakdown {
                         eprintln!("[locks]   {:<20} per op: {breakdown}", "");
+                    }
+                    if let Some(halves) = &result.halves {
+                        eprintln!("[locks]   {:<20} {}", "", halves.summary());
+                        if let Some(requests) = halves.requests() {
+                            eprintln!("[locks]   {:<20} {requests}", "");
+                        }
                     }
                     println!("{}", result.json(&env.options.label));
                 }

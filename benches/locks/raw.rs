@@ -104,3 +104,45 @@ impl RawSemaphore {
         Ok(lease)
     }
 }
+
+/// Curator's read-write lock algorithm, naively, with plain calls: create an
+/// ephemeral-sequential `__READ__`/`__WRIT__` node, list the children and sort them by
+/// sequence; a writer holds when first and otherwise watches its predecessor, a reader holds
+/// when no writer is ahead and otherwise watches the first writer; list again when the watched
+/// node changes. Every call awaited before the next; release = delete.
+pub(crate) struct RawReadWrite {
+    pub(crate) client: zk::Client,
+    pub(crate) dir: String,
+}
+
+impl RawReadWrite {
+    /// Returns the full path of the held node.
+    pub(crate) async fn acquire(&self, write: bool) -> BenchResult<String> {
+        let prefix = format!("{}/{}", self.dir, if write { "__WRIT__" } else { "__READ__" });
+        let (_, sequence) = self.client.create(&prefix, &[], &ephemeral_sequential()).await?;
+        let node = format!("{prefix}{sequence}");
+        let ours = &node[self.dir.len() + 1..];
+        // Every child here is `<marker><10 digits>`: the sequence is the sort key.
+        let key = |name: &str| name.get(name.len().saturating_sub(10)..).unwrap_or(name).to_owned();
+        loop {
+            let mut children = self.client.list_children(&self.dir).await?;
+            children.sort_by_key(|c| key(c));
+            let Some(index) = children.iter().position(|c| c == ours) else {
+                return Err(BenchError::Failed(format!("raw floor: our node {node} vanished")));
+            };
+            let blocker = if write {
+                index.checked_sub(1)
+            } else {
+                children[..index].iter().position(|c| c.contains("__WRIT__"))
+            };
+            let Some(blocker) = blocker else { return Ok(node) };
+            match self.client.get_and_watch_data(&format!("{}/{}", self.dir, children[blocker])).await {
+                Ok((_, _, watcher)) => {
+                    watcher.changed().await;
+                }
+                Err(zk::Error::NoNode) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}

@@ -67,6 +67,25 @@ impl Exclusion {
         self.holders.fetch_sub(1, Ordering::SeqCst);
     }
 
+    /// The read-write lock's critical section: a writer must be alone, a reader must have no
+    /// writer beside it (`max` is not used). Yields and holds as [`critical_section`](Self::critical_section).
+    pub(crate) async fn read_write_section(&self, write: bool, hold: Duration) -> BenchResult<()> {
+        // A writer counts as WRITER holders, a reader as one.
+        const WRITER: usize = 1 << 20;
+        let before = self.holders.fetch_add(if write { WRITER } else { 1 }, Ordering::SeqCst);
+        if (write && before != 0) || before >= WRITER {
+            self.violated.store(true, Ordering::SeqCst);
+            let (writers, readers) = (before / WRITER + usize::from(write), before % WRITER + usize::from(!write));
+            return Err(BenchError::Violation(format!("{writers} writers and {readers} readers at once")));
+        }
+        tokio::task::yield_now().await;
+        if !hold.is_zero() {
+            tokio::time::sleep(hold).await;
+        }
+        self.holders.fetch_sub(if write { WRITER } else { 1 }, Ordering::SeqCst);
+        Ok(())
+    }
+
     /// Enter, hold for `hold`, exit: the critical section of every workload.
     ///
     /// Even with no hold, the section yields to the scheduler once (microseconds, not a
@@ -95,6 +114,83 @@ pub(crate) struct Measured {
     pub(crate) requests_per_op: Option<f64>,
     /// With `--count-ops`: requests and watch events per op, by kind.
     pub(crate) breakdown: Option<String>,
+    /// For the read-write lock: the reads and the writes apart.
+    pub(crate) halves: Option<Halves>,
+}
+
+/// The reads and the writes of a read-write lock run, apart.
+#[derive(Debug, Default)]
+pub(crate) struct Halves {
+    pub(crate) read_samples: Vec<Duration>,
+    pub(crate) write_samples: Vec<Duration>,
+    /// With `--count-ops`: requests by kind over the reads and over the writes.
+    pub(crate) read_requests: Tally,
+    pub(crate) write_requests: Tally,
+}
+
+impl Halves {
+    /// `reads N (p50 .. ms, p99 .. ms), writes M (...)`, and with counts, their requests per op.
+    pub(crate) fn summary(&self) -> String {
+        let part = |what: &str, samples: &[Duration]| {
+            let mut sorted = samples.to_vec();
+            sorted.sort_unstable();
+            let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+            format!(
+                "{what} {} (acquire p50 {:.3} ms, p99 {:.3} ms)",
+                sorted.len(),
+                ms(nearest_rank(&sorted, 50.0)),
+                ms(nearest_rank(&sorted, 99.0))
+            )
+        };
+        format!("{}, {}", part("reads", &self.read_samples), part("writes", &self.write_samples))
+    }
+
+    /// Requests per read and per write, when counted.
+    pub(crate) fn requests(&self) -> Option<String> {
+        if self.read_requests.ops == 0 && self.write_requests.ops == 0 {
+            return None;
+        }
+        Some(format!("per read: {}; per write: {}", self.read_requests.per_op(), self.write_requests.per_op()))
+    }
+}
+
+/// Requests by kind over some ops (pings left out: they follow idle time, not the work).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Tally {
+    pub(crate) ops: u64,
+    pub(crate) counts: std::collections::BTreeMap<&'static str, u64>,
+}
+
+impl Tally {
+    /// Adds one op that cost `counts`.
+    pub(crate) fn add(&mut self, counts: &zk_recipes::testing::RequestCounts) {
+        self.ops += 1;
+        self.merge_counts(counts.iter());
+    }
+
+    pub(crate) fn merge(&mut self, other: &Tally) {
+        self.ops += other.ops;
+        self.merge_counts(other.counts.iter().map(|(k, n)| (*k, *n)));
+    }
+
+    fn merge_counts(&mut self, counts: impl Iterator<Item = (&'static str, u64)>) {
+        for (kind, n) in counts.filter(|(kind, _)| *kind != "ping") {
+            *self.counts.entry(kind).or_default() += n;
+        }
+    }
+
+    /// `kind n.nn` pairs per op; `requests` is every request kind together (not watch events
+    /// nor round trips).
+    pub(crate) fn per_op(&self) -> String {
+        let ops = self.ops.max(1) as f64;
+        let requests: u64 =
+            self.counts.iter().filter(|(k, _)| !matches!(**k, "watch-event" | "round-trip")).map(|(_, n)| n).sum();
+        let mut out = format!("requests {:.2}", requests as f64 / ops);
+        for (kind, n) in &self.counts {
+            let _ = write!(out, ", {kind} {:.2}", *n as f64 / ops);
+        }
+        out
+    }
 }
 
 impl Measured {

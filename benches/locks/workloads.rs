@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::Barrier;
 use zk_recipes::testing::CountingProxy;
 use zk_recipes::zk::{self, Acls, CreateMode};
-use zk_recipes::{Framework, InterProcessMutex, InterProcessSemaphore};
+use zk_recipes::{Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore};
 
-use crate::contenders::{Contender, ReleaseStyle};
+use crate::contenders::{Contender, HalfCounter, Mix, ReleaseStyle};
 use crate::options::{Options, Workload, WAITERS_PER_SESSION};
-use crate::raw::{RawMutex, RawSemaphore};
-use crate::report::{server_received, BenchError, BenchResult, Exclusion, Measured};
+use crate::raw::{RawMutex, RawReadWrite, RawSemaphore};
+use crate::report::{server_received, BenchError, BenchResult, Exclusion, Halves, Measured, Tally};
 
 /// Every run works under `BENCH_ROOT/<pid>-<millis>`, deleted at the end.
 pub(crate) const BENCH_ROOT: &str = "/zk-recipes-bench";
@@ -50,7 +50,7 @@ async fn run(env: &Env, plan: Plan, contenders: Vec<Contender>) -> BenchResult<M
         let (exclusion, warm, go) = (exclusion.clone(), warm.clone(), go.clone());
         let (warmup, cycles, hold, latency) = (plan.warmup, plan.cycles, plan.hold, plan.latency);
         tasks.push(tokio::spawn(async move {
-            let mut outcome: BenchResult<Vec<Duration>> = Ok(Vec::with_capacity(cycles));
+            let mut outcome: BenchResult<Vec<(Duration, Option<bool>)>> = Ok(Vec::with_capacity(cycles));
             for _ in 0..warmup {
                 if let Err(e) = contender.cycle(&exclusion, hold).await {
                     outcome = Err(e);
@@ -62,10 +62,13 @@ async fn run(env: &Env, plan: Plan, contenders: Vec<Contender>) -> BenchResult<M
             if let Ok(samples) = &mut outcome {
                 for _ in 0..cycles {
                     match contender.cycle(&exclusion, hold).await {
-                        Ok(times) => samples.push(match latency {
-                            Latency::Cycle => times.cycle,
-                            Latency::Acquire => times.acquire,
-                        }),
+                        Ok(times) => samples.push((
+                            match latency {
+                                Latency::Cycle => times.cycle,
+                                Latency::Acquire => times.acquire,
+                            },
+                            times.write,
+                        )),
                         Err(e) => {
                             outcome = Err(e);
                             break;
@@ -82,6 +85,7 @@ async fn run(env: &Env, plan: Plan, contenders: Vec<Contender>) -> BenchResult<M
     go.wait().await;
     let started = Instant::now();
     let mut samples = Vec::with_capacity(tasks_count * plan.cycles);
+    let mut halves: Option<Halves> = None;
     let mut last_end = started;
     let mut failure = None;
     let mut finished = Vec::with_capacity(tasks_count);
@@ -90,8 +94,14 @@ async fn run(env: &Env, plan: Plan, contenders: Vec<Contender>) -> BenchResult<M
             Ok((outcome, contender)) => {
                 finished.push(contender);
                 match outcome {
-                    Ok((mut client_samples, ended)) => {
-                        samples.append(&mut client_samples);
+                    Ok((client_samples, ended)) => {
+                        for (sample, write) in client_samples {
+                            samples.push(sample);
+                            if let Some(write) = write {
+                                let halves = halves.get_or_insert_with(Halves::default);
+                                if write { &mut halves.write_samples } else { &mut halves.read_samples }.push(sample);
+                            }
+                        }
                         last_end = last_end.max(ended);
                     }
                     Err(e) => {
@@ -108,6 +118,10 @@ async fn run(env: &Env, plan: Plan, contenders: Vec<Contender>) -> BenchResult<M
     let received_after = server_received(&env.server);
     let counts_after = env.proxy.as_ref().map(|p| p.counts());
     for contender in finished {
+        if let (Some(halves), Some((reads, writes))) = (halves.as_mut(), contender.halves()) {
+            halves.read_requests.merge(reads);
+            halves.write_requests.merge(writes);
+        }
         if let Err(e) = contender.close().await {
             failure = failure.or(Some(e));
         }
@@ -123,7 +137,14 @@ async fn run(env: &Env, plan: Plan, contenders: Vec<Contender>) -> BenchResult<M
         (Some(before), Some(after)) if ops > 0 => Some(after.saturating_sub(before) as f64 / ops as f64),
         _ => None,
     };
-    let breakdown = counts_before.zip(counts_after).map(|(before, after)| after.since(&before).per_op(ops));
+    let mut breakdown = counts_before.zip(counts_after).map(|(before, after)| after.since(&before).per_op(ops));
+    if let Some(halves) = halves.as_ref().filter(|h| h.read_requests.ops + h.write_requests.ops > 0) {
+        // The read-write contenders counted through proxies of their own, not the shared one.
+        let mut both = Tally::default();
+        both.merge(&halves.read_requests);
+        both.merge(&halves.write_requests);
+        breakdown = Some(both.per_op());
+    }
     Ok(Measured {
         implementation: plan.implementation,
         workload: plan.workload,
@@ -132,6 +153,7 @@ async fn run(env: &Env, plan: Plan, contenders: Vec<Contender>) -> BenchResult<M
         samples,
         requests_per_op,
         breakdown,
+        halves,
     })
 }
 
@@ -186,6 +208,25 @@ impl Env {
     async fn raw_mutexes(&self, n: usize, dir: &str) -> BenchResult<Vec<RawMutex>> {
         let clients = self.raw_clients(n, &[dir]).await?;
         Ok(clients.into_iter().map(|client| RawMutex { client, dir: dir.to_owned() }).collect())
+    }
+
+    /// With `--count-ops`, a proxy of its own for one read-write contender's session (so its
+    /// requests can be told apart per half); `None` otherwise.
+    async fn half_counter(&self) -> BenchResult<Option<HalfCounter>> {
+        if self.proxy.is_none() {
+            return Ok(None);
+        }
+        let upstream = self.server.split(',').next().unwrap_or_default().split('/').next().unwrap_or_default();
+        let proxy = CountingProxy::start(upstream).await.map_err(|e| BenchError::Failed(e.to_string()))?;
+        Ok(Some(HalfCounter::new(proxy)))
+    }
+
+    /// Where a read-write contender connects: its own counting proxy, or the run's address.
+    fn connect_for(&self, counter: &Option<HalfCounter>) -> String {
+        match counter {
+            Some(counter) => counter.proxy.connect_string(),
+            None => self.connect.clone(),
+        }
     }
 
     /// Deletes a raw floor's persistent directories (children first), best effort.
@@ -375,7 +416,46 @@ pub(crate) async fn run_workload(env: &Env, workload: Workload) -> BenchResult<V
             }
             results.push(run(env, plan("zk-recipes"), contenders).await?);
         }
-        Workload::RwLock => {}
+        Workload::RwLock => {
+            let plan = |implementation| Plan {
+                workload,
+                implementation,
+                warmup: o.warmup_cycles,
+                cycles: o.cycles,
+                hold: o.rw_hold,
+                latency: Latency::Acquire,
+                max_holders: usize::MAX, // the read-write section checks instead
+                sessions: o.clients,
+            };
+            let dir = env.dir(workload, "raw");
+            let mut contenders = Vec::with_capacity(o.clients);
+            for i in 0..o.clients {
+                let counter = env.half_counter().await?;
+                let client = zk::Client::connect(&env.connect_for(&counter)).await?;
+                if i == 0 {
+                    client.mkdir(&dir, &CreateMode::Persistent.with_acls(Acls::anyone_all())).await?;
+                }
+                let raw = RawReadWrite { client, dir: dir.clone() };
+                contenders.push(Contender::RawReadWrite { raw, mix: Mix::new(o.seed, i, o.read_pct), counter });
+            }
+            results.push(run(env, plan("raw-floor"), contenders).await?);
+            env.remove_tree(&dir).await;
+
+            let dir = env.dir(workload, "zk-recipes");
+            let mut contenders = Vec::with_capacity(o.clients);
+            for i in 0..o.clients {
+                let counter = env.half_counter().await?;
+                let framework = Framework::connect(&env.connect_for(&counter)).await?;
+                let lock = InterProcessReadWriteLock::new(&framework, &dir)?;
+                contenders.push(Contender::ReadWrite {
+                    framework,
+                    lock,
+                    mix: Mix::new(o.seed, i, o.read_pct),
+                    counter,
+                });
+            }
+            results.push(run(env, plan("zk-recipes"), contenders).await?);
+        }
     }
     Ok(results)
 }
