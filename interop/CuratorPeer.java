@@ -395,7 +395,9 @@ public final class CuratorPeer {
                 java.util.Random random = new java.util.Random(Long.parseLong(t[6]));
                 String id = t[1];
                 emit("loop-started " + id);
-                read.worker.execute(() -> runRwLoop(id, read, write, n, file, holdMs, writePct, random));
+                // The halves share one worker thread: each round takes one, drawn here.
+                read.worker.execute(() -> runRounds(id,
+                        () -> random.nextInt(100) < writePct ? write : read, n, file, holdMs));
                 return true;
             }
             case "state":
@@ -517,13 +519,21 @@ public final class CuratorPeer {
         return base + "/leases/" + lease.getNodeName();
     }
 
-    /** `rwloop`: N rounds, each on the write half with probability writePct %, else the read half. */
-    private static void runRwLoop(String id, Handle read, Handle write, int n, String file, long holdMs,
-            int writePct, java.util.Random random) {
+    /** N times: acquire, log enter, hold, log exit, release. Each line is one append write. */
+    private static void runLoop(Handle h, int n, String file, long holdMs) {
+        runRounds(h.id, () -> h, n, file, holdMs);
+    }
+
+    /**
+     * N rounds on the handle `pick` gives for each: acquire, log enter, hold, log exit,
+     * release. Each line is one append write; `loop-done ID N` or `loop-error ID msg` at the end.
+     */
+    private static void runRounds(String id, java.util.function.Supplier<Handle> pick, int n, String file,
+            long holdMs) {
         int count = 0;
         try (FileOutputStream log = new FileOutputStream(file, true)) {
             for (int i = 0; i < n; i++) {
-                Handle h = random.nextInt(100) < writePct ? write : read;
+                Handle h = pick.get();
                 acquire(h, 1, null);
                 try {
                     log.write(("enter java:" + h.id + " " + System.nanoTime() + "\n")
@@ -540,30 +550,6 @@ public final class CuratorPeer {
             emit("loop-done " + id + " " + count);
         } catch (Throwable e) {
             emit("loop-error " + id + " " + describe(e) + " (after " + count + ")");
-        }
-    }
-
-    /** N times: acquire, log enter, hold, log exit, release. Each line is one append write. */
-    private static void runLoop(Handle h, int n, String file, long holdMs) {
-        int count = 0;
-        try (FileOutputStream log = new FileOutputStream(file, true)) {
-            for (int i = 0; i < n; i++) {
-                acquire(h, 1, null);
-                try {
-                    log.write(("enter java:" + h.id + " " + System.nanoTime() + "\n")
-                            .getBytes(StandardCharsets.UTF_8));
-                    if (holdMs > 0) {
-                        Thread.sleep(holdMs);
-                    }
-                    log.write(("exit java:" + h.id + "\n").getBytes(StandardCharsets.UTF_8));
-                } finally {
-                    release(h);
-                }
-                count++;
-            }
-            emit("loop-done " + h.id + " " + count);
-        } catch (Throwable e) {
-            emit("loop-error " + h.id + " " + describe(e) + " (after " + count + ")");
         }
     }
 }

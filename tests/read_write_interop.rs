@@ -15,8 +15,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::curator::CuratorPeer;
 use common::fixtures::{
-    bounded, children_count_becomes, framework, init_tracing, node_name, sequence_of, shared_connect, unique_path,
-    within,
+    bounded, children_count_becomes, framework, init_tracing, is_curator_node_name, node_name, sequence_of,
+    shared_connect, unique_path, within,
 };
 use tokio::sync::oneshot;
 use zk_recipes::zk::CreateMode;
@@ -41,23 +41,7 @@ async fn peer(connect: &str) -> Option<CuratorPeer> {
 
 /// Polls Curator's `participants ID` until it lists `n` nodes.
 async fn java_participants(java: &mut CuratorPeer, id: &str, n: usize) -> Vec<String> {
-    let deadline = tokio::time::Instant::now() + EVENT;
-    loop {
-        let nodes = java.participants(id).await.unwrap();
-        if nodes.len() == n || tokio::time::Instant::now() > deadline {
-            assert_eq!(nodes.len(), n, "Curator's participants of {id}: {nodes:?}");
-            return nodes;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Whether `name` is a Curator read-write node: `_c_<36-char uuid>-<marker><10 digits>`.
-fn is_rw_name(name: &str, marker: &str) -> bool {
-    name.len() == 40 + marker.len() + 10
-        && name.starts_with("_c_")
-        && name[40..].starts_with(marker)
-        && name[40 + marker.len()..].bytes().all(|b| b.is_ascii_digit())
+    java.participants_become(id, n, EVENT).await.unwrap()
 }
 
 /// A log file for the loops, removed by the test.
@@ -238,8 +222,8 @@ async fn one_queue_across_languages() {
         assert_eq!(lock1.write_lock().participant_nodes().await.unwrap(), java_writers);
         assert_eq!(lock1.read_lock().participant_nodes().await.unwrap(), java_readers);
         assert_eq!(java_readers.len(), 2);
-        assert!(java_readers.iter().all(|p| is_rw_name(node_name(p), "__READ__")), "{java_readers:?}");
-        assert!(java_writers.iter().all(|p| is_rw_name(node_name(p), "__WRIT__")), "{java_writers:?}");
+        assert!(java_readers.iter().all(|p| is_curator_node_name(node_name(p), "__READ__")), "{java_readers:?}");
+        assert!(java_writers.iter().all(|p| is_curator_node_name(node_name(p), "__WRIT__")), "{java_writers:?}");
         assert!(java_readers.contains(&ours.lock_path().to_owned()));
         assert!(sequence_of(&java_writers[0]) < sequence_of(&java_writers[1]), "Rust's writer first");
 

@@ -327,6 +327,22 @@ impl CuratorPeer {
         Ok(nodes)
     }
 
+    /// Polls `participants ID` until it lists `n` nodes (an `Err` naming the last list when
+    /// `timeout` passes first).
+    pub async fn participants_become(&mut self, id: &str, n: usize, timeout: Duration) -> Result<Vec<String>, String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let nodes = self.participants(id).await?;
+            if nodes.len() == n {
+                return Ok(nodes);
+            }
+            if Instant::now() > deadline {
+                return Err(format!("Curator's participants of {id}: {nodes:?}, not {n} within {timeout:?}"));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// `lockpath ID`: the node(s) that ID holds, empty when it holds none.
     pub async fn lock_paths(&mut self, id: &str) -> Result<Vec<String>, String> {
         let reply = self.command(&format!("lockpath {id}")).await?;

@@ -170,8 +170,14 @@ pub async fn children_count_becomes(fw: &Framework, path: &str, n: usize, limit:
 
 /// Whether `name` is a Curator mutex node name: `_c_<36-char lowercase uuid>-lock-<10 digits>`.
 pub fn is_curator_lock_name(name: &str) -> bool {
+    is_curator_node_name(name, "lock-")
+}
+
+/// Whether `name` is a Curator lock node name with `marker` (`lock-`, `__READ__`, `__WRIT__`):
+/// `_c_<36-char lowercase v4 uuid>-<marker><10 digits>`.
+pub fn is_curator_node_name(name: &str, marker: &str) -> bool {
     let Some(rest) = name.strip_prefix("_c_") else { return false };
-    if rest.len() != 36 + "-lock-".len() + 10 {
+    if rest.len() != 36 + 1 + marker.len() + 10 {
         return false;
     }
     let (uuid, tail) = rest.split_at(36);
@@ -180,7 +186,7 @@ pub fn is_curator_lock_name(name: &str) -> bool {
         14 => c == '4', // version 4
         _ => c.is_ascii_digit() || ('a'..='f').contains(&c),
     });
-    let Some(sequence) = tail.strip_prefix("-lock-") else { return false };
+    let Some(sequence) = tail.strip_prefix('-').and_then(|t| t.strip_prefix(marker)) else { return false };
     uuid_ok && sequence.len() == 10 && sequence.bytes().all(|b| b.is_ascii_digit())
 }
 
