@@ -21,8 +21,9 @@ use zookeeper_client::{EventType, WatchedEvent};
 
 use super::acquire::Mode;
 use super::driver::{Driver, Verdict};
+use super::fast_path::{self, FastPath, FastPathStats, FastTry};
 use super::held::HeldNode;
-use super::node::{retry_request, Failure, NodeSpec};
+use super::node::{retry_request, CreatedNode, Failure, NodeSpec};
 use crate::error::{Error, Result, ZkError};
 use crate::framework::{ConnectionState, Framework, Session};
 use crate::path;
@@ -40,6 +41,8 @@ pub(crate) struct LockInternals {
     dir: String,
     driver: Arc<dyn Driver>,
     data: Vec<u8>,
+    /// The uncontended fast path, for mutexes that use it.
+    fast: Option<Arc<FastPath>>,
 }
 
 impl LockInternals {
@@ -54,7 +57,21 @@ impl LockInternals {
         // A node's name adds the protected prefix and the 10-digit sequence to the marker.
         let name_len = path::PROTECTED_PREFIX_LEN + driver.lock_name().len() + 10;
         framework.check_create(&path::join(&dir, driver.lock_name()), name_len, &data)?;
-        Ok(Self { framework: framework.clone(), path: path.to_owned(), dir, driver, data })
+        Ok(Self { framework: framework.clone(), path: path.to_owned(), dir, driver, data, fast: None })
+    }
+
+    /// Takes an uncontended lock with the create alone when it can prove that is safe (see
+    /// `fast_path.rs`), unless the framework turned that off. For mutex drivers only.
+    pub(crate) fn with_fast_path(mut self) -> Self {
+        if fast_path::enabled(&self.framework) {
+            self.fast = Some(Arc::default());
+        }
+        self
+    }
+
+    /// How the fast path has fared (all zero when it is off).
+    pub(crate) fn fast_path_stats(&self) -> FastPathStats {
+        self.fast.as_ref().map(|fast| fast.stats()).unwrap_or_default()
     }
 
     pub(crate) fn framework(&self) -> &Framework {
@@ -83,8 +100,16 @@ impl LockInternals {
 
     async fn attempt<M: Mode>(&self) -> Result<M::Out<HeldNode>, Failure> {
         let session = self.framework.inner().session()?;
-        let list = || session.client.list_children(&self.dir);
-        let (node, listed) = self.spec().create(&session, list).await?;
+        let list = || self.listing(&session);
+        let fast = match &self.fast {
+            Some(fast) => fast.attempt(&self.spec(), &session).await?,
+            None => FastTry::NotTried,
+        };
+        let (node, listed) = match fast {
+            FastTry::Held(node) => return Ok(M::held(self.hold(&session, node, true))),
+            FastTry::Queued(node) => (node, None),
+            FastTry::NotTried => self.spec().create(&session, list).await?,
+        };
         let mut listed = listed.filter(|children| children.iter().any(|c| c == node.name()));
         loop {
             let mut sorted = match listed.take() {
@@ -94,7 +119,7 @@ impl LockInternals {
             self.driver.sort(&mut sorted);
             let (ahead, index) = match self.driver.verdict(&sorted, node.name()) {
                 Verdict::Missing => return Err(Failure::NodeMissing),
-                Verdict::Acquired => return Ok(M::held(HeldNode::new(node))),
+                Verdict::Acquired => return Ok(M::held(self.hold(&session, node, sorted.len() == 1))),
                 Verdict::Watch { node, index } => (node, index),
             };
             if let Some(busy) = M::busy() {
@@ -110,6 +135,31 @@ impl LockInternals {
                 return Ok(M::held(held));
             }
         }
+    }
+
+    /// Lists the children; when the fast path needs a watch on the directory, an `exists`
+    /// watch is sent right behind the listing (same round trip).
+    fn listing<'a>(&'a self, session: &'a Session) -> impl Future<Output = Result<Vec<String>, ZkError>> + 'a {
+        let children = session.client.list_children(&self.dir);
+        let fast = self.fast.as_deref().filter(|fast| fast.needs_watch(session));
+        let arm = fast.map(|fast| fast.arm_watch(&session.client, session.epoch, &self.dir));
+        async move {
+            if let Some(arm) = arm {
+                arm.await;
+            }
+            children.await
+        }
+    }
+
+    /// The node holds the lock; `alone` when its listing showed only itself (or the fast path
+    /// proved that), which lets the handle's next acquire try the fast path.
+    fn hold(&self, session: &Session, node: CreatedNode, alone: bool) -> HeldNode {
+        let sole = self.fast.as_ref().filter(|_| alone).and_then(|fast| fast.sole_hold(session, &node));
+        let mut held = HeldNode::new(node);
+        if let Some(sole) = sole {
+            held.held_alone(sole);
+        }
+        held
     }
 
     /// Watches `ahead` (getData watch) until it changes or goes away; wakes early when the
