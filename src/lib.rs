@@ -19,10 +19,10 @@ pub use framework::{
     AclProvider, ConnectionState, ConnectionStateErrorPolicy, ConnectionStateListener, ConnectionStateStream,
     FixedAclProvider, Framework, FrameworkBuilder, ListenerHandle, OpenAclProvider, StateSnapshot,
 };
+pub use locks::{FastPathFallback, FastPathStats, LockHold, Lockable, MultiLock, MultiLockGuard};
 pub use locks::{InterProcessMutex, MutexGuard};
 pub use locks::{InterProcessReadWriteLock, ReadLock, ReadLockGuard, WriteLock, WriteLockGuard};
 pub use locks::{InterProcessSemaphore, InterProcessSemaphoreMutex, SemaphoreLease, SemaphoreMutexGuard};
-pub use locks::{LockHold, Lockable, MultiLock, MultiLockGuard};
 pub use locks::{Revocable, Revoker};
 /// The ZooKeeper client this crate builds on, for its types (`Acl`, `CreateMode`, `Stat`, ...).
 pub use zookeeper_client as zk;

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::fixtures::*;
-use zk_recipes::testing::{four_letter_word, CountingProxy, RequestCounts};
+use zk_recipes::testing::{four_letter_word, CountingProxy, RequestCounts, TestingServer};
 use zk_recipes::{Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore};
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -14,15 +14,16 @@ const LIMIT: Duration = Duration::from_secs(60);
 const SESSION: Duration = Duration::from_secs(60);
 const CYCLES: u64 = 20;
 
-/// Keeps `dir` from being reaped between cycles (an empty container is removed by the server
-/// at any time, and re-creating it costs requests): a persistent child that sorts after every
-/// sequence number, so it is never ahead of a lock node.
-async fn pin(fw: &Framework, dir: &str) -> String {
-    fw.create(&format!("{dir}/~pin"), b"", zk_recipes::zk::CreateMode::Persistent).await.expect("pin")
+/// A server whose container reaper does not run during these tests: an empty lock directory
+/// is a container the server may remove at any time, and creating it again costs requests.
+async fn server() -> String {
+    static SERVER: tokio::sync::OnceCell<TestingServer> = tokio::sync::OnceCell::const_new();
+    let start = || TestingServer::builder().system_property("znode.container.checkIntervalMs", "3600000").start();
+    SERVER.get_or_try_init(start).await.expect("starting a ZooKeeper server").connect_string()
 }
 
 async fn counted() -> (CountingProxy, Framework) {
-    let proxy = CountingProxy::start(&shared_connect().await).await.expect("counting proxy");
+    let proxy = CountingProxy::start(&server().await).await.expect("counting proxy");
     let fw = plain_framework(&proxy.connect_string(), SESSION).await;
     (proxy, fw)
 }
@@ -36,22 +37,36 @@ fn assert_per_op(counts: &RequestCounts, cycles: u64, expected: &[(&str, u64)], 
     assert_eq!(got, want, "{what}: requests over {cycles} operations ({})", counts.per_op(cycles as usize));
 }
 
-/// An uncontended acquire is the create with the listing right behind it (one round trip);
-/// the release is the delete: three requests per cycle, awaited or dropped.
+/// An uncontended cycle: the first acquire sends the create with the listing right behind it;
+/// the second, having held the lock alone, adds a watch on the directory to its listing; from
+/// then on the create alone takes the lock (the fast path), so a cycle costs two requests,
+/// awaited or dropped.
 #[tokio::test]
-async fn uncontended_mutex_cycle_costs_three_requests() {
+async fn uncontended_mutex_cycle_costs_two_requests() {
     init_tracing();
     bounded(LIMIT, async {
         let (proxy, fw) = counted().await;
-        let path = unique_path("counts", "mutex");
-        let pinned = pin(&fw, &path).await;
-        let mutex = InterProcessMutex::new(&fw, &path).unwrap();
+        let mutex = InterProcessMutex::new(&fw, &unique_path("counts", "mutex")).unwrap();
+        let before = proxy.counts();
+        mutex.acquire().await.unwrap().release().await.unwrap();
+        // On a directory that does not exist yet, the first create and its listing fail
+        // (NoNode), then go again once the directory is made.
+        let first = proxy.counts().since(&before);
+        let expected = [("create2", 2), ("createContainer", 1), ("delete", 1), ("getChildren", 2)];
+        assert_per_op(&first, 1, &expected, "the first cycle");
+        let before = proxy.counts();
+        mutex.acquire().await.unwrap().release().await.unwrap();
+        let second = proxy.counts().since(&before);
+        let expected = [("create2", 1), ("delete", 1), ("exists+watch", 1), ("getChildren", 1)];
+        assert_per_op(&second, 1, &expected, "the second cycle");
+
         let before = proxy.counts();
         for _ in 0..CYCLES {
             mutex.acquire().await.unwrap().release().await.unwrap();
         }
         let awaited = proxy.counts().since(&before);
-        assert_per_op(&awaited, CYCLES, &[("create2", 1), ("delete", 1), ("getChildren", 1)], "awaited release");
+        assert_per_op(&awaited, CYCLES, &[("create2", 1), ("delete", 1)], "awaited release");
+        assert_eq!(mutex.fast_path_stats().hits, CYCLES, "{:?}", mutex.fast_path_stats());
 
         let before = proxy.counts();
         for _ in 0..CYCLES {
@@ -65,8 +80,31 @@ async fn uncontended_mutex_cycle_costs_three_requests() {
         })
         .await;
         let dropped = proxy.counts().since(&before);
-        assert_per_op(&dropped, CYCLES, &[("create2", 1), ("delete", 1), ("getChildren", 1)], "drop-style release");
-        fw.delete(&pinned).await.unwrap();
+        assert_per_op(&dropped, CYCLES, &[("create2", 1), ("delete", 1)], "drop-style release");
+        assert_eq!(mutex.fast_path_stats().hits, 2 * CYCLES, "{:?}", mutex.fast_path_stats());
+        fw.close().await;
+    })
+    .await;
+}
+
+/// With the fast path off (as for ZooKeeper 3.5), every acquire lists the directory: three
+/// requests per cycle.
+#[tokio::test]
+async fn without_the_fast_path_a_cycle_costs_three_requests() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let proxy = CountingProxy::start(&server().await).await.expect("counting proxy");
+        let fw = Framework::builder(&proxy.connect_string()).session_timeout(SESSION).fast_path(false);
+        let fw = fw.start().await.unwrap();
+        let mutex = InterProcessMutex::new(&fw, &unique_path("counts", "no-fast-path")).unwrap();
+        mutex.acquire().await.unwrap().release().await.unwrap(); // creates the parent
+        let before = proxy.counts();
+        for _ in 0..CYCLES {
+            mutex.acquire().await.unwrap().release().await.unwrap();
+        }
+        let awaited = proxy.counts().since(&before);
+        assert_per_op(&awaited, CYCLES, &[("create2", 1), ("delete", 1), ("getChildren", 1)], "awaited release");
+        assert_eq!(mutex.fast_path_stats(), Default::default());
         fw.close().await;
     })
     .await;
@@ -80,14 +118,14 @@ async fn contended_handoff_costs_the_waiter_four_requests() {
     init_tracing();
     bounded(LIMIT, async {
         let path = unique_path("counts", "handoff");
-        let holder_fw = plain_framework(&shared_connect().await, SESSION).await;
+        let holder_fw = plain_framework(&server().await, SESSION).await;
         let holder = InterProcessMutex::new(&holder_fw, &path).unwrap().acquire().await.unwrap();
         let (proxy, fw) = counted().await;
         let mutex = InterProcessMutex::new(&fw, &path).unwrap();
         let before = proxy.counts();
         let waiter = tokio::spawn(async move { mutex.acquire().await.unwrap() });
         // Release only once the server holds the waiter's watch on the holder's node.
-        let server = shared_connect().await;
+        let server = server().await;
         eventually(LIMIT, "the waiter watching the holder", || async {
             let watches = four_letter_word(&server, "wchp", LIMIT).await.map_err(|e| e.to_string())?;
             let holder_node = watches.lines().any(|line| line.trim() == holder.lock_path());
@@ -114,17 +152,19 @@ async fn contended_handoff_costs_the_waiter_four_requests() {
     .await;
 }
 
-/// An uncontended semaphore lease: the internal lock's create and listing, the lease's create
-/// and watched listing, the internal lock's delete; the lease's delete on release, whose
-/// notification fires the listing's watch (kept with the lease, so no RemoveWatches).
+/// An uncontended semaphore lease: the internal lock's create (alone, from the second lease
+/// on: its fast path), the lease's create and watched listing, the internal lock's delete; the
+/// lease's delete on release, whose notification fires the listing's watch (kept with the
+/// lease, so no RemoveWatches).
 #[tokio::test]
-async fn uncontended_semaphore_lease_costs_six_requests() {
+async fn uncontended_semaphore_lease_costs_five_requests() {
     init_tracing();
     bounded(LIMIT, async {
         let (proxy, fw) = counted().await;
-        let path = unique_path("counts", "semaphore");
-        let pins = [pin(&fw, &format!("{path}/locks")).await, pin(&fw, &format!("{path}/leases")).await];
-        let semaphore = InterProcessSemaphore::new(&fw, &path, 3).unwrap();
+        let semaphore = InterProcessSemaphore::new(&fw, &unique_path("counts", "semaphore"), 3).unwrap();
+        for _ in 0..2 {
+            semaphore.acquire().await.unwrap().release().await.unwrap(); // the first, with listings
+        }
         let before = proxy.counts();
         for _ in 0..CYCLES {
             semaphore.acquire().await.unwrap().release().await.unwrap();
@@ -133,27 +173,24 @@ async fn uncontended_semaphore_lease_costs_six_requests() {
         assert_per_op(
             &leases,
             CYCLES,
-            &[("create2", 2), ("delete", 2), ("getChildren", 1), ("getChildren+watch", 1), ("watch-event", 1)],
+            &[("create2", 2), ("delete", 2), ("getChildren+watch", 1), ("watch-event", 1)],
             "a semaphore lease",
         );
-        for pinned in pins {
-            fw.delete(&pinned).await.unwrap();
-        }
         fw.close().await;
     })
     .await;
 }
 
-/// Either half of the read-write lock, uncontended, costs what the mutex costs: the create
-/// with the listing right behind it, then the delete.
+/// Either half of the read-write lock, uncontended, costs what the mutex costs without its
+/// fast path (the read-write lock has none): the create with the listing right behind it,
+/// then the delete.
 #[tokio::test]
 async fn uncontended_read_and_write_cycles_cost_three_requests_each() {
     init_tracing();
     bounded(LIMIT, async {
         let (proxy, fw) = counted().await;
-        let path = unique_path("counts", "rwlock");
-        let pinned = pin(&fw, &path).await;
-        let lock = InterProcessReadWriteLock::new(&fw, &path).unwrap();
+        let lock = InterProcessReadWriteLock::new(&fw, &unique_path("counts", "rwlock")).unwrap();
+        lock.read_lock().acquire().await.unwrap().release().await.unwrap(); // makes the directory
         let before = proxy.counts();
         for _ in 0..CYCLES {
             lock.read_lock().acquire().await.unwrap().release().await.unwrap();
@@ -166,7 +203,6 @@ async fn uncontended_read_and_write_cycles_cost_three_requests_each() {
         }
         let writes = proxy.counts().since(&before);
         assert_per_op(&writes, CYCLES, &[("create2", 1), ("delete", 1), ("getChildren", 1)], "a write cycle");
-        fw.delete(&pinned).await.unwrap();
         fw.close().await;
     })
     .await;
@@ -179,9 +215,8 @@ async fn a_downgrade_costs_two_checks_and_a_create() {
     init_tracing();
     bounded(LIMIT, async {
         let (proxy, fw) = counted().await;
-        let path = unique_path("counts", "downgrade");
-        let pinned = pin(&fw, &path).await;
-        let lock = InterProcessReadWriteLock::new(&fw, &path).unwrap();
+        let lock = InterProcessReadWriteLock::new(&fw, &unique_path("counts", "downgrade")).unwrap();
+        lock.write_lock().acquire().await.unwrap().release().await.unwrap(); // makes the directory
         let before = proxy.counts();
         for _ in 0..CYCLES {
             let write = lock.write_lock().acquire().await.unwrap();
@@ -192,7 +227,6 @@ async fn a_downgrade_costs_two_checks_and_a_create() {
         let cycles = proxy.counts().since(&before);
         let expected = [("create2", 2), ("delete", 2), ("exists", 2), ("getChildren", 1)];
         assert_per_op(&cycles, CYCLES, &expected, "write, downgrade, release both");
-        fw.delete(&pinned).await.unwrap();
         fw.close().await;
     })
     .await;

@@ -375,3 +375,26 @@ async fn revoking_what_is_not_a_lock_node_is_refused() {
     })
     .await;
 }
+
+/// The mutex's fast path (the create alone takes an uncontended lock) makes revocable holds
+/// too: empty data, and requests heard.
+#[tokio::test]
+async fn a_fast_path_hold_is_revocable_too() {
+    bounded(LIMIT, async {
+        let (fw, other) = (fw().await, fw().await);
+        let mutex = InterProcessMutex::new(&fw, &path("fast-path")).unwrap();
+        for _ in 0..2 {
+            mutex.revocable().acquire().await.unwrap().release().await.unwrap();
+        }
+        let hits = mutex.fast_path_stats().hits;
+        let guard = mutex.revocable().acquire().await.unwrap();
+        assert_eq!(mutex.fast_path_stats().hits, hits + 1, "{:?}", mutex.fast_path_stats());
+        assert!(fw.get_data(guard.lock_path()).await.unwrap().0.is_empty());
+        Revoker::attempt_revoke(&other, guard.lock_path()).await.unwrap();
+        assert!(within(EVENT, "the request to a fast-path hold", guard.revocation_requested()).await);
+        guard.release().await.unwrap();
+        fw.close().await;
+        other.close().await;
+    })
+    .await;
+}

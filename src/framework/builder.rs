@@ -89,6 +89,7 @@ pub(crate) struct Config {
     pub(crate) event_capacity: usize,
     pub(crate) close_timeout: Duration,
     pub(crate) max_request_bytes: usize,
+    pub(crate) fast_path: bool,
 }
 
 /// Builds a [`Framework`]. Setters take and return the builder by value; `build()` validates
@@ -120,6 +121,7 @@ pub struct FrameworkBuilder {
     event_capacity: usize,
     close_timeout: Duration,
     max_request_bytes: usize,
+    fast_path: bool,
 }
 
 impl FrameworkBuilder {
@@ -137,6 +139,7 @@ impl FrameworkBuilder {
             event_capacity: 32,
             close_timeout: Duration::from_secs(5),
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            fast_path: true,
         }
     }
 
@@ -205,6 +208,24 @@ impl FrameworkBuilder {
         self
     }
 
+    /// Whether an uncontended mutex may take its lock with the create alone (default on).
+    ///
+    /// A handle that just released a node it held alone learns from its next node's sequence
+    /// number that nobody else created a node in between (ZooKeeper numbers a directory's
+    /// children by counting its creates), and holds the lock without listing the directory: an
+    /// acquire-release cycle costs two requests instead of three. A watch on the directory,
+    /// set before the release, proves it was not deleted and re-created meanwhile (which would
+    /// restart the count); the session, the release's reply and the number's range are
+    /// checked too, and whenever one of them fails the acquire lists the directory as usual.
+    /// Peers (Curator included) see ordinary lock nodes.
+    ///
+    /// Turn it off for ZooKeeper 3.5 servers: 3.5 can revert a directory's child count when
+    /// it replays a snapshot after a restart, and hand out a number twice (fixed in 3.6).
+    pub fn fast_path(mut self, enabled: bool) -> Self {
+        self.fast_path = enabled;
+        self
+    }
+
     /// The largest request the servers accept, in bytes: their `jute.maxbuffer` (default
     /// 1,048,575, ZooKeeper's default). A server drops the connection on a larger request, on
     /// every retry, which suspends every lock of the process; lock data, paths and
@@ -256,6 +277,7 @@ impl FrameworkBuilder {
             event_capacity: self.event_capacity,
             close_timeout: self.close_timeout,
             max_request_bytes: self.max_request_bytes,
+            fast_path: self.fast_path,
         }))
     }
 

@@ -404,18 +404,4 @@ impl Inner {
     pub(crate) fn reap(&self, cmd: ReaperCmd) {
         self.reaper.send(cmd);
     }
-
-    /// Deletes the node at `full_path` of session `epoch`: the request goes out on the session
-    /// right now (so it is ordered before anything sent after it), and the reaper sees it
-    /// through, retrying on connection loss. Nothing to do when that session is gone: the
-    /// ephemeral node went with it.
-    pub(crate) fn delete_in_background(&self, full_path: String, epoch: u64) {
-        match self.client_of(epoch) {
-            Some(client) => {
-                let reply = Box::pin(client.delete(&full_path, None));
-                self.reap(ReaperCmd::Sent { path: full_path, epoch, reply });
-            }
-            None => tracing::trace!(path = %full_path, epoch, "node went with its session"),
-        }
-    }
 }

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use zookeeper_client::{EventType, WatchedEvent};
 
+use super::fast_path::SoleHold;
 use super::node::{Cleanup, CreatedNode};
 use super::revocation::{End, NodeRevocation};
 use crate::error::{is_zk_retryable, is_zk_session_lost, Result, ZkError};
@@ -57,6 +58,11 @@ impl HeldNode {
     /// before handing out the node's watch.
     pub(crate) fn set_revocation(&mut self, revocation: Arc<NodeRevocation>) {
         self.watch.revocation = Some(revocation);
+    }
+
+    /// The node held its lock alone: its delete is recorded for the handle's fast path.
+    pub(crate) fn held_alone(&mut self, sole: SoleHold) {
+        self.cleanup.held_alone(sole);
     }
 
     /// Keeps `watch` until the node is released.

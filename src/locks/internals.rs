@@ -21,6 +21,7 @@ use zookeeper_client::{EventType, WatchedEvent};
 
 use super::acquire::Mode;
 use super::driver::{Driver, Verdict};
+use super::fast_path::{self, FastPath, FastPathStats, FastTry};
 use super::held::HeldNode;
 use super::node::{retry_request, CreatedNode, Failure, NodeSpec};
 use super::revocation::{NodeRevocation, Signal};
@@ -41,6 +42,8 @@ pub(crate) struct LockInternals {
     dir: String,
     driver: Arc<dyn Driver>,
     data: Vec<u8>,
+    /// The uncontended fast path, for mutexes that use it.
+    fast: Option<Arc<FastPath>>,
 }
 
 impl LockInternals {
@@ -55,7 +58,21 @@ impl LockInternals {
         // A node's name adds the protected prefix and the 10-digit sequence to the marker.
         let name_len = path::PROTECTED_PREFIX_LEN + driver.lock_name().len() + 10;
         framework.check_create(&path::join(&dir, driver.lock_name()), name_len, &data)?;
-        Ok(Self { framework: framework.clone(), path: path.to_owned(), dir, driver, data })
+        Ok(Self { framework: framework.clone(), path: path.to_owned(), dir, driver, data, fast: None })
+    }
+
+    /// Takes an uncontended lock with the create alone when it can prove that is safe (see
+    /// `fast_path.rs`), unless the framework turned that off. For mutex drivers only.
+    pub(crate) fn with_fast_path(mut self) -> Self {
+        if fast_path::enabled(&self.framework) {
+            self.fast = Some(Arc::default());
+        }
+        self
+    }
+
+    /// How the fast path has fared (all zero when it is off).
+    pub(crate) fn fast_path_stats(&self) -> FastPathStats {
+        self.fast.as_ref().map(|fast| fast.stats()).unwrap_or_default()
     }
 
     pub(crate) fn framework(&self) -> &Framework {
@@ -97,10 +114,8 @@ impl LockInternals {
 
     async fn attempt<M: Mode>(&self, revocable: Option<&Arc<Signal>>) -> Result<M::Out<HeldNode>, Failure> {
         let session = self.framework.inner().session()?;
-        let list = || session.client.list_children(&self.dir);
+        let list = || self.listing(&session);
         let spec = if revocable.is_some() { self.revocable_spec() } else { self.spec() };
-        let (node, listed) = spec.create(&session, list).await?;
-        let mut listed = listed.filter(|children| children.iter().any(|c| c == node.name()));
         // Started once the attempt is known to wait or hold (a busy try deletes its node at
         // once); its first read checks the data too, so an earlier request is not missed.
         let epoch = session.epoch;
@@ -111,6 +126,19 @@ impl LockInternals {
             }
             revocation.clone()
         };
+        let fast = match &self.fast {
+            Some(fast) => fast.attempt(&spec, &session).await?,
+            None => FastTry::NotTried,
+        };
+        let (node, listed) = match fast {
+            FastTry::Held(node) => {
+                let revocation = watch_revocation(&node);
+                return Ok(M::held(self.hold(&session, node, true, revocation)));
+            }
+            FastTry::Queued(node) => (node, None),
+            FastTry::NotTried => spec.create(&session, list).await?,
+        };
+        let mut listed = listed.filter(|children| children.iter().any(|c| c == node.name()));
         loop {
             let mut sorted = match listed.take() {
                 Some(children) => children,
@@ -121,7 +149,7 @@ impl LockInternals {
                 Verdict::Missing => return Err(Failure::NodeMissing),
                 Verdict::Acquired => {
                     let revocation = watch_revocation(&node);
-                    return Ok(M::held(hold(node, revocation)));
+                    return Ok(M::held(self.hold(&session, node, sorted.len() == 1, revocation)));
                 }
                 Verdict::Watch { node, index } => (node, index),
             };
@@ -135,11 +163,43 @@ impl LockInternals {
             if let Some(own_watch) = self.wait_for_change(&session, &ahead, own).await? {
                 // We saw the whole queue ahead of us: only the holder. It is gone.
                 let revocation = watch_revocation(&node);
-                let mut held = hold(node, revocation);
+                let mut held = self.hold(&session, node, false, revocation);
                 held.keep_watch(own_watch);
                 return Ok(M::held(held));
             }
         }
+    }
+
+    /// Lists the children; when the fast path needs a watch on the directory, an `exists`
+    /// watch is sent right behind the listing (same round trip).
+    fn listing<'a>(&'a self, session: &'a Session) -> impl Future<Output = Result<Vec<String>, ZkError>> + 'a {
+        let children = session.client.list_children(&self.dir);
+        let fast = self.fast.as_deref().filter(|fast| fast.needs_watch(session));
+        let arm = fast.map(|fast| fast.arm_watch(&session.client, session.epoch, &self.dir));
+        async move {
+            if let Some(arm) = arm {
+                arm.await;
+            }
+            children.await
+        }
+    }
+
+    /// The node holds the lock; `alone` when its listing showed only itself (or the fast path
+    /// proved that), which lets the handle's next acquire try the fast path; revocable when
+    /// `revocation` watches it.
+    fn hold(
+        &self,
+        session: &Session,
+        node: CreatedNode,
+        alone: bool,
+        revocation: Option<Arc<NodeRevocation>>,
+    ) -> HeldNode {
+        let sole = self.fast.as_ref().filter(|_| alone).and_then(|fast| fast.sole_hold(session, &node));
+        let mut held = held_node(node, revocation);
+        if let Some(sole) = sole {
+            held.held_alone(sole);
+        }
+        held
     }
 
     /// Watches `ahead` (getData watch) until it changes or goes away; wakes early when the
@@ -218,7 +278,7 @@ impl LockInternals {
 }
 
 /// The held stage of `node`, revocable when `revocation` watches it.
-pub(crate) fn hold(node: CreatedNode, revocation: Option<Arc<NodeRevocation>>) -> HeldNode {
+pub(crate) fn held_node(node: CreatedNode, revocation: Option<Arc<NodeRevocation>>) -> HeldNode {
     let mut held = HeldNode::new(node);
     if let Some(revocation) = revocation {
         held.set_revocation(revocation);

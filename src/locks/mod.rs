@@ -8,6 +8,7 @@
 //! | `held.rs` | the one release core (`HeldNode`) and the non-owning `NodeWatch` guards observe |
 //! | `driver.rs` | who holds: sort keys and predicates over the children (pure) |
 //! | `internals.rs` | the one wait engine (Curator's `LockInternals`) and the start-over loop |
+//! | `fast_path.rs` | the uncontended mutex taken with the create alone, when provably safe |
 //! | `reentrant.rs` | per-task reentrancy: holds, their guards, who owns them |
 //! | `acquire.rs` | the one acquire front-end: the acquire forms, `Lockable` and `LockHold` |
 //! | `revocation.rs` | revocation: the watch on a revocable node, `Revocable`, `Revoker` |
@@ -15,6 +16,7 @@
 
 mod acquire;
 mod driver;
+mod fast_path;
 mod held;
 mod internals;
 mod multi;
@@ -27,6 +29,7 @@ mod semaphore;
 mod semaphore_mutex;
 
 pub use self::acquire::{LockHold, Lockable};
+pub use self::fast_path::{FastPathFallback, FastPathStats};
 pub use self::multi::{MultiLock, MultiLockGuard};
 pub use self::mutex::{InterProcessMutex, MutexGuard};
 pub use self::read_write::{InterProcessReadWriteLock, ReadLock, ReadLockGuard, WriteLock, WriteLockGuard};

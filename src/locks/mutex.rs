@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::acquire::{self, hold_one_node, Acquire, Mode};
 use super::driver::StandardDriver;
+use super::fast_path::FastPathStats;
 use super::internals::LockInternals;
 use super::reentrant::{Holds, Owner, Ticket};
 use super::revocation::{Revocable, RevocableLock, Signal};
@@ -69,7 +70,7 @@ impl InterProcessMutex {
     /// As [`new`](Self::new); [`Error::TooLarge`](crate::Error::TooLarge) when the path and data do not fit in one
     /// request ([`FrameworkBuilder::max_request_bytes`](crate::FrameworkBuilder::max_request_bytes)).
     pub fn with_data(framework: &Framework, path: &str, data: Vec<u8>) -> Result<Self> {
-        let internals = LockInternals::new(framework, path, Arc::new(StandardDriver::MUTEX), data)?;
+        let internals = LockInternals::new(framework, path, Arc::new(StandardDriver::MUTEX), data)?.with_fast_path();
         Ok(Self { shared: Arc::new(Shared { internals, holds: Holds::default() }) })
     }
 
@@ -122,6 +123,12 @@ impl InterProcessMutex {
     /// to the guard. See [`Revocable`].
     pub fn revocable(&self) -> Revocable<InterProcessMutex> {
         Revocable::new(self.clone())
+    }
+
+    /// How often this handle (and its clones) took the lock with the create alone, and why it
+    /// did not when it could not (see [`FrameworkBuilder::fast_path`](crate::FrameworkBuilder::fast_path)).
+    pub fn fast_path_stats(&self) -> FastPathStats {
+        self.shared.internals.fast_path_stats()
     }
 
     /// True when any task of this process holds the lock through this handle or a clone.

@@ -18,8 +18,9 @@ use std::fmt;
 use std::future::Future;
 
 use futures::future::{BoxFuture, FutureExt, Shared};
-use zookeeper_client::{Acls, Client, CreateMode};
+use zookeeper_client::{Acl, Acls, Client, CreateMode, CreateSequence, Stat};
 
+use super::fast_path::SoleHold;
 use crate::error::{is_zk_retryable, is_zk_session_lost, Error, Result, ZkError};
 use crate::framework::{Framework, ReaperCmd, Session};
 use crate::path;
@@ -62,6 +63,8 @@ pub(crate) struct Cleanup {
     /// The session (epoch) that created the node: deletes go only to that session.
     epoch: u64,
     target: Target,
+    /// Set when the node held its lock alone: its delete is recorded for the fast path.
+    sole: Option<SoleHold>,
 }
 
 enum Target {
@@ -93,10 +96,19 @@ impl Cleanup {
         self.epoch
     }
 
+    /// The node held its lock alone: its delete is to be recorded for the fast path.
+    pub(crate) fn held_alone(&mut self, sole: SoleHold) {
+        self.sole = Some(sole);
+    }
+
     /// Sends the delete of `path` on `client` now and returns its reply. Until the reply says
     /// the node is gone, dropping `self` hands the reply to the reaper.
     pub(crate) fn send_delete(&mut self, client: &Client, path: &str) -> DeleteReply {
-        let reply = client.delete(path, None).boxed().shared();
+        let send = || client.delete(path, None).boxed().shared();
+        let reply = match &self.sole {
+            Some(sole) => sole.record_delete(self.epoch, send),
+            None => send(),
+        };
         self.target = Target::Deleting { path: path.to_owned(), reply: reply.clone() };
         reply
     }
@@ -111,7 +123,15 @@ impl Drop for Cleanup {
                 prefix: std::mem::take(prefix),
                 epoch: self.epoch,
             }),
-            Target::Node(path) => inner.delete_in_background(std::mem::take(path), self.epoch),
+            Target::Node(path) => {
+                // Sent now, so it is ordered before any later request; the reaper sees it through.
+                let path = std::mem::take(path);
+                if let Some(client) = inner.client_of(self.epoch) {
+                    let reply = self.send_delete(&client, &path);
+                    let inner = self.framework.inner();
+                    inner.reap(ReaperCmd::Sent { path, epoch: self.epoch, reply: Box::pin(reply) });
+                }
+            }
             Target::Deleting { path, reply } => match reply.peek() {
                 // Settled: gone, or refused for good (the release reported it).
                 Some(Ok(()) | Err(ZkError::NoNode)) => {}
@@ -133,20 +153,29 @@ pub(crate) struct PendingCreate {
     cleanup: Cleanup,
     dir: String,
     prefix: String,
+    marker: &'static str,
 }
 
 impl PendingCreate {
-    fn new(framework: &Framework, epoch: u64, dir: &str, prefix: String) -> Self {
+    fn new(framework: &Framework, epoch: u64, dir: &str, prefix: String, marker: &'static str) -> Self {
         let target = Target::Prefix { dir: dir.to_owned(), prefix: prefix.clone() };
-        Self { cleanup: Cleanup { framework: framework.clone(), epoch, target }, dir: dir.to_owned(), prefix }
+        let cleanup = Cleanup { framework: framework.clone(), epoch, target, sole: None };
+        Self { cleanup, dir: dir.to_owned(), prefix, marker }
     }
 
-    /// The node is known: from now on it is deleted by path.
-    fn created(self, name: String, czxid: i64) -> CreatedNode {
-        let PendingCreate { mut cleanup, dir, .. } = self;
+    /// The create was answered with `sequence`: from now on the node is deleted by path.
+    pub(crate) fn created(self, sequence: CreateSequence, czxid: i64) -> CreatedNode {
+        let name = format!("{}{}{sequence}", self.prefix, self.marker);
+        self.named(name, czxid)
+    }
+
+    /// The node is known by name: from now on it is deleted by path.
+    fn named(self, name: String, czxid: i64) -> CreatedNode {
+        let PendingCreate { mut cleanup, dir, prefix, marker } = self;
         let full_path = path::join(&dir, &name);
         cleanup.target = Target::Node(full_path.clone());
-        CreatedNode { cleanup, name, full_path, czxid }
+        let sequence = name[prefix.len() + marker.len()..].parse().ok();
+        CreatedNode { cleanup, name, full_path, czxid, sequence }
     }
 
     /// Looks for the node after a create whose reply was lost. A `sync` goes first, so that a
@@ -190,6 +219,8 @@ pub(crate) struct CreatedNode {
     name: String,
     full_path: String,
     czxid: i64,
+    /// The sequential suffix, as a number.
+    sequence: Option<i64>,
 }
 
 impl CreatedNode {
@@ -201,6 +232,11 @@ impl CreatedNode {
     /// The node's full server path.
     pub(crate) fn full_path(&self) -> &str {
         &self.full_path
+    }
+
+    /// The sequential suffix ZooKeeper gave the node.
+    pub(crate) fn sequence(&self) -> Option<i64> {
+        self.sequence
     }
 
     /// Takes the node apart for the held stage: its cleanup, full path and creation zxid.
@@ -219,7 +255,41 @@ pub(crate) struct NodeSpec<'a> {
     pub(crate) data: &'a [u8],
 }
 
+/// A fresh protected name to create a node under: `<dir>/_c_<uuid>-<marker>`, and its ACL.
+pub(crate) struct ProtectedName {
+    prefix: String,
+    base: String,
+    acl: Vec<Acl>,
+}
+
 impl NodeSpec<'_> {
+    /// A fresh protected name (a new uuid) in this directory, with the provider's ACL.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty ACL.
+    pub(crate) fn protected_name(&self) -> Result<ProtectedName> {
+        let prefix = path::new_protected_prefix();
+        let base = format!("{}/{}{}", self.dir, prefix, self.marker);
+        let acl = self.framework.acl_for(&base)?;
+        Ok(ProtectedName { prefix, base, acl })
+    }
+
+    fn pending(&self, session: &Session, name: &ProtectedName) -> PendingCreate {
+        PendingCreate::new(self.framework, session.epoch, self.dir, name.prefix.clone(), self.marker)
+    }
+
+    /// Sends one create of `name` now, with no listing and no retry, and returns its cleanup
+    /// (armed from this moment) and its reply.
+    pub(crate) fn send_create<'a>(
+        &self,
+        session: &'a Session,
+        name: &'a ProtectedName,
+    ) -> (PendingCreate, impl Future<Output = Result<(Stat, CreateSequence), ZkError>> + Send + 'a) {
+        let options = CreateMode::EphemeralSequential.with_acls(Acls::new(&name.acl));
+        let reply = session.client.create(&name.base, self.data, &options);
+        (self.pending(session, name), reply)
+    }
+
     /// Creates a protected ephemeral-sequential node on `session`, with `list` (a listing of
     /// the directory) sent right behind the create so that both cost one round trip. Missing
     /// parents are created as containers. After a connection error the node is recovered by
@@ -269,12 +339,19 @@ impl NodeSpec<'_> {
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T, ZkError>>,
     {
-        let prefix = path::new_protected_prefix();
-        let base = format!("{}/{}{}{}", self.dir, prefix, self.marker, sequence.unwrap_or(""));
-        let acl = self.framework.acl_for(&base)?;
-        let mode = if sequence.is_some() { CreateMode::Ephemeral } else { CreateMode::EphemeralSequential };
+        let name = self.protected_name()?;
+        let (base, acl, mode) = match sequence {
+            // The whole name is ours: the provider is asked for it, as Curator asks for the
+            // path it creates.
+            Some(sequence) => {
+                let base = format!("{}{sequence}", name.base);
+                let acl = self.framework.acl_for(&base)?;
+                (base, acl, CreateMode::Ephemeral)
+            }
+            None => (name.base.clone(), name.acl.clone(), CreateMode::EphemeralSequential),
+        };
         let options = mode.with_acls(Acls::new(&acl));
-        let pending = PendingCreate::new(self.framework, session.epoch, self.dir, prefix);
+        let pending = self.pending(session, &name);
         let mut retry = self.framework.retry_loop();
         let mut made_parents = false;
         loop {
@@ -282,11 +359,14 @@ impl NodeSpec<'_> {
             let error = match created {
                 Ok((stat, assigned)) => {
                     session.learn_id(stat.ephemeral_owner);
-                    let name = match sequence {
-                        Some(sequence) => format!("{}{}{sequence}", pending.prefix, self.marker),
-                        None => format!("{}{}{assigned}", pending.prefix, self.marker),
+                    let node = match sequence {
+                        Some(sequence) => {
+                            let name = format!("{}{}{sequence}", pending.prefix, self.marker);
+                            pending.named(name, stat.czxid)
+                        }
+                        None => pending.created(assigned, stat.czxid),
                     };
-                    return Ok((pending.created(name, stat.czxid), listed.ok()));
+                    return Ok((node, listed.ok()));
                 }
                 Err(ZkError::NoNode) if !made_parents => {
                     made_parents = true;
@@ -305,7 +385,7 @@ impl NodeSpec<'_> {
                 return Err(error.into());
             }
             if let Some((name, czxid)) = pending.recover(session).await? {
-                return Ok((pending.created(name, czxid), None));
+                return Ok((pending.named(name, czxid), None));
             }
         }
     }

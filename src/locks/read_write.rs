@@ -9,7 +9,7 @@ use zookeeper_client::Stat;
 use super::acquire::{self, hold_one_node, Acquire, Mode};
 use super::driver::{read_write_sort_key, ReadDriver, WriteDriver, READ_LOCK_NAME, WRITE_LOCK_NAME};
 use super::held::{HeldNode, NodeWatch};
-use super::internals::{hold, LockInternals};
+use super::internals::{held_node, LockInternals};
 use super::node::{retry_request, Failure};
 use super::reentrant::{Holds, Owner, Ticket};
 use super::revocation::{none_if_upgrade, NodeRevocation, Revocable, RevocableLock, Signal};
@@ -207,7 +207,7 @@ impl Shared {
         }
         let revocation =
             revocable.map(|signal| NodeRevocation::start(framework, session.epoch, node.full_path(), signal.clone()));
-        Ok(hold(node, revocation))
+        Ok(held_node(node, revocation))
     }
 }
 

@@ -124,7 +124,8 @@ impl InterProcessSemaphore {
             return Err(Error::invalid_argument("max_leases", "must be at least 1"));
         }
         let mutex = Arc::new(StandardDriver::MUTEX);
-        let lock = LockInternals::new(framework, &path::join(path, LOCKS), mutex, Vec::new())?;
+        // The internal lock is a plain mutex: uncontended, its fast path saves a request.
+        let lock = LockInternals::new(framework, &path::join(path, LOCKS), mutex, Vec::new())?.with_fast_path();
         let driver = Arc::new(StandardDriver { lock_name: LEASE_NAME, max_leases });
         let leases = LockInternals::new(framework, &path::join(path, LEASES), driver, data)?;
         let shared = Shared { max_leases, lock, leases, held: Arc::default(), path: path.to_owned() };

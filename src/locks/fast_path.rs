@@ -1,0 +1,369 @@
+//! The sequence-gap fast path: an uncontended mutex acquire in one request (the create).
+//!
+//! A lock directory's sequential suffix counts the child creates of the directory since it was
+//! (last) created: the server takes it from the parent's stored child version, which every
+//! successful create raises by one (deletes do not; failed creates do not; on ZooKeeper 3.6+
+//! the count survives restarts exactly). So when this handle held node `N` (suffix `n`) alone,
+//! deleted it, and its next create `M` gets suffix `n + 1`, nobody created a child in between:
+//! every child present when `M` was created was present when `N` was alone, so it is `N`,
+//! which the delete removed. `M` is alone and holds the lock; listing the children is not
+//! needed. The one way this reasoning fails is a directory deleted (an empty container is
+//! reaped by the server at any time) and created again, whose count starts over: a watch on
+//! the directory (`exists`), armed before the delete and still quiet after `M`'s reply, proves
+//! that did not happen (zookeeper-client delivers a notification before any later reply).
+//!
+//! The create alone takes the lock only when all of these hold, checked in this order:
+//! - the last hold of this handle was sole (its listing showed only itself, or it came from
+//!   this path itself) and its delete was the last request this handle sent before the create
+//!   (the record of it is taken, under one lock, as the create is sent);
+//! - the same session: epoch and session id, and not a read-only connection;
+//! - the directory's watch was armed on this session before the delete and has not fired;
+//! - the delete was answered `Ok` (so the node existed in this directory when deleted);
+//! - the create succeeded on its first send;
+//! - its suffix is `n + 1`, with `0 <= n < i32::MAX` (past that ZooKeeper's suffix wraps).
+//!
+//! Otherwise the create's node queues as usual (the children are listed: one more round trip
+//! than when the listing goes with the create). The path is on by default and can be turned
+//! off (`FrameworkBuilder::fast_path`): ZooKeeper 3.5 can hand out a suffix twice after a
+//! restart (it may revert the child count when it replays a snapshot), which breaks this
+//! reasoning, so turn it off for 3.5 servers.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::future::{BoxFuture, FutureExt};
+use zookeeper_client::{Client, WatchedEvent};
+
+use super::node::{CreatedNode, DeleteReply, Failure, NodeSpec};
+use crate::framework::{ConnectionState, Framework, Session};
+use crate::sync::Mutex;
+
+/// Why a fast-path try took the usual way instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum FastPathFallback {
+    /// The handle's last hold was not sole, not released by its delete, or not on this session
+    /// (the usual case when the lock is contended).
+    NoRecord,
+    /// The last hold was on another session (a new session, or another id).
+    OtherSession,
+    /// The connection is read-only.
+    ReadOnly,
+    /// No watch on the lock directory was armed on this session.
+    WatchMissing,
+    /// The directory's watch fired: it was changed, deleted or re-created.
+    WatchFired,
+    /// The delete of the last hold was not answered `Ok` before the create's reply.
+    DeleteNotConfirmed,
+    /// The create failed on its first send.
+    CreateFailed,
+    /// Another create came between the delete and ours (the lock is contended).
+    SequenceGap,
+    /// The suffix is outside the range where the reasoning holds (near `i32::MAX`).
+    SequenceRange,
+}
+
+/// How often an `InterProcessMutex` handle took its lock with the create alone, and why it
+/// did not when it tried.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FastPathStats {
+    /// Acquires that took the lock with the create alone.
+    pub hits: u64,
+    /// Acquires that took the usual way, by reason.
+    pub fallbacks: BTreeMap<FastPathFallback, u64>,
+}
+
+impl FastPathStats {
+    /// Fallbacks for `reason`.
+    pub fn fallbacks_for(&self, reason: FastPathFallback) -> u64 {
+        self.fallbacks.get(&reason).copied().unwrap_or(0)
+    }
+}
+
+/// The fast path's state for one lock handle (shared by its clones).
+#[derive(Debug, Default)]
+pub(crate) struct FastPath {
+    slot: Mutex<Slot>,
+    stats: Mutex<FastPathStats>,
+}
+
+#[derive(Default)]
+struct Slot {
+    /// The delete of the handle's last sole hold.
+    record: Option<Record>,
+    /// The watch on the lock directory, while it has not fired.
+    watch: Option<DirWatch>,
+    /// The handle held its lock alone: its next listing arms a watch if none is. (Handles
+    /// that only ever wait in a queue set no watch on the directory.)
+    wants_watch: bool,
+}
+
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slot")
+            .field("record", &self.record)
+            .field("watch", &self.watch.as_ref().map(|w| w.epoch))
+            .finish()
+    }
+}
+
+/// A sole hold's delete, as sent.
+#[derive(Debug)]
+struct Record {
+    epoch: u64,
+    session_id: i64,
+    sequence: i64,
+    reply: DeleteReply,
+}
+
+struct DirWatch {
+    epoch: u64,
+    fired: BoxFuture<'static, WatchedEvent>,
+}
+
+/// What a held node needs to record its delete for the next acquire of its handle.
+#[derive(Debug, Clone)]
+pub(crate) struct SoleHold {
+    fast: Arc<FastPath>,
+    session_id: i64,
+    sequence: i64,
+}
+
+impl SoleHold {
+    /// Sends the node's delete with `send` and records it, under the handle's lock, so that
+    /// an acquire that takes the record sends its create after this delete.
+    pub(crate) fn record_delete(&self, epoch: u64, send: impl FnOnce() -> DeleteReply) -> DeleteReply {
+        let mut slot = self.fast.slot.lock();
+        let reply = send();
+        let record = Record { epoch, session_id: self.session_id, sequence: self.sequence, reply: reply.clone() };
+        slot.record = Some(record);
+        slot.wants_watch = true;
+        reply
+    }
+}
+
+/// What a fast-path try gives the engine.
+pub(crate) enum FastTry {
+    /// The create alone took the lock.
+    Held(CreatedNode),
+    /// The create's node, to queue as usual.
+    Queued(CreatedNode),
+    /// Nothing was sent: queue as usual with a new node.
+    NotTried,
+}
+
+impl FastPath {
+    pub(crate) fn stats(&self) -> FastPathStats {
+        self.stats.lock().clone()
+    }
+
+    /// The record a hold needs to take part, when its listing showed it alone (or it came
+    /// from this path).
+    pub(crate) fn sole_hold(self: &Arc<Self>, session: &Session, node: &CreatedNode) -> Option<SoleHold> {
+        let sequence = node.sequence()?;
+        Some(SoleHold { fast: self.clone(), session_id: session.id(), sequence })
+    }
+
+    /// Whether a watch on the directory must be armed on `session` (sent with the next
+    /// listing): the handle held its lock alone, and no watch is armed and quiet.
+    pub(crate) fn needs_watch(&self, session: &Session) -> bool {
+        let mut slot = self.slot.lock();
+        slot.wants_watch && slot.watch_state(session.epoch) != WatchState::Quiet
+    }
+
+    /// Sends an `exists` watch on `dir` now and keeps it once answered (unless one is armed).
+    pub(crate) fn arm_watch<'a>(
+        &'a self,
+        client: &'a Client,
+        epoch: u64,
+        dir: &str,
+    ) -> impl std::future::Future<Output = ()> + 'a {
+        let exists = client.check_and_watch_stat(dir);
+        async move {
+            if let Ok((Some(_), watcher)) = exists.await {
+                let mut slot = self.slot.lock();
+                if slot.watch.is_none() {
+                    slot.watch = Some(DirWatch { epoch, fired: watcher.changed().boxed() });
+                }
+            }
+        }
+    }
+
+    /// Tries to take the lock with the create alone; see the module docs.
+    pub(crate) async fn attempt(&self, spec: &NodeSpec<'_>, session: &Session) -> Result<FastTry, Failure> {
+        let framework = spec.framework;
+        let name = spec.protected_name()?;
+        // The record is taken and the create sent under one lock: no delete of this handle
+        // can come between (the client sends requests in call order).
+        let (record, pending, reply) = {
+            let mut slot = self.slot.lock();
+            let record = slot.record.take();
+            let watch = slot.watch_state(session.epoch);
+            let skip = match &record {
+                None => Some(FastPathFallback::NoRecord),
+                Some(record) if record.epoch != session.epoch || record.session_id != session.id() => {
+                    Some(FastPathFallback::OtherSession)
+                }
+                // Without a quiet watch the create alone cannot win: list with it instead
+                // (and arm a watch in the same round trip).
+                Some(_) if watch == WatchState::Missing => Some(FastPathFallback::WatchMissing),
+                Some(_) if watch == WatchState::Fired => Some(FastPathFallback::WatchFired),
+                Some(_) => None,
+            };
+            let (Some(record), None) = (record, skip) else {
+                drop(slot);
+                return Ok(self.fell_back(skip.unwrap_or(FastPathFallback::NoRecord), None));
+            };
+            let (pending, reply) = spec.send_create(session, &name);
+            (record, pending, reply)
+        };
+        let (stat, sequence) = match reply.await {
+            Ok(created) => created,
+            // The create may have happened: dropping `pending` deletes by protected prefix.
+            Err(_) => return Ok(self.fell_back(FastPathFallback::CreateFailed, None)),
+        };
+        session.learn_id(stat.ephemeral_owner);
+        let node = pending.created(sequence, stat.czxid);
+        let observed = Observed {
+            read_only: framework.state() == ConnectionState::ReadOnly,
+            watch: self.watch_state(session.epoch),
+            delete_ok: matches!(record.reply.clone().now_or_never(), Some(Ok(()))),
+            previous: record.sequence,
+            sequence: sequence.into_i64(),
+        };
+        Ok(match observed.verdict() {
+            Ok(()) => {
+                self.stats.lock().hits += 1;
+                tracing::debug!(node = node.name(), "fast path: the create alone took the lock");
+                FastTry::Held(node)
+            }
+            Err(reason) => self.fell_back(reason, Some(node)),
+        })
+    }
+
+    fn watch_state(&self, epoch: u64) -> WatchState {
+        self.slot.lock().watch_state(epoch)
+    }
+
+    fn fell_back(&self, reason: FastPathFallback, node: Option<CreatedNode>) -> FastTry {
+        *self.stats.lock().fallbacks.entry(reason).or_default() += 1;
+        tracing::debug!(?reason, "fast path not taken");
+        match node {
+            Some(node) => FastTry::Queued(node),
+            None => FastTry::NotTried,
+        }
+    }
+}
+
+impl Slot {
+    /// The directory watch now; a fired or stale one is dropped (a finished future is never
+    /// polled again), to be armed again with a listing.
+    fn watch_state(&mut self, epoch: u64) -> WatchState {
+        let state = match self.watch.as_mut() {
+            None => WatchState::Missing,
+            Some(watch) if watch.epoch != epoch => WatchState::Missing,
+            Some(watch) => match watch.fired.as_mut().now_or_never() {
+                Some(_) => WatchState::Fired,
+                None => WatchState::Quiet,
+            },
+        };
+        if state != WatchState::Quiet {
+            self.watch = None;
+        }
+        state
+    }
+}
+
+/// The directory watch as seen right after the create's reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WatchState {
+    Missing,
+    Fired,
+    Quiet,
+}
+
+/// What the fast path decides on, once the create is answered.
+#[derive(Debug, Clone, Copy)]
+struct Observed {
+    read_only: bool,
+    watch: WatchState,
+    delete_ok: bool,
+    /// The suffix of the last sole hold.
+    previous: i64,
+    /// The suffix of the new node.
+    sequence: i64,
+}
+
+impl Observed {
+    /// `Ok` when the new node holds the lock alone; otherwise why not.
+    fn verdict(&self) -> Result<(), FastPathFallback> {
+        if self.read_only {
+            return Err(FastPathFallback::ReadOnly);
+        }
+        match self.watch {
+            WatchState::Missing => return Err(FastPathFallback::WatchMissing),
+            WatchState::Fired => return Err(FastPathFallback::WatchFired),
+            WatchState::Quiet => {}
+        }
+        if !self.delete_ok {
+            return Err(FastPathFallback::DeleteNotConfirmed);
+        }
+        if !(0..i64::from(i32::MAX)).contains(&self.previous) {
+            return Err(FastPathFallback::SequenceRange);
+        }
+        if self.sequence != self.previous + 1 {
+            return Err(FastPathFallback::SequenceGap);
+        }
+        Ok(())
+    }
+}
+
+/// Whether the framework allows the fast path (`FrameworkBuilder::fast_path`).
+pub(crate) fn enabled(framework: &Framework) -> bool {
+    framework.inner().config.fast_path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quiet(previous: i64, sequence: i64) -> Observed {
+        Observed { read_only: false, watch: WatchState::Quiet, delete_ok: true, previous, sequence }
+    }
+
+    #[test]
+    fn the_next_suffix_alone_takes_the_lock() {
+        assert_eq!(quiet(0, 1).verdict(), Ok(()));
+        assert_eq!(quiet(41, 42).verdict(), Ok(()));
+        assert_eq!(quiet(i64::from(i32::MAX) - 1, i64::from(i32::MAX)).verdict(), Ok(()));
+    }
+
+    #[test]
+    fn a_gap_or_an_older_suffix_queues() {
+        assert_eq!(quiet(41, 43).verdict(), Err(FastPathFallback::SequenceGap));
+        assert_eq!(quiet(41, 41).verdict(), Err(FastPathFallback::SequenceGap));
+        assert_eq!(quiet(41, 0).verdict(), Err(FastPathFallback::SequenceGap));
+    }
+
+    #[test]
+    fn suffixes_at_the_limits_queue() {
+        // At i32::MAX the next suffix wraps (ZooKeeper prints -2147483648): never fast.
+        assert_eq!(quiet(i64::from(i32::MAX), i64::from(i32::MAX) + 1).verdict(), Err(FastPathFallback::SequenceRange));
+        assert_eq!(quiet(-1, 0).verdict(), Err(FastPathFallback::SequenceRange));
+        assert_eq!(quiet(-2147483648, -2147483647).verdict(), Err(FastPathFallback::SequenceRange));
+        // A 19-digit suffix (past i32::MAX) is out of range too.
+        assert_eq!(quiet(3_000_000_000, 3_000_000_001).verdict(), Err(FastPathFallback::SequenceRange));
+    }
+
+    #[test]
+    fn a_fired_or_missing_watch_an_unconfirmed_delete_or_read_only_queue() {
+        let fired = Observed { watch: WatchState::Fired, ..quiet(1, 2) };
+        assert_eq!(fired.verdict(), Err(FastPathFallback::WatchFired));
+        let missing = Observed { watch: WatchState::Missing, ..quiet(1, 2) };
+        assert_eq!(missing.verdict(), Err(FastPathFallback::WatchMissing));
+        let pending = Observed { delete_ok: false, ..quiet(1, 2) };
+        assert_eq!(pending.verdict(), Err(FastPathFallback::DeleteNotConfirmed));
+        let read_only = Observed { read_only: true, ..quiet(1, 2) };
+        assert_eq!(read_only.verdict(), Err(FastPathFallback::ReadOnly));
+    }
+}
