@@ -1,14 +1,9 @@
 //! `zkr revoke <node>`: Curator's revocation request.
 
-use zk_recipes::zk::Error as ZkError;
-use zk_recipes::Framework;
+use zk_recipes::{Framework, Revoker};
 
 use crate::connect::Options;
 use crate::exit::Failure;
-
-/// Curator's revocation message: these exact ten ASCII bytes, written as the lock node's data.
-/// A holder that made its lock revocable compares the node's data with them byte for byte.
-pub const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -37,21 +32,15 @@ pub async fn run(options: &Options, args: Args) -> Result<(), Failure> {
     }
 }
 
-/// Asks the holder of `node` to release it, as Curator's `Revoker.attemptRevoke`: writes
-/// [`REVOKE_MESSAGE`] to the node whatever its version. Returns `false` when the node does not
-/// exist (its holder is already gone), which Curator does not count as an error either.
+/// Asks the holder of `node` to release it with the library's
+/// [`Revoker::attempt_revoke`](zk_recipes::Revoker::attempt_revoke) (Curator's
+/// `Revoker.attemptRevoke`: the ten bytes `__REVOKE__` written whatever the node's version). Returns
+/// `false` when the node does not exist (its holder is already gone), which Curator does not
+/// count as an error either.
 pub async fn attempt_revoke(framework: &Framework, node: &str) -> zk_recipes::Result<bool> {
-    match framework.set_data(node, REVOKE_MESSAGE).await {
-        Ok(_) => Ok(true),
-        Err(e) if matches!(e.zk(), Some(ZkError::NoNode)) => Ok(false),
-        Err(e) => Err(e),
+    if framework.exists(node).await?.is_none() {
+        return Ok(false);
     }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_message_is_curators_ten_bytes() {
-        assert_eq!(super::REVOKE_MESSAGE, [0x5F, 0x5F, 0x52, 0x45, 0x56, 0x4F, 0x4B, 0x45, 0x5F, 0x5F]);
-    }
+    Revoker::attempt_revoke(framework, node).await?;
+    Ok(true)
 }
