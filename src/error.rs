@@ -177,6 +177,14 @@ mod tests {
         assert!(!bad.is_retryable());
         assert!(bad.to_string().contains("max_leases"));
         assert!(Error::LockLost { path: "/a".into() }.is_session_lost());
+
+        // What the release core and the reaper retry while the node's session is current.
+        for retried in [ZkError::Throttled, ZkError::SessionMoved, ZkError::ConnectionLoss] {
+            assert!(Error::from(retried).is_retryable());
+        }
+        for permanent in [ZkError::NoAuth, ZkError::NoNode, ZkError::BadVersion] {
+            assert!(!Error::from(permanent).is_retryable());
+        }
     }
 
     #[test]

@@ -189,8 +189,26 @@ async fn release_returns_a_permanent_refusal_without_retrying_it() {
         assert_eq!((sent.get("delete"), sent.get("error:no-auth")), (1, 1), "{sent}");
         assert!(exists(&admin, &node).await, "the refused node stays until its session ends");
 
+        // A dropped guard's refused delete: the reaper tries once and gives up too.
+        let mutex = InterProcessMutex::new(&fw, &path).unwrap();
+        let dropped = within(LIMIT, "a second node, queued behind the first", async {
+            let (guard, ()) = tokio::join!(mutex.acquire(), async {
+                children_count_becomes(&admin, &path, 2, LIMIT).await;
+                admin.delete(&node).await.unwrap(); // the admin may
+            });
+            guard.unwrap()
+        })
+        .await;
+        let second = dropped.lock_path().to_owned();
+        let before = proxy.counts();
+        drop(dropped);
+        deletes_settle(&fw).await;
+        let sent = proxy.counts().since(&before);
+        assert_eq!((sent.get("delete"), sent.get("error:no-auth")), (1, 1), "{sent}");
+        assert!(exists(&admin, &second).await);
+
         fw.close().await;
-        assert!(!exists(&admin, &node).await, "the session's end removes it");
+        assert!(!exists(&admin, &second).await, "the session's end removes it");
         admin.delete(&path).await.unwrap();
         admin.close().await;
     })
