@@ -10,10 +10,10 @@ use std::time::Duration;
 use common::fixtures::*;
 use futures::{FutureExt, StreamExt};
 use zk_recipes::retry::{ExponentialBackoff, RetryForever, RetryNTimes, RetryUntilElapsed};
-use zk_recipes::testing::{CountingProxy, TestingServer};
+use zk_recipes::testing::{CountingProxy, RequestCounts, TestingServer, TestingServerBuilder};
 use zk_recipes::zk::{Acl, AuthId, CreateMode, Permission};
 use zk_recipes::{
-    AclProvider, Error, FixedAclProvider, Framework, InterProcessMutex, InterProcessSemaphore, MultiLock,
+    AclProvider, Error, FixedAclProvider, Framework, InterProcessMutex, InterProcessSemaphore, MultiLock, MutexGuard,
 };
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -39,50 +39,87 @@ async fn deletes_settle(fw: &Framework) {
 // ---------------------------------------------------------------------------------------------
 // Release and reaper: every retryable error is retried; a permanent one is returned, not retried.
 
-/// A server that throttles for certain: its request throttler (ZooKeeper 3.8's
-/// `RequestThrottler`) admits one request at a time into the pipeline and answers
-/// `THROTTLEDOP` (`Throttled`) to a request that waited more than 50 ms for admission; and
-/// its transaction log holds a write made soon after another for 500 ms before flushing it
-/// (`flushDelay` 1.5 s, polled every 500 ms), the write keeping its admission all that time.
-/// `forceSync=no` keeps the disk's speed out of it.
-async fn throttling_server() -> TestingServer {
+/// A server whose request throttler (ZooKeeper 3.8's `RequestThrottler`) admits one request
+/// at a time into the pipeline, and whose transaction log holds a write made soon after
+/// another for 500 ms before flushing it (`flushDelay` 1.5 s, polled every 500 ms), the write
+/// keeping its admission all that time: whatever is queued behind it waits. `forceSync=no`
+/// keeps the disk's speed out of it.
+fn one_admission_server() -> TestingServerBuilder {
     TestingServer::builder()
         .system_property("zookeeper.request_throttle_max_requests", "1")
         .system_property("zookeeper.request_throttle_stall_time", "50")
-        .system_property("zookeeper.throttled_op_wait_time", "50")
         .system_property("zookeeper.flushDelay", "1500")
         .system_property("zookeeper.maxWriteQueuePollTime", "500")
         .system_property("zookeeper.forceSync", "no")
-        .start()
-        .await
-        .expect("starting a throttling server")
 }
 
-/// Sends two writes of `scratch` on `fw`'s session now. The second comes right after a log
-/// flush, so one of them holds the throttler's only admission for about 500 ms, and the next
-/// request of the session, queued behind them, is throttled. Returns how many of the two were
-/// throttled themselves, once they are answered.
-fn hold_admission(fw: &Framework, scratch: &str) -> impl std::future::Future<Output = u64> {
-    let client = fw.zk_client().expect("a session");
-    let writes = [client.set_data(scratch, b"0", None), client.set_data(scratch, b"1", None)];
-    async move {
-        let replies = futures::future::join_all(writes).await;
-        replies.iter().filter(|r| matches!(r, Err(zk_recipes::zk::Error::Throttled))).count() as u64
+/// A [`one_admission_server`] that answers `THROTTLEDOP` (`Throttled`) to a request that
+/// waited more than 50 ms for admission.
+async fn throttling_server() -> TestingServer {
+    let builder = one_admission_server().system_property("zookeeper.throttled_op_wait_time", "50");
+    builder.start().await.expect("starting a throttling server")
+}
+
+/// A lock held on a [`throttling_server`], through a [`CountingProxy`].
+struct ThrottledLock {
+    _server: TestingServer,
+    proxy: CountingProxy,
+    fw: Framework,
+    observer: Framework,
+    path: String,
+    /// The lock node.
+    node: String,
+    /// A node of our own to write to.
+    scratch: String,
+}
+
+impl ThrottledLock {
+    async fn acquire(name: &str) -> (ThrottledLock, MutexGuard) {
+        let server = throttling_server().await;
+        let proxy = CountingProxy::start(&server.connect_string()).await.expect("counting proxy");
+        let fw = framework(&proxy.connect_string(), SESSION).await;
+        let observer = framework(&server.connect_string(), SESSION).await;
+        let path = unique_path("hardening", name);
+        let scratch = fw.create(&unique_path("hardening", "scratch"), b"", CreateMode::Persistent).await.unwrap();
+        let guard = InterProcessMutex::new(&fw, &path).unwrap().acquire().await.unwrap();
+        let node = guard.lock_path().to_owned();
+        (ThrottledLock { _server: server, proxy, fw, observer, path, node, scratch }, guard)
     }
-}
 
-/// What crossed `proxy` since `before`, checked to show that the server refused our delete
-/// with `Throttled` (and with nothing else), and that it was sent again.
-fn assert_delete_was_throttled_and_retried(
-    proxy: &CountingProxy,
-    before: &zk_recipes::testing::RequestCounts,
-    writes_throttled: u64,
-) {
-    let sent = proxy.counts().since(before);
-    let throttled = sent.get("error:throttled");
-    assert_eq!(sent.errors(), throttled, "the only errors are throttling: {sent}");
-    assert!(throttled > writes_throttled, "our delete was throttled ({writes_throttled} of the writes were): {sent}");
-    assert!(sent.get("delete") >= 2, "the throttled delete was sent again: {sent}");
+    /// Sends two writes of the scratch node now. The second comes right after a log flush,
+    /// so one of them holds the throttler's only admission for about 500 ms, and the next
+    /// request of the session, queued behind them, is throttled. Returns how many of the two
+    /// were throttled themselves, once they are answered.
+    fn hold_admission(&self) -> impl std::future::Future<Output = u64> {
+        let client = self.fw.zk_client().expect("a session");
+        let writes = [client.set_data(&self.scratch, b"0", None), client.set_data(&self.scratch, b"1", None)];
+        async move {
+            let replies = futures::future::join_all(writes).await;
+            replies.iter().filter(|r| matches!(r, Err(zk_recipes::zk::Error::Throttled))).count() as u64
+        }
+    }
+
+    /// Checks what crossed the proxy since `before`: the server refused our delete with
+    /// `Throttled` (and with nothing else), and it was sent again. Then checks that the node
+    /// is gone and another session takes the lock, and closes everything.
+    async fn assert_retried_and_freed(self, before: &RequestCounts, writes_throttled: u64) {
+        let sent = self.proxy.counts().since(before);
+        let throttled = sent.get("error:throttled");
+        assert_eq!(sent.errors(), throttled, "the only errors are throttling: {sent}");
+        assert!(
+            throttled > writes_throttled,
+            "our delete was throttled ({writes_throttled} of the writes were): {sent}"
+        );
+        assert!(sent.get("delete") >= 2, "the throttled delete was sent again: {sent}");
+        assert_eq!(self.fw.pending_deletes(), 0);
+        assert!(!exists(&self.observer, &self.node).await, "{} must be gone", self.node);
+        let other = InterProcessMutex::new(&self.observer, &self.path).unwrap();
+        let taken = other.try_acquire().await.unwrap().expect("another session takes the lock");
+        taken.release().await.unwrap();
+        self.fw.delete(&self.scratch).await.unwrap();
+        self.fw.close().await;
+        self.observer.close().await;
+    }
 }
 
 /// Before: `release()` gave up at the first `Throttled` reply (which `is_retryable` itself
@@ -92,28 +129,11 @@ fn assert_delete_was_throttled_and_retried(
 async fn release_retries_a_throttled_delete_until_it_succeeds() {
     init_tracing();
     bounded(LIMIT, async {
-        let server = throttling_server().await;
-        let proxy = CountingProxy::start(&server.connect_string()).await.expect("counting proxy");
-        let fw = framework(&proxy.connect_string(), SESSION).await;
-        let observer = framework(&server.connect_string(), SESSION).await;
-        let path = unique_path("hardening", "throttled-release");
-        let scratch = fw.create(&unique_path("hardening", "scratch"), b"", CreateMode::Persistent).await.unwrap();
-        let guard = InterProcessMutex::new(&fw, &path).unwrap().acquire().await.unwrap();
-        let node = guard.lock_path().to_owned();
-
-        let before = proxy.counts();
-        let held = hold_admission(&fw, &scratch);
-        let (writes_throttled, released) = tokio::join!(held, guard.release());
+        let (lock, guard) = ThrottledLock::acquire("throttled-release").await;
+        let before = lock.proxy.counts();
+        let (writes_throttled, released) = tokio::join!(lock.hold_admission(), guard.release());
         assert!(released.is_ok(), "a throttled delete must be retried, got {released:?}");
-        assert_delete_was_throttled_and_retried(&proxy, &before, writes_throttled);
-        assert_eq!(fw.pending_deletes(), 0);
-        assert!(!exists(&observer, &node).await, "{node} must be gone");
-        let other = InterProcessMutex::new(&observer, &path).unwrap();
-        let taken = other.try_acquire().await.unwrap().expect("another session takes the lock");
-        taken.release().await.unwrap();
-        fw.delete(&scratch).await.unwrap();
-        fw.close().await;
-        observer.close().await;
+        lock.assert_retried_and_freed(&before, writes_throttled).await;
     })
     .await;
 }
@@ -124,28 +144,13 @@ async fn release_retries_a_throttled_delete_until_it_succeeds() {
 async fn the_reaper_retries_a_throttled_delete_of_a_dropped_guard() {
     init_tracing();
     bounded(LIMIT, async {
-        let server = throttling_server().await;
-        let proxy = CountingProxy::start(&server.connect_string()).await.expect("counting proxy");
-        let fw = framework(&proxy.connect_string(), SESSION).await;
-        let observer = framework(&server.connect_string(), SESSION).await;
-        let path = unique_path("hardening", "throttled-drop");
-        let scratch = fw.create(&unique_path("hardening", "scratch"), b"", CreateMode::Persistent).await.unwrap();
-        let guard = InterProcessMutex::new(&fw, &path).unwrap().acquire().await.unwrap();
-        let node = guard.lock_path().to_owned();
-
-        let before = proxy.counts();
-        let held = hold_admission(&fw, &scratch);
+        let (lock, guard) = ThrottledLock::acquire("throttled-drop").await;
+        let before = lock.proxy.counts();
+        let held = lock.hold_admission();
         drop(guard); // the delete is sent now, behind the writes
         let writes_throttled = held.await;
-        deletes_settle(&fw).await;
-        assert_delete_was_throttled_and_retried(&proxy, &before, writes_throttled);
-        assert!(!exists(&observer, &node).await, "{node} must be gone once the reaper is done");
-        let other = InterProcessMutex::new(&observer, &path).unwrap();
-        let taken = other.try_acquire().await.unwrap().expect("another session takes the lock");
-        taken.release().await.unwrap();
-        fw.delete(&scratch).await.unwrap();
-        fw.close().await;
-        observer.close().await;
+        deletes_settle(&lock.fw).await;
+        lock.assert_retried_and_freed(&before, writes_throttled).await;
     })
     .await;
 }
@@ -426,22 +431,14 @@ async fn a_lost_create_reply_is_recovered_after_a_sync() {
 /// `NoNode`). Before: `ensure_path` and every lock acquire that had to create their parents
 /// returned that `NoNode`; now every level is created again.
 ///
-/// To make the race certain, the server admits one request at a time and holds a write made
-/// soon after another for 500 ms (see [`throttling_server`], without the throttled replies):
-/// our create of the parent is held while the container manager (every 100 ms) deletes the
-/// then empty parent, bypassing the admission, and our create of the child comes after it.
+/// To make the race certain, the server is a [`one_admission_server`]: our create of the
+/// parent is held while the container manager (every 100 ms) deletes the then empty parent,
+/// bypassing the admission, and our create of the child comes after it.
 #[tokio::test]
 async fn a_parent_container_removed_between_two_creates_is_created_again() {
     init_tracing();
     bounded(LIMIT, async {
-        let server = TestingServer::builder()
-            .system_property("zookeeper.request_throttle_max_requests", "1")
-            .system_property("zookeeper.flushDelay", "1500")
-            .system_property("zookeeper.maxWriteQueuePollTime", "500")
-            .system_property("zookeeper.forceSync", "no")
-            .start()
-            .await
-            .expect("starting a server");
+        let server = one_admission_server().start().await.expect("starting a server");
         let fw = framework(&server.connect_string(), SESSION).await;
         let parent = unique_path("hardening", "reaped-parent");
         let child = format!("{parent}/child");
