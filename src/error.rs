@@ -190,6 +190,14 @@ mod tests {
         let upgrade = Error::UpgradeRefused { path: "/rw".into() };
         assert!(!upgrade.is_retryable() && !upgrade.is_session_lost() && !upgrade.is_connection_error());
         assert!(upgrade.to_string().contains("/rw"));
+
+        // What the release core and the reaper retry while the node's session is current.
+        for retried in [ZkError::Throttled, ZkError::SessionMoved, ZkError::ConnectionLoss] {
+            assert!(Error::from(retried).is_retryable());
+        }
+        for permanent in [ZkError::NoAuth, ZkError::NoNode, ZkError::BadVersion] {
+            assert!(!Error::from(permanent).is_retryable());
+        }
     }
 
     #[test]

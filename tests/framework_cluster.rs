@@ -10,7 +10,7 @@ use futures::StreamExt;
 use tokio::time::{timeout, Instant};
 use zk_recipes::testing::{four_letter_word, TestingCluster};
 use zk_recipes::zk::CreateMode;
-use zk_recipes::{ConnectionState, Framework};
+use zk_recipes::{ConnectionState, Framework, InterProcessMutex};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -124,6 +124,14 @@ async fn read_only_server_is_reported_as_read_only() {
         assert_eq!(back.state, ConnectionState::Connected, "after {seen:?}");
         assert_eq!(back.epoch, 1);
         fw.create("/ro-write", b"", CreateMode::Ephemeral).await.unwrap();
+        // The read-write session has a new id, which zookeeper-client does not report (it
+        // keeps the read-only one): the framework learns it from the first lock node it
+        // creates, and publishes it.
+        let guard = InterProcessMutex::new(&fw, "/ro-lock").unwrap().acquire().await.unwrap();
+        let owner = fw.exists(guard.lock_path()).await.unwrap().expect("the lock node").ephemeral_owner;
+        assert_ne!(owner, 0);
+        assert_eq!(fw.snapshot().session_id, owner, "the published session id is the lock node's owner");
+        guard.release().await.unwrap();
         fw.close().await;
     })
     .await

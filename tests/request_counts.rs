@@ -52,7 +52,8 @@ async fn uncontended_mutex_cycle_costs_two_requests() {
         // On a directory that does not exist yet, the first create and its listing fail
         // (NoNode), then go again once the directory is made.
         let first = proxy.counts().since(&before);
-        let expected = [("create2", 2), ("createContainer", 1), ("delete", 1), ("getChildren", 2)];
+        let expected =
+            [("create2", 2), ("createContainer", 1), ("delete", 1), ("error:no-node", 2), ("getChildren", 2)];
         assert_per_op(&first, 1, &expected, "the first cycle");
         let before = proxy.counts();
         mutex.acquire().await.unwrap().release().await.unwrap();

@@ -400,8 +400,56 @@ impl Inner {
         }
     }
 
+    /// Publishes the id of `session` once it is learned (after a read-only start the client's
+    /// own id is stale; see [`Session::id`]): the current snapshot's `session_id` is updated
+    /// in place when `session` is still the current one. It is not a state transition, so
+    /// streams and listeners are not told.
+    pub(crate) fn note_session_id(&self, session: &Session) {
+        let id = session.id();
+        if id == 0 {
+            return;
+        }
+        self.state_tx.send_if_modified(|snapshot| {
+            let stale = snapshot.epoch == session.epoch && snapshot.session_id != id;
+            if stale {
+                snapshot.session_id = id;
+            }
+            stale
+        });
+    }
+
     /// Hands a background delete to the reaper. Never blocks, never needs a runtime.
     pub(crate) fn reap(&self, cmd: ReaperCmd) {
         self.reaper.send(cmd);
+    }
+}
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use super::*;
+
+    /// The state manager opens a new session after `Lost`; if `close()` began meanwhile, that
+    /// session must not become the framework's (it would outlive `close()`, and its client
+    /// would be handed out by `zk_client()`). It is refused, and dropping it closes it.
+    #[tokio::test]
+    async fn a_session_opened_while_closing_is_refused_and_closed() {
+        let test = async {
+            let server = crate::testing::shared_server().await.expect("shared server");
+            let framework =
+                Framework::builder(&server.connect_string()).session_timeout(Duration::from_secs(10)).start().await;
+            let framework = framework.expect("framework starts");
+            let epoch = framework.snapshot().epoch;
+            framework.close().await;
+
+            let client = session::connect(&framework.inner.config).await.expect("a new session");
+            let mut watcher = client.state_watcher();
+            assert!(!framework.inner.install_session(Session::new(client, epoch + 1)), "installed after close()");
+            assert!(matches!(framework.zk_client(), Err(Error::Closed)));
+            assert_eq!(framework.inner.epoch(), 0, "no session after close()");
+            while !watcher.state().is_terminated() {
+                watcher.changed().await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), test).await.expect("test finished in time");
     }
 }

@@ -115,11 +115,16 @@ impl Framework {
         levels.reverse();
         let acls: Vec<_> = levels.iter().map(|level| self.acl_for(level)).collect::<Result<_>>()?;
         let levels: Vec<_> = levels.into_iter().zip(&acls).collect();
-        self.with_retry(|session| {
-            let levels = &levels;
-            async move { create_containers(&session.client, levels).await }
-        })
-        .await
+        let on_session = || {
+            let (session, levels) = (self.inner.session(), &levels);
+            async move { Ok(create_containers(&session?.client, levels).await?) }
+        };
+        // A level that exists when its create is sent can be gone by the time the next
+        // level's create arrives (the server removes an empty container at any moment, and
+        // its delete can land between two of our creates): `NoNode` then sends every level
+        // again, under the retry policy, like a connection loss.
+        let parent_vanished = |e: &Error| e.is_retryable() || matches!(e, Error::ZooKeeper(ZkError::NoNode));
+        self.retry_loop().run(on_session, parent_vanished).await
     }
 
     /// Creates a node. Parents are created as containers when missing. Returns the path as

@@ -223,6 +223,7 @@ impl FastPath {
             Err(_) => return Ok(self.fell_back(FastPathFallback::CreateFailed, None)),
         };
         session.learn_id(stat.ephemeral_owner);
+        framework.inner().note_session_id(session);
         let node = pending.created(sequence, stat.czxid);
         let observed = Observed {
             read_only: framework.state() == ConnectionState::ReadOnly,

@@ -199,6 +199,7 @@ impl PendingCreate {
             if adopted.is_none() {
                 let stat = retry_request(framework, || session.client.check_stat(&full)).await?;
                 if let Some(stat) = stat.filter(|s| session.owns(s.ephemeral_owner)) {
+                    framework.inner().note_session_id(session);
                     tracing::debug!(node = %full, "adopted our node after a lost create reply");
                     adopted = Some((name, stat.czxid));
                     continue;
@@ -359,6 +360,7 @@ impl NodeSpec<'_> {
             let error = match created {
                 Ok((stat, assigned)) => {
                     session.learn_id(stat.ephemeral_owner);
+                    self.framework.inner().note_session_id(session);
                     let node = match sequence {
                         Some(sequence) => {
                             let name = format!("{}{}{sequence}", pending.prefix, self.marker);

@@ -1,4 +1,5 @@
-//! A pass-through proxy that counts the requests crossing it, by kind.
+//! A pass-through proxy that counts the requests crossing it, by kind, and the error codes of
+//! the replies; it can also lose one chosen reply.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -13,9 +14,14 @@ use super::TestingError;
 use crate::sync::Mutex;
 
 /// A loopback TCP proxy in front of one ZooKeeper server that reads the protocol's frames and
-/// counts the requests going up (by opcode) and the watch events coming down. Put clients
-/// behind it to assert how many server requests an operation costs: a count can be asserted
-/// in a test where a duration cannot.
+/// counts the requests going up (by opcode), and the watch events and error replies coming
+/// down. Put clients behind it to assert how many server requests an operation costs (a count
+/// can be asserted in a test where a duration cannot), or which errors the server answered
+/// with (`error:throttled`, ...).
+///
+/// Because it knows where each reply begins, it can also lose exactly one reply
+/// ([`lose_reply_to`](Self::lose_reply_to)): the server has acted, and the client never hears
+/// of it, as when a network fails at the worst moment.
 ///
 /// It adds a hop, so runs through it are for counting, not for timing. It runs on a thread of
 /// its own (so that it sees frames as they arrive, whatever the caller's runtime is doing, and
@@ -24,6 +30,8 @@ use crate::sync::Mutex;
 pub struct CountingProxy {
     address: String,
     counts: Arc<Mutex<BTreeMap<&'static str, u64>>>,
+    /// The kind of request whose reply is to be lost, when armed.
+    lose: Arc<Mutex<Option<&'static str>>>,
     /// Dropping it stops the proxy's thread.
     _stop: tokio::sync::oneshot::Sender<()>,
 }
@@ -47,12 +55,14 @@ impl CountingProxy {
             .build()
             .map_err(|e| TestingError::io("starting the counting proxy's runtime", e))?;
         let counts = Arc::new(Mutex::default());
-        let (target, shared) = (target.to_owned(), counts.clone());
+        let lose = Arc::new(Mutex::default());
+        let shared = Shared { target: target.to_owned(), counts: counts.clone(), lose: Arc::clone(&lose) };
+        let shared = Arc::new(shared);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let accept = async move {
             let listener = TcpListener::from_std(listener)?;
             while let Ok((client, _)) = listener.accept().await {
-                tokio::spawn(forward(client, target.clone(), shared.clone()));
+                tokio::spawn(forward(client, shared.clone()));
             }
             Ok::<(), std::io::Error>(())
         };
@@ -67,7 +77,7 @@ impl CountingProxy {
                 })
             })
             .map_err(|e| TestingError::io("starting the counting proxy's thread", e))?;
-        Ok(CountingProxy { address, counts, _stop: stop })
+        Ok(CountingProxy { address, counts, lose, _stop: stop })
     }
 
     /// The connect string for clients, `127.0.0.1:PORT`.
@@ -79,13 +89,33 @@ impl CountingProxy {
     pub fn counts(&self) -> RequestCounts {
         RequestCounts(self.counts.lock().clone())
     }
+
+    /// Loses the reply to the next request of `kind` (as [`RequestCounts`] names kinds, for
+    /// example `"create2"`), on whichever connection sends it: the request reaches the server,
+    /// and when its reply comes back the proxy closes that connection (FIN to the client)
+    /// instead of passing the reply on, dropping whatever the server sends after it. The
+    /// client sees a connection loss with the request's outcome unknown, and reconnects
+    /// through the proxy as usual. One reply is lost per call; a later call replaces an
+    /// unused one.
+    pub fn lose_reply_to(&self, kind: &'static str) {
+        *self.lose.lock() = Some(kind);
+    }
+}
+
+/// What the proxy's connections share.
+struct Shared {
+    target: String,
+    counts: Arc<Mutex<BTreeMap<&'static str, u64>>>,
+    lose: Arc<Mutex<Option<&'static str>>>,
 }
 
 /// Counts by kind: requests by opcode (`create`, `delete`, `getData+watch`, `getChildren`,
-/// `removeWatches`, `ping`, ...), `watch-event` for the server's notifications, and
-/// `round-trip` for each request sent while the connection had no other request waiting for
-/// its reply (requests sent back to back share one round trip). Session handshakes are not
-/// counted.
+/// `removeWatches`, `ping`, ...), `watch-event` for the server's notifications, `round-trip`
+/// for each request sent while the connection had no other request waiting for its reply
+/// (requests sent back to back share one round trip), and `error:<code>` for each reply that
+/// carried an error (`error:no-node`, `error:node-exists`, `error:no-auth`,
+/// `error:session-moved`, `error:throttled`, ...; `error:other` for a code not listed here).
+/// Session handshakes are not counted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RequestCounts(BTreeMap<&'static str, u64>);
 
@@ -97,7 +127,14 @@ impl RequestCounts {
 
     /// Requests of every kind except pings (which depend on idle time, not on the work).
     pub fn requests(&self) -> u64 {
-        self.0.iter().filter(|(kind, _)| !matches!(**kind, "ping" | "watch-event" | "round-trip")).map(|(_, n)| n).sum()
+        let request =
+            |kind: &str| !matches!(kind, "ping" | "watch-event" | "round-trip") && !kind.starts_with("error:");
+        self.0.iter().filter(|(kind, _)| request(kind)).map(|(_, n)| n).sum()
+    }
+
+    /// Replies that carried an error, of every code.
+    pub fn errors(&self) -> u64 {
+        self.0.iter().filter(|(kind, _)| kind.starts_with("error:")).map(|(_, n)| n).sum()
     }
 
     /// Round trips: requests that found no other request of their connection in flight.
@@ -130,16 +167,28 @@ impl fmt::Display for RequestCounts {
     }
 }
 
-async fn forward(client: TcpStream, target: String, counts: Arc<Mutex<BTreeMap<&'static str, u64>>>) {
-    let Ok(server) = TcpStream::connect(&target).await else { return };
+async fn forward(client: TcpStream, shared: Arc<Shared>) {
+    let Ok(server) = TcpStream::connect(&shared.target).await else { return };
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
-    let in_flight = AtomicI64::new(0);
-    let up = pump(client_read, server_write, &counts, &in_flight, Direction::Requests);
-    let down = pump(server_read, client_write, &counts, &in_flight, Direction::Replies);
+    let connection = Connection { shared: &shared, in_flight: AtomicI64::new(0), doomed: AtomicI64::new(NO_XID) };
+    let up = pump(client_read, server_write, &connection, Direction::Requests);
+    let down = pump(server_read, client_write, &connection, Direction::Replies);
     let _ = tokio::join!(up, down);
+}
+
+/// No request's xid (xids are 32-bit).
+const NO_XID: i64 = i64::MIN;
+
+/// One proxied connection's state, shared by its two directions.
+struct Connection<'a> {
+    shared: &'a Shared,
+    /// Requests sent and not answered yet.
+    in_flight: AtomicI64,
+    /// The xid of the request whose reply is to be lost, or [`NO_XID`].
+    doomed: AtomicI64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -149,17 +198,18 @@ enum Direction {
 }
 
 /// Copies length-prefixed frames from `from` to `to`, counting them. The first frame in each
-/// direction is the session handshake. `in_flight` counts the connection's requests (those
+/// direction is the session handshake. The connection's `in_flight` counts its requests (those
 /// with a non-negative xid; pings and the like have negative ones) not answered yet; a
 /// request is counted before it is forwarded and a reply before it is, so a request caused by
-/// a reply always sees that reply counted.
+/// a reply always sees that reply counted. The reply to a doomed request is not forwarded:
+/// the client's side is closed instead.
 async fn pump(
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
-    counts: &Mutex<BTreeMap<&'static str, u64>>,
-    in_flight: &AtomicI64,
+    connection: &Connection<'_>,
     direction: Direction,
 ) -> std::io::Result<()> {
+    let (counts, in_flight) = (&*connection.shared.counts, &connection.in_flight);
     let mut first = true;
     let mut buffer = Vec::new();
     loop {
@@ -176,10 +226,25 @@ async fn pump(
         let kind = match direction {
             _ if first => None,
             Direction::Requests => Some(request_kind(frame)),
-            // A notification's reply header carries xid -1.
-            Direction::Replies => (frame.get(..4) == Some(&(-1i32).to_be_bytes()[..])).then_some("watch-event"),
+            Direction::Replies => reply_kind(frame),
         };
-        let answered = frame.get(..4).is_some_and(|xid| xid[0] & 0x80 == 0);
+        let xid = frame.get(..4).map(|b| i64::from(i32::from_be_bytes([b[0], b[1], b[2], b[3]])));
+        let answered = xid.is_some_and(|xid| xid >= 0);
+        if !first && answered {
+            match direction {
+                Direction::Requests => {
+                    let mut lose = connection.shared.lose.lock();
+                    if lose.is_some() && *lose == kind {
+                        *lose = None;
+                        connection.doomed.store(xid.unwrap_or(NO_XID), Ordering::SeqCst);
+                    }
+                }
+                Direction::Replies if xid == Some(connection.doomed.load(Ordering::SeqCst)) => {
+                    return to.shutdown().await;
+                }
+                Direction::Replies => {}
+            }
+        }
         {
             let mut counts = counts.lock();
             if !first && answered {
@@ -198,6 +263,52 @@ async fn pump(
         first = false;
         to.write_all(&buffer).await?;
     }
+}
+
+/// The kind of a server reply frame (the bytes after the length prefix: xid, zxid, error code,
+/// body), when it is counted: `watch-event` for a notification (xid -1), `error:<code>` for a
+/// reply with an error.
+fn reply_kind(frame: &[u8]) -> Option<&'static str> {
+    if frame.get(..4) == Some(&(-1i32).to_be_bytes()[..]) {
+        return Some("watch-event");
+    }
+    let code = frame.get(12..16).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))?;
+    let kind = match code {
+        0 => return None,
+        -1 => "error:system-error",
+        -2 => "error:runtime-inconsistency",
+        -3 => "error:data-inconsistency",
+        -4 => "error:connection-loss",
+        -5 => "error:marshalling-error",
+        -6 => "error:unimplemented",
+        -7 => "error:operation-timeout",
+        -8 => "error:bad-arguments",
+        -12 => "error:unknown-session",
+        -13 => "error:new-config-no-quorum",
+        -14 => "error:reconfig-in-progress",
+        -100 => "error:api-error",
+        -101 => "error:no-node",
+        -102 => "error:no-auth",
+        -103 => "error:bad-version",
+        -108 => "error:no-children-for-ephemerals",
+        -110 => "error:node-exists",
+        -111 => "error:not-empty",
+        -112 => "error:session-expired",
+        -113 => "error:invalid-callback",
+        -114 => "error:invalid-acl",
+        -115 => "error:auth-failed",
+        -118 => "error:session-moved",
+        -119 => "error:not-read-only",
+        -120 => "error:ephemeral-on-local-session",
+        -121 => "error:no-watcher",
+        -122 => "error:request-timeout",
+        -123 => "error:reconfig-disabled",
+        -124 => "error:session-closed-require-sasl",
+        -125 => "error:quota-exceeded",
+        -127 => "error:throttled",
+        _ => "error:other",
+    };
+    Some(kind)
 }
 
 /// The kind of a client request frame (the bytes after the length prefix: xid, opcode, body).
@@ -261,5 +372,24 @@ mod tests {
         assert_eq!(request_kind(&frame(4, &[0, 1])), "getData+watch");
         assert_eq!(request_kind(&frame(8, &[0, 0])), "getChildren");
         assert_eq!(request_kind(&[0, 0]), "short-frame");
+    }
+
+    #[test]
+    fn reply_kinds_by_xid_and_error_code() {
+        let reply = |xid: i32, err: i32| {
+            let mut f = xid.to_be_bytes().to_vec();
+            f.extend_from_slice(&7i64.to_be_bytes());
+            f.extend_from_slice(&err.to_be_bytes());
+            f
+        };
+        assert_eq!(reply_kind(&reply(-1, 0)), Some("watch-event"));
+        assert_eq!(reply_kind(&reply(5, 0)), None);
+        assert_eq!(reply_kind(&reply(5, -127)), Some("error:throttled"));
+        assert_eq!(reply_kind(&reply(5, -118)), Some("error:session-moved"));
+        assert_eq!(reply_kind(&reply(5, -102)), Some("error:no-auth"));
+        assert_eq!(reply_kind(&reply(5, -9999)), Some("error:other"));
+        assert_eq!(reply_kind(&[0, 0, 0, 5]), None);
+        let counts = RequestCounts(BTreeMap::from([("delete", 2), ("error:throttled", 1), ("error:no-node", 1)]));
+        assert_eq!((counts.requests(), counts.errors()), (2, 2));
     }
 }

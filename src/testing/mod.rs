@@ -10,7 +10,8 @@
 //! | an ensemble: leader changes, losing a server, read-only mode | [`TestingCluster`] |
 //! | connection loss (FIN or RST), a silent network, refused connections | [`FaultProxy`] between the client and the server |
 //! | a session that the server expires (Curator's `KillSession`) | [`expire_session`] on a client behind a [`FaultProxy`] |
-//! | how many server requests an operation costs | clients behind a [`CountingProxy`] |
+//! | how many server requests an operation costs, or which errors the server answered | clients behind a [`CountingProxy`] |
+//! | a request that reached the server but whose reply was lost | [`CountingProxy::lose_reply_to`] |
 //!
 //! # Requirements
 //!
