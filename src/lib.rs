@@ -5,6 +5,7 @@
 
 mod error;
 mod framework;
+mod leader;
 mod locks;
 pub mod path;
 pub mod retry;
@@ -18,6 +19,7 @@ pub use framework::{
     AclProvider, ConnectionState, ConnectionStateErrorPolicy, ConnectionStateListener, ConnectionStateStream,
     FixedAclProvider, Framework, FrameworkBuilder, ListenerHandle, OpenAclProvider, StateSnapshot,
 };
+pub use leader::{CloseMode, LeaderLatch, LeaderSelector, Leadership, LeadershipEvent, LeadershipEvents, Participant};
 pub use locks::{InterProcessMutex, MutexGuard};
 pub use locks::{InterProcessSemaphore, InterProcessSemaphoreMutex, SemaphoreLease, SemaphoreMutexGuard};
 pub use locks::{LockHold, Lockable, MultiLock, MultiLockGuard};
