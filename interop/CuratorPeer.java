@@ -564,9 +564,10 @@ public final class CuratorPeer {
      *   selector_participants ID       -> selector_participants ID <n> <pid>=<isLeader>...
      *   selector_leader ID             -> selector_leader ID <pid> <isLeader>
      *   selector_close ID              -> selector_close ID ok
-     *   selector_loop ID PATH PID N LOGFILE HOLD_MS -> selector_loop ID started; an auto-requeue
-     *                                  selector whose leader logs enter, holds, logs exit and returns;
-     *                                  closed after N terms: async `selector-loop-done ID N`
+     *   selector_loop ID PATH PID N LOGFILE HOLD_MS -> selector_loop ID started; a selector whose
+     *                                  leader logs enter, holds, logs exit and returns, requeued after
+     *                                  each term, closed after N terms (once its node is gone): async
+     *                                  `selector-loop-done ID N`
      */
     private static final class Elections {
         private final CuratorFramework client;
@@ -793,34 +794,41 @@ public final class CuratorPeer {
                     return true;
                 case "selector_loop": {
                     need(t, 7, "selector_loop ID PATH PID N LOGFILE HOLD_MS");
+                    String participant = t[3];
                     int n = Integer.parseInt(t[4]);
                     String log = t[5];
                     long holdMs = Long.parseLong(t[6]);
-                    java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(n);
+                    Semaphore terms = new Semaphore(0);
                     LeaderSelector s = new LeaderSelector(client, t[2], new LeaderSelectorListenerAdapter() {
                         @Override
                         public void takeLeadership(CuratorFramework c) throws Exception {
-                            if (done.getCount() == 0) {
-                                return;
-                            }
                             append(log, "enter java:" + id + " " + System.nanoTime());
                             if (holdMs > 0) {
                                 Thread.sleep(holdMs);
                             }
                             append(log, "exit java:" + id);
-                            done.countDown();
+                            terms.release();
                         }
                     });
-                    s.setId(t[3]);
-                    s.autoRequeue();
+                    s.setId(participant);
                     if (selectors.putIfAbsent(id, s) != null) {
                         throw new IllegalArgumentException("duplicate selector " + id);
                     }
                     emit(reply + " started");
                     s.start();
+                    // Requeued by hand (not autoRequeue) so that after the last term nothing runs
+                    // and close() interrupts no release in progress.
                     workers.execute(() -> {
                         try {
-                            done.await();
+                            for (int i = 0; i < n; i++) {
+                                terms.acquire();
+                                while (i + 1 < n && !s.requeue()) {
+                                    Thread.sleep(1);
+                                }
+                            }
+                            while (s.getParticipants().stream().anyMatch(p -> p.getId().equals(participant))) {
+                                Thread.sleep(5); // the last term's node is still being deleted
+                            }
                             s.close();
                             emit("selector-loop-done " + id + " " + n);
                         } catch (Throwable e) {
