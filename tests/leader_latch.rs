@@ -398,3 +398,58 @@ fn start_outside_a_runtime_is_refused() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async { latch.start().unwrap() });
 }
+
+/// Closing the framework ends leadership for good: the term's `lost()` completes, the stream
+/// reports `Lost` and ends, and waiting fails with `Closed`. A selector's closure is dropped.
+#[tokio::test]
+async fn framework_close_ends_leadership() {
+    bounded(LIMIT, async {
+        let fw = fw().await;
+        let latch = LeaderLatch::new(&fw, &path("framework-close"), "leader").unwrap();
+        let mut events = latch.leadership_events();
+        latch.start().unwrap();
+        let leadership = within(EVENT, "leading", latch.await_leadership()).await.unwrap();
+        assert!(matches!(events.next().await, Some(LeadershipEvent::Gained(_))));
+        let dropped = Arc::new(AtomicBool::new(false));
+        let (tx, mut started) = tokio::sync::mpsc::unbounded_channel();
+        let flag = dropped.clone();
+        let selector = LeaderSelector::new(&fw, &path("framework-close-selector"), "s", move |_| {
+            let (flag, tx) = (flag.clone(), tx.clone());
+            async move {
+                let _guard = SetOnDrop(flag);
+                tx.send(()).unwrap();
+                std::future::pending::<()>().await;
+            }
+        })
+        .unwrap();
+        selector.start().unwrap();
+        within(EVENT, "the selector leading", started.recv()).await.unwrap();
+
+        fw.close().await;
+        within(EVENT, "lost() after the framework closed", leadership.lost()).await;
+        assert!(!latch.is_leader());
+        assert!(matches!(within(EVENT, "Lost", events.next()).await, Some(LeadershipEvent::Lost)));
+        assert!(within(EVENT, "the end of the stream", events.next()).await.is_none());
+        assert!(matches!(latch.await_leadership().await, Err(Error::Closed)));
+        common::fixtures::eventually(EVENT, "the selector's closure dropped", || async {
+            if dropped.load(Ordering::SeqCst) {
+                Ok(())
+            } else {
+                Err("running".to_owned())
+            }
+        })
+        .await;
+        assert!(!selector.is_leader());
+        latch.close().await.unwrap();
+        selector.close().await.unwrap();
+    })
+    .await;
+}
+
+struct SetOnDrop(Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}

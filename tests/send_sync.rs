@@ -2,7 +2,10 @@
 
 #![allow(dead_code)]
 
-use zk_recipes::{ConnectionStateStream, Error, Framework, InterProcessMutex, ListenerHandle, MutexGuard};
+use zk_recipes::{
+    ConnectionStateStream, Error, Framework, InterProcessMutex, LeaderLatch, LeaderSelector, Leadership,
+    LeadershipEvents, ListenerHandle, MutexGuard, Participant,
+};
 
 fn send<T: Send>(_: &T) {}
 fn send_sync_static<T: Send + Sync + 'static>() {}
@@ -16,6 +19,11 @@ fn handles_and_guards_are_send_sync_static() {
     send_sync_static::<Error>();
     send_sync_static::<ListenerHandle>();
     send_static::<ConnectionStateStream>();
+    send_sync_static::<LeaderLatch>();
+    send_sync_static::<LeaderSelector>();
+    send_sync_static::<Leadership>();
+    send_sync_static::<Participant>();
+    send_static::<LeadershipEvents>();
 }
 
 /// Never called: it only has to compile, proving the futures are `Send`.
@@ -29,4 +37,17 @@ async fn futures_are_send(framework: Framework, mutex: InterProcessMutex, guard:
     send(&mutex.participant_nodes());
     send(&guard.lost());
     send(&guard.release());
+}
+
+/// Never called: the leader recipes' futures are `Send` too.
+async fn leader_futures_are_send(latch: LeaderLatch, selector: LeaderSelector, leadership: Leadership) {
+    send(&latch.await_leadership());
+    send(&latch.await_leader(std::time::Duration::from_secs(1)));
+    send(&latch.participants());
+    send(&latch.leader());
+    send(&latch.close());
+    send(&selector.participants());
+    send(&selector.leader());
+    send(&selector.close());
+    send(&leadership.lost());
 }

@@ -189,8 +189,9 @@ impl LeaderLatch {
     }
 
     /// Every leadership change from now on, in order (Curator's `LeaderLatchListener`). The
-    /// stream ends when the latch is closed; with [`CloseMode::NotifyLeader`] a closing leader
-    /// emits [`LeadershipEvent::Lost`] first.
+    /// stream ends when the latch is closed (with [`CloseMode::NotifyLeader`] a closing leader
+    /// emits [`LeadershipEvent::Lost`] first) or dropped, or its framework is closed (after a
+    /// `Lost` if it was leading).
     pub fn leadership_events(&self) -> LeadershipEvents {
         let events = self.shared.state.lock().events.as_ref().map(broadcast::Sender::subscribe);
         LeadershipEvents::new(events, self.shared.leader.subscribe())
@@ -485,6 +486,7 @@ async fn run(shared: Arc<Shared>) {
         // The framework closed (or the latch did): no leadership from here on.
         shared.end_term();
         shared.leader.send_replace(None);
+        shared.state.lock().events = None;
     }
     .instrument(span)
     .await
