@@ -1,7 +1,9 @@
-//! The Curator 5.4 runtime classpath, shared by the interop tests (`tests/common/curator.rs`)
-//! and the benchmark (`benches/locks.rs`), which include this file with `#[path]`.
+//! The Curator 5.4 runtime classpath and the JDK tools, shared by the interop tests
+//! (`tests/common/curator.rs`) and the benchmark (`benches/locks/`), which include this file
+//! with `#[path]`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 /// Debian's jar directory (package `libcurator-recipes-java` and its dependencies).
 const DEBIAN_JARS: &str = "/usr/share/java";
@@ -40,4 +42,29 @@ pub fn curator_classpath() -> Result<String, String> {
         jars.push(binding.display().to_string());
     }
     Ok(jars.join(":"))
+}
+
+/// A JDK tool (`java`, `javac`) from `$JAVA_HOME/bin`, else from `PATH`, that answers
+/// `-version`; an error saying what is missing.
+pub fn find_jdk_tool(name: &str) -> Result<PathBuf, String> {
+    let from_home = std::env::var_os("JAVA_HOME").map(|home| PathBuf::from(home).join("bin").join(name));
+    let path = match from_home.filter(|p| p.is_file()) {
+        Some(path) => path,
+        None => std::env::var_os("PATH")
+            .iter()
+            .flat_map(std::env::split_paths)
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+            .ok_or_else(|| format!("`{name}` not found (JAVA_HOME or PATH)"))?,
+    };
+    let out = Command::new(&path)
+        .arg("-version")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", path.display()))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        return Err(format!("{} -version failed ({}): {}", path.display(), out.status, stderr.trim()));
+    }
+    Ok(path)
 }

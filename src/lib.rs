@@ -1,10 +1,11 @@
-#![doc = include_str!("../README.md")]
+#![doc = include_str!("docs/crate.md")]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub, rust_2018_idioms)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod error;
 mod framework;
+pub mod guide;
 mod leader;
 mod locks;
 pub mod path;

@@ -1,51 +1,19 @@
 //! Framework (connection manager) behaviour against real ZooKeeper servers.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::fixtures::{next_event as next, unique_path, wait_for_event as wait_for};
 use futures::StreamExt;
 use tokio::time::{timeout, Instant};
 use zk_recipes::testing::{expire_session, shared_server, FaultProxy, ProxyMode, TestingServer};
 use zk_recipes::zk::{Acls, CreateMode};
-use zk_recipes::{
-    ConnectionState, ConnectionStateStream, Error, FixedAclProvider, Framework, InterProcessMutex, StateSnapshot,
-};
+use zk_recipes::{ConnectionState, Error, FixedAclProvider, Framework, InterProcessMutex};
 
 const LIMIT: Duration = Duration::from_secs(60);
-
-fn unique(name: &str) -> String {
-    format!("/fw-{name}-{}", uuid_like())
-}
-
-fn uuid_like() -> String {
-    use std::sync::atomic::AtomicU64;
-    static N: AtomicU64 = AtomicU64::new(0);
-    format!("{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
-}
-
-/// The next event, bounded in time.
-async fn next(stream: &mut ConnectionStateStream, within: Duration) -> StateSnapshot {
-    timeout(within, stream.next()).await.expect("state event in time").expect("stream open")
-}
-
-/// Waits for an event in `state`, returning it and the events skipped on the way.
-async fn wait_for(
-    stream: &mut ConnectionStateStream,
-    state: ConnectionState,
-    within: Duration,
-) -> (StateSnapshot, Vec<StateSnapshot>) {
-    let deadline = Instant::now() + within;
-    let mut seen = Vec::new();
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let event = next(stream, left).await;
-        if event.state == state {
-            return (event, seen);
-        }
-        seen.push(event);
-    }
-}
 
 #[tokio::test]
 async fn connected_once_then_suspended_and_reconnected_on_cut_and_black_hole() {
@@ -87,7 +55,7 @@ async fn connected_once_then_suspended_and_reconnected_on_cut_and_black_hole() {
         assert_eq!((back.state, back.session_id, back.epoch), (ConnectionState::Reconnected, session_id, 1));
 
         // Operations work afterwards, and no second Connected ever came.
-        fw.create(&unique("after-cut"), b"", CreateMode::Ephemeral).await.unwrap();
+        fw.create(&unique_path("fw", "after-cut"), b"", CreateMode::Ephemeral).await.unwrap();
         fw.close().await;
         let rest: Vec<_> = events.collect().await;
         assert!(rest.iter().all(|e| e.state != ConnectionState::Connected), "{rest:?}");
@@ -116,7 +84,7 @@ async fn server_side_expiry_gives_lost_then_reconnected_with_new_session() {
         assert_ne!(back.session_id, first.session_id);
         assert_eq!(back.epoch, 2);
         assert_eq!(fw.snapshot(), back);
-        fw.create(&unique("new-session"), b"", CreateMode::Ephemeral).await.unwrap();
+        fw.create(&unique_path("fw", "new-session"), b"", CreateMode::Ephemeral).await.unwrap();
         fw.close().await;
     })
     .await
@@ -280,7 +248,7 @@ async fn listeners_survive_panics_stop_when_dropped_and_streams_resync_after_lag
 async fn namespace_puts_nodes_under_a_container() {
     timeout(LIMIT, async {
         let server = shared_server().await.unwrap();
-        let ns = format!("ns-{}", uuid_like());
+        let ns = unique_path("fw", "ns").trim_start_matches('/').to_owned();
         let fw = Framework::builder(&server.connect_string()).namespace(&ns).start().await.unwrap();
         let raw = Framework::connect(&server.connect_string()).await.unwrap();
 
@@ -326,7 +294,7 @@ async fn digest_auth_and_acl_provider_protect_nodes_and_survive_a_new_session() 
             .unwrap();
         let mut events = alice.state_changes();
         alice.start().await.unwrap();
-        let base = unique("acl");
+        let base = unique_path("fw", "acl");
         alice.create(&format!("{base}/node"), b"x", CreateMode::Persistent).await.unwrap();
 
         let anonymous = Framework::connect(&server.connect_string()).await.unwrap();
@@ -369,7 +337,7 @@ async fn reaper_deletes_after_reconnect_and_gives_up_when_the_session_is_gone() 
         let mut events = fw.state_changes();
         fw.start().await.unwrap();
         let observer = Framework::connect(&server.connect_string()).await.unwrap();
-        let path = unique("reaper");
+        let path = unique_path("fw", "reaper");
         let mutex = InterProcessMutex::new(&fw, &path).unwrap();
 
         // 1. Dropped while disconnected: the delete waits and happens after the reconnect.
@@ -422,7 +390,7 @@ async fn close_wakes_waiters_with_closed_and_fires_lost() {
         let server = shared_server().await.unwrap();
         let holder_fw = Framework::connect(&server.connect_string()).await.unwrap();
         let fw = Framework::connect(&server.connect_string()).await.unwrap();
-        let path = unique("close-wakes");
+        let path = unique_path("fw", "close-wakes");
         let held = InterProcessMutex::new(&holder_fw, &path).unwrap().acquire().await.unwrap();
 
         let mutex = InterProcessMutex::new(&fw, &path).unwrap();

@@ -1,19 +1,18 @@
 //! Framework behaviour against a real 3-node ZooKeeper ensemble: losing the connected server,
 //! losing the leader, and read-only mode.
 
+mod common;
+
 use std::time::Duration;
 
+use common::fixtures::next_event as next;
 use futures::StreamExt;
 use tokio::time::{timeout, Instant};
 use zk_recipes::testing::{four_letter_word, TestingCluster};
 use zk_recipes::zk::CreateMode;
-use zk_recipes::{ConnectionState, ConnectionStateStream, Framework, StateSnapshot};
+use zk_recipes::{ConnectionState, Framework};
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-async fn next(stream: &mut ConnectionStateStream, within: Duration) -> StateSnapshot {
-    timeout(within, stream.next()).await.expect("state event in time").expect("stream open")
-}
 
 /// The member whose `cons` output lists our session.
 async fn member_serving(cluster: &TestingCluster, session_id: i64) -> Option<usize> {

@@ -225,48 +225,6 @@ async fn two_clients_exclude() {
     .await;
 }
 
-/// testReentrant / testReentrantSingleLock over InterProcessMutexes: the holding task may take
-/// the multi-lock again; other tasks are excluded.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reentrant_over_mutexes() {
-    bounded(LIMIT, async {
-        let fw = framework(&shared_connect().await).await;
-        let [p1, p2] = two_paths("reentrant");
-        let multi = MultiLock::of_mutexes(&fw, [&p1, &p2]).unwrap();
-        let outer = multi.acquire().await.unwrap();
-        let inner = multi.acquire_timeout(PROMPT).await.unwrap().expect("reentrant");
-        let other = multi.clone();
-        let blocked = tokio::spawn(async move { other.acquire_timeout(BLOCKED).await.map(|g| g.is_some()) });
-        assert!(!blocked.await.unwrap().unwrap(), "another task is excluded");
-        inner.release().await.unwrap();
-        assert!(multi.is_acquired_in_this_process(), "still held after the inner release");
-        outer.release().await.unwrap();
-        assert!(!multi.is_acquired_in_this_process());
-        children_count_becomes(&fw, &p1, 0, PROMPT).await;
-        children_count_becomes(&fw, &p2, 0, PROMPT).await;
-    })
-    .await;
-}
-
-/// testWithNamespace over two paths.
-#[tokio::test]
-async fn with_namespace() {
-    bounded(LIMIT, async {
-        let connect = shared_connect().await;
-        let ns = format!("ns-multi-{}", std::process::id());
-        let fw = Framework::builder(&connect).namespace(&ns).session_timeout(SESSION).start().await.unwrap();
-        let raw = framework(&connect).await;
-        let [p1, p2] = two_paths("namespace");
-        let multi = MultiLock::of_mutexes(&fw, [&p1, &p2]).unwrap();
-        let guard = multi.acquire_timeout(PROMPT).await.unwrap().expect("locked");
-        assert_eq!(children(&raw, &format!("/{ns}{p1}")).await.len(), 1);
-        assert_eq!(children(&raw, &format!("/{ns}{p2}")).await.len(), 1);
-        guard.release().await.unwrap();
-        children_count_becomes(&raw, &format!("/{ns}{p1}"), 0, PROMPT).await;
-    })
-    .await;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Mixed kinds, order, deadline, rollback, cancellation
 

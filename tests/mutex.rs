@@ -78,43 +78,6 @@ async fn locker_acquire_timeout_and_in_process_flags() {
     .await;
 }
 
-/// testContainerCleanup: 10 tasks take turns; afterwards the parents (created as containers)
-/// are removed by the server's container reaper (every 100 ms on the testing server).
-#[tokio::test]
-async fn container_parents_are_removed_after_use() {
-    bounded(LIMIT, async {
-        let fw = fw().await;
-        let base = path("containers");
-        let lock = format!("{base}/locks/our-lock");
-        let exclusion = Exclusion::default();
-        let mut tasks = Vec::new();
-        for i in 0..10 {
-            let mutex = InterProcessMutex::new(&fw, &lock).unwrap();
-            let exclusion = exclusion.clone();
-            tasks.push(tokio::spawn(async move {
-                let guard = mutex.acquire().await.unwrap();
-                exclusion.enter(&format!("task {i}"));
-                tokio::task::yield_now().await;
-                exclusion.exit();
-                guard.release().await.unwrap();
-            }));
-        }
-        for task in tasks {
-            within(EVENT, "a contender finishing", task).await.unwrap();
-        }
-        assert_eq!(exclusion.entries(), 10);
-        eventually(EVENT, &format!("{base} being reaped"), || async {
-            match fw.exists(&base).await.unwrap() {
-                None => Ok(()),
-                Some(stat) => Err(format!("still there with {} children", stat.num_children)),
-            }
-        })
-        .await;
-        fw.close().await;
-    })
-    .await;
-}
-
 /// testWithNamespace: acquire and release through a namespaced framework; paths shown to the
 /// user have the namespace stripped, the server has them under `/<namespace>`.
 #[tokio::test]
@@ -263,34 +226,6 @@ async fn reentrant_nested_release() {
         // The dropped guard's delete went out on the session before this read.
         assert!(fw.exists(&node).await.unwrap().is_none());
         fw.close().await;
-    })
-    .await;
-}
-
-/// test2Clients: two frameworks on one path; one holds at a time and a release hands over.
-#[tokio::test]
-async fn two_clients_hand_over() {
-    bounded(LIMIT, async {
-        let (fw1, fw2) = (fw().await, fw().await);
-        let path = path("two-clients");
-        let m1 = InterProcessMutex::new(&fw1, &path).unwrap();
-        let m2 = InterProcessMutex::new(&fw2, &path).unwrap();
-        for _ in 0..2 {
-            let g1 = m1.acquire().await.unwrap();
-            assert!(m2.acquire_timeout(QUIET).await.unwrap().is_none());
-            assert!(!m2.is_acquired_in_this_process());
-            let waiting = {
-                let m2 = m2.clone();
-                tokio::spawn(async move { m2.acquire().await.unwrap() })
-            };
-            children_count_becomes(&fw1, &path, 2, EVENT).await;
-            g1.release().await.unwrap();
-            let g2 = within(EVENT, "the second client acquiring", waiting).await.unwrap();
-            assert!(m1.try_acquire().await.unwrap().is_none());
-            g2.release().await.unwrap();
-        }
-        fw1.close().await;
-        fw2.close().await;
     })
     .await;
 }

@@ -1,10 +1,20 @@
-//! Compile-time checks that public handles, guards and futures can cross tasks and threads.
+//! Compile-time checks that every public type and future can cross tasks and threads.
 
 #![allow(dead_code)]
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use zk_recipes::retry::{ExponentialBackoff, RetryForever, RetryNTimes, RetryUntilElapsed};
+use zk_recipes::testing::{
+    CountingProxy, FaultProxy, Installation, ProxyMode, RequestCounts, TestingCluster, TestingClusterBuilder,
+    TestingError, TestingServer, TestingServerBuilder,
+};
 use zk_recipes::{
-    ConnectionStateStream, Error, Framework, InterProcessMutex, LeaderLatch, LeaderSelector, Leadership,
-    LeadershipEvents, ListenerHandle, MutexGuard, Participant,
+    ConnectionState, ConnectionStateErrorPolicy, ConnectionStateStream, Error, FixedAclProvider, Framework,
+    FrameworkBuilder, InterProcessMutex, InterProcessSemaphore, InterProcessSemaphoreMutex, LeaderLatch,
+    LeaderSelector, Leadership, LeadershipEvents, ListenerHandle, LockHold, Lockable, MultiLock, MultiLockGuard,
+    MutexGuard, OpenAclProvider, Participant, SemaphoreLease, SemaphoreMutexGuard, StateSnapshot,
 };
 
 fn send<T: Send>(_: &T) {}
@@ -12,31 +22,94 @@ fn send_sync_static<T: Send + Sync + 'static>() {}
 fn send_static<T: Send + 'static>() {}
 
 #[test]
-fn handles_and_guards_are_send_sync_static() {
+fn public_types_are_send_sync_static() {
+    // The framework and its configuration.
     send_sync_static::<Framework>();
-    send_sync_static::<InterProcessMutex>();
-    send_sync_static::<MutexGuard>();
-    send_sync_static::<Error>();
+    send_sync_static::<FrameworkBuilder>();
+    send_sync_static::<ConnectionState>();
+    send_sync_static::<StateSnapshot>();
+    send_sync_static::<ConnectionStateErrorPolicy>();
     send_sync_static::<ListenerHandle>();
     send_static::<ConnectionStateStream>();
+    send_sync_static::<OpenAclProvider>();
+    send_sync_static::<FixedAclProvider>();
+    send_sync_static::<ExponentialBackoff>();
+    send_sync_static::<RetryNTimes>();
+    send_sync_static::<RetryUntilElapsed>();
+    send_sync_static::<RetryForever>();
+    send_sync_static::<Error>();
+    // Lock handles and guards.
+    send_sync_static::<InterProcessMutex>();
+    send_sync_static::<MutexGuard>();
+    send_sync_static::<InterProcessSemaphore>();
+    send_sync_static::<SemaphoreLease>();
+    send_sync_static::<InterProcessSemaphoreMutex>();
+    send_sync_static::<SemaphoreMutexGuard>();
+    send_sync_static::<MultiLock>();
+    send_sync_static::<MultiLockGuard>();
+    send_sync_static::<Arc<dyn Lockable>>();
+    send_sync_static::<Box<dyn LockHold>>();
+    // Leader election.
     send_sync_static::<LeaderLatch>();
     send_sync_static::<LeaderSelector>();
     send_sync_static::<Leadership>();
     send_sync_static::<Participant>();
     send_static::<LeadershipEvents>();
+    // The testing module.
+    send_sync_static::<TestingServer>();
+    send_sync_static::<TestingServerBuilder>();
+    send_sync_static::<TestingCluster>();
+    send_sync_static::<TestingClusterBuilder>();
+    send_sync_static::<FaultProxy>();
+    send_sync_static::<ProxyMode>();
+    send_sync_static::<CountingProxy>();
+    send_sync_static::<RequestCounts>();
+    send_sync_static::<Installation>();
+    send_sync_static::<TestingError>();
 }
 
 /// Never called: it only has to compile, proving the futures are `Send`.
-async fn futures_are_send(framework: Framework, mutex: InterProcessMutex, guard: MutexGuard) {
+#[allow(clippy::too_many_arguments)]
+async fn futures_are_send(
+    framework: Framework,
+    mutex: InterProcessMutex,
+    guard: MutexGuard,
+    semaphore: InterProcessSemaphore,
+    lease: SemaphoreLease,
+    semaphore_mutex: InterProcessSemaphoreMutex,
+    semaphore_guard: SemaphoreMutexGuard,
+    multi: MultiLock,
+    multi_guard: MultiLockGuard,
+    held: Box<dyn LockHold>,
+) {
+    let timeout = Duration::from_secs(1);
     send(&framework.start());
     send(&framework.close());
-    send(&framework.wait_until_connected(std::time::Duration::from_secs(1)));
+    send(&framework.wait_until_connected(timeout));
     send(&mutex.acquire());
     send(&mutex.try_acquire());
-    send(&mutex.acquire_timeout(std::time::Duration::from_secs(1)));
+    send(&mutex.acquire_timeout(timeout));
     send(&mutex.participant_nodes());
     send(&guard.lost());
+    send(&semaphore.acquire());
+    send(&semaphore.acquire_many(2));
+    send(&semaphore.try_acquire_many(2));
+    send(&semaphore.acquire_many_timeout(2, timeout));
+    send(&semaphore.participant_nodes());
+    send(&lease.lost());
+    send(&semaphore_mutex.acquire());
+    send(&semaphore_mutex.acquire_timeout(timeout));
+    send(&semaphore_guard.lost());
+    send(&multi.acquire());
+    send(&multi.try_acquire());
+    send(&multi.acquire_timeout(timeout));
+    send(&multi_guard.lost());
+    send(&held.lost());
     send(&guard.release());
+    send(&lease.release());
+    send(&semaphore_guard.release());
+    send(&multi_guard.release());
+    send(&held.release());
 }
 
 /// Never called: the leader recipes' futures are `Send` too.

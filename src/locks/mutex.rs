@@ -24,7 +24,7 @@ use crate::framework::Framework;
 /// process would (Curator's behaviour for another thread). A spawned child task is another
 /// task: it waits for the lock its parent holds. Unlike Curator, a hold that is over (its
 /// session ended, or its node was deleted) is not re-entered: `acquire` returns
-/// [`Error::LockLost`] until the owner has ended the guards of the lost hold. Each hold has a
+/// [`Error::LockLost`](crate::Error::LockLost) until the owner has ended the guards of the lost hold. Each hold has a
 /// generation, so a guard of an old hold never ends or deletes a newer one.
 ///
 /// The handle is a cheap `Clone`; clones share the reentrancy bookkeeping.
@@ -54,9 +54,9 @@ impl InterProcessMutex {
     /// A mutex on `path`. Does no I/O.
     ///
     /// # Errors
-    /// [`Error::InvalidPath`] for a path that is not absolute, ends in `/`, has empty, `.` or
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) for a path that is not absolute, ends in `/`, has empty, `.` or
     /// `..` segments or control characters, or is `/` or under `/zookeeper`;
-    /// [`Error::TooLarge`] for a path too long for the servers' request limit.
+    /// [`Error::TooLarge`](crate::Error::TooLarge) for a path too long for the servers' request limit.
     pub fn new(framework: &Framework, path: &str) -> Result<Self> {
         Self::with_data(framework, path, Vec::new())
     }
@@ -65,7 +65,7 @@ impl InterProcessMutex {
     /// address there). The default is empty.
     ///
     /// # Errors
-    /// As [`new`](Self::new); [`Error::TooLarge`] when the path and data do not fit in one
+    /// As [`new`](Self::new); [`Error::TooLarge`](crate::Error::TooLarge) when the path and data do not fit in one
     /// request ([`FrameworkBuilder::max_request_bytes`](crate::FrameworkBuilder::max_request_bytes)).
     pub fn with_data(framework: &Framework, path: &str, data: Vec<u8>) -> Result<Self> {
         let internals = LockInternals::new(framework, path, Arc::new(StandardDriver::MUTEX), data)?;
@@ -80,9 +80,9 @@ impl InterProcessMutex {
     /// Waits until the lock is held.
     ///
     /// # Errors
-    /// [`Error::Closed`]/[`Error::NotStarted`]; a ZooKeeper error that the retry policy gave up
-    /// on (for example a long outage); [`Error::RetriesExhausted`] when its node kept
-    /// vanishing; `NoAuth` when the ACL forbids creating the node; [`Error::LockLost`] when the
+    /// [`Error::Closed`](crate::Error::Closed)/[`Error::NotStarted`](crate::Error::NotStarted); a ZooKeeper error that the retry policy gave up
+    /// on (for example a long outage); [`Error::RetriesExhausted`](crate::Error::RetriesExhausted) when its node kept
+    /// vanishing; `NoAuth` when the ACL forbids creating the node; [`Error::LockLost`](crate::Error::LockLost) when the
     /// caller already holds this lock through a hold that is over (no nested guard for a lost
     /// lock: end the old guards first).
     ///
@@ -108,7 +108,7 @@ impl InterProcessMutex {
     /// deleted). The time covers everything, connection waits and retries included.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a zero timeout; otherwise as [`acquire`](Self::acquire).
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero timeout; otherwise as [`acquire`](Self::acquire).
     ///
     /// # Cancel safety
     /// Cancel-safe, as [`acquire`](Self::acquire).

@@ -10,6 +10,7 @@
 //! | an ensemble: leader changes, losing a server, read-only mode | [`TestingCluster`] |
 //! | connection loss (FIN or RST), a silent network, refused connections | [`FaultProxy`] between the client and the server |
 //! | a session that the server expires (Curator's `KillSession`) | [`expire_session`] on a client behind a [`FaultProxy`] |
+//! | how many server requests an operation costs | clients behind a [`CountingProxy`] |
 //!
 //! # Requirements
 //!
@@ -39,6 +40,7 @@
 //! what you configured.
 
 mod cluster;
+mod counting;
 mod error;
 mod install;
 mod options;
@@ -50,6 +52,7 @@ mod session;
 use std::time::Duration;
 
 pub use self::cluster::{TestingCluster, TestingClusterBuilder};
+pub use self::counting::{CountingProxy, RequestCounts};
 pub use self::error::TestingError;
 pub use self::install::Installation;
 pub use self::proxy::{FaultProxy, ProxyMode};

@@ -40,8 +40,21 @@ pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 /// Bound on JVM start plus the first connection to ZooKeeper.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
-const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/interop/CuratorPeer.java");
+/// The peer's source, relative to the repository root.
+const SOURCE_IN_REPO: &str = "interop/CuratorPeer.java";
 const MAIN_CLASS: &str = "CuratorPeer";
+
+/// The peer's source file: under the manifest directory of the package whose tests run, or
+/// of an enclosing one (the `zkr` package's tests use this harness too).
+fn source_path() -> PathBuf {
+    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir
+        .ancestors()
+        .map(|dir| dir.join(SOURCE_IN_REPO))
+        .find(|path| path.is_file())
+        .unwrap_or_else(|| manifest_dir.join(SOURCE_IN_REPO))
+}
+
 /// Where compiled classes go: the target directory's scratch space for tests.
 fn build_root() -> PathBuf {
     match option_env!("CARGO_TARGET_TMPDIR") {
@@ -73,32 +86,9 @@ fn curator_required() -> bool {
     std::env::var("ZKR_REQUIRE_CURATOR").is_ok_and(|v| v == "1")
 }
 
-/// Finds a JDK tool in `$JAVA_HOME/bin`, else on `PATH`, and checks that it runs.
+/// Finds a JDK tool (see `interop/classpath.rs`).
 fn find_tool(name: &str) -> Result<PathBuf, Problem> {
-    let from_home = std::env::var_os("JAVA_HOME").map(|home| PathBuf::from(home).join("bin").join(name));
-    let path = match from_home.filter(|p| p.is_file()) {
-        Some(p) => p,
-        None => std::env::var_os("PATH")
-            .iter()
-            .flat_map(std::env::split_paths)
-            .map(|dir| dir.join(name))
-            .find(|p| p.is_file())
-            .ok_or_else(|| Problem::Missing(format!("`{name}` not found (JAVA_HOME or PATH)")))?,
-    };
-    let out = std::process::Command::new(&path)
-        .arg("-version")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| Problem::Missing(format!("cannot run {}: {e}", path.display())))?;
-    if !out.status.success() {
-        return Err(Problem::Missing(format!(
-            "{} -version failed ({}): {}",
-            path.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(path)
+    classpath::find_jdk_tool(name).map_err(Problem::Missing)
 }
 
 /// The Curator runtime classpath (see `interop/classpath.rs`).
@@ -111,7 +101,9 @@ fn build() -> Result<Build, Problem> {
     let java = find_tool("java")?;
     let javac = find_tool("javac")?;
     let curator = curator_classpath()?;
-    let source = std::fs::read(SOURCE).map_err(|e| Problem::Broken(format!("reading {SOURCE}: {e}")))?;
+    let source_path = source_path();
+    let source =
+        std::fs::read(&source_path).map_err(|e| Problem::Broken(format!("reading {}: {e}", source_path.display())))?;
 
     let mut hasher = DefaultHasher::new();
     (&source, &curator, &javac).hash(&mut hasher);
@@ -126,14 +118,15 @@ fn build() -> Result<Build, Problem> {
             .arg(&curator)
             .arg("-d")
             .arg(&scratch)
-            .arg(SOURCE)
+            .arg(&source_path)
             .stdin(Stdio::null())
             .output()
             .map_err(|e| Problem::Broken(format!("running {}: {e}", javac.display())))?;
         if !out.status.success() {
             let _ = std::fs::remove_dir_all(&scratch);
             return Err(Problem::Broken(format!(
-                "javac {SOURCE} failed ({}):\n{}{}",
+                "javac {} failed ({}):\n{}{}",
+                source_path.display(),
                 out.status,
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)

@@ -6,10 +6,11 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use futures::StreamExt;
 use tokio::time::Instant;
 use zk_recipes::retry::RetryForever;
 use zk_recipes::testing::{self, FaultProxy, TestingServer};
-use zk_recipes::{Error, Framework, StateSnapshot};
+use zk_recipes::{ConnectionState, ConnectionStateStream, Error, Framework, StateSnapshot};
 
 /// How often [`eventually`] polls.
 pub const POLL: Duration = Duration::from_millis(20);
@@ -60,8 +61,14 @@ where
     }
 }
 
-/// The connect string of the process-wide server (for tests that inject no server faults).
+/// The connect string of the process-wide server (for tests that inject no server faults), or
+/// the ensemble named by `ZKR_TEST_CONNECT` when it is set (for example the docker compose
+/// ensemble; see `docker/README.md`). Tests that stop, pause or break servers start their own
+/// whatever this says.
 pub async fn shared_connect() -> String {
+    if let Some(connect) = std::env::var("ZKR_TEST_CONNECT").ok().filter(|c| !c.trim().is_empty()) {
+        return connect;
+    }
     testing::shared_server().await.expect("starting the shared ZooKeeper server").connect_string()
 }
 
@@ -91,6 +98,29 @@ pub async fn wait_for_state(
     let mut rx = fw.state_watch();
     let snapshot = within(limit, what, rx.wait_for(pred)).await.expect("framework state channel closed");
     *snapshot
+}
+
+/// The next state event of `stream`, bounded in time.
+pub async fn next_event(stream: &mut ConnectionStateStream, limit: Duration) -> StateSnapshot {
+    within(limit, "a state event", stream.next()).await.expect("state stream open")
+}
+
+/// Waits for an event in `state`, returning it and the events skipped on the way.
+pub async fn wait_for_event(
+    stream: &mut ConnectionStateStream,
+    state: ConnectionState,
+    limit: Duration,
+) -> (StateSnapshot, Vec<StateSnapshot>) {
+    let deadline = Instant::now() + limit;
+    let mut seen = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let event = next_event(stream, left).await;
+        if event.state == state {
+            return (event, seen);
+        }
+        seen.push(event);
+    }
 }
 
 /// Waits until the framework is connected on a session with epoch ≥ `min_epoch`.

@@ -1,0 +1,160 @@
+//! The same workloads through Apache Curator 5.x (`interop/CuratorBench.java`, in a JVM).
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Instant;
+
+use crate::classpath::{curator_classpath, find_jdk_tool};
+use crate::options::{Workload, WAITERS_PER_SESSION};
+use crate::report::{json_number, BenchError, BenchResult};
+use crate::workloads::Env;
+
+/// `--curator`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CuratorMode {
+    /// Curator lines when java, javac and the Curator jars are there; skipped lines otherwise.
+    Auto,
+    Off,
+    /// Missing java, javac or Curator jars fail the run.
+    Require,
+}
+
+const CURATOR_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/interop/CuratorBench.java");
+const CURATOR_MAIN: &str = "CuratorBench";
+/// Whether this run has Curator lines.
+pub(crate) enum Curator {
+    Off,
+    /// Not installed (`--curator auto`): every workload gets a skipped line with this reason.
+    Missing(String),
+    Ready(CuratorBench),
+}
+
+/// `interop/CuratorBench.java`, compiled for this run.
+pub(crate) struct CuratorBench {
+    java: PathBuf,
+    /// The class directory, then the Curator classpath.
+    classpath: String,
+    /// Removed when the run ends.
+    _classes: tempfile::TempDir,
+}
+
+impl Curator {
+    /// Finds java, javac and the Curator jars and compiles `CuratorBench.java` into a temporary
+    /// directory. `Err` when `--curator require` finds something missing, and whenever the
+    /// source does not compile.
+    pub(crate) fn prepare(mode: CuratorMode) -> Result<Curator, String> {
+        if mode == CuratorMode::Off {
+            return Ok(Curator::Off);
+        }
+        let found = find_jdk_tool("java").and_then(|java| Ok((java, find_jdk_tool("javac")?, curator_classpath()?)));
+        let (java, javac, curator_classpath) = match found {
+            Ok(found) => found,
+            Err(why) if mode == CuratorMode::Require => return Err(format!("--curator require: {why}")),
+            Err(why) => {
+                eprintln!("[locks] no Curator lines: {why}");
+                return Ok(Curator::Missing(why));
+            }
+        };
+        let classes = tempfile::Builder::new()
+            .prefix("zk-recipes-curator-bench-")
+            .tempdir()
+            .map_err(|e| format!("creating a directory for {CURATOR_MAIN}'s classes: {e}"))?;
+        let started = Instant::now();
+        let out = std::process::Command::new(&javac)
+            .args(["-encoding", "UTF-8", "--release", "17", "-nowarn", "-cp"])
+            .arg(&curator_classpath)
+            .arg("-d")
+            .arg(classes.path())
+            .arg(CURATOR_SOURCE)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("running {}: {e}", javac.display()))?;
+        if !out.status.success() {
+            return Err(format!(
+                "javac {CURATOR_SOURCE} failed ({}):\n{}{}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        eprintln!("[locks] compiled {CURATOR_MAIN}.java in {:.1} s", started.elapsed().as_secs_f64());
+        let classpath = format!("{}:{curator_classpath}", classes.path().display());
+        Ok(Curator::Ready(CuratorBench { java, classpath, _classes: classes }))
+    }
+}
+
+/// The JSON line of one Curator run.
+pub(crate) struct CuratorLine {
+    pub(crate) json: String,
+    pub(crate) ops_per_sec: Option<f64>,
+}
+
+impl CuratorBench {
+    /// Runs `workload` through Curator in a JVM (default flags: full JIT), with this run's
+    /// options and server, under `<root>/<workload>/curator`. Its stderr goes to ours.
+    pub(crate) async fn run(&self, env: &Env, workload: Workload) -> BenchResult<CuratorLine> {
+        let o = &env.options;
+        // The same counting as the Rust lines': mutex-uncontended in total, the others per
+        // session (many-waiters divides them among the session's threads, rounded up).
+        let (cycles, warmup, hold) = match workload {
+            Workload::MutexUncontended => (o.iters, o.warmup, o.hold),
+            Workload::Semaphore => (o.cycles, o.warmup_cycles, o.sem_hold),
+            _ => (o.cycles, o.warmup_cycles, o.hold),
+        };
+        let counts_before = env.proxy.as_ref().map(|p| p.counts());
+        let output = tokio::process::Command::new(&self.java)
+            .arg("-cp")
+            .arg(&self.classpath)
+            .arg(CURATOR_MAIN)
+            .arg(&env.connect)
+            .arg(workload.name())
+            .args([cycles, warmup, o.clients, o.max_leases].map(|n| n.to_string()))
+            .arg(env.dir(workload, "curator"))
+            .arg(format!("hold-ms={}", hold.as_millis()))
+            // With --count-ops the op count must be known (and timing does not matter anyway).
+            .arg(format!("jit-warmup-ms={}", if env.proxy.is_some() { 0 } else { o.curator_warmup.as_millis() }))
+            .arg(format!("label={}", o.label))
+            .arg(format!("srvr={}", env.server))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            // Not `output()`: that would capture stderr too.
+            .spawn()
+            .map_err(|e| BenchError::Failed(format!("starting {}: {e}", self.java.display())))?
+            .wait_with_output()
+            .await
+            .map_err(|e| BenchError::Failed(format!("waiting for {CURATOR_MAIN}: {e}")))?;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let mut json = None;
+        for line in stdout.lines() {
+            if json.is_none() && line.starts_with('{') {
+                json = Some(line.to_owned());
+            } else if !line.trim().is_empty() {
+                eprintln!("[locks] {CURATOR_MAIN}: {line}");
+            }
+        }
+        match output.status.code() {
+            Some(0) => {}
+            Some(3) => return Err(BenchError::Violation(format!("{CURATOR_MAIN} (Curator) exited with code 3"))),
+            _ => return Err(BenchError::Failed(format!("{CURATOR_MAIN} failed ({})", output.status))),
+        }
+        let json = json.ok_or_else(|| BenchError::Failed(format!("{CURATOR_MAIN} printed no JSON line")))?;
+        if let (Some(before), Some(proxy)) = (counts_before, env.proxy.as_ref()) {
+            // The JVM's whole run went through the proxy: per op of the warmup and the measured
+            // part together (the JIT warm-up's cycles are not counted: it is off with
+            // --count-ops), session set-up and close included.
+            let per_task = |n: usize| n.div_ceil(WAITERS_PER_SESSION);
+            let total_ops = match workload {
+                Workload::MutexUncontended => o.warmup + o.iters,
+                Workload::ManyWaiters => {
+                    o.clients * WAITERS_PER_SESSION * (per_task(o.warmup_cycles) + per_task(o.cycles))
+                }
+                _ => o.clients * (o.warmup_cycles + o.cycles),
+            };
+            let breakdown = proxy.counts().since(&before).per_op(total_ops);
+            eprintln!("[locks]   {:<20} per op (warmup, session set-up and close included): {breakdown}", "");
+        }
+        Ok(CuratorLine { ops_per_sec: json_number(&json, "ops_per_sec"), json })
+    }
+}

@@ -1,0 +1,214 @@
+//! Side-by-side lock benchmarks: each workload runs through zk-recipes, through a "raw floor"
+//! (the same cycle done with plain zookeeper-client calls) and through Apache Curator 5.x
+//! (`interop/CuratorBench.java`, in a JVM) in the same run, against the same server, and prints
+//! one JSON line per workload and implementation on stdout. Progress goes to stderr.
+//!
+//! ```text
+//! cargo bench --bench locks --features testing -- --workloads mutex-uncontended,mutex-contended
+//! ```
+//!
+//! See `benches/README.md` for the options, what each workload and `impl` label measures, and
+//! how to read the request counts printed on stderr.
+//!
+//! | file | holds |
+//! | --- | --- |
+//! | `options.rs` | command line: options, workloads |
+//! | `report.rs` | errors, the exclusion check, measurements and their JSON lines |
+//! | `contenders.rs` | one session's way of taking and giving back a lock, per implementation |
+//! | `raw.rs` | the raw floors: Curator's algorithms with plain zookeeper-client calls |
+//! | `workloads.rs` | the run loop, the environment, and each workload's lines |
+//! | `curator.rs` | the same workloads through Curator in a JVM |
+
+#[path = "../../interop/classpath.rs"]
+mod classpath;
+mod contenders;
+mod curator;
+mod options;
+mod raw;
+mod report;
+mod workloads;
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use zk_recipes::testing::CountingProxy;
+
+use crate::curator::Curator;
+use crate::options::{parse_args, Options, Workload, USAGE};
+use crate::report::{json_string, BenchError};
+use crate::workloads::{run_workload, warm_up_server, Env, BENCH_ROOT};
+
+fn main() -> ExitCode {
+    let options = match parse_args(std::env::args().skip(1)) {
+        Ok(Some(options)) => options,
+        Ok(None) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(message) => {
+            eprintln!("locks: {message}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let curator = match Curator::prepare(options.curator) {
+        Ok(curator) => curator,
+        Err(message) => {
+            eprintln!("locks: {message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("locks: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(bench(options, curator))
+}
+
+async fn bench(options: Options, curator: Curator) -> ExitCode {
+    let mut _server = None;
+    let connect = match options.connect.clone() {
+        Some(connect) => connect,
+        // The testing defaults stop the JIT at C1 for a quick start; a benchmark wants the
+        // server at full speed (the later flag wins).
+        None => match zk_recipes::testing::TestingServer::builder().jvm_arg("-XX:TieredStopAtLevel=4").start().await {
+            Ok(server) => {
+                let connect = server.connect_string();
+                eprintln!("[locks] started a TestingServer at {connect} (full JIT)");
+                _server = Some(server);
+                connect
+            }
+            Err(e) => {
+                eprintln!("locks: cannot start a TestingServer: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis();
+    let proxy = if options.count_ops {
+        let upstream = connect.split(',').next().unwrap_or_default().split('/').next().unwrap_or_default();
+        match CountingProxy::start(upstream).await {
+            Ok(proxy) => {
+                let at = proxy.connect_string();
+                eprintln!("[locks] counting requests through a proxy at {at} (timings include its hop)");
+                Some(proxy)
+            }
+            Err(e) => {
+                eprintln!("locks: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
+    let env = Env {
+        // Through the proxy: its address, with the connect string's chroot (if any) kept.
+        connect: proxy.as_ref().map_or_else(
+            || connect.clone(),
+            |p| format!("{}{}", p.connect_string(), connect.find('/').map_or("", |at| &connect[at..])),
+        ),
+        server: connect,
+        proxy,
+        root: format!("{BENCH_ROOT}/{}-{stamp}", std::process::id()),
+        options,
+    };
+    if _server.is_some() && !env.options.server_warmup.is_zero() {
+        eprintln!("[locks] warming up the server's JIT for {:?} ...", env.options.server_warmup);
+        match warm_up_server(&env, env.options.server_warmup).await {
+            Ok(()) => {}
+            Err(e @ BenchError::Violation(_)) => {
+                eprintln!("[locks] server warm-up: {e}");
+                return ExitCode::from(3);
+            }
+            Err(e) => {
+                eprintln!("[locks] server warm-up failed: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let mut code = ExitCode::SUCCESS;
+    let mut ratios = Vec::new();
+    for workload in env.options.workloads.clone() {
+        if workload == Workload::RwLock {
+            println!("{{\"workload\":{},\"skipped\":\"not implemented\"}}", json_string(workload.name()));
+            continue;
+        }
+        eprintln!("[locks] {} ...", workload.name());
+        // ops/s of the zk-recipes lines, for the ratios to Curator.
+        let mut ours = Vec::new();
+        match run_workload(&env, workload).await {
+            Ok(results) => {
+                for result in results {
+                    if result.implementation.starts_with("zk-recipes") {
+                        ours.push((result.implementation, result.ops_per_sec()));
+                    }
+                    let requests = result.requests_per_op.map_or_else(|| "n/a".to_owned(), |r| format!("{r:.2}"));
+                    eprintln!(
+                        "[locks]   {:<20} server requests/op {requests} (all sessions, pings included)",
+                        result.implementation
+                    );
+                    if let Some(breakdown) = &result.breakdown {
+                        eprintln!("[locks]   {:<20} per op: {breakdown}", "");
+                    }
+                    println!("{}", result.json(&env.options.label));
+                }
+            }
+            Err(e @ BenchError::Violation(_)) => {
+                eprintln!("[locks] {}: {e}", workload.name());
+                code = ExitCode::from(3);
+                break;
+            }
+            Err(e) => {
+                eprintln!("[locks] {} failed: {e}", workload.name());
+                code = ExitCode::FAILURE;
+            }
+        }
+        match &curator {
+            Curator::Off => {}
+            Curator::Missing(why) => println!(
+                "{{\"impl\":\"curator\",\"workload\":{},\"skipped\":{}}}",
+                json_string(workload.name()),
+                json_string(why)
+            ),
+            Curator::Ready(bench) => {
+                eprintln!("[locks] {} through Curator ...", workload.name());
+                match bench.run(&env, workload).await {
+                    Ok(line) => {
+                        println!("{}", line.json);
+                        if let Some(theirs) = line.ops_per_sec.filter(|&t| t > 0.0) {
+                            let mut summary = format!("{} (ops/s ÷ curator's {theirs:.1}):", workload.name());
+                            for (implementation, ops_per_sec) in &ours {
+                                let _ = write!(summary, " {implementation} {:.2}", ops_per_sec / theirs);
+                            }
+                            eprintln!("[locks] ratio {summary}");
+                            ratios.push(summary);
+                        }
+                    }
+                    Err(e @ BenchError::Violation(_)) => {
+                        eprintln!("[locks] {} (curator): {e}", workload.name());
+                        code = ExitCode::from(3);
+                        break;
+                    }
+                    Err(e) => {
+                        eprintln!("[locks] {} (curator) failed: {e}", workload.name());
+                        code = ExitCode::FAILURE;
+                    }
+                }
+            }
+        }
+    }
+    if !ratios.is_empty() {
+        eprintln!("[locks] zk-recipes ÷ Curator, ops/s:");
+        for summary in &ratios {
+            eprintln!("[locks]   {summary}");
+        }
+    }
+    // The raw floors' directories were persistent; the library's containers are empty now.
+    env.remove_tree(&env.root).await;
+    if let Ok(client) = env.raw_client().await {
+        let _ = client.delete(BENCH_ROOT, None).await; // fails harmlessly while others use it
+    }
+    code
+}

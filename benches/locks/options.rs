@@ -1,0 +1,191 @@
+//! The command line: options and workloads.
+
+use std::time::Duration;
+
+use crate::curator::CuratorMode;
+
+/// An acquire that takes longer than this is reported as a stall (the run fails, exit code 1).
+pub(crate) const STALL: Duration = Duration::from_secs(60);
+
+/// many-waiters: contending tasks per session.
+pub(crate) const WAITERS_PER_SESSION: usize = 8;
+
+pub(crate) const USAGE: &str = "\
+usage: locks [options]
+  --connect HOST:PORT[,..]  ZooKeeper to use (default: start a TestingServer)
+  --workloads LIST          comma-separated: mutex-uncontended, mutex-contended, semaphore,
+                            rwlock, many-waiters, or all (default: all)
+  --iters N                 mutex-uncontended measured cycles (default 3000)
+  --warmup N                mutex-uncontended warmup cycles (default 1000)
+  --clients N               sessions for the contended workloads (default 4)
+  --cycles N                measured acquisitions per client (default 400)
+  --warmup-cycles N         warmup acquisitions per client (default 20)
+  --hold-ms MS              mutex hold time (default 0)
+  --sem-hold-ms MS          semaphore lease hold time (default 0)
+  --rw-hold-ms MS           read-write lock hold time (default 0)
+  --max-leases N            semaphore leases (default 3)
+  --read-pct P              rwlock: percentage of read acquisitions (default 80)
+  --seed N                  rwlock: seed of the read/write choice (default 1)
+  --label TEXT              copied into every JSON line (default \"\")
+  --curator MODE            also run each workload through Apache Curator (java, javac and the
+                            Curator jars): auto (default: when installed, else a skipped line),
+                            off, require (fail when not installed)
+  --curator-warmup-ms MS    Curator: unmeasured cycles for this long first, for the JIT
+                            (default 5000)
+  --server-warmup-ms MS     with the bench's own TestingServer: unmeasured lock traffic for
+                            this long before the first line, for the server's JIT (default 5000)
+  --count-ops               clients go through a counting proxy; print requests per op by
+                            kind on stderr (adds a hop: for profiling, not for timing)";
+
+// ---------------------------------------------------------------------------------------------
+// Options
+
+#[derive(Debug, Clone)]
+pub(crate) struct Options {
+    pub(crate) connect: Option<String>,
+    pub(crate) workloads: Vec<Workload>,
+    pub(crate) iters: usize,
+    pub(crate) warmup: usize,
+    pub(crate) clients: usize,
+    pub(crate) cycles: usize,
+    pub(crate) warmup_cycles: usize,
+    pub(crate) hold: Duration,
+    pub(crate) sem_hold: Duration,
+    pub(crate) rw_hold: Duration,
+    pub(crate) max_leases: usize,
+    pub(crate) read_pct: u32,
+    pub(crate) seed: u64,
+    pub(crate) label: String,
+    pub(crate) count_ops: bool,
+    pub(crate) curator: CuratorMode,
+    pub(crate) curator_warmup: Duration,
+    pub(crate) server_warmup: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            connect: None,
+            workloads: Workload::ALL.to_vec(),
+            iters: 3000,
+            warmup: 1000,
+            clients: 4,
+            cycles: 400,
+            warmup_cycles: 20,
+            hold: Duration::ZERO,
+            sem_hold: Duration::ZERO,
+            rw_hold: Duration::ZERO,
+            max_leases: 3,
+            read_pct: 80,
+            seed: 1,
+            label: String::new(),
+            count_ops: false,
+            curator: CuratorMode::Auto,
+            curator_warmup: Duration::from_secs(5),
+            server_warmup: Duration::from_secs(5),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Workload {
+    MutexUncontended,
+    MutexContended,
+    Semaphore,
+    RwLock,
+    ManyWaiters,
+}
+
+impl Workload {
+    pub(crate) const ALL: [Workload; 5] = [
+        Workload::MutexUncontended,
+        Workload::MutexContended,
+        Workload::Semaphore,
+        Workload::RwLock,
+        Workload::ManyWaiters,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Workload::MutexUncontended => "mutex-uncontended",
+            Workload::MutexContended => "mutex-contended",
+            Workload::Semaphore => "semaphore",
+            Workload::RwLock => "rwlock",
+            Workload::ManyWaiters => "many-waiters",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Workload> {
+        Workload::ALL.into_iter().find(|w| w.name() == name)
+    }
+}
+
+pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Option<Options>, String> {
+    let mut options = Options::default();
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => (flag.to_owned(), Some(value.to_owned())),
+            _ => (arg.clone(), None),
+        };
+        match flag.as_str() {
+            // `cargo bench` appends `--bench` to a harness-less benchmark's arguments.
+            "--bench" => continue,
+            "-h" | "--help" => return Ok(None),
+            "--count-ops" => {
+                options.count_ops = true;
+                continue;
+            }
+            _ => {}
+        }
+        let mut value = || inline.clone().or_else(|| args.next()).ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--connect" => options.connect = Some(value()?),
+            "--workloads" => {
+                let list = value()?;
+                options.workloads = if list == "all" {
+                    Workload::ALL.to_vec()
+                } else {
+                    list.split(',')
+                        .filter(|w| !w.is_empty())
+                        .map(|w| Workload::parse(w.trim()).ok_or_else(|| format!("unknown workload {w:?}")))
+                        .collect::<Result<_, _>>()?
+                };
+            }
+            "--iters" => options.iters = number(&flag, &value()?)?,
+            "--warmup" => options.warmup = number(&flag, &value()?)?,
+            "--clients" => options.clients = number(&flag, &value()?)?,
+            "--cycles" => options.cycles = number(&flag, &value()?)?,
+            "--warmup-cycles" => options.warmup_cycles = number(&flag, &value()?)?,
+            "--hold-ms" => options.hold = Duration::from_millis(number(&flag, &value()?)?),
+            "--sem-hold-ms" => options.sem_hold = Duration::from_millis(number(&flag, &value()?)?),
+            "--rw-hold-ms" => options.rw_hold = Duration::from_millis(number(&flag, &value()?)?),
+            "--max-leases" => options.max_leases = number(&flag, &value()?)?,
+            "--read-pct" => options.read_pct = number(&flag, &value()?)?,
+            "--seed" => options.seed = number(&flag, &value()?)?,
+            "--label" => options.label = value()?,
+            "--curator" => {
+                options.curator = match value()?.as_str() {
+                    "auto" => CuratorMode::Auto,
+                    "off" => CuratorMode::Off,
+                    "require" => CuratorMode::Require,
+                    other => return Err(format!("--curator: expected auto, off or require, got {other:?}")),
+                }
+            }
+            "--curator-warmup-ms" => options.curator_warmup = Duration::from_millis(number(&flag, &value()?)?),
+            "--server-warmup-ms" => options.server_warmup = Duration::from_millis(number(&flag, &value()?)?),
+            other => return Err(format!("unknown option {other:?}")),
+        }
+    }
+    if options.iters == 0 || options.cycles == 0 || options.clients == 0 || options.max_leases == 0 {
+        return Err("--iters, --cycles, --clients and --max-leases must be at least 1".into());
+    }
+    if options.read_pct > 100 {
+        return Err("--read-pct must be at most 100".into());
+    }
+    Ok(Some(options))
+}
+
+fn number<T: std::str::FromStr>(flag: &str, value: &str) -> Result<T, String> {
+    value.parse().map_err(|_| format!("{flag}: not a valid number: {value:?}"))
+}

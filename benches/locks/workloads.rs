@@ -1,0 +1,381 @@
+//! The run loop, the environment of a run, and each workload's lines.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Barrier;
+use zk_recipes::testing::CountingProxy;
+use zk_recipes::zk::{self, Acls, CreateMode};
+use zk_recipes::{Framework, InterProcessMutex, InterProcessSemaphore};
+
+use crate::contenders::{Contender, ReleaseStyle};
+use crate::options::{Options, Workload, WAITERS_PER_SESSION};
+use crate::raw::{RawMutex, RawSemaphore};
+use crate::report::{server_received, BenchError, BenchResult, Exclusion, Measured};
+
+/// Every run works under `BENCH_ROOT/<pid>-<millis>`, deleted at the end.
+pub(crate) const BENCH_ROOT: &str = "/zk-recipes-bench";
+
+/// Which latency a workload reports.
+#[derive(Debug, Clone, Copy)]
+enum Latency {
+    Cycle,
+    Acquire,
+}
+
+struct Plan {
+    workload: Workload,
+    implementation: &'static str,
+    warmup: usize,
+    cycles: usize,
+    hold: Duration,
+    latency: Latency,
+    max_holders: usize,
+    /// Sessions behind the contenders (the `clients` field); contenders may share one.
+    sessions: usize,
+}
+
+/// Runs `contenders` (one task each) through `plan.warmup` unmeasured cycles, then, from a
+/// common start, through `plan.cycles` measured cycles each.
+async fn run(env: &Env, plan: Plan, contenders: Vec<Contender>) -> BenchResult<Measured> {
+    let tasks_count = contenders.len();
+    let exclusion = Exclusion::new(plan.max_holders);
+    // Everyone warms up, then waits at `warm` while the server's counters are read, then
+    // starts at `go`, even after a failure, so that no one is left waiting.
+    let warm = Arc::new(Barrier::new(tasks_count + 1));
+    let go = Arc::new(Barrier::new(tasks_count + 1));
+    let mut tasks = Vec::with_capacity(tasks_count);
+    for mut contender in contenders {
+        let (exclusion, warm, go) = (exclusion.clone(), warm.clone(), go.clone());
+        let (warmup, cycles, hold, latency) = (plan.warmup, plan.cycles, plan.hold, plan.latency);
+        tasks.push(tokio::spawn(async move {
+            let mut outcome: BenchResult<Vec<Duration>> = Ok(Vec::with_capacity(cycles));
+            for _ in 0..warmup {
+                if let Err(e) = contender.cycle(&exclusion, hold).await {
+                    outcome = Err(e);
+                    break;
+                }
+            }
+            warm.wait().await;
+            go.wait().await;
+            if let Ok(samples) = &mut outcome {
+                for _ in 0..cycles {
+                    match contender.cycle(&exclusion, hold).await {
+                        Ok(times) => samples.push(match latency {
+                            Latency::Cycle => times.cycle,
+                            Latency::Acquire => times.acquire,
+                        }),
+                        Err(e) => {
+                            outcome = Err(e);
+                            break;
+                        }
+                    }
+                }
+            }
+            (outcome.map(|samples| (samples, Instant::now())), contender)
+        }));
+    }
+    warm.wait().await;
+    let received_before = server_received(&env.server);
+    let counts_before = env.proxy.as_ref().map(|p| p.counts());
+    go.wait().await;
+    let started = Instant::now();
+    let mut samples = Vec::with_capacity(tasks_count * plan.cycles);
+    let mut last_end = started;
+    let mut failure = None;
+    let mut finished = Vec::with_capacity(tasks_count);
+    for task in tasks {
+        match task.await {
+            Ok((outcome, contender)) => {
+                finished.push(contender);
+                match outcome {
+                    Ok((mut client_samples, ended)) => {
+                        samples.append(&mut client_samples);
+                        last_end = last_end.max(ended);
+                    }
+                    Err(e) => {
+                        if failure.is_none() || matches!(e, BenchError::Violation(_)) {
+                            failure = Some(e);
+                        }
+                    }
+                }
+            }
+            Err(e) => failure = failure.or(Some(BenchError::Failed(format!("contender task failed: {e}")))),
+        }
+    }
+    let secs = (last_end - started).as_secs_f64();
+    let received_after = server_received(&env.server);
+    let counts_after = env.proxy.as_ref().map(|p| p.counts());
+    for contender in finished {
+        if let Err(e) = contender.close().await {
+            failure = failure.or(Some(e));
+        }
+    }
+    if exclusion.violated.load(Ordering::SeqCst) {
+        return Err(failure.unwrap_or_else(|| BenchError::Violation("exclusion counter".into())));
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let ops = samples.len();
+    let requests_per_op = match (received_before, received_after) {
+        (Some(before), Some(after)) if ops > 0 => Some(after.saturating_sub(before) as f64 / ops as f64),
+        _ => None,
+    };
+    let breakdown = counts_before.zip(counts_after).map(|(before, after)| after.since(&before).per_op(ops));
+    Ok(Measured {
+        implementation: plan.implementation,
+        workload: plan.workload,
+        clients: plan.sessions,
+        secs,
+        samples,
+        requests_per_op,
+        breakdown,
+    })
+}
+
+/// Where one benchmark run keeps its nodes, and how to reach the server.
+pub(crate) struct Env {
+    /// The server (for `srvr`).
+    pub(crate) server: String,
+    /// What clients connect to: the server, or the counting proxy in front of it.
+    pub(crate) connect: String,
+    pub(crate) proxy: Option<CountingProxy>,
+    /// A fresh root per run, so runs against a shared server do not meet.
+    pub(crate) root: String,
+    pub(crate) options: Options,
+}
+
+impl Env {
+    pub(crate) fn dir(&self, workload: Workload, implementation: &str) -> String {
+        format!("{}/{}/{}", self.root, workload.name(), implementation)
+    }
+
+    async fn framework(&self) -> BenchResult<Framework> {
+        Ok(Framework::connect(&self.connect).await?)
+    }
+
+    async fn frameworks(&self, n: usize) -> BenchResult<Vec<Framework>> {
+        futures::future::try_join_all((0..n).map(|_| self.framework())).await
+    }
+
+    pub(crate) async fn raw_client(&self) -> BenchResult<zk::Client> {
+        Ok(zk::Client::connect(&self.connect).await?)
+    }
+
+    /// A raw client per contender, and `dirs` created as persistent nodes (parents included).
+    async fn raw_clients(&self, n: usize, dirs: &[&str]) -> BenchResult<Vec<zk::Client>> {
+        let clients = futures::future::try_join_all((0..n).map(|_| self.raw_client())).await?;
+        let options = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        for dir in dirs {
+            clients[0].mkdir(dir, &options).await?;
+        }
+        Ok(clients)
+    }
+
+    async fn mutex_contenders(&self, n: usize, dir: &str, release: ReleaseStyle) -> BenchResult<Vec<Contender>> {
+        let mut contenders = Vec::with_capacity(n);
+        for framework in self.frameworks(n).await? {
+            let mutex = InterProcessMutex::new(&framework, dir)?;
+            contenders.push(Contender::Mutex { framework, mutex, release });
+        }
+        Ok(contenders)
+    }
+
+    async fn raw_mutexes(&self, n: usize, dir: &str) -> BenchResult<Vec<RawMutex>> {
+        let clients = self.raw_clients(n, &[dir]).await?;
+        Ok(clients.into_iter().map(|client| RawMutex { client, dir: dir.to_owned() }).collect())
+    }
+
+    /// Deletes a raw floor's persistent directories (children first), best effort.
+    pub(crate) async fn remove_tree(&self, dir: &str) {
+        let Ok(client) = self.raw_client().await else { return };
+        let mut stack = vec![(dir.to_owned(), false)];
+        while let Some((node, expanded)) = stack.pop() {
+            if expanded {
+                let _ = client.delete(&node, None).await;
+                continue;
+            }
+            stack.push((node.clone(), true));
+            if let Ok(children) = client.list_children(&node).await {
+                stack.extend(children.into_iter().map(|c| (format!("{node}/{c}"), false)));
+            }
+        }
+    }
+}
+
+/// Runs zk-recipes mutex and semaphore contention (`--clients` sessions each, no hold) for
+/// `duration`, unmeasured, so that a freshly started server's JIT has compiled its hot paths
+/// before the first line: otherwise the first lines of a run see a slower server than the later
+/// ones (a quarter to a third fewer ops/s in `mutex-uncontended`).
+pub(crate) async fn warm_up_server(env: &Env, duration: Duration) -> BenchResult<()> {
+    let o = &env.options;
+    let dir = format!("{}/server-warmup", env.root);
+    let deadline = Instant::now() + duration;
+    let mut contenders = env.mutex_contenders(o.clients, &format!("{dir}/mutex"), ReleaseStyle::Await).await?;
+    for framework in env.frameworks(o.clients).await? {
+        let semaphore = InterProcessSemaphore::new(&framework, &format!("{dir}/semaphore"), o.max_leases)?;
+        contenders.push(Contender::Semaphore { framework, semaphore });
+    }
+    let (mutex, semaphore) = (Exclusion::new(1), Exclusion::new(o.max_leases));
+    let tasks: Vec<_> = contenders
+        .into_iter()
+        .map(|mut contender| {
+            let exclusion = if matches!(contender, Contender::Semaphore { .. }) { &semaphore } else { &mutex }.clone();
+            tokio::spawn(async move {
+                while Instant::now() < deadline {
+                    if let Err(e) = contender.cycle(&exclusion, Duration::ZERO).await {
+                        return (Err(e), contender);
+                    }
+                }
+                (Ok(()), contender)
+            })
+        })
+        .collect();
+    let mut failure = None;
+    for task in tasks {
+        match task.await {
+            Ok((outcome, contender)) => {
+                if let Err(e) = outcome.and(contender.close().await) {
+                    if failure.is_none() || matches!(e, BenchError::Violation(_)) {
+                        failure = Some(e);
+                    }
+                }
+            }
+            Err(e) => failure = failure.or(Some(BenchError::Failed(format!("warm-up task failed: {e}")))),
+        }
+    }
+    failure.map_or(Ok(()), Err)
+}
+
+/// Runs one workload through every implementation; returns the lines' data.
+pub(crate) async fn run_workload(env: &Env, workload: Workload) -> BenchResult<Vec<Measured>> {
+    let o = &env.options;
+    let mut results = Vec::new();
+    match workload {
+        Workload::MutexUncontended => {
+            let plan = |implementation| Plan {
+                workload,
+                implementation,
+                warmup: o.warmup,
+                cycles: o.iters,
+                hold: o.hold,
+                latency: Latency::Cycle,
+                max_holders: 1,
+                sessions: 1,
+            };
+            for (implementation, listed) in [("raw-floor", false), ("raw-floor-listed", true)] {
+                let dir = env.dir(workload, implementation);
+                let raw = env.raw_mutexes(1, &dir).await?;
+                let contenders = raw.into_iter().map(|raw| Contender::RawCreateDelete { raw, listed }).collect();
+                results.push(run(env, plan(implementation), contenders).await?);
+                env.remove_tree(&dir).await;
+            }
+
+            let dir = env.dir(workload, "raw-pipelined");
+            let raw = env.raw_mutexes(1, &dir).await?;
+            let contenders = raw.into_iter().map(|raw| Contender::RawMutexPipelined { raw, pending_delete: None });
+            results.push(run(env, plan("raw-floor-pipelined"), contenders.collect()).await?);
+            env.remove_tree(&dir).await;
+
+            let dir = env.dir(workload, "zk-recipes");
+            let contenders = env.mutex_contenders(1, &dir, ReleaseStyle::Await).await?;
+            results.push(run(env, plan("zk-recipes"), contenders).await?);
+
+            let dir = env.dir(workload, "zk-recipes-drop");
+            let contenders = env.mutex_contenders(1, &dir, ReleaseStyle::Drop).await?;
+            results.push(run(env, plan("zk-recipes-drop"), contenders).await?);
+        }
+        Workload::MutexContended => {
+            let plan = |implementation| Plan {
+                workload,
+                implementation,
+                warmup: o.warmup_cycles,
+                cycles: o.cycles,
+                hold: o.hold,
+                latency: Latency::Acquire,
+                max_holders: 1,
+                sessions: o.clients,
+            };
+            let dir = env.dir(workload, "raw");
+            let raw = env.raw_mutexes(o.clients, &dir).await?;
+            results.push(run(env, plan("raw-floor"), raw.into_iter().map(Contender::RawMutex).collect()).await?);
+            env.remove_tree(&dir).await;
+
+            let dir = env.dir(workload, "zk-recipes");
+            let contenders = env.mutex_contenders(o.clients, &dir, ReleaseStyle::Await).await?;
+            results.push(run(env, plan("zk-recipes"), contenders).await?);
+        }
+        Workload::Semaphore => {
+            let plan = |implementation| Plan {
+                workload,
+                implementation,
+                warmup: o.warmup_cycles,
+                cycles: o.cycles,
+                hold: o.sem_hold,
+                latency: Latency::Acquire,
+                max_holders: o.max_leases,
+                sessions: o.clients,
+            };
+            let dir = env.dir(workload, "raw");
+            let (locks, leases) = (format!("{dir}/locks"), format!("{dir}/leases"));
+            let clients = env.raw_clients(o.clients, &[&locks, &leases]).await?;
+            let contenders = clients.into_iter().map(|client| {
+                let locks = RawMutex { client: client.clone(), dir: locks.clone() };
+                Contender::RawSemaphore(RawSemaphore { client, locks, leases: leases.clone(), max: o.max_leases })
+            });
+            results.push(run(env, plan("raw-floor"), contenders.collect()).await?);
+            env.remove_tree(&dir).await;
+
+            let dir = env.dir(workload, "zk-recipes");
+            let mut contenders = Vec::with_capacity(o.clients);
+            for framework in env.frameworks(o.clients).await? {
+                let semaphore = InterProcessSemaphore::new(&framework, &dir, o.max_leases)?;
+                contenders.push(Contender::Semaphore { framework, semaphore });
+            }
+            results.push(run(env, plan("zk-recipes"), contenders).await?);
+        }
+        Workload::ManyWaiters => {
+            // WAITERS_PER_SESSION tasks per session share the session's budget of cycles, so
+            // the run is as long as mutex-contended but the queue is that many times deeper.
+            let per_task = |n: usize| n.div_ceil(WAITERS_PER_SESSION);
+            let plan = |implementation| Plan {
+                workload,
+                implementation,
+                warmup: per_task(o.warmup_cycles),
+                cycles: per_task(o.cycles),
+                hold: o.hold,
+                latency: Latency::Acquire,
+                max_holders: 1,
+                sessions: o.clients,
+            };
+            let dir = env.dir(workload, "raw");
+            let raw = env.raw_mutexes(o.clients, &dir).await?;
+            let contenders = raw.iter().flat_map(|raw| {
+                (0..WAITERS_PER_SESSION)
+                    .map(|_| Contender::RawMutex(RawMutex { client: raw.client.clone(), dir: raw.dir.clone() }))
+            });
+            results.push(run(env, plan("raw-floor"), contenders.collect()).await?);
+            env.remove_tree(&dir).await;
+
+            let dir = env.dir(workload, "zk-recipes");
+            let sessions = env.mutex_contenders(o.clients, &dir, ReleaseStyle::Await).await?;
+            let mut contenders = Vec::with_capacity(o.clients * WAITERS_PER_SESSION);
+            for session in sessions {
+                if let Contender::Mutex { framework, mutex, release } = session {
+                    for _ in 0..WAITERS_PER_SESSION {
+                        contenders.push(Contender::Mutex {
+                            framework: framework.clone(),
+                            mutex: mutex.clone(),
+                            release,
+                        });
+                    }
+                }
+            }
+            results.push(run(env, plan("zk-recipes"), contenders).await?);
+        }
+        Workload::RwLock => {}
+    }
+    Ok(results)
+}

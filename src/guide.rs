@@ -1,0 +1,22 @@
+//! Guides: moving from Curator, using locks safely, securing them, and what the crate traces.
+//!
+//! These modules hold documentation only.
+//!
+//! | guide | read it when |
+//! | --- | --- |
+//! | [`curator_migration`] | you are moving a Curator (Java) service, class by class, or mixing both on the same locks |
+//! | [`safety`] | a lock guards something that must not happen twice: what `lost()` promises, timeouts, fencing tokens |
+//! | [`security`] | other clients share the ensemble: authentication and ACLs for lock nodes |
+//! | [`observability`] | you want to see what the recipes do: span and field names |
+
+#[doc = include_str!("docs/curator-migration.md")]
+pub mod curator_migration {}
+
+#[doc = include_str!("docs/safety.md")]
+pub mod safety {}
+
+#[doc = include_str!("docs/security.md")]
+pub mod security {}
+
+#[doc = include_str!("docs/observability.md")]
+pub mod observability {}

@@ -1,0 +1,265 @@
+//! A pass-through proxy that counts the requests crossing it, by kind.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::TestingError;
+use crate::sync::Mutex;
+
+/// A loopback TCP proxy in front of one ZooKeeper server that reads the protocol's frames and
+/// counts the requests going up (by opcode) and the watch events coming down. Put clients
+/// behind it to assert how many server requests an operation costs: a count can be asserted
+/// in a test where a duration cannot.
+///
+/// It adds a hop, so runs through it are for counting, not for timing. It runs on a thread of
+/// its own (so that it sees frames as they arrive, whatever the caller's runtime is doing, and
+/// counts round trips as the client made them), and stops when dropped.
+#[derive(Debug)]
+pub struct CountingProxy {
+    address: String,
+    counts: Arc<Mutex<BTreeMap<&'static str, u64>>>,
+    /// Dropping it stops the proxy's thread.
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl CountingProxy {
+    /// Starts a proxy to `target` (`host:port`, for example a server's connect string).
+    ///
+    /// # Errors
+    /// [`TestingError::Io`] if no loopback port can be bound or the thread cannot start.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: nothing is left running unless it returned.
+    pub async fn start(target: &str) -> Result<CountingProxy, TestingError> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")
+            .map_err(|e| TestingError::io("binding the counting proxy to 127.0.0.1:0", e))?;
+        listener.set_nonblocking(true).map_err(|e| TestingError::io("configuring the counting proxy", e))?;
+        let address =
+            listener.local_addr().map_err(|e| TestingError::io("reading the counting proxy's address", e))?.to_string();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .map_err(|e| TestingError::io("starting the counting proxy's runtime", e))?;
+        let counts = Arc::new(Mutex::default());
+        let (target, shared) = (target.to_owned(), counts.clone());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let accept = async move {
+            let listener = TcpListener::from_std(listener)?;
+            while let Ok((client, _)) = listener.accept().await {
+                tokio::spawn(forward(client, target.clone(), shared.clone()));
+            }
+            Ok::<(), std::io::Error>(())
+        };
+        std::thread::Builder::new()
+            .name("counting-proxy".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    tokio::select! {
+                        _ = stopped => {}
+                        _ = accept => {}
+                    }
+                })
+            })
+            .map_err(|e| TestingError::io("starting the counting proxy's thread", e))?;
+        Ok(CountingProxy { address, counts, _stop: stop })
+    }
+
+    /// The connect string for clients, `127.0.0.1:PORT`.
+    pub fn connect_string(&self) -> String {
+        self.address.clone()
+    }
+
+    /// What has crossed the proxy so far.
+    pub fn counts(&self) -> RequestCounts {
+        RequestCounts(self.counts.lock().clone())
+    }
+}
+
+/// Counts by kind: requests by opcode (`create`, `delete`, `getData+watch`, `getChildren`,
+/// `removeWatches`, `ping`, ...), `watch-event` for the server's notifications, and
+/// `round-trip` for each request sent while the connection had no other request waiting for
+/// its reply (requests sent back to back share one round trip). Session handshakes are not
+/// counted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestCounts(BTreeMap<&'static str, u64>);
+
+impl RequestCounts {
+    /// How many of `kind` crossed.
+    pub fn get(&self, kind: &str) -> u64 {
+        self.0.get(kind).copied().unwrap_or(0)
+    }
+
+    /// Requests of every kind except pings (which depend on idle time, not on the work).
+    pub fn requests(&self) -> u64 {
+        self.0.iter().filter(|(kind, _)| !matches!(**kind, "ping" | "watch-event" | "round-trip")).map(|(_, n)| n).sum()
+    }
+
+    /// Round trips: requests that found no other request of their connection in flight.
+    pub fn round_trips(&self) -> u64 {
+        self.get("round-trip")
+    }
+
+    /// What crossed since `earlier` (a snapshot of the same proxy).
+    pub fn since(&self, earlier: &RequestCounts) -> RequestCounts {
+        let delta = self.0.iter().map(|(kind, n)| (*kind, n - earlier.get(kind))).filter(|(_, n)| *n > 0).collect();
+        RequestCounts(delta)
+    }
+
+    /// Every kind with its count.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        self.0.iter().map(|(kind, n)| (*kind, *n))
+    }
+
+    /// `kind n.nn` pairs, per one of `ops` operations.
+    pub fn per_op(&self, ops: usize) -> String {
+        let ops = ops.max(1) as f64;
+        let pairs: Vec<String> = self.iter().map(|(kind, n)| format!("{kind} {:.2}", n as f64 / ops)).collect();
+        pairs.join(", ")
+    }
+}
+
+impl fmt::Display for RequestCounts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.per_op(1))
+    }
+}
+
+async fn forward(client: TcpStream, target: String, counts: Arc<Mutex<BTreeMap<&'static str, u64>>>) {
+    let Ok(server) = TcpStream::connect(&target).await else { return };
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let (client_read, client_write) = client.into_split();
+    let (server_read, server_write) = server.into_split();
+    let in_flight = AtomicI64::new(0);
+    let up = pump(client_read, server_write, &counts, &in_flight, Direction::Requests);
+    let down = pump(server_read, client_write, &counts, &in_flight, Direction::Replies);
+    let _ = tokio::join!(up, down);
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Requests,
+    Replies,
+}
+
+/// Copies length-prefixed frames from `from` to `to`, counting them. The first frame in each
+/// direction is the session handshake. `in_flight` counts the connection's requests (those
+/// with a non-negative xid; pings and the like have negative ones) not answered yet; a
+/// request is counted before it is forwarded and a reply before it is, so a request caused by
+/// a reply always sees that reply counted.
+async fn pump(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    counts: &Mutex<BTreeMap<&'static str, u64>>,
+    in_flight: &AtomicI64,
+    direction: Direction,
+) -> std::io::Result<()> {
+    let mut first = true;
+    let mut buffer = Vec::new();
+    loop {
+        let mut length = [0u8; 4];
+        if from.read_exact(&mut length).await.is_err() {
+            return to.shutdown().await;
+        }
+        let n = usize::try_from(i32::from_be_bytes(length)).unwrap_or(0);
+        buffer.clear();
+        buffer.extend_from_slice(&length);
+        buffer.resize(4 + n, 0);
+        from.read_exact(&mut buffer[4..]).await?;
+        let frame = &buffer[4..];
+        let kind = match direction {
+            _ if first => None,
+            Direction::Requests => Some(request_kind(frame)),
+            // A notification's reply header carries xid -1.
+            Direction::Replies => (frame.get(..4) == Some(&(-1i32).to_be_bytes()[..])).then_some("watch-event"),
+        };
+        let answered = frame.get(..4).is_some_and(|xid| xid[0] & 0x80 == 0);
+        {
+            let mut counts = counts.lock();
+            if !first && answered {
+                let before = match direction {
+                    Direction::Requests => in_flight.fetch_add(1, Ordering::SeqCst),
+                    Direction::Replies => in_flight.fetch_sub(1, Ordering::SeqCst),
+                };
+                if direction == Direction::Requests && before == 0 {
+                    *counts.entry("round-trip").or_default() += 1;
+                }
+            }
+            if let Some(kind) = kind {
+                *counts.entry(kind).or_default() += 1;
+            }
+        }
+        first = false;
+        to.write_all(&buffer).await?;
+    }
+}
+
+/// The kind of a client request frame (the bytes after the length prefix: xid, opcode, body).
+fn request_kind(frame: &[u8]) -> &'static str {
+    let Some(opcode) = frame.get(4..8).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]])) else {
+        return "short-frame";
+    };
+    // getData, exists and getChildren end in a `watch` flag.
+    let watch = frame.last() == Some(&1);
+    match opcode {
+        1 => "create",
+        2 => "delete",
+        3 if watch => "exists+watch",
+        3 => "exists",
+        4 if watch => "getData+watch",
+        4 => "getData",
+        5 => "setData",
+        8 | 12 if watch => "getChildren+watch",
+        8 | 12 => "getChildren",
+        9 => "sync",
+        11 => "ping",
+        13 => "check",
+        14 => "multi",
+        15 => "create2",
+        17 => "checkWatches",
+        18 => "removeWatches",
+        19 => "createContainer",
+        21 => "createTtl",
+        101 | 105 => "setWatches",
+        106 => "addWatch",
+        -11 => "closeSession",
+        _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_subtract_and_exclude_pings() {
+        let before = RequestCounts(BTreeMap::from([("create", 2), ("ping", 1)]));
+        let after = RequestCounts(BTreeMap::from([("create", 5), ("ping", 4), ("delete", 3), ("watch-event", 1)]));
+        let delta = after.since(&before);
+        assert_eq!(delta.get("create"), 3);
+        assert_eq!(delta.get("delete"), 3);
+        assert_eq!(delta.requests(), 6);
+        assert_eq!(RequestCounts(BTreeMap::from([("round-trip", 2), ("create", 3)])).round_trips(), 2);
+        assert_eq!(delta.per_op(3), "create 1.00, delete 1.00, ping 1.00, watch-event 0.33");
+    }
+
+    #[test]
+    fn request_kinds_by_opcode_and_watch_flag() {
+        let frame = |opcode: i32, tail: &[u8]| {
+            let mut f = 7i32.to_be_bytes().to_vec();
+            f.extend_from_slice(&opcode.to_be_bytes());
+            f.extend_from_slice(tail);
+            f
+        };
+        assert_eq!(request_kind(&frame(15, &[0, 0])), "create2");
+        assert_eq!(request_kind(&frame(4, &[0, 1])), "getData+watch");
+        assert_eq!(request_kind(&frame(8, &[0, 0])), "getChildren");
+        assert_eq!(request_kind(&[0, 0]), "short-frame");
+    }
+}

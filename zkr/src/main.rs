@@ -1,0 +1,187 @@
+//! `zkr`: who holds a ZooKeeper lock, and the zk-recipes demo.
+//!
+//! `zkr locks <path>` decodes the children of any lock recipe's path (zk-recipes and Apache
+//! Curator write the same nodes) into holders, waiters and leases; `zkr revoke <node>` asks a
+//! holder to let go (Curator's revocation message); `zkr demo` runs the two classic lock
+//! scenarios and checks them.
+
+mod connect;
+mod decode;
+mod demo;
+mod exit;
+mod locks;
+mod render;
+mod revoke;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use crate::connect::Options;
+use crate::exit::Failure;
+
+/// The exit codes, as `--help` shows them (kept in step with [`exit::Code`]).
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  any other failure (an unexpected ZooKeeper error)
+  2  bad arguments: usage, or an invalid path, connect string, duration or --digest
+  3  ZooKeeper unreachable: no connection within --connection-timeout, or it was lost
+  4  the path (the lock directory) does not exist
+  5  authentication or authorization failure: the node's ACL refuses this client (see --digest)
+  6  the path exists but is not a lock directory
+  7  zkr demo: a check failed (two holders at once, unpaired lines, too many leases)";
+
+/// Inspect ZooKeeper lock recipes (zk-recipes and Apache Curator alike) and run the zk-recipes
+/// demo.
+#[derive(Debug, Parser)]
+#[command(name = "zkr", version, after_help = EXIT_CODES, term_width = 100)]
+struct Cli {
+    /// ZooKeeper connect string, host:port[,host:port...][/chroot] [default: 127.0.0.1:2181;
+    /// `zkr demo` starts an embedded server instead]
+    #[arg(long, env = "ZK_CONNECT", global = true, help_heading = "Connection", value_name = "HOSTS")]
+    connect: Option<String>,
+
+    /// Curator namespace: every path is taken under /<NAMESPACE>
+    #[arg(long, global = true, help_heading = "Connection")]
+    namespace: Option<String>,
+
+    /// Session timeout to ask the server for (e.g. 10s, 500ms, 1m)
+    #[arg(long, global = true, help_heading = "Connection", value_parser = parse_duration, default_value = "10s", value_name = "DURATION")]
+    session_timeout: Duration,
+
+    /// How long to wait for a connection before giving up (exit code 3)
+    #[arg(long, global = true, help_heading = "Connection", value_parser = parse_duration, default_value = "15s", value_name = "DURATION")]
+    connection_timeout: Duration,
+
+    /// Digest authentication as user:password, sent on connect (never printed)
+    #[arg(long, env = "ZK_DIGEST", hide_env_values = true, global = true, help_heading = "Connection", value_parser = parse_digest, value_name = "USER:PASSWORD")]
+    digest: Option<String>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Show the holders and waiters of a lock path, whoever created them
+    ///
+    /// Decodes mutexes (InterProcessMutex, a LeaderSelector's), semaphores
+    /// (InterProcessSemaphoreV2, InterProcessSemaphoreMutex: their leases/ and locks/),
+    /// read-write locks (__READ__/__WRIT__) and leader latches (latch-), created by zk-recipes or
+    /// by Apache Curator, in Curator's order. Per node: role, kind, sequence, owner session, age,
+    /// data and name.
+    #[command(after_help = EXIT_CODES)]
+    Locks(locks::Args),
+
+    /// Ask the holder of a lock node to release it (Curator's revocation)
+    ///
+    /// Writes Curator's revocation message, the 10 bytes __REVOKE__, to the node; a holder that
+    /// made its lock revocable is told and lets go when it chooses. A node that no longer exists
+    /// is not an error.
+    #[command(after_help = EXIT_CODES)]
+    Revoke(revoke::Args),
+
+    /// Run the two classic lock scenarios and check them
+    ///
+    /// Five workers take turns on one mutex (strictly paired `worker N start` / `worker N end`
+    /// lines), then fifteen workers share a three-lease semaphore (never more than three at
+    /// once). Checks both, prints a summary, exits 7 on a violation. Starts an embedded
+    /// ZooKeeper server unless --connect (or ZK_CONNECT) is given.
+    #[command(after_help = EXIT_CODES)]
+    Demo(demo::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout with status 0; usage errors exit 2.
+            let _ = e.print();
+            return if e.use_stderr() { exit::Code::Usage.into() } else { ExitCode::SUCCESS };
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => return Failure::other(format!("cannot start the async runtime: {e}")).report(),
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => failure.report(),
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), Failure> {
+    let options = Options {
+        connect: cli.connect,
+        namespace: cli.namespace,
+        session_timeout: cli.session_timeout,
+        connection_timeout: cli.connection_timeout,
+        digest: cli.digest,
+    };
+    match cli.command {
+        Command::Locks(args) => locks::run(&options, args).await,
+        Command::Revoke(args) => revoke::run(&options, args).await,
+        Command::Demo(args) => demo::run(&options, args).await,
+    }
+}
+
+/// `10s`, `500ms`, `1.5s`, `2m`, `1h`; a bare number is seconds. Must be more than zero.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number.parse().map_err(|_| format!("{text:?} is not a duration (e.g. 10s, 500ms, 2m)"))?;
+    let seconds = match unit {
+        "" | "s" => value,
+        "ms" => value / 1000.0,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(format!("unknown unit {unit:?} in {text:?} (use ms, s, m or h)")),
+    };
+    let duration = Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))?;
+    if duration.is_zero() {
+        return Err("must be more than zero".to_owned());
+    }
+    Ok(duration)
+}
+
+/// `user:password` for the digest scheme (ZooKeeper's `addauth digest user:password`).
+fn parse_digest(text: &str) -> Result<String, String> {
+    match text.split_once(':') {
+        Some((user, _)) if !user.is_empty() => Ok(text.to_owned()),
+        _ => Err("expected user:password".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        for bad in ["", "abc", "10x", "0s", "-1s", "1e3s"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn digests() {
+        assert_eq!(parse_digest("alice:secret"), Ok("alice:secret".to_owned()));
+        assert_eq!(parse_digest("alice:"), Ok("alice:".to_owned()));
+        assert!(parse_digest("alice").is_err());
+        assert!(parse_digest(":secret").is_err());
+    }
+
+    #[test]
+    fn the_cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

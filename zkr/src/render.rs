@@ -1,0 +1,149 @@
+//! The human table of `zkr locks`, and how node data and ages are shown.
+
+use std::fmt::Write;
+
+use crate::decode::{Recipe, Role};
+use crate::locks::{NodeReport, Report};
+
+/// Longest data shown in a table cell (JSON has it all).
+const DATA_WIDTH: usize = 24;
+
+/// Node data as `(text, "text")` when it is printable UTF-8, else `(hex, "hex")`.
+pub fn data(bytes: &[u8]) -> (Option<String>, &'static str) {
+    match std::str::from_utf8(bytes) {
+        Ok(text) if !text.chars().any(char::is_control) => (Some(text.to_owned()), "text"),
+        _ => (Some(bytes.iter().map(|b| format!("{b:02x}")).collect()), "hex"),
+    }
+}
+
+/// `850ms`, `12.3s`, `5m07s`, `2h03m`, `3d04h`.
+pub fn age(ms: i64) -> String {
+    let ms = ms.max(0);
+    let s = ms / 1000;
+    match ms {
+        _ if ms < 1_000 => format!("{ms}ms"),
+        _ if ms < 60_000 => format!("{:.1}s", ms as f64 / 1000.0),
+        _ if s < 3_600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ if s < 86_400 => format!("{}h{:02}m", s / 3_600, (s % 3_600) / 60),
+        _ => format!("{}d{:02}h", s / 86_400, (s % 86_400) / 3_600),
+    }
+}
+
+/// The whole report as text: a heading, then one table per directory.
+pub fn table(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}: {}", report.path, report.description);
+    match report.recipe {
+        Recipe::Empty => {}
+        Recipe::Semaphore => {
+            let leases: Vec<&NodeReport> = report.nodes.iter().filter(|n| n.section == Some("leases")).collect();
+            let locks: Vec<&NodeReport> = report.nodes.iter().filter(|n| n.section == Some("locks")).collect();
+            let waiting = locks.iter().filter(|n| n.role == Role::Waiter).count();
+            let _ = writeln!(
+                out,
+                "\nleases: {} (each takes one permit; the limit is not stored in ZooKeeper)",
+                leases.len()
+            );
+            out.push_str(&rows(&leases));
+            let _ = writeln!(
+                out,
+                "\nlocks: the holder is taking a lease (it waits while every permit is taken); {waiting} waiting behind it"
+            );
+            out.push_str(&rows(&locks));
+        }
+        _ => {
+            let nodes: Vec<&NodeReport> = report.nodes.iter().collect();
+            let holders = nodes.iter().filter(|n| n.role == Role::Holder).count();
+            let waiters = nodes.iter().filter(|n| n.role == Role::Waiter).count();
+            let leases = nodes.iter().filter(|n| n.role == Role::Lease).count();
+            let summary = match report.recipe {
+                Recipe::Leases => format!("{leases} lease{}", plural(leases)),
+                _ => format!("{holders} holder{}, {waiters} waiter{}", plural(holders), plural(waiters)),
+            };
+            let _ = writeln!(out, "{summary}\n");
+            out.push_str(&rows(&nodes));
+        }
+    }
+    out
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// Aligned columns: role, kind, sequence, owner session, age, data, node name.
+fn rows(nodes: &[&NodeReport]) -> String {
+    if nodes.is_empty() {
+        return "  (none)\n".to_owned();
+    }
+    let header = ["ROLE", "KIND", "SEQ", "SESSION", "AGE", "DATA", "NODE"].map(str::to_owned);
+    let mut lines = vec![header];
+    for n in nodes {
+        lines.push([
+            format!("{:?}", n.role).to_lowercase(),
+            format!("{:?}", n.kind).to_lowercase(),
+            n.sequence.map_or_else(|| "-".to_owned(), |s| s.to_string()),
+            n.owner_session.clone().unwrap_or_else(|| "persistent".to_owned()),
+            age(n.age_ms),
+            data_cell(n),
+            n.name.clone(),
+        ]);
+    }
+    let widths: Vec<usize> = (0..7).map(|c| lines.iter().map(|l| l[c].chars().count()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for line in &lines {
+        let mut text = String::new();
+        for (c, cell) in line.iter().enumerate() {
+            if c + 1 == line.len() {
+                text.push_str(cell);
+            } else {
+                let _ = write!(text, "{cell:<width$}  ", width = widths[c]);
+            }
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn data_cell(node: &NodeReport) -> String {
+    let shown = match (&node.data, node.data_format) {
+        (None, _) => return "(no read permission)".to_owned(),
+        (Some(d), _) if d.is_empty() => return "-".to_owned(),
+        (Some(d), "hex") => format!("0x{d}"),
+        (Some(d), _) => d.clone(),
+    };
+    if shown.chars().count() > DATA_WIDTH {
+        let cut: String = shown.chars().take(DATA_WIDTH - 1).collect();
+        format!("{cut}…")
+    } else {
+        shown
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_is_text_or_hex() {
+        assert_eq!(data(b"127.0.1.1"), (Some("127.0.1.1".to_owned()), "text"));
+        assert_eq!(data(b""), (Some(String::new()), "text"));
+        assert_eq!(data(&[0, 1, 0xff]), (Some("0001ff".to_owned()), "hex"));
+        assert_eq!(data(b"a\nb"), (Some("610a62".to_owned()), "hex"));
+    }
+
+    #[test]
+    fn ages() {
+        assert_eq!(age(-5), "0ms");
+        assert_eq!(age(850), "850ms");
+        assert_eq!(age(12_345), "12.3s");
+        assert_eq!(age(307_000), "5m07s");
+        assert_eq!(age(7_380_000), "2h03m");
+        assert_eq!(age(273_600_000), "3d04h");
+    }
+}
