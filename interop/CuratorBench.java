@@ -7,7 +7,7 @@
 //   java -cp <classes>:<curator classpath> CuratorBench CONNECT WORKLOAD CYCLES WARMUP CLIENTS
 //       MAX_LEASES BASE_PATH [hold-ms=N] [jit-warmup-ms=N] [label=TEXT] [srvr=HOST:PORT]
 //
-//   WORKLOAD    mutex-uncontended | mutex-contended | semaphore | many-waiters
+//   WORKLOAD    mutex-uncontended | mutex-contended | semaphore | many-waiters | leader-handoff
 //   CYCLES      measured cycles: mutex-uncontended: in total (the bench's --iters); others: per
 //               session (--cycles); many-waiters splits them over the session's 8 threads,
 //               rounded up, as the Rust bench does
@@ -25,7 +25,8 @@
 //
 // Per session one CuratorFramework and one recipe object (InterProcessMutex or
 // InterProcessSemaphoreV2), used as a Curator user would: acquire() / release(), and
-// acquire() / lease.close(). Every thread: cycles until jit-warmup-ms have passed, WARMUP
+// acquire() / lease.close(). leader-handoff: per cycle a new LeaderLatch (a closed latch cannot
+// start again): start(), await(), critical section, close() (the leader resigns at once). Every thread: cycles until jit-warmup-ms have passed, WARMUP
 // cycles, then all threads meet and start the measured cycles together. A cycle is acquire, critical section, release; the critical section
 // counts the holders in a shared AtomicInteger (more than 1, or MAX_LEASES, is a violation) and
 // yields the thread once so that other contenders run while this one counts as a holder.
@@ -54,6 +55,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
@@ -236,6 +238,7 @@ public final class CuratorBench {
         int threadsPerSession = 1;
         int maxHolders = 1;
         boolean semaphore = false;
+        boolean latch = false;
         boolean cycleLatency = false;
         switch (workload) {
             case "mutex-uncontended":
@@ -249,6 +252,10 @@ public final class CuratorBench {
                 sessions = clients;
                 maxHolders = maxLeases;
                 semaphore = true;
+                break;
+            case "leader-handoff":
+                sessions = clients;
+                latch = true;
                 break;
             case "many-waiters":
                 sessions = clients;
@@ -288,9 +295,18 @@ public final class CuratorBench {
         });
         List<Contender> contenders = new ArrayList<>();
         long jitWarmupUntil = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(jitWarmupMs);
-        for (CuratorFramework client : frameworks) {
+        for (int session = 0; session < frameworks.size(); session++) {
+            CuratorFramework client = frameworks.get(session);
+            String id = "c" + session;
             Lock lock;
-            if (semaphore) {
+            if (latch) {
+                lock = () -> {
+                    LeaderLatch candidate = new LeaderLatch(client, path, id);
+                    candidate.start();
+                    candidate.await();
+                    return candidate::close;
+                };
+            } else if (semaphore) {
                 InterProcessSemaphoreV2 recipe = new InterProcessSemaphoreV2(client, path, maxLeases);
                 lock = () -> {
                     Lease lease = recipe.acquire();
@@ -483,7 +499,8 @@ public final class CuratorBench {
 
     private static void usage(String problem) {
         System.err.println("CuratorBench: " + problem);
-        System.err.println("usage: CuratorBench CONNECT mutex-uncontended|mutex-contended|semaphore|many-waiters"
+        System.err.println("usage: CuratorBench CONNECT"
+                + " mutex-uncontended|mutex-contended|semaphore|many-waiters|leader-handoff"
                 + " CYCLES WARMUP CLIENTS MAX_LEASES BASE_PATH [hold-ms=N] [jit-warmup-ms=N] [label=TEXT]"
                 + " [srvr=HOST:PORT]");
         System.exit(2);

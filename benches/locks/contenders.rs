@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use zk_recipes::{Framework, InterProcessMutex, InterProcessSemaphore};
+use zk_recipes::{Framework, InterProcessMutex, InterProcessSemaphore, LeaderLatch};
 
 use crate::options::STALL;
 use crate::raw::{RawMutex, RawSemaphore};
@@ -40,6 +40,14 @@ pub(crate) enum Contender {
         pending_delete: Option<String>,
     },
     RawSemaphore(RawSemaphore),
+    /// A candidate of a leader election: each cycle a new `LeaderLatch` joins the queue,
+    /// leads, and resigns at once (`close()`), as Curator's latch (which cannot restart) is
+    /// used for a handoff.
+    Latch {
+        framework: Framework,
+        path: String,
+        id: String,
+    },
 }
 
 /// What one cycle took.
@@ -101,6 +109,15 @@ impl Contender {
                 *pending_delete = Some(node);
                 Ok(CycleTimes { acquire, cycle: started.elapsed() })
             }
+            Contender::Latch { framework, path, id } => {
+                let latch = LeaderLatch::new(framework, path, id)?;
+                latch.start()?;
+                stall_guard(latch.await_leadership()).await??;
+                let acquire = started.elapsed();
+                exclusion.critical_section(hold).await?;
+                latch.close().await?;
+                Ok(CycleTimes { acquire, cycle: started.elapsed() })
+            }
             Contender::RawSemaphore(raw) => {
                 let lease = stall_guard(raw.acquire()).await??;
                 let acquire = started.elapsed();
@@ -113,7 +130,9 @@ impl Contender {
 
     pub(crate) async fn close(self) -> BenchResult<()> {
         match self {
-            Contender::Mutex { framework, .. } | Contender::Semaphore { framework, .. } => framework.close().await,
+            Contender::Mutex { framework, .. }
+            | Contender::Semaphore { framework, .. }
+            | Contender::Latch { framework, .. } => framework.close().await,
             Contender::RawMutexPipelined { raw, pending_delete } => {
                 if let Some(node) = pending_delete {
                     raw.client.delete(&node, None).await?;

@@ -313,11 +313,14 @@ impl LeaderLatch {
         self.shared.leader.send_replace(None);
         let span = tracing::debug_span!("zk_recipes.leader.close", path = %self.path(), id = %self.id());
         async {
-            self.task.stop().await;
-            match node {
+            // The delete goes first: it fires the leader's watch on its node, which the task
+            // would otherwise have to remove (a RemoveWatches request) when it is stopped.
+            let released = match node {
                 Some(node) => node.release().await,
                 None => Ok(()),
-            }
+            };
+            self.task.stop().await;
+            released
         }
         .instrument(span)
         .await

@@ -362,6 +362,9 @@ impl Shared {
             self.leader.send_replace(Some(leadership.clone()));
             (leadership, interrupt)
         };
+        // The node's own loss signal (not `leadership.lost()`, which also ends with the term):
+        // kept until after the delete, which fires its watch, so that no RemoveWatches is sent.
+        let mut node_lost = std::pin::pin!(watch.lost());
         let why = if leadership.is_leader() {
             tracing::info!(node = %watch.user_path(), fencing_token = watch.fencing_token(), "leadership gained");
             let work = AssertUnwindSafe((self.leader_fn)(leadership.clone())).catch_unwind();
@@ -374,7 +377,7 @@ impl Shared {
                         "the leader closure panicked"
                     }
                 },
-                () = leadership.lost() => "leadership lost",
+                () = &mut node_lost => "leadership lost",
                 () = interrupt.notified() => "interrupted",
             }
         } else {
@@ -397,6 +400,7 @@ impl Shared {
                 tracing::warn!(%error, "deleting the leader node failed; the framework's reaper keeps trying");
             }
         }
+        drop(node_lost);
     }
 }
 
