@@ -453,3 +453,33 @@ impl Drop for SetOnDrop {
         self.0.store(true, Ordering::SeqCst);
     }
 }
+
+/// A deletion of the leader's node by another client ends the term when a `lost()` is awaited
+/// (it watches the node, as a lock guard's does); the latch then joins the queue again with a
+/// new node and leads again.
+#[tokio::test]
+async fn a_deleted_leader_node_ends_the_term_and_the_latch_rejoins() {
+    bounded(LIMIT, async {
+        let (fw, other) = (fw().await, fw().await);
+        let path = path("deleted-node");
+        let latch = LeaderLatch::new(&fw, &path, "leader").unwrap();
+        let mut events = latch.leadership_events();
+        latch.start().unwrap();
+        let first = within(EVENT, "leading", latch.await_leadership()).await.unwrap();
+        assert!(matches!(events.next().await, Some(LeadershipEvent::Gained(_))));
+        let mut lost = std::pin::pin!(first.lost());
+        assert!(futures::poll!(&mut lost).is_pending());
+        other.delete(first.node_path()).await.unwrap();
+        within(EVENT, "lost() after the node was deleted", &mut lost).await;
+        assert!(!first.is_leader());
+        assert!(matches!(within(EVENT, "Lost", events.next()).await, Some(LeadershipEvent::Lost)));
+        let again = within(EVENT, "leading again on a new node", latch.await_leadership()).await.unwrap();
+        assert_ne!(again.node_path(), first.node_path());
+        assert!(again.fencing_token() > first.fencing_token());
+        assert_eq!(children(&other, &path).await.len(), 1);
+        latch.close().await.unwrap();
+        fw.close().await;
+        other.close().await;
+    })
+    .await;
+}

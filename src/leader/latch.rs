@@ -55,6 +55,10 @@ pub enum CloseMode {
 ///   again if its node is still first (the node, and so the fencing token, are unchanged).
 /// - A new session never inherits leadership: the old node went with the old session, and
 ///   the latch joins the queue again with a new node, at its end.
+/// - A deletion of the node by another client is noticed as a lock guard notices it: by a
+///   [`Leadership::lost`] that is awaited (it watches the node). The term then ends and the
+///   latch joins the queue again. The latch sets no watch of its own on its node (as Curator's),
+///   which keeps a handoff to the ZooKeeper requests Curator makes.
 ///
 /// Observe leadership with [`is_leader`](Self::is_leader), [`await_leader`](Self::await_leader),
 /// a [`watch`](Self::leadership_watch) or a [stream of events](Self::leadership_events); each
@@ -313,8 +317,7 @@ impl LeaderLatch {
         self.shared.leader.send_replace(None);
         let span = tracing::debug_span!("zk_recipes.leader.close", path = %self.path(), id = %self.id());
         async {
-            // The delete goes first: it fires the leader's watch on its node, which the task
-            // would otherwise have to remove (a RemoveWatches request) when it is stopped.
+            // The delete goes first, before anything the task might still send.
             let released = match node {
                 Some(node) => node.release().await,
                 None => Ok(()),
@@ -371,18 +374,20 @@ impl Shared {
         drop(node);
     }
 
-    /// Starts a term on our node; false when the latch was closed.
-    fn begin_term(&self, watch: &NodeWatch) -> bool {
+    /// Starts a term on our node and returns what completes when it can no longer be trusted;
+    /// `None` when the latch was closed.
+    fn begin_term(&self, watch: &NodeWatch) -> Option<impl std::future::Future<Output = ()>> {
         let mut state = self.state.lock();
         if state.phase != Phase::Started {
-            return false;
+            return None;
         }
         let (term, leadership) = Term::begin(watch);
+        let untrusted = term.untrusted(self.framework(), watch);
         state.term = Some(term);
         self.leader.send_replace(Some(leadership.clone()));
         self.emit(&state, LeadershipEvent::Gained(leadership));
         tracing::info!(node = %watch.user_path(), fencing_token = watch.fencing_token(), "leadership gained");
-        true
+        Some(untrusted)
     }
 
     /// Ends the current term, if any, and reports it.
@@ -421,11 +426,13 @@ impl Shared {
             if !watch.is_held() {
                 continue; // suspended again meanwhile
             }
-            if !self.begin_term(&watch) {
+            let Some(untrusted) = self.begin_term(&watch) else {
                 return; // closed: close() deletes the node
-            }
+            };
             recheck = true;
-            watch.lost().await;
+            // No watch of our own on the node: a leader that resigns at once would pay a
+            // request and a watch event per term. Deletions are seen by the term's `lost()`.
+            untrusted.await;
             self.end_term();
         }
         self.forget_node();

@@ -1,12 +1,14 @@
 //! One term of leadership as a handle, and a latch's leadership events as a stream.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::Stream;
 use tokio::sync::broadcast::error::RecvError;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{broadcast, watch, Notify};
 
+use crate::framework::Framework;
 use crate::locks::NodeWatch;
 
 /// One term of leadership: from the moment a latch or selector became the leader until it
@@ -26,6 +28,8 @@ pub struct Leadership {
     watch: NodeWatch,
     /// True (or the sender gone) once the term is over.
     ended: watch::Receiver<bool>,
+    /// Tells the term's owner that a `lost()` completed (it may have seen the node deleted).
+    seen_lost: Arc<Notify>,
 }
 
 impl Leadership {
@@ -51,6 +55,9 @@ impl Leadership {
     /// Completes when this term is over (see the type's docs); from then on
     /// [`is_leader`](Self::is_leader) is false, for good.
     ///
+    /// While it is awaited it also watches the leader node, so a deletion of the node by
+    /// another client ends the term too (as a lock guard's `lost()` notices it).
+    ///
     /// # Cancel safety
     /// Cancel-safe: it only observes; each call sets a data watch on the leader node.
     pub async fn lost(&self) {
@@ -61,7 +68,7 @@ impl Leadership {
         tokio::select! {
             biased;
             () = term_over => {}
-            () = self.watch.lost() => {}
+            () = self.watch.lost() => self.seen_lost.notify_one(),
         }
     }
 }
@@ -70,17 +77,40 @@ impl Leadership {
 #[derive(Debug)]
 pub(crate) struct Term {
     ended: watch::Sender<bool>,
+    seen_lost: Arc<Notify>,
 }
 
 impl Term {
     /// A new term on the node `watch` observes, and its handle.
     pub(crate) fn begin(watch: &NodeWatch) -> (Term, Leadership) {
         let (ended, receiver) = watch::channel(false);
-        (Term { ended }, Leadership { watch: watch.clone(), ended: receiver })
+        let seen_lost = Arc::new(Notify::new());
+        let leadership = Leadership { watch: watch.clone(), ended: receiver, seen_lost: seen_lost.clone() };
+        (Term { ended, seen_lost }, leadership)
     }
 
     pub(crate) fn end(self) {
         self.ended.send_replace(true);
+    }
+
+    /// What completes when the term's node can no longer be trusted as far as this process
+    /// knows without a request of its own: an error state under the policy, a new session, the
+    /// framework closed, or the node seen deleted by a handle's [`Leadership::lost`].
+    pub(crate) fn untrusted(&self, framework: &Framework, watch: &NodeWatch) -> impl std::future::Future<Output = ()> {
+        let (seen_lost, framework, watch) = (self.seen_lost.clone(), framework.clone(), watch.clone());
+        async move {
+            let mut states = framework.state_watch();
+            loop {
+                let notified = seen_lost.notified();
+                if !watch.is_held() {
+                    return;
+                }
+                tokio::select! {
+                    _ = states.changed() => {}
+                    () = notified => {}
+                }
+            }
+        }
     }
 }
 

@@ -400,7 +400,7 @@ impl Shared {
                 tracing::warn!(%error, "deleting the leader node failed; the framework's reaper keeps trying");
             }
         }
-        drop(node_lost);
+        // `node_lost` goes only now, at the end of the scope: after the delete.
     }
 }
 
