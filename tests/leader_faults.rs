@@ -459,6 +459,36 @@ async fn selector_node_is_deleted_after_an_outage() {
     .await;
 }
 
+/// Two selectors `k0`, `k1` whose closures report their term (index, leadership) and wait
+/// forever; the returned counter is the most closures that ever ran at once.
+fn parked_selectors(
+    fw: &Framework,
+    path: &str,
+    auto_requeue: bool,
+) -> (Vec<LeaderSelector>, Arc<AtomicUsize>, tokio::sync::mpsc::UnboundedReceiver<(usize, Leadership)>) {
+    let running = Arc::new(AtomicUsize::new(0));
+    let max_running = Arc::new(AtomicUsize::new(0));
+    let (tx, terms) = tokio::sync::mpsc::unbounded_channel::<(usize, Leadership)>();
+    let selectors = (0..2)
+        .map(|i| {
+            let (running, max_running, tx) = (running.clone(), max_running.clone(), tx.clone());
+            LeaderSelector::new(fw, path, &format!("k{i}"), move |leadership| {
+                let (running, max_running, tx) = (running.clone(), max_running.clone(), tx.clone());
+                async move {
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    max_running.fetch_max(now, Ordering::SeqCst);
+                    let _done = Decrement(running);
+                    let _ = tx.send((i, leadership));
+                    std::future::pending::<()>().await;
+                }
+            })
+            .unwrap()
+            .auto_requeue(auto_requeue)
+        })
+        .collect();
+    (selectors, max_running, terms)
+}
+
 /// testKillSessionThenCloseShouldElectNewLeader: two selectors on one framework; the session is
 /// expired: the leader's closure is dropped; the waiting selector keeps its place in the
 /// election (queued again in the new session) and leads; the old leader is requeued; closing
@@ -470,25 +500,7 @@ async fn selector_kill_session_then_close_elects_a_new_leader() {
         let servers = FaultyServer::start().await;
         let fw = framework(&servers.proxied(), SESSION).await;
         let path = path("selector-kill-session");
-        let running = Arc::new(AtomicUsize::new(0));
-        let max_running = Arc::new(AtomicUsize::new(0));
-        let (tx, mut terms) = tokio::sync::mpsc::unbounded_channel::<(usize, Leadership)>();
-        let selectors: Vec<LeaderSelector> = (0..2)
-            .map(|i| {
-                let (running, max_running, tx) = (running.clone(), max_running.clone(), tx.clone());
-                LeaderSelector::new(&fw, &path, &format!("k{i}"), move |leadership| {
-                    let (running, max_running, tx) = (running.clone(), max_running.clone(), tx.clone());
-                    async move {
-                        let now = running.fetch_add(1, Ordering::SeqCst) + 1;
-                        max_running.fetch_max(now, Ordering::SeqCst);
-                        let _done = Decrement(running);
-                        let _ = tx.send((i, leadership));
-                        std::future::pending::<()>().await;
-                    }
-                })
-                .unwrap()
-            })
-            .collect();
+        let (selectors, max_running, mut terms) = parked_selectors(&fw, &path, false);
         for s in &selectors {
             s.start().unwrap();
         }
@@ -528,26 +540,7 @@ async fn selector_kill_server_then_close_elects_a_new_leader() {
         let mut server = TestingServer::start().await.unwrap();
         let fw = framework(&server.connect_string(), SESSION).await;
         let path = path("selector-kill-server");
-        let running = Arc::new(AtomicUsize::new(0));
-        let max_running = Arc::new(AtomicUsize::new(0));
-        let (tx, mut terms) = tokio::sync::mpsc::unbounded_channel::<(usize, Leadership)>();
-        let selectors: Vec<LeaderSelector> = (0..2)
-            .map(|i| {
-                let (running, max_running, tx) = (running.clone(), max_running.clone(), tx.clone());
-                LeaderSelector::new(&fw, &path, &format!("k{i}"), move |leadership| {
-                    let (running, max_running, tx) = (running.clone(), max_running.clone(), tx.clone());
-                    async move {
-                        let now = running.fetch_add(1, Ordering::SeqCst) + 1;
-                        max_running.fetch_max(now, Ordering::SeqCst);
-                        let _done = Decrement(running);
-                        let _ = tx.send((i, leadership));
-                        std::future::pending::<()>().await;
-                    }
-                })
-                .unwrap()
-                .auto_requeue(true)
-            })
-            .collect();
+        let (selectors, max_running, mut terms) = parked_selectors(&fw, &path, true);
         for s in &selectors {
             s.start().unwrap();
         }

@@ -115,6 +115,19 @@ async fn latch_queue_hands_over_in_order_across_languages() {
     .await;
 }
 
+/// The shared log of two Java loops (J1, J2) and two Rust loops (R1, R2): one leader at a time
+/// (checked by the log), no one leading at the end, `rounds` terms each, and leadership passed
+/// from Rust to Java and from Java to Rust.
+fn assert_loops_took_turns(log: &LeaderLog, rounds: usize) {
+    let (terms, current) = log.check();
+    assert_eq!(current, None);
+    for who in ["java:J1", "java:J2", "rust:R1", "rust:R2"] {
+        assert_eq!(terms.iter().filter(|t| *t == who).count(), rounds, "{who}'s rounds in {terms:?}");
+    }
+    assert!(handed_over(&terms, "rust:", "java:"), "never Rust to Java: {terms:?}");
+    assert!(handed_over(&terms, "java:", "rust:"), "never Java to Rust: {terms:?}");
+}
+
 /// Two Curator latch loops and two Rust latch loops (own sessions) on one path, each round a
 /// new latch that leads, logs, and closes: the shared log shows one leader at a time, every
 /// loop completes its rounds, and leadership passes Rust to Java and Java to Rust.
@@ -156,13 +169,7 @@ async fn latch_loops_share_one_log() {
             let done = java.wait_for(&format!("latch-loop-done {id}"), EVENT * 2).await.unwrap();
             assert_eq!(done, format!("latch-loop-done {id} {ROUNDS}"));
         }
-        let (terms, current) = log.check();
-        assert_eq!(current, None);
-        for who in ["java:J1", "java:J2", "rust:R1", "rust:R2"] {
-            assert_eq!(terms.iter().filter(|t| *t == who).count(), ROUNDS, "{who}'s rounds in {terms:?}");
-        }
-        assert!(handed_over(&terms, "rust:", "java:"), "never Rust to Java: {terms:?}");
-        assert!(handed_over(&terms, "java:", "rust:"), "never Java to Rust: {terms:?}");
+        assert_loops_took_turns(&log, ROUNDS);
         java.quit().await.unwrap();
         for fw in frameworks {
             fw.close().await;
@@ -328,13 +335,7 @@ async fn selector_loops_share_one_log() {
             let reply = java.wait_for(&format!("selector-loop-done {id}"), EVENT * 2).await.unwrap();
             assert_eq!(reply, format!("selector-loop-done {id} {ROUNDS}"));
         }
-        let (terms, current) = log.check();
-        assert_eq!(current, None);
-        for who in ["java:J1", "java:J2", "rust:R1", "rust:R2"] {
-            assert_eq!(terms.iter().filter(|t| *t == who).count(), ROUNDS, "{who}'s rounds in {terms:?}");
-        }
-        assert!(handed_over(&terms, "rust:", "java:"), "never Rust to Java: {terms:?}");
-        assert!(handed_over(&terms, "java:", "rust:"), "never Java to Rust: {terms:?}");
+        assert_loops_took_turns(&log, ROUNDS);
         java.quit().await.unwrap();
         for fw in frameworks {
             fw.close().await;

@@ -162,10 +162,8 @@ impl LeaderLatch {
     pub fn start(&self) -> Result<()> {
         {
             let mut state = self.shared.state.lock();
-            match state.phase {
-                Phase::Started => return Ok(()),
-                Phase::Closed => return Phase::Closed.check(self.path()),
-                Phase::Latent => {}
+            if !state.phase.needs_start(self.path())? {
+                return Ok(());
             }
             // Spawned under the lock: a concurrent close() sees the task and stops it.
             self.task.spawn(run(self.shared.clone()))?;

@@ -50,6 +50,18 @@ pub(crate) enum Phase {
 }
 
 impl Phase {
+    /// Whether `start()` should spawn the task: true when latent, false when started already.
+    ///
+    /// # Errors
+    /// [`Error::NotInElection`] when closed.
+    pub(crate) fn needs_start(self, path: &str) -> Result<bool> {
+        match self {
+            Phase::Latent => Ok(true),
+            Phase::Started => Ok(false),
+            Phase::Closed => Phase::Closed.check(path).map(|()| false),
+        }
+    }
+
     /// `Ok` while started; otherwise the error that says why the handle takes no part.
     pub(crate) fn check(self, path: &str) -> Result<()> {
         let reason = match self {

@@ -162,10 +162,8 @@ impl LeaderSelector {
     /// runtime.
     pub fn start(&self) -> Result<()> {
         let mut state = self.shared.state.lock();
-        match state.phase {
-            Phase::Started => return Ok(()),
-            Phase::Closed => return Phase::Closed.check(self.path()),
-            Phase::Latent => {}
+        if !state.phase.needs_start(self.path())? {
+            return Ok(());
         }
         self.task.spawn(run(self.shared.clone()))?;
         state.phase = Phase::Started;
