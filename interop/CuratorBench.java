@@ -8,7 +8,7 @@
 //       MAX_LEASES BASE_PATH [hold-ms=N] [jit-warmup-ms=N] [label=TEXT] [srvr=HOST:PORT]
 //       [read-pct=P] [seed=N]
 //
-//   WORKLOAD    mutex-uncontended | mutex-contended | semaphore | many-waiters | rwlock
+//   WORKLOAD    mutex-uncontended | mutex-contended | semaphore | many-waiters | rwlock | leader-handoff
 //   CYCLES      measured cycles: mutex-uncontended: in total (the bench's --iters); others: per
 //               session (--cycles); many-waiters splits them over the session's 8 threads,
 //               rounded up, as the Rust bench does
@@ -30,7 +30,9 @@
 // Per session one CuratorFramework and one recipe object (InterProcessMutex,
 // InterProcessSemaphoreV2 or InterProcessReadWriteLock), used as a Curator user would:
 // acquire() / release(), acquire() / lease.close(), and readLock() or writeLock() acquire() /
-// release() (rwlock: the half drawn per cycle). Every thread: cycles until jit-warmup-ms have passed, WARMUP
+// release() (rwlock: the half drawn per cycle). leader-handoff: per cycle a new LeaderLatch (a
+// closed latch cannot start again): start(), await(), critical section, close() (the leader
+// resigns at once). Every thread: cycles until jit-warmup-ms have passed, WARMUP
 // cycles, then all threads meet and start the measured cycles together. A cycle is acquire, critical section, release; the critical section
 // counts the holders in a shared AtomicInteger (more than 1, or MAX_LEASES, or for rwlock a
 // writer beside anyone, is a violation) and
@@ -60,6 +62,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
@@ -279,6 +282,7 @@ public final class CuratorBench {
         int maxHolders = 1;
         boolean semaphore = false;
         boolean readWrite = false;
+        boolean latch = false;
         boolean cycleLatency = false;
         switch (workload) {
             case "mutex-uncontended":
@@ -296,6 +300,10 @@ public final class CuratorBench {
             case "rwlock":
                 sessions = clients;
                 readWrite = true;
+                break;
+            case "leader-handoff":
+                sessions = clients;
+                latch = true;
                 break;
             case "many-waiters":
                 sessions = clients;
@@ -335,7 +343,9 @@ public final class CuratorBench {
         });
         List<Contender> contenders = new ArrayList<>();
         long jitWarmupUntil = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(jitWarmupMs);
-        for (CuratorFramework client : frameworks) {
+        for (int session = 0; session < frameworks.size(); session++) {
+            CuratorFramework client = frameworks.get(session);
+            String id = "c" + session;
             Lock lock;
             if (readWrite) {
                 InterProcessReadWriteLock recipe = new InterProcessReadWriteLock(client, path);
@@ -347,6 +357,13 @@ public final class CuratorBench {
                     InterProcessMutex half = writer ? recipe.writeLock() : recipe.readLock();
                     half.acquire();
                     return rwHeld(half, writer);
+                };
+            } else if (latch) {
+                lock = () -> {
+                    LeaderLatch candidate = new LeaderLatch(client, path, id);
+                    candidate.start();
+                    candidate.await();
+                    return candidate::close;
                 };
             } else if (semaphore) {
                 InterProcessSemaphoreV2 recipe = new InterProcessSemaphoreV2(client, path, maxLeases);
@@ -542,7 +559,7 @@ public final class CuratorBench {
     private static void usage(String problem) {
         System.err.println("CuratorBench: " + problem);
         System.err.println("usage: CuratorBench CONNECT"
-                + " mutex-uncontended|mutex-contended|semaphore|many-waiters|rwlock"
+                + " mutex-uncontended|mutex-contended|semaphore|many-waiters|rwlock|leader-handoff"
                 + " CYCLES WARMUP CLIENTS MAX_LEASES BASE_PATH [hold-ms=N] [jit-warmup-ms=N] [label=TEXT]"
                 + " [srvr=HOST:PORT] [read-pct=P] [seed=N]");
         System.exit(2);

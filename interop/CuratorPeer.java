@@ -35,6 +35,8 @@
 //   session                       -> session 0x<hex session id>
 //   quit                          -> bye, then the process exits 0
 //
+// Leader election commands (LeaderLatch, LeaderSelector) are listed at the `Elections` class below.
+//
 // Asynchronous lines, interleaved with replies: `connection <STATE>`, `revoke-requested ID`,
 // `loop-done ID N`, `loop-error ID msg`. Startup prints `ready` once connected.
 //
@@ -61,10 +63,16 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Semaphore;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
+import org.apache.curator.framework.recipes.leader.LeaderLatchListener;
+import org.apache.curator.framework.recipes.leader.LeaderSelector;
+import org.apache.curator.framework.recipes.leader.LeaderSelectorListenerAdapter;
+import org.apache.curator.framework.recipes.leader.Participant;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreMutex;
@@ -112,9 +120,11 @@ public final class CuratorPeer {
 
     private final CuratorFramework client;
     private final Map<String, Handle> handles = new ConcurrentHashMap<>();
+    private final Elections elections;
 
     private CuratorPeer(CuratorFramework client) {
         this.client = client;
+        this.elections = new Elections(client);
     }
 
     static void emit(String line) {
@@ -243,6 +253,9 @@ public final class CuratorPeer {
     }
 
     private boolean dispatch(String[] t) throws Exception {
+        if (elections.dispatch(t)) {
+            return true;
+        }
         switch (t[0]) {
             case "mutex": {
                 need(t, 3, "mutex ID PATH");
@@ -550,6 +563,314 @@ public final class CuratorPeer {
             emit("loop-done " + id + " " + count);
         } catch (Throwable e) {
             emit("loop-error " + id + " " + describe(e) + " (after " + count + ")");
+        }
+    }
+
+    /**
+     * Leader election commands. Every reply starts with the command's verb and its ID, so the
+     * Rust side matches them like other keyed replies; `-` stands for an empty participant id.
+     *
+     *   latch ID PATH PID [silent|notify [LOGFILE]]  -> latch ID ok      LeaderLatch(PATH, PID, mode);
+     *                                  async `latch-event ID leader|notleader` on every change, and
+     *                                  with LOGFILE `enter java:ID <nanos>` / `exit java:ID` lines
+     *   latch_start ID                 -> latch_start ID ok
+     *   latch_close ID [silent|notify] -> latch_close ID ok
+     *   latch_has ID                   -> latch_has ID true|false          (hasLeadership)
+     *   latch_await ID MS              -> latch_await ID true|false        (await(MS), on a worker)
+     *   latch_participants ID          -> latch_participants ID <n> <pid>=<isLeader>...
+     *   latch_leader ID                -> latch_leader ID <pid> <isLeader> (getLeader)
+     *   latch_path ID                  -> latch_path ID <ourPath>|none
+     *   latch_loop ID PATH PID N LOGFILE HOLD_MS -> latch_loop ID started; N times on a worker:
+     *                                  new latch, start, await, log enter, hold, log exit, close;
+     *                                  then async `latch-loop-done ID N` or `latch-loop-error ID msg`
+     *   selector ID PATH PID [auto]    -> selector ID ok   LeaderSelector (listener adapter: an error
+     *                                  state cancels leadership); takeLeadership emits async
+     *                                  `selector-leader ID`, waits for selector_resign, then emits
+     *                                  `selector-done ID returned|interrupted`
+     *   selector_start ID              -> selector_start ID ok
+     *   selector_resign ID             -> selector_resign ID ok            (the leader returns)
+     *   selector_requeue ID            -> selector_requeue ID true|false
+     *   selector_interrupt ID          -> selector_interrupt ID ok         (interruptLeadership)
+     *   selector_has ID                -> selector_has ID true|false
+     *   selector_participants ID       -> selector_participants ID <n> <pid>=<isLeader>...
+     *   selector_leader ID             -> selector_leader ID <pid> <isLeader>
+     *   selector_close ID              -> selector_close ID ok
+     *   selector_loop ID PATH PID N LOGFILE HOLD_MS -> selector_loop ID started; a selector whose
+     *                                  leader logs enter, holds, logs exit and returns, requeued after
+     *                                  each term, closed after N terms (once its node is gone): async
+     *                                  `selector-loop-done ID N`
+     */
+    private static final class Elections {
+        private final CuratorFramework client;
+        private final Map<String, LeaderLatch> latches = new ConcurrentHashMap<>();
+        private final Map<String, LeaderSelector> selectors = new ConcurrentHashMap<>();
+        private final Map<String, Semaphore> resign = new ConcurrentHashMap<>();
+        private final ExecutorService workers = Executors.newCachedThreadPool(r -> {
+            Thread th = new Thread(r, "peer-election");
+            th.setDaemon(true);
+            return th;
+        });
+
+        Elections(CuratorFramework client) {
+            this.client = client;
+        }
+
+        private static String pid(String id) {
+            return id.isEmpty() ? "-" : id;
+        }
+
+        private static void append(String file, String line) {
+            try (FileOutputStream log = new FileOutputStream(file, true)) {
+                log.write((line + "\n").getBytes(StandardCharsets.UTF_8));
+            } catch (Exception e) {
+                emit("error - log " + describe(e));
+            }
+        }
+
+        private static String list(Collection<Participant> ps) {
+            StringBuilder sb = new StringBuilder().append(ps.size());
+            for (Participant p : ps) {
+                sb.append(' ').append(pid(p.getId())).append('=').append(p.isLeader());
+            }
+            return sb.toString();
+        }
+
+        private LeaderLatch latch(String id) {
+            LeaderLatch l = latches.get(id);
+            if (l == null) {
+                throw new IllegalArgumentException("unknown latch " + id);
+            }
+            return l;
+        }
+
+        private LeaderSelector selector(String id) {
+            LeaderSelector s = selectors.get(id);
+            if (s == null) {
+                throw new IllegalArgumentException("unknown selector " + id);
+            }
+            return s;
+        }
+
+        private static LeaderLatch.CloseMode mode(String word) {
+            return "notify".equals(word) ? LeaderLatch.CloseMode.NOTIFY_LEADER : LeaderLatch.CloseMode.SILENT;
+        }
+
+        /** Handles an election command; false when `t[0]` is not one. */
+        boolean dispatch(String[] t) throws Exception {
+            if (!t[0].startsWith("latch") && !t[0].startsWith("selector")) {
+                return false;
+            }
+            need(t, 2, t[0] + " ID ...");
+            String id = t[1];
+            String reply = t[0] + " " + id;
+            switch (t[0]) {
+                case "latch": {
+                    need(t, 4, "latch ID PATH PID [silent|notify [LOGFILE]]");
+                    LeaderLatch l = new LeaderLatch(client, t[2], t[3], mode(t.length > 4 ? t[4] : "silent"));
+                    String log = t.length > 5 ? t[5] : null;
+                    l.addListener(new LeaderLatchListener() {
+                        @Override
+                        public void isLeader() {
+                            if (log != null) {
+                                append(log, "enter java:" + id + " " + System.nanoTime());
+                            }
+                            emit("latch-event " + id + " leader");
+                        }
+
+                        @Override
+                        public void notLeader() {
+                            if (log != null) {
+                                append(log, "exit java:" + id);
+                            }
+                            emit("latch-event " + id + " notleader");
+                        }
+                    });
+                    if (latches.putIfAbsent(id, l) != null) {
+                        throw new IllegalArgumentException("duplicate latch " + id);
+                    }
+                    emit(reply + " ok");
+                    return true;
+                }
+                case "latch_start":
+                    latch(id).start();
+                    emit(reply + " ok");
+                    return true;
+                case "latch_close":
+                    if (t.length > 2) {
+                        latch(id).close(mode(t[2]));
+                    } else {
+                        latch(id).close();
+                    }
+                    emit(reply + " ok");
+                    return true;
+                case "latch_has":
+                    emit(reply + " " + latch(id).hasLeadership());
+                    return true;
+                case "latch_await": {
+                    need(t, 3, "latch_await ID MS");
+                    LeaderLatch l = latch(id);
+                    long ms = Long.parseLong(t[2]);
+                    workers.execute(() -> {
+                        try {
+                            emit(reply + " " + l.await(ms, TimeUnit.MILLISECONDS));
+                        } catch (Throwable e) {
+                            emit("error " + id + " " + describe(e));
+                        }
+                    });
+                    return true;
+                }
+                case "latch_participants":
+                    emit(reply + " " + list(latch(id).getParticipants()));
+                    return true;
+                case "latch_leader": {
+                    Participant p = latch(id).getLeader();
+                    emit(reply + " " + pid(p.getId()) + " " + p.isLeader());
+                    return true;
+                }
+                case "latch_path": {
+                    String p = latch(id).getOurPath();
+                    emit(reply + " " + (p == null ? "none" : p));
+                    return true;
+                }
+                case "latch_loop": {
+                    need(t, 7, "latch_loop ID PATH PID N LOGFILE HOLD_MS");
+                    String path = t[2];
+                    String participant = t[3];
+                    int n = Integer.parseInt(t[4]);
+                    String log = t[5];
+                    long holdMs = Long.parseLong(t[6]);
+                    emit(reply + " started");
+                    workers.execute(() -> {
+                        int count = 0;
+                        try {
+                            for (int i = 0; i < n; i++) {
+                                LeaderLatch l = new LeaderLatch(client, path, participant);
+                                l.start();
+                                try {
+                                    l.await();
+                                    append(log, "enter java:" + id + " " + System.nanoTime());
+                                    if (holdMs > 0) {
+                                        Thread.sleep(holdMs);
+                                    }
+                                    append(log, "exit java:" + id);
+                                } finally {
+                                    l.close();
+                                }
+                                count++;
+                            }
+                            emit("latch-loop-done " + id + " " + count);
+                        } catch (Throwable e) {
+                            emit("latch-loop-error " + id + " " + describe(e) + " (after " + count + ")");
+                        }
+                    });
+                    return true;
+                }
+                case "selector": {
+                    need(t, 4, "selector ID PATH PID [auto]");
+                    Semaphore permits = new Semaphore(0);
+                    LeaderSelector s = new LeaderSelector(client, t[2], new LeaderSelectorListenerAdapter() {
+                        @Override
+                        public void takeLeadership(CuratorFramework c) {
+                            emit("selector-leader " + id);
+                            try {
+                                permits.acquire();
+                                emit("selector-done " + id + " returned");
+                            } catch (InterruptedException e) {
+                                emit("selector-done " + id + " interrupted");
+                                Thread.currentThread().interrupt();
+                            }
+                        }
+                    });
+                    s.setId(t[3]);
+                    if (t.length > 4 && "auto".equals(t[4])) {
+                        s.autoRequeue();
+                    }
+                    if (selectors.putIfAbsent(id, s) != null) {
+                        throw new IllegalArgumentException("duplicate selector " + id);
+                    }
+                    resign.put(id, permits);
+                    emit(reply + " ok");
+                    return true;
+                }
+                case "selector_start":
+                    selector(id).start();
+                    emit(reply + " ok");
+                    return true;
+                case "selector_resign":
+                    selector(id);
+                    resign.get(id).release();
+                    emit(reply + " ok");
+                    return true;
+                case "selector_requeue":
+                    emit(reply + " " + selector(id).requeue());
+                    return true;
+                case "selector_interrupt":
+                    selector(id).interruptLeadership();
+                    emit(reply + " ok");
+                    return true;
+                case "selector_has":
+                    emit(reply + " " + selector(id).hasLeadership());
+                    return true;
+                case "selector_participants":
+                    emit(reply + " " + list(selector(id).getParticipants()));
+                    return true;
+                case "selector_leader": {
+                    Participant p = selector(id).getLeader();
+                    emit(reply + " " + pid(p.getId()) + " " + p.isLeader());
+                    return true;
+                }
+                case "selector_close":
+                    selector(id).close();
+                    emit(reply + " ok");
+                    return true;
+                case "selector_loop": {
+                    need(t, 7, "selector_loop ID PATH PID N LOGFILE HOLD_MS");
+                    String participant = t[3];
+                    int n = Integer.parseInt(t[4]);
+                    String log = t[5];
+                    long holdMs = Long.parseLong(t[6]);
+                    Semaphore terms = new Semaphore(0);
+                    LeaderSelector s = new LeaderSelector(client, t[2], new LeaderSelectorListenerAdapter() {
+                        @Override
+                        public void takeLeadership(CuratorFramework c) throws Exception {
+                            append(log, "enter java:" + id + " " + System.nanoTime());
+                            if (holdMs > 0) {
+                                Thread.sleep(holdMs);
+                            }
+                            append(log, "exit java:" + id);
+                            terms.release();
+                        }
+                    });
+                    s.setId(participant);
+                    if (selectors.putIfAbsent(id, s) != null) {
+                        throw new IllegalArgumentException("duplicate selector " + id);
+                    }
+                    emit(reply + " started");
+                    s.start();
+                    // Requeued by hand (not autoRequeue) so that after the last term nothing runs
+                    // and close() interrupts no release in progress.
+                    workers.execute(() -> {
+                        try {
+                            for (int i = 0; i < n; i++) {
+                                terms.acquire();
+                                while (i + 1 < n && !s.requeue()) {
+                                    Thread.sleep(1);
+                                }
+                            }
+                            while (s.getParticipants().stream().anyMatch(p -> p.getId().equals(participant))) {
+                                Thread.sleep(5); // the last term's node is still being deleted
+                            }
+                            s.close();
+                            emit("selector-loop-done " + id + " " + n);
+                        } catch (Throwable e) {
+                            emit("selector-loop-error " + id + " " + describe(e));
+                        }
+                    });
+                    return true;
+                }
+                default:
+                    throw new IllegalArgumentException("unknown command " + t[0]);
+            }
         }
     }
 }

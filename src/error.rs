@@ -91,6 +91,16 @@ pub enum Error {
         limit: usize,
     },
 
+    /// A [`LeaderLatch`](crate::LeaderLatch) or [`LeaderSelector`](crate::LeaderSelector) is
+    /// not taking part in its election: it was not started yet, or it was closed.
+    #[error("the leader election handle on {path} is {reason}")]
+    NotInElection {
+        /// The election path.
+        path: String,
+        /// `"not started"` or `"closed"`.
+        reason: &'static str,
+    },
+
     /// An acquire kept losing its node (the session ended, or someone deleted the node) and
     /// the retry policy gave up starting over.
     #[error("gave up acquiring {path} after {attempts} fresh attempts: its node kept vanishing")]

@@ -13,8 +13,9 @@ use zk_recipes::testing::{
 use zk_recipes::{
     ConnectionState, ConnectionStateErrorPolicy, ConnectionStateStream, Error, FixedAclProvider, Framework,
     FrameworkBuilder, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, InterProcessSemaphoreMutex,
-    ListenerHandle, LockHold, Lockable, MultiLock, MultiLockGuard, MutexGuard, OpenAclProvider, ReadLock,
-    ReadLockGuard, Revocable, Revoker, SemaphoreLease, SemaphoreMutexGuard, StateSnapshot, WriteLock, WriteLockGuard,
+    LeaderLatch, LeaderSelector, Leadership, LeadershipEvents, ListenerHandle, LockHold, Lockable, MultiLock,
+    MultiLockGuard, MutexGuard, OpenAclProvider, Participant, ReadLock, ReadLockGuard, Revocable, Revoker,
+    SemaphoreLease, SemaphoreMutexGuard, StateSnapshot, WriteLock, WriteLockGuard,
 };
 
 fn send<T: Send>(_: &T) {}
@@ -58,6 +59,12 @@ fn public_types_are_send_sync_static() {
     send_sync_static::<Revoker>();
     send_sync_static::<Arc<dyn Lockable>>();
     send_sync_static::<Box<dyn LockHold>>();
+    // Leader election.
+    send_sync_static::<LeaderLatch>();
+    send_sync_static::<LeaderSelector>();
+    send_sync_static::<Leadership>();
+    send_sync_static::<Participant>();
+    send_static::<LeadershipEvents>();
     // The testing module.
     send_sync_static::<TestingServer>();
     send_sync_static::<TestingServerBuilder>();
@@ -139,4 +146,17 @@ async fn futures_are_send(
     send(&semaphore_guard.release());
     send(&multi_guard.release());
     send(&held.release());
+}
+
+/// Never called: the leader recipes' futures are `Send` too.
+async fn leader_futures_are_send(latch: LeaderLatch, selector: LeaderSelector, leadership: Leadership) {
+    send(&latch.await_leadership());
+    send(&latch.await_leader(std::time::Duration::from_secs(1)));
+    send(&latch.participants());
+    send(&latch.leader());
+    send(&latch.close());
+    send(&selector.participants());
+    send(&selector.leader());
+    send(&selector.close());
+    send(&leadership.lost());
 }

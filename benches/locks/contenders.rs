@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use zk_recipes::testing::CountingProxy;
-use zk_recipes::{Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore};
+use zk_recipes::{Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, LeaderLatch};
 
 use crate::options::STALL;
 use crate::raw::{RawMutex, RawReadWrite, RawSemaphore};
@@ -52,6 +52,14 @@ pub(crate) enum Contender {
         raw: RawReadWrite,
         mix: Mix,
         counter: Option<HalfCounter>,
+    },
+    /// A candidate of a leader election: each cycle a new `LeaderLatch` joins the queue,
+    /// leads, and resigns at once (`close()`), as Curator's latch (which cannot restart) is
+    /// used for a handoff.
+    Latch {
+        framework: Framework,
+        path: String,
+        id: String,
     },
 }
 
@@ -152,6 +160,15 @@ impl Contender {
                 *pending_delete = Some(node);
                 Ok(CycleTimes { acquire, cycle: started.elapsed(), write: None })
             }
+            Contender::Latch { framework, path, id } => {
+                let latch = LeaderLatch::new(framework, path, id)?;
+                latch.start()?;
+                stall_guard(latch.await_leadership()).await??;
+                let acquire = started.elapsed();
+                exclusion.critical_section(hold).await?;
+                latch.close().await?;
+                Ok(CycleTimes { acquire, cycle: started.elapsed(), write: None })
+            }
             Contender::RawSemaphore(raw) => {
                 let lease = stall_guard(raw.acquire()).await??;
                 let acquire = started.elapsed();
@@ -210,6 +227,7 @@ impl Contender {
             Contender::Mutex { framework, .. }
             | Contender::Semaphore { framework, .. }
             | Contender::ReadWrite { framework, .. } => framework.close().await,
+            Contender::Latch { framework, .. } => framework.close().await,
             Contender::RawMutexPipelined { raw, pending_delete } => {
                 if let Some(node) = pending_delete {
                     raw.client.delete(&node, None).await?;

@@ -14,11 +14,11 @@ pub(crate) const USAGE: &str = "\
 usage: locks [options]
   --connect HOST:PORT[,..]  ZooKeeper to use (default: start a TestingServer)
   --workloads LIST          comma-separated: mutex-uncontended, mutex-contended, semaphore,
-                            rwlock, many-waiters, or all (default: all)
+                            rwlock, many-waiters, leader-handoff, or all (default: all)
   --iters N                 mutex-uncontended measured cycles (default 3000)
   --warmup N                mutex-uncontended warmup cycles (default 1000)
   --clients N               sessions for the contended workloads (default 4)
-  --cycles N                measured acquisitions per client (default 400)
+  --cycles N                measured acquisitions (leader-handoff: terms) per client (default 400)
   --warmup-cycles N         warmup acquisitions per client (default 20)
   --hold-ms MS              mutex hold time (default 0)
   --sem-hold-ms MS          semaphore lease hold time (default 0)
@@ -94,15 +94,17 @@ pub(crate) enum Workload {
     Semaphore,
     RwLock,
     ManyWaiters,
+    LeaderHandoff,
 }
 
 impl Workload {
-    pub(crate) const ALL: [Workload; 5] = [
+    pub(crate) const ALL: [Workload; 6] = [
         Workload::MutexUncontended,
         Workload::MutexContended,
         Workload::Semaphore,
         Workload::RwLock,
         Workload::ManyWaiters,
+        Workload::LeaderHandoff,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -112,6 +114,7 @@ impl Workload {
             Workload::Semaphore => "semaphore",
             Workload::RwLock => "rwlock",
             Workload::ManyWaiters => "many-waiters",
+            Workload::LeaderHandoff => "leader-handoff",
         }
     }
 

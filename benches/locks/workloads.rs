@@ -456,6 +456,35 @@ pub(crate) async fn run_workload(env: &Env, workload: Workload) -> BenchResult<V
             }
             results.push(run(env, plan("zk-recipes"), contenders).await?);
         }
+        Workload::LeaderHandoff => {
+            // Each op is one term: the leader resigns as soon as it leads, and the next
+            // candidate in the queue takes over; a candidate joins again at the end.
+            let plan = |implementation| Plan {
+                workload,
+                implementation,
+                warmup: o.warmup_cycles,
+                cycles: o.cycles,
+                hold: o.hold,
+                latency: Latency::Acquire,
+                max_holders: 1,
+                sessions: o.clients,
+            };
+            // The latch algorithm is the mutex's (create, list, watch the predecessor; resign
+            // = delete), so the raw floor is the raw mutex.
+            let dir = env.dir(workload, "raw");
+            let raw = env.raw_mutexes(o.clients, &dir).await?;
+            results.push(run(env, plan("raw-floor"), raw.into_iter().map(Contender::RawMutex).collect()).await?);
+            env.remove_tree(&dir).await;
+
+            let path = env.dir(workload, "zk-recipes");
+            let frameworks = env.frameworks(o.clients).await?;
+            let contenders = frameworks
+                .into_iter()
+                .enumerate()
+                .map(|(i, framework)| Contender::Latch { framework, path: path.clone(), id: format!("c{i}") })
+                .collect();
+            results.push(run(env, plan("zk-recipes"), contenders).await?);
+        }
     }
     Ok(results)
 }

@@ -28,6 +28,13 @@ mod revocation;
 mod semaphore;
 mod semaphore_mutex;
 
+// The lock core, for the recipes built on it outside this module (the leader recipes).
+pub(crate) use self::acquire::Block;
+pub(crate) use self::driver::{Driver, StandardDriver, Verdict};
+pub(crate) use self::held::{HeldNode, NodeWatch};
+pub(crate) use self::internals::LockInternals;
+pub(crate) use self::node::{retry_request, Failure};
+
 pub use self::acquire::{LockHold, Lockable};
 pub use self::fast_path::{FastPathFallback, FastPathStats};
 pub use self::multi::{MultiLock, MultiLockGuard};

@@ -442,3 +442,61 @@ impl Drop for CuratorPeer {
         let _ = self.child.start_kill();
     }
 }
+
+/// Leader election commands (`latch*`, `selector*`; see the `Elections` class of
+/// `interop/CuratorPeer.java`). Every reply starts with the verb and the ID.
+impl CuratorPeer {
+    /// Sends an election command and returns the words of its reply after the verb and ID
+    /// (`Err` for an `error ID msg` reply).
+    pub async fn election(&mut self, line: &str) -> Result<Vec<String>, String> {
+        let reply = self.command(line).await?;
+        let mut words = reply.split_whitespace();
+        let verb = line.split_whitespace().next().unwrap_or_default();
+        if words.next() != Some(verb) {
+            return Err(format!("`{line}` failed: {reply}"));
+        }
+        Ok(words.skip(1).map(str::to_owned).collect())
+    }
+
+    /// Sends an election command whose reply is `<verb> <ID> ok`.
+    pub async fn election_ok(&mut self, line: &str) -> Result<(), String> {
+        match self.election(line).await?.as_slice() {
+            [ok] if ok == "ok" => Ok(()),
+            other => Err(format!("`{line}`: unexpected reply {other:?}")),
+        }
+    }
+
+    /// `latch_participants ID` / `selector_participants ID` as (participant id, is leader)
+    /// pairs in Curator's order (an empty id reads as `""`).
+    pub async fn election_participants(&mut self, verb: &str, id: &str) -> Result<Vec<(String, bool)>, String> {
+        let words = self.election(&format!("{verb} {id}")).await?;
+        let count = words.first().and_then(|n| n.parse::<usize>().ok());
+        let pairs: Vec<(String, bool)> = words
+            .iter()
+            .skip(1)
+            .filter_map(|w| w.rsplit_once('='))
+            .map(|(pid, leader)| (if pid == "-" { String::new() } else { pid.to_owned() }, leader == "true"))
+            .collect();
+        if count != Some(pairs.len()) {
+            return Err(format!("unexpected reply to `{verb} {id}`: {words:?}"));
+        }
+        Ok(pairs)
+    }
+
+    /// `latch_leader ID` / `selector_leader ID`: (participant id, is leader); Curator answers
+    /// `("", false)` when there is no leader.
+    pub async fn election_leader(&mut self, verb: &str, id: &str) -> Result<(String, bool), String> {
+        match self.election(&format!("{verb} {id}")).await?.as_slice() {
+            [pid, leader] => Ok((if pid == "-" { String::new() } else { pid.clone() }, leader == "true")),
+            other => Err(format!("unexpected reply to `{verb} {id}`: {other:?}")),
+        }
+    }
+
+    /// `latch_has ID` / `selector_has ID`.
+    pub async fn election_has_leadership(&mut self, verb: &str, id: &str) -> Result<bool, String> {
+        match self.election(&format!("{verb} {id}")).await?.as_slice() {
+            [flag] => Ok(flag == "true"),
+            other => Err(format!("unexpected reply to `{verb} {id}`: {other:?}")),
+        }
+    }
+}
