@@ -73,7 +73,12 @@ impl HeldNode {
 
     /// Completes when the lock can no longer be trusted: an error state under the policy, a
     /// new session, or the node deleted (or its data watch ended by the session's end).
+    /// Completes at its first poll when [`is_held`](Self::is_held) is already false (which also
+    /// covers a framework whose task was starved), without waiting on any request.
     pub(crate) async fn lost(&self) {
+        if !self.is_held() {
+            return;
+        }
         let policy = self.framework.error_policy();
         let epoch = self.epoch;
         let mut state = self.framework.state_watch();
