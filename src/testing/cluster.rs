@@ -9,6 +9,7 @@ use zookeeper_client::{Client, CreateMode};
 use super::install::Installation;
 use super::options::LaunchOptions;
 use super::process::{self, lock_slot, LaunchSpec, ProcessSlot};
+use super::proxy::{FaultProxy, ProxyMode};
 use super::TestingError;
 
 /// The class that runs an ensemble member.
@@ -39,7 +40,11 @@ struct Node {
 #[derive(Debug)]
 pub struct TestingCluster {
     nodes: Vec<Node>,
+    /// With [`quorum_proxies`](TestingClusterBuilder::quorum_proxies): the proxy member
+    /// `from` uses to reach member `to`'s quorum port, as `(from, to, proxy)`.
+    quorum_proxies: Vec<(usize, usize, FaultProxy)>,
     tick_time: Duration,
+    sync_limit: u32,
     start_timeout: Duration,
     read_only: bool,
     dir: tempfile::TempDir,
@@ -90,6 +95,65 @@ impl TestingCluster {
     /// The configured `tickTime`.
     pub fn tick_time(&self) -> Duration {
         self.tick_time
+    }
+
+    /// The configured `syncLimit` in ticks.
+    pub fn sync_limit(&self) -> u32 {
+        self.sync_limit
+    }
+
+    /// How long a follower cut off from its leader keeps serving its clients:
+    /// `syncLimit × tickTime`. A session whose timeout is shorter can be expired by the leader
+    /// while the follower still answers the session's pings.
+    pub fn sync_timeout(&self) -> Duration {
+        self.tick_time * self.sync_limit
+    }
+
+    /// Cuts member `i` off from the other members' quorum traffic (leader–follower
+    /// replication, in both directions), silently: the [`FaultProxy`]s carrying it black-hole
+    /// every byte and keep the connections open, like a network partition. Needs
+    /// [`quorum_proxies`](TestingClusterBuilder::quorum_proxies).
+    ///
+    /// Clients of the member are not touched. A follower keeps serving them until it has
+    /// heard nothing from its leader for `syncLimit × tickTime`
+    /// ([`sync_timeout`](Self::sync_timeout)); then it drops them and looks for a leader,
+    /// which it cannot reach. Leader-election messages are not cut (they use the election
+    /// port), so the member learns who leads but cannot follow it; isolating the leader
+    /// itself makes the others elect a new one.
+    ///
+    /// # Errors
+    /// [`TestingError::NoSuchServer`]; [`TestingError::InvalidConfig`] without quorum proxies.
+    pub fn isolate(&self, i: usize) -> Result<(), TestingError> {
+        for proxy in self.member_quorum_proxies(i)? {
+            proxy.set_mode(ProxyMode::BlackHole);
+        }
+        tracing::debug!(server = i, "cluster member isolated");
+        Ok(())
+    }
+
+    /// Ends [`isolate`](Self::isolate): forwards member `i`'s quorum traffic again and closes
+    /// the connections that lost bytes in the black hole, so the members reconnect.
+    ///
+    /// # Errors
+    /// [`TestingError::NoSuchServer`]; [`TestingError::InvalidConfig`] without quorum proxies.
+    pub fn heal(&self, i: usize) -> Result<(), TestingError> {
+        for proxy in self.member_quorum_proxies(i)? {
+            proxy.set_mode(ProxyMode::Pass);
+            proxy.reset_connections();
+        }
+        tracing::debug!(server = i, "cluster member healed");
+        Ok(())
+    }
+
+    /// The quorum proxies that carry member `i`'s traffic, either way.
+    fn member_quorum_proxies(&self, i: usize) -> Result<impl Iterator<Item = &FaultProxy>, TestingError> {
+        self.node(i)?;
+        if self.quorum_proxies.is_empty() && self.len() > 1 {
+            return Err(TestingError::InvalidConfig(
+                "isolating a member needs TestingClusterBuilder::quorum_proxies(true)".to_owned(),
+            ));
+        }
+        Ok(self.quorum_proxies.iter().filter(move |(from, to, _)| *from == i || *to == i).map(|(_, _, p)| p))
     }
 
     /// The directory holding every member's configuration, data and log.
@@ -349,6 +413,7 @@ pub struct TestingClusterBuilder {
     init_limit: u32,
     sync_limit: u32,
     read_only: bool,
+    quorum_proxies: bool,
 }
 
 impl Default for TestingClusterBuilder {
@@ -363,6 +428,7 @@ impl Default for TestingClusterBuilder {
             init_limit: 20,
             sync_limit: 10,
             read_only: false,
+            quorum_proxies: false,
         }
     }
 }
@@ -410,6 +476,17 @@ impl TestingClusterBuilder {
         if read_only {
             self = self.config("localSessionsEnabled", "true").config("localSessionsUpgradingEnabled", "true");
         }
+        self
+    }
+
+    /// Routes each member's connections to the other members' quorum ports through a
+    /// [`FaultProxy`] (one per ordered pair of members), so that
+    /// [`TestingCluster::isolate`] can cut a member off (default off).
+    ///
+    /// The proxies run on the tokio runtime that starts the cluster: such a cluster must be
+    /// used, and dropped, while that runtime runs.
+    pub fn quorum_proxies(mut self, on: bool) -> Self {
+        self.quorum_proxies = on;
         self
     }
 
@@ -467,7 +544,9 @@ impl TestingClusterBuilder {
         }
         let mut cluster = TestingCluster {
             nodes: Vec::with_capacity(self.size),
+            quorum_proxies: Vec::new(),
             tick_time: self.options.tick_time,
+            sync_limit: self.sync_limit,
             start_timeout: self.options.start_timeout,
             read_only: self.read_only,
             dir,
@@ -521,12 +600,33 @@ impl TestingClusterBuilder {
         for _ in 0..cluster.nodes.len() {
             ports.push((process::free_port()?, process::free_port()?, process::free_port()?));
         }
-        let servers: Vec<(String, String)> = ports
-            .iter()
-            .enumerate()
-            .map(|(i, (_, quorum, election))| (format!("server.{}", i + 1), format!("127.0.0.1:{quorum}:{election}")))
-            .collect();
-        for (node, (client, _, _)) in cluster.nodes.iter_mut().zip(&ports) {
+        cluster.quorum_proxies.clear();
+        if self.quorum_proxies {
+            for from in 0..ports.len() {
+                for (to, (_, quorum, _)) in ports.iter().enumerate().filter(|(to, _)| *to != from) {
+                    let proxy = FaultProxy::start(&process::loopback(*quorum)).await?;
+                    cluster.quorum_proxies.push((from, to, proxy));
+                }
+            }
+        }
+        // Member `from` sees member `to` at these addresses: its own ports for itself, the
+        // proxy's port in place of the quorum port for the others when proxied.
+        let servers_seen_by = |from: usize| -> Vec<(String, String)> {
+            ports
+                .iter()
+                .enumerate()
+                .map(|(to, (_, quorum, election))| {
+                    let quorum = cluster
+                        .quorum_proxies
+                        .iter()
+                        .find(|(f, t, _)| (*f, *t) == (from, to))
+                        .map_or(*quorum, |(_, _, proxy)| proxy.local_addr().port());
+                    (format!("server.{}", to + 1), format!("127.0.0.1:{quorum}:{election}"))
+                })
+                .collect()
+        };
+        let servers: Vec<Vec<(String, String)>> = (0..ports.len()).map(servers_seen_by).collect();
+        for ((node, (client, _, _)), servers) in cluster.nodes.iter_mut().zip(&ports).zip(servers) {
             node.client_port = *client;
             let data_dir = node.spec.config_file.with_file_name("data");
             let mut config = vec![
@@ -536,7 +636,7 @@ impl TestingClusterBuilder {
             ];
             config.extend(self.options.server_config(&data_dir, *client));
             config.push(("standaloneEnabled".to_owned(), "false".to_owned()));
-            config.extend(servers.iter().cloned());
+            config.extend(servers);
             self.options.apply_config(&mut config);
             process::write_config(&node.spec.config_file, &config)?;
             std::fs::write(&node.spec.log_file, b"").map_err(|e| TestingError::io("creating a server log", e))?;
