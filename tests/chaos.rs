@@ -352,7 +352,16 @@ impl Drop for Busy {
     }
 }
 
-async fn task_loop(name: String, resource: String, weight: u64, lock: Arc<dyn ChaosLock>, seed: u64, shared: Shared) {
+#[allow(clippy::too_many_arguments)]
+async fn task_loop(
+    name: String,
+    resource: String,
+    weight: u64,
+    fw: Framework,
+    lock: Arc<dyn ChaosLock>,
+    seed: u64,
+    shared: Shared,
+) {
     let mut rng = Rng(seed);
     let mut phase = shared.phase.clone();
     loop {
@@ -383,6 +392,7 @@ async fn task_loop(name: String, resource: String, weight: u64, lock: Arc<dyn Ch
             }
         };
         let entered = Instant::now();
+        let epoch = fw.snapshot().epoch;
         let token = guard.token();
         // Mostly a few hundred ms; one hold in LONG_HOLD_ONE_IN lasts up to twice the session
         // timeout, so that silent faults (noticed only after 2/5 of it) find holders inside.
@@ -400,6 +410,10 @@ async fn task_loop(name: String, resource: String, weight: u64, lock: Arc<dyn Ch
             Ok(Ok(())) => Some(Instant::now()),
             _ => None,
         };
+        // A release also "succeeds" when the node went with its session: then the server took
+        // the node, and another holder may have taken its place.
+        let session_ended = fw.snapshot().epoch != epoch;
+        let released = released.filter(|_| !session_ended);
         shared.holds.lock().unwrap().push(Hold {
             resource: resource.clone(),
             holder: name.clone(),
@@ -409,6 +423,7 @@ async fn task_loop(name: String, resource: String, weight: u64, lock: Arc<dyn Ch
             told,
             exited,
             released,
+            session_ended,
         });
         drop(busy);
     }
@@ -421,6 +436,26 @@ async fn task_loop(name: String, resource: String, weight: u64, lock: Arc<dyn Ch
 struct FaultLog {
     server: BTreeMap<String, usize>,
     client: BTreeMap<String, usize>,
+    /// Each step's time span (start, end of its healing) and what it did.
+    windows: Vec<(Instant, Instant, String)>,
+}
+
+impl FaultLog {
+    /// What was going on at `t`: the steps whose window (extended by one session timeout,
+    /// the longest a session outlives its last contact) contains it.
+    fn cause(&self, t: Instant) -> String {
+        let causes: Vec<&str> = self
+            .windows
+            .iter()
+            .filter(|(start, end, _)| *start <= t && t <= *end + SESSION)
+            .map(|(_, _, what)| what.as_str())
+            .collect();
+        if causes.is_empty() {
+            "no fault".to_owned()
+        } else {
+            causes.join(" / ")
+        }
+    }
 }
 
 async fn leader(cluster: &TestingCluster, limit: Duration) -> Option<usize> {
@@ -733,6 +768,7 @@ async fn run(seed: u64, steps: Vec<Step>) {
                     name,
                     w.resource.name.clone(),
                     w.weight,
+                    client.fw.clone(),
                     lock.clone(),
                     task_seed.next(),
                     shared.clone(),
@@ -762,6 +798,8 @@ async fn run(seed: u64, steps: Vec<Step>) {
             }
         };
         let (server, client) = futures::join!(server, client);
+        let did = [server.clone(), client.clone()].into_iter().flatten().collect::<Vec<_>>().join(" + ");
+        faults.windows.push((started, Instant::now(), format!("step {i}: {did}")));
         if let Some(did) = &server {
             *faults.server.entry(did.split(':').next().unwrap_or_default().to_owned()).or_default() += 1;
         }
@@ -769,9 +807,8 @@ async fn run(seed: u64, steps: Vec<Step>) {
             *faults.client.entry(did.split(':').next().unwrap_or_default().to_owned()).or_default() += 1;
         }
         eprintln!(
-            "step {i:>3} at +{:.1}s: {} ({:.1}s); {} acquisitions so far",
+            "step {i:>3} at +{:.1}s: {did} ({:.1}s); {} acquisitions so far",
             (started - origin).as_secs_f64(),
-            [server, client].into_iter().flatten().collect::<Vec<_>>().join(" + "),
             started.elapsed().as_secs_f64(),
             count(&shared)
         );
@@ -851,6 +888,16 @@ async fn run(seed: u64, steps: Vec<Step>) {
         errors,
         report.violations.len(),
     );
+    for steal in &report.steal_list {
+        eprintln!(
+            "  steal: {} told at +{:.3}s, {} entered {:.3}s later, during {}",
+            steal.lost,
+            (steal.told - origin).as_secs_f64(),
+            steal.thief,
+            steal.margin().as_secs_f64(),
+            faults.cause(steal.entered)
+        );
+    }
     for violation in &report.violations {
         eprintln!("  {violation}");
     }

@@ -44,8 +44,12 @@ pub struct Hold {
     pub told: Option<Instant>,
     /// When the holder left its critical section.
     pub exited: Instant,
-    /// When the release returned successfully (the node is gone by then), if it did.
+    /// When our release returned having deleted the node; `None` when the node went some
+    /// other way (its session ended, or the release gave up and left it to the background).
     pub released: Option<Instant>,
+    /// The node went with its session (the ensemble removed it): the only way another holder
+    /// can take this hold's place before its holder lets go.
+    pub session_ended: bool,
 }
 
 impl Hold {
@@ -112,6 +116,24 @@ pub struct Report {
     pub steals: usize,
     /// The smallest time from a loss signal to the steal of that hold.
     pub min_signal_margin: Option<Duration>,
+    /// Every steal: the lost hold, when it was told, the hold that took its place, when.
+    pub steal_list: Vec<Steal>,
+}
+
+/// A hold told of its loss whose place another hold took before its release returned.
+#[derive(Debug, Clone)]
+pub struct Steal {
+    pub lost: String,
+    pub told: Instant,
+    pub thief: String,
+    pub entered: Instant,
+}
+
+impl Steal {
+    /// From the signal to the steal.
+    pub fn margin(&self) -> Duration {
+        self.entered - self.told
+    }
 }
 
 impl Report {
@@ -222,17 +244,13 @@ fn exclusion(resource: &Resource, holds: &[&Hold], origin: Instant, report: &mut
     }
 }
 
-/// Signal-before-steal margins: for each hold told of its loss, the first entry by another
-/// hold that only fits if the told hold's node was already gone (it counts as present from
-/// its entry until its release returned), measured from the signal.
+/// Signal-before-steal margins: for each hold told of its loss whose node went with its
+/// session, the first entry by another hold that only fits without it, measured from the
+/// signal. (Holds whose holder deleted the node hand over; nothing is stolen from them.)
 fn margins(resource: &Resource, holds: &[&Hold], report: &mut Report) {
-    let present_at = |h: &Hold, t: Instant| h.entered <= t && h.released.map_or(true, |r| t < r);
     for (i, lost) in holds.iter().enumerate() {
-        let Some(told) = lost.told else { continue };
+        let Some(told) = lost.told.filter(|_| lost.session_ended) else { continue };
         let steal = holds.iter().enumerate().filter(|(j, h)| *j != i && h.entered >= told).find(|(j, h)| {
-            if !present_at(lost, h.entered) {
-                return false;
-            }
             let others: u64 = holds
                 .iter()
                 .enumerate()
@@ -245,6 +263,12 @@ fn margins(resource: &Resource, holds: &[&Hold], report: &mut Report) {
             report.steals += 1;
             let margin = steal.entered - told;
             report.min_signal_margin = Some(report.min_signal_margin.map_or(margin, |m| m.min(margin)));
+            report.steal_list.push(Steal {
+                lost: lost.holder.clone(),
+                told,
+                thief: steal.holder.clone(),
+                entered: steal.entered,
+            });
         }
     }
 }
@@ -274,7 +298,8 @@ mod tests {
         ]
     }
 
-    /// A hold at `ms` offsets from `base`: entered, told, exited, released.
+    /// A hold at `ms` offsets from `base`: entered, told, exited, released (`None`: the node
+    /// went with its session).
     fn hold(
         base: Instant,
         resource: &str,
@@ -292,6 +317,7 @@ mod tests {
             told: told.map(at),
             exited: at(exited),
             released: released.map(at),
+            session_ended: released.is_none(),
         }
     }
 
@@ -343,24 +369,28 @@ mod tests {
     #[test]
     fn told_before_the_steal_passes_and_measures_the_margin() {
         let b = Instant::now();
-        // t1 is told at 100, the server gives its lock to t2 at 400 while t1's release is
-        // still pending (it returns at 500): a steal, 300 ms after the signal.
+        // t1 is told at 100, its session ends and the server gives its lock to t2 at 400: a
+        // steal, 300 ms after the signal.
         let holds = vec![
-            hold(b, "m", "t1", 10, (0, Some(100), 100, Some(500))),
+            hold(b, "m", "t1", 10, (0, Some(100), 100, None)),
             hold(b, "m", "t2", 11, (400, None, 450, Some(460))),
         ];
         let report = check(&resources(), &holds, None, b);
         assert!(report.is_ok(), "{:?}", report.violations);
         assert_eq!((report.lost_signals, report.steals), (1, 1));
         assert_eq!(report.min_signal_margin, Some(Duration::from_millis(300)));
+        assert_eq!((report.steal_list[0].lost.as_str(), report.steal_list[0].thief.as_str()), ("t1", "t2"));
+        assert_eq!(report.steal_list[0].margin(), Duration::from_millis(300));
     }
 
     #[test]
     fn a_handoff_after_the_release_is_no_steal() {
         let b = Instant::now();
+        // t1 was told (a flap), its session survived and its own release deleted the node; t2
+        // enters even before t1's release call returned.
         let holds = vec![
             hold(b, "m", "t1", 10, (0, Some(100), 100, Some(150))),
-            hold(b, "m", "t2", 11, (160, None, 200, Some(210))),
+            hold(b, "m", "t2", 11, (140, None, 200, Some(210))),
         ];
         let report = check(&resources(), &holds, None, b);
         assert!(report.is_ok());
