@@ -124,7 +124,7 @@ async fn server_side_expiry_gives_lost_then_reconnected_with_new_session() {
 }
 
 #[tokio::test]
-async fn all_servers_down_longer_than_session_timeout_gives_lost_within_one_timeout() {
+async fn all_servers_down_longer_than_session_timeout_gives_lost_after_one_timeout() {
     timeout(LIMIT, async {
         let mut server = TestingServer::start().await.unwrap();
         let fw = Framework::builder(&server.connect_string()).session_timeout(Duration::from_secs(2)).build().unwrap();
@@ -140,11 +140,8 @@ async fn all_servers_down_longer_than_session_timeout_gives_lost_within_one_time
         let lost = next(&mut events, negotiated * 3).await;
         let after = suspended_at.elapsed();
         assert_eq!(lost.state, ConnectionState::Lost);
-        // Simulated expiry: one negotiated session timeout after the last contact the framework
-        // can vouch for. A disconnect may be reported up to 9/20 of the timeout after the last
-        // contact (a silent connection is noticed that late), so Lost comes between 11/20 of
-        // the timeout and the whole timeout after Suspended.
-        assert!(after >= negotiated / 2, "Lost too early: {after:?} (timeout {negotiated:?})");
+        // Curator's simulated expiry: one negotiated session timeout after Suspended.
+        assert!(after >= negotiated.mul_f32(0.8), "Lost too early: {after:?} (timeout {negotiated:?})");
         assert!(after <= negotiated + Duration::from_secs(1), "Lost too late: {after:?} (timeout {negotiated:?})");
 
         server.restart().await.unwrap();

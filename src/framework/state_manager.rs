@@ -7,18 +7,22 @@
 //!
 //! With `S` the negotiated session timeout (zookeeper-client's own timers derive from it the
 //! same way, since the framework configures no client connection timeout):
-//! - the client notices a silent connection after 2/5 `S` without receiving anything, checked
-//!   every `S`/20, so when it reports `Disconnected` its last contact may lie up to 9/20 `S`
-//!   back ([`Timing::silence`]);
-//! - the simulated-expiry clock therefore starts at the last contact the framework can vouch
-//!   for: the moment of the disconnect minus that silence, but never before the last
-//!   confirmed round trip; `Lost` comes one `S` after it, which is no later than the earliest
-//!   moment the ensemble could expire the session;
-//! - a reconnect (`SyncConnected`) restarts nothing: only a `sync` answered on the new
-//!   connection does (each attempt bounded by the client's 2/5 `S` idle timeout);
+//! - the simulated-expiry clock (`Lost` one `S` after it starts) starts at the first
+//!   `Suspended` of an outage and is not restarted by a reconnect (`SyncConnected`): only a
+//!   `sync` answered on the new connection ends the outage (each attempt bounded by the
+//!   client's 2/5 `S` idle timeout);
+//! - under [`ConnectionStateErrorPolicy::SessionOnly`], whose guards trust a lock until
+//!   `Lost`, the clock starts earlier, at the last contact the framework can vouch for: the
+//!   client notices a silent connection after 2/5 `S` without receiving anything, checked every
+//!   `S`/20, so its last contact may lie up to 9/20 `S` before it reports `Disconnected`
+//!   ([`Timing::silence`]), never before the last confirmed round trip. `Lost` then comes no
+//!   later than the earliest moment the ensemble could expire the session. Under `Standard`
+//!   (guards told at `Suspended`) the clock keeps Curator's start, so that a session survives
+//!   an outage shorter than its timeout (a leader election that drops every client);
 //! - the task beats every `S`/20; a gap of more than 3/10 `S` between two of its wake-ups means
 //!   its runtime was starved or paused, and the connection is treated as possibly lost until a
-//!   round trip confirms it. [`Framework::snapshot`](super::Framework::snapshot) reports
+//!   round trip confirms it; the simulated-expiry clock then starts at the last wake-up before
+//!   the gap (the client had reported no trouble by then). [`Framework::snapshot`](super::Framework::snapshot) reports
 //!   `Suspended` as soon as the beat is that late, before this task gets to run.
 
 use std::future::Future;
@@ -30,7 +34,9 @@ use tokio::time::{Instant, MissedTickBehavior};
 use zookeeper_client::{Client, SessionState, StateWatcher};
 
 use super::session::{self, Session};
-use super::state::{first_connection_rule, transition, Confirm, ConnectionState, Observation};
+use super::state::{
+    first_connection_rule, transition, Confirm, ConnectionState, ConnectionStateErrorPolicy, Observation,
+};
 use super::Inner;
 
 /// The time spans the state manager works with, derived from the negotiated session timeout.
@@ -112,11 +118,22 @@ pub(crate) async fn run(
         let mut observations = Vec::with_capacity(2);
         if let Some(since) = stalled_since {
             tracing::warn!(stalled = ?now - since, "the framework's task did not run for a while; confirming the connection");
+            // The client had reported no trouble when this task last ran: the last contact
+            // it vouches for is then (not a client's silence before it, as after a disconnect).
             observations.push((Observation::Stalled, since));
         }
+        // The last contact before a disconnect: under `SessionOnly`, whose guards trust the
+        // lock until `Lost`, the earliest it can be (a client's silence back), so that `Lost`
+        // comes before the ensemble can expire the session; under `Standard`, whose guards
+        // were told at `Suspended`, the disconnect itself (Curator's timing), so that a
+        // session survives an outage (a leader election) shorter than its timeout.
+        let silent_since = match inner.config.error_policy {
+            ConnectionStateErrorPolicy::SessionOnly => now.checked_sub(timing.silence).unwrap_or(last_confirmed),
+            _ => now,
+        };
         match wake {
-            Wake::Session(state) => observations.push((Observation::Session(state), now)),
-            Wake::Expiry => observations.push((Observation::SuspendedTooLong, now)),
+            Wake::Session(state) => observations.push((Observation::Session(state), silent_since)),
+            Wake::Expiry => observations.push((Observation::SuspendedTooLong, silent_since)),
             Wake::Confirm(Ok(())) => {
                 confirming = None;
                 observations.push((Observation::Confirmed, now));
@@ -138,7 +155,8 @@ pub(crate) async fn run(
             observations.insert(0, (Observation::SuspendedTooLong, now));
         }
 
-        for (observed, reference) in observations {
+        // Each observation comes with the last contact it lets the framework vouch for.
+        for (observed, contact) in observations {
             tracing::debug!(?observed, ?current, "session observation");
             let step = transition(current, observed);
             for state in step.emit {
@@ -161,9 +179,7 @@ pub(crate) async fn run(
             }
             unconfirmed_since = match current {
                 // The clock keeps running through unconfirmed reconnects.
-                ConnectionState::Suspended => Some(unconfirmed_since.unwrap_or_else(|| {
-                    reference.checked_sub(timing.silence).map_or(last_confirmed, |at| at.max(last_confirmed))
-                })),
+                ConnectionState::Suspended => Some(unconfirmed_since.unwrap_or(contact.max(last_confirmed))),
                 _ => None,
             };
             if step.new_session {
