@@ -9,8 +9,13 @@
 pub(crate) struct Mutex<T>(std::sync::Mutex<T>);
 
 impl<T> Mutex<T> {
-    pub(crate) fn new(value: T) -> Self {
+    pub(crate) const fn new(value: T) -> Self {
         Self(std::sync::Mutex::new(value))
+    }
+
+    /// The value, through exclusive access (no locking), ignoring poisoning.
+    pub(crate) fn get_mut(&mut self) -> &mut T {
+        self.0.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Locks, ignoring poisoning.

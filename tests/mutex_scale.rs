@@ -243,3 +243,191 @@ async fn two_thousand_waiters_acquire_in_sequence_order() {
     })
     .await;
 }
+
+/// The client's resident memory (`VmRSS` of `/proc/self/status`), in KiB; `None` off Linux.
+fn rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()
+}
+
+/// Packets received by the server from each of `sessions`, from `cons`.
+async fn received(connect: &str, sessions: &[i64]) -> Vec<u64> {
+    let cons = parse_cons(&flw(connect, "cons").await);
+    sessions.iter().map(|sid| cons.get(sid).copied().unwrap_or(0)).collect()
+}
+
+/// `waiters` tasks over `sessions` sessions queue on one mutex behind a gate holder, then all
+/// acquire in turn. Measured and checked:
+/// - the data-watch table (`wchp`) with the whole queue waiting: each node watched by its
+///   successor's session only (no herd is armed);
+/// - `CONTROLLED` single handoffs, each released by the test: the server receives packets only
+///   from the releasing session and the next holder's session, and a handful of them (no herd
+///   is woken);
+/// - then the free drain: packets per handoff over all sessions stay a small constant
+///   (independent of the queue's length), the handoff rate, and the client's memory (RSS) at
+///   the full queue, printed as a JSON line.
+async fn waiters_acquire_in_turn(waiters: usize, sessions: usize, limit: Duration) {
+    const CONTROLLED: usize = 10;
+    /// A handoff sends a delete (the releaser) and a few reads and watches (the next holder).
+    const PACKETS_PER_HANDOFF: u64 = 6;
+    init_tracing();
+    bounded(limit, async {
+        let connect = shared_connect().await;
+        let path = path(&format!("scale-{waiters}"));
+        let rss_start = rss_kib();
+        let mut frameworks = Vec::new();
+        for _ in 0..sessions {
+            frameworks.push(framework(&connect, Duration::from_secs(60)).await);
+        }
+        let sids: Vec<i64> = frameworks.iter().map(|fw| fw.snapshot().session_id).collect();
+        let gate = InterProcessMutex::new(&frameworks[0], &path).unwrap().acquire().await.unwrap();
+        let gate_sid = sids[0];
+        let controlled = Arc::new(std::sync::atomic::AtomicUsize::new(CONTROLLED));
+        let permits = Arc::new(tokio::sync::Semaphore::new(0));
+        let (acquired_tx, mut acquired) = mpsc::unbounded_channel::<(i64, bool)>();
+        let exclusion = Exclusion::default();
+        let queued_from = Instant::now();
+        let mut tasks = Vec::with_capacity(waiters);
+        for i in 0..waiters {
+            let mutex = InterProcessMutex::new(&frameworks[i % sessions], &path).unwrap();
+            let sid = sids[i % sessions];
+            let (controlled, permits, acquired_tx, exclusion) =
+                (controlled.clone(), permits.clone(), acquired_tx.clone(), exclusion.clone());
+            tasks.push(tokio::spawn(async move {
+                let guard = mutex.acquire().await.unwrap();
+                exclusion.enter(&format!("task {i}"));
+                let is_controlled = controlled
+                    .fetch_update(std::sync::atomic::Ordering::SeqCst, std::sync::atomic::Ordering::SeqCst, |n| {
+                        n.checked_sub(1)
+                    })
+                    .is_ok();
+                acquired_tx.send((sid, is_controlled)).unwrap();
+                if is_controlled {
+                    permits.acquire().await.unwrap().forget();
+                }
+                exclusion.exit();
+                guard.release().await.unwrap();
+            }));
+        }
+        let names = children_count_becomes(&frameworks[0], &path, waiters + 1, limit).await;
+        let queued = queued_from.elapsed();
+        let rss_full = rss_kib();
+
+        // No herd armed: each node is watched by its successor's session only.
+        let mut queue: Vec<(String, i64)> = Vec::with_capacity(names.len());
+        for chunk in names.chunks(500) {
+            let owners = futures::future::join_all(chunk.iter().map(|name| {
+                let node = format!("{path}/{name}");
+                let fw = &frameworks[0];
+                async move {
+                    let owner = fw.exists(&node).await.unwrap().expect("queued node").ephemeral_owner;
+                    (node, owner)
+                }
+            }))
+            .await;
+            queue.extend(owners);
+        }
+        queue.sort_by_key(|(node, _)| sequence_of(node));
+        // The first waiter also watches its own node (as in `one_release_wakes_only_the_next_waiter`).
+        let mut expected: BTreeMap<String, BTreeSet<i64>> =
+            queue.windows(2).map(|w| (w[0].0.clone(), BTreeSet::from([w[1].1]))).collect();
+        expected.entry(queue[1].0.clone()).or_default().insert(queue[1].1);
+        eventually(EVENT, "each waiter watching only its predecessor's node", || async {
+            let watches = parse_wchp(&flw(&connect, "wchp").await, &path);
+            if watches == expected {
+                return Ok(());
+            }
+            let wrong: Vec<_> = expected
+                .iter()
+                .filter(|(node, want)| watches.get(*node) != Some(want))
+                .map(|(node, want)| (node.clone(), want.clone(), watches.get(node).cloned()))
+                .take(5)
+                .collect();
+            let extra: Vec<_> = watches.keys().filter(|node| !expected.contains_key(*node)).take(5).collect();
+            Err(format!("wrong (node, expected, seen): {wrong:?}; unexpected watched nodes: {extra:?}"))
+        })
+        .await;
+
+        // Single handoffs: only the releaser's and the next holder's sessions speak.
+        let mut releaser = gate_sid;
+        let mut gate = Some(gate);
+        let mut handoff_packets = Vec::new();
+        for _ in 0..CONTROLLED {
+            for fw in &frameworks {
+                fw.exists("/").await.unwrap(); // nobody pings inside the window
+            }
+            let before = received(&connect, &sids).await;
+            match gate.take() {
+                Some(gate) => gate.release().await.unwrap(),
+                None => permits.add_permits(1),
+            }
+            let (next, is_controlled) = within(EVENT, "the next waiter acquiring", acquired.recv()).await.unwrap();
+            assert!(is_controlled);
+            tokio::time::sleep(Duration::from_millis(300)).await; // let any other woken waiter show itself
+            let after = received(&connect, &sids).await;
+            let spoke: BTreeMap<i64, u64> = sids
+                .iter()
+                .zip(before.iter().zip(&after))
+                .filter(|(_, (b, a))| a > b)
+                .map(|(sid, (b, a))| (*sid, a - b))
+                .collect();
+            let allowed = BTreeSet::from([releaser, next]);
+            assert!(
+                spoke.keys().all(|sid| allowed.contains(sid)),
+                "a handoff from {releaser:#x} to {next:#x} made other sessions speak: {spoke:x?}"
+            );
+            let packets: u64 = spoke.values().sum();
+            assert!(packets <= PACKETS_PER_HANDOFF, "one handoff cost {packets} packets: {spoke:x?}");
+            handoff_packets.push(packets);
+            releaser = next;
+        }
+
+        // The free drain.
+        let remaining = waiters - CONTROLLED;
+        let before: u64 = received(&connect, &sids).await.iter().sum();
+        let drain_from = Instant::now();
+        permits.add_permits(1);
+        for task in tasks {
+            within(limit, "every waiter acquiring", task).await.unwrap();
+        }
+        let drained = drain_from.elapsed();
+        let after: u64 = received(&connect, &sids).await.iter().sum();
+        let per_handoff = (after - before) as f64 / remaining as f64;
+        let rate = remaining as f64 / drained.as_secs_f64();
+        println!(
+            "{{\"test\":\"mutex_scale\",\"waiters\":{waiters},\"sessions\":{sessions},\"queued_s\":{:.1},\
+             \"drain_s\":{:.1},\"handoffs_per_s\":{rate:.0},\"packets_per_handoff\":{per_handoff:.2},\
+             \"controlled_handoff_packets\":{handoff_packets:?},\"rss_start_kib\":{},\"rss_full_queue_kib\":{},\"rss_after_kib\":{}}}",
+            queued.as_secs_f64(),
+            drained.as_secs_f64(),
+            rss_start.unwrap_or(0),
+            rss_full.unwrap_or(0),
+            rss_kib().unwrap_or(0),
+        );
+        assert_eq!(exclusion.entries(), waiters);
+        assert!(
+            per_handoff <= PACKETS_PER_HANDOFF as f64,
+            "{per_handoff:.2} packets per handoff over {remaining} handoffs: a release woke more than the next waiter"
+        );
+        assert!(children(&frameworks[0], &path).await.is_empty());
+        for fw in frameworks {
+            fw.close().await;
+        }
+    })
+    .await;
+}
+
+/// The CI-sized run of [`waiters_acquire_in_turn`]: 1,000 waiters over 10 sessions.
+#[tokio::test]
+async fn a_thousand_waiters_over_ten_sessions_wake_one_at_a_time() {
+    waiters_acquire_in_turn(1_000, 10, Duration::from_secs(240)).await;
+}
+
+/// 10,000 waiters over 10 sessions: minutes in a debug build (queueing lists the whole queue
+/// once per waiter), so not run by default: `cargo test --release --features testing --test
+/// mutex_scale -- --ignored --nocapture`.
+#[tokio::test]
+#[ignore = "slow: 10,000 waiters (run with --ignored)"]
+async fn ten_thousand_waiters_over_ten_sessions_wake_one_at_a_time() {
+    waiters_acquire_in_turn(10_000, 10, Duration::from_secs(1800)).await;
+}

@@ -481,6 +481,51 @@ async fn proxy_refuse_new_keeps_existing() {
     .await;
 }
 
+/// `HandshakeThenRefuse`: the black-holed client reconnects, hears the server accept its
+/// session (zookeeper-client then reports `SyncConnected` although nothing else will get
+/// through), the connection is reset and further connects are refused outright; back in
+/// `Pass`, the proxy listens on the same address again.
+#[tokio::test]
+async fn proxy_handshake_then_refuse() {
+    bounded(async {
+        let server = shared_server().await.unwrap();
+        let proxy = FaultProxy::start(&server.connect_string()).await.unwrap();
+        let client = connect(&proxy.connect_string(), Duration::from_secs(4)).await;
+        let session = client.session_id();
+        let path = unique_path("testing", "handshake");
+        client.create(&path, b"1", &ephemeral()).await.unwrap();
+
+        proxy.set_mode(ProxyMode::HandshakeThenRefuse);
+        assert_eq!(proxy.mode(), ProxyMode::HandshakeThenRefuse);
+        wait_state(&client, SessionState::Disconnected, Duration::from_secs(4)).await;
+        let passed = tokio::time::timeout(Duration::from_secs(4), proxy.handshake_passed()).await.expect("handshake");
+        assert!(passed <= tokio::time::Instant::now());
+        wait_state(&client, SessionState::SyncConnected, Duration::from_secs(4)).await;
+        let refused = tokio::net::TcpStream::connect(proxy.local_addr()).await;
+        assert_eq!(refused.map(drop).unwrap_err().kind(), std::io::ErrorKind::ConnectionRefused);
+        let stalled = tokio::time::timeout(Duration::from_millis(500), client.get_data(&path)).await;
+        assert!(stalled.is_err(), "nothing gets through after the handshake");
+
+        proxy.set_mode(ProxyMode::Pass);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let ruok = loop {
+            match four_letter_word(&proxy.connect_string(), "ruok", Duration::from_secs(2)).await {
+                Ok(answer) => break answer,
+                Err(e) => assert!(Instant::now() < deadline, "the proxy does not listen again: {e}"),
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert_eq!(ruok, "imok");
+        // The client gets back in on its session if it has not given up on it yet.
+        match tokio::time::timeout(Duration::from_secs(8), client.get_data(&path)).await {
+            Ok(Ok((data, _))) => assert_eq!((data.as_slice(), client.session_id()), (&b"1"[..], session)),
+            Ok(Err(zookeeper_client::Error::SessionExpired)) => {}
+            other => panic!("after the proxy passes again: {other:?}"),
+        }
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn expire_session_expires_the_proxied_client() {
     bounded(async {

@@ -13,6 +13,7 @@ mod session;
 mod state;
 mod state_manager;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -67,6 +68,42 @@ pub(crate) struct Inner {
     events_tx: Mutex<Option<broadcast::Sender<StateSnapshot>>>,
     reaper: ReaperHandle,
     lifecycle: Mutex<Lifecycle>,
+    /// The state manager's heartbeat, for noticing a starved runtime without its help.
+    heartbeat: Heartbeat,
+}
+
+/// When the state manager last ran, in real time, and how late that may be before the
+/// framework's view of the connection counts as out of date.
+struct Heartbeat {
+    base: std::time::Instant,
+    /// Milliseconds since `base` of the last beat.
+    last: AtomicU64,
+    /// The stall limit in milliseconds; 0 while no session exists.
+    limit: AtomicU64,
+}
+
+impl Heartbeat {
+    fn new() -> Heartbeat {
+        Heartbeat { base: std::time::Instant::now(), last: AtomicU64::new(0), limit: AtomicU64::new(0) }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.base.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn beat(&self) {
+        self.last.store(self.now_ms(), Ordering::Release);
+    }
+
+    fn set_limit(&self, limit: Duration) {
+        self.limit.store(u64::try_from(limit.as_millis()).unwrap_or(u64::MAX).max(1), Ordering::Release);
+    }
+
+    /// True when the last beat is older than the limit.
+    fn is_late(&self) -> bool {
+        let limit = self.limit.load(Ordering::Acquire);
+        limit != 0 && self.now_ms().saturating_sub(self.last.load(Ordering::Acquire)) > limit
+    }
 }
 
 enum Lifecycle {
@@ -104,6 +141,7 @@ impl Framework {
             events_tx: Mutex::new(Some(events_tx)),
             reaper: ReaperHandle::new(),
             lifecycle: Mutex::new(Lifecycle::Built),
+            heartbeat: Heartbeat::new(),
         };
         Framework { inner: Arc::new(inner) }
     }
@@ -141,7 +179,7 @@ impl Framework {
         let session = Session::new(client, 1);
         let mut watcher = session.client.state_watcher();
         let session_timeout = session.client.session_timeout();
-        *self.inner.session.lock() = Some(session);
+        self.inner.install_session(session, state_manager::Timing::of(session_timeout).stall);
         // Curator: a read-only first connection is reported as ReadOnly; Connected waits for the
         // first read-write connection.
         let first = match watcher.state() {
@@ -211,13 +249,24 @@ impl Framework {
 
     /// The current connection state. Before the first connection it is `Suspended` (with
     /// epoch 0); after `close()` it is `Lost` (the session is gone).
+    ///
+    /// A connected state is reported as `Suspended` while the framework's background task has
+    /// not run for more than 3/10 of the session timeout (a starved or paused runtime, for
+    /// example a task blocking a `current_thread` runtime's only thread): the framework cannot
+    /// vouch for the connection then. The task, once it runs again, confirms the connection
+    /// with a round trip before it reports `Reconnected`.
     pub fn state(&self) -> ConnectionState {
         self.snapshot().state
     }
 
-    /// The current state with its session id and epoch.
+    /// The current state with its session id and epoch (see [`state`](Self::state) for when a
+    /// connected state reads `Suspended` here before the watch and the stream say so).
     pub fn snapshot(&self) -> StateSnapshot {
-        *self.inner.state_tx.borrow()
+        let mut snapshot = *self.inner.state_tx.borrow();
+        if snapshot.state.is_connected() && self.inner.heartbeat.is_late() {
+            snapshot.state = ConnectionState::Suspended;
+        }
+        snapshot
     }
 
     /// A `watch` receiver of the current snapshot (for `changed()` / `wait_for()`).
@@ -377,22 +426,30 @@ impl Inner {
         session.as_ref().filter(|s| s.epoch == epoch).map(|s| s.client.clone())
     }
 
-    /// Makes `session` the current one; false (and the session is dropped, which closes it)
-    /// when the framework was closed meanwhile: a session opened while `close()` ran must not
-    /// outlive it.
-    pub(crate) fn install_session(&self, session: Session) -> bool {
+    /// Makes `session` the current one; the heartbeat may be at most `stall` late from now on.
+    /// False (and the session is dropped, which closes it) when the framework was closed
+    /// meanwhile: a session opened while `close()` ran must not outlive it.
+    pub(crate) fn install_session(&self, session: Session, stall: Duration) -> bool {
         let lifecycle = self.lifecycle.lock();
         if matches!(*lifecycle, Lifecycle::Closed) {
             return false;
         }
+        self.heartbeat.beat();
+        self.heartbeat.set_limit(stall);
         *self.session.lock() = Some(session);
         true
+    }
+
+    /// The state manager is running: its view of the connection is current.
+    pub(crate) fn beat(&self) {
+        self.heartbeat.beat();
     }
 
     /// Publishes `state` for the current session to the watch, the stream and the listeners.
     pub(crate) fn publish(&self, state: ConnectionState) {
         let (session_id, epoch) = self.session.lock().as_ref().map_or((0, 0), |s| (s.id(), s.epoch));
         let snapshot = StateSnapshot { state, session_id, epoch };
+        self.heartbeat.beat();
         tracing::info!(state = ?state, session = format_args!("{session_id:#x}"), epoch, "connection state changed");
         self.state_tx.send_replace(snapshot);
         if let Some(tx) = self.events_tx.lock().as_ref() {
@@ -443,7 +500,10 @@ mod tests {
 
             let client = session::connect(&framework.inner.config).await.expect("a new session");
             let mut watcher = client.state_watcher();
-            assert!(!framework.inner.install_session(Session::new(client, epoch + 1)), "installed after close()");
+            assert!(
+                !framework.inner.install_session(Session::new(client, epoch + 1), Duration::from_secs(1)),
+                "installed after close()"
+            );
             assert!(matches!(framework.zk_client(), Err(Error::Closed)));
             assert_eq!(framework.inner.epoch(), 0, "no session after close()");
             while !watcher.state().is_terminated() {

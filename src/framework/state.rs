@@ -75,8 +75,25 @@ pub enum ConnectionStateErrorPolicy {
 pub(crate) enum Observation {
     /// The client reported a session state.
     Session(SessionState),
-    /// `Suspended` lasted a whole session timeout (Curator's simulated expiry).
+    /// A round trip to the ensemble was answered (a `sync` sent after the client reported
+    /// `SyncConnected`): the session is alive and the connection carries requests.
+    Confirmed,
+    /// The framework's own task did not run for a while (a starved or paused runtime): its
+    /// view of the connection is out of date.
+    Stalled,
+    /// No contact for a whole session timeout (Curator's simulated expiry).
     SuspendedTooLong,
+}
+
+/// What to do about confirming the connection with a round trip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Confirm {
+    /// Leave it as it is (a round trip in flight stays in flight).
+    Keep,
+    /// Send a round trip (unless one is in flight) and report `Reconnected` when it is answered.
+    Start,
+    /// Drop any round trip in flight: the connection it was sent on is gone.
+    Stop,
 }
 
 /// What the state manager must do after an observation.
@@ -86,33 +103,52 @@ pub(crate) struct Transition {
     pub(crate) emit: Vec<ConnectionState>,
     /// The session is gone: open a new one.
     pub(crate) new_session: bool,
+    /// Whether to confirm the connection.
+    pub(crate) confirm: Confirm,
 }
 
 /// The state machine, as a pure function of the last published state and an observation.
 ///
-/// A `SyncConnected` seen while already connected means the client's latest-value watcher
-/// folded a `Disconnected`/`SyncConnected` pair into one: report the flap as `Suspended` then
-/// `Reconnected` rather than hide it.
+/// `SyncConnected` alone never makes the framework connected again: zookeeper-client 0.11.2
+/// reports it as soon as the server answers the reconnect handshake, before any request went
+/// through, and a connection that dies right after the handshake goes on reading
+/// "connected" while the client backs off between connect attempts. So `SyncConnected` after
+/// `Suspended` starts a confirming round trip, and `Reconnected` is published only when it is
+/// answered. A `SyncConnected` seen while already connected means the client's latest-value
+/// watcher folded a `Disconnected`/`SyncConnected` pair into one: report the flap as
+/// `Suspended` and confirm before `Reconnected`.
 pub(crate) fn transition(current: ConnectionState, observed: Observation) -> Transition {
     use ConnectionState::*;
-    let emit = |states: &[ConnectionState]| Transition { emit: states.to_vec(), new_session: false };
+    let step = |states: &[ConnectionState], confirm: Confirm| Transition {
+        emit: states.to_vec(),
+        new_session: false,
+        confirm,
+    };
     match observed {
         Observation::Session(SessionState::Disconnected) => match current {
-            Suspended | Lost => emit(&[]),
-            _ => emit(&[Suspended]),
+            Suspended | Lost => step(&[], Confirm::Stop),
+            _ => step(&[Suspended], Confirm::Stop),
         },
         Observation::Session(SessionState::SyncConnected) => match current {
-            Suspended | Lost | ReadOnly => emit(&[Reconnected]),
-            Connected | Reconnected => emit(&[Suspended, Reconnected]),
+            Suspended | Lost | ReadOnly => step(&[], Confirm::Start),
+            Connected | Reconnected => step(&[Suspended], Confirm::Start),
         },
         Observation::Session(SessionState::ConnectedReadOnly) => match current {
-            ReadOnly => emit(&[]),
-            _ => emit(&[ReadOnly]),
+            ReadOnly => step(&[], Confirm::Stop),
+            _ => step(&[ReadOnly], Confirm::Stop),
+        },
+        Observation::Confirmed => match current {
+            Suspended | Lost | ReadOnly => step(&[Reconnected], Confirm::Stop),
+            Connected | Reconnected => step(&[], Confirm::Stop),
+        },
+        Observation::Stalled => match current {
+            Suspended | Lost => step(&[], Confirm::Keep),
+            Connected | Reconnected | ReadOnly => step(&[Suspended], Confirm::Start),
         },
         Observation::Session(SessionState::Expired | SessionState::AuthFailed | SessionState::Closed)
         | Observation::SuspendedTooLong => {
             let emit = if current == Lost { vec![] } else { vec![Lost] };
-            Transition { emit, new_session: true }
+            Transition { emit, new_session: true, confirm: Confirm::Stop }
         }
     }
 }
@@ -145,11 +181,45 @@ mod tests {
     }
 
     #[test]
-    fn reconnect_and_coalesced_flap() {
-        assert_eq!(t(Suspended, SessionState::SyncConnected), [Reconnected]);
-        assert_eq!(t(ReadOnly, SessionState::SyncConnected), [Reconnected]);
-        assert_eq!(t(Connected, SessionState::SyncConnected), [Suspended, Reconnected]);
-        assert_eq!(t(Reconnected, SessionState::SyncConnected), [Suspended, Reconnected]);
+    fn sync_connected_alone_never_reconnects() {
+        // A reconnect handshake is answered: nothing is published until a round trip confirms it.
+        for from in [Suspended, Lost, ReadOnly] {
+            let tr = transition(from, Observation::Session(SessionState::SyncConnected));
+            assert!(tr.emit.is_empty(), "{from:?}: {:?}", tr.emit);
+            assert_eq!(tr.confirm, Confirm::Start);
+            assert!(!tr.new_session);
+        }
+        // A folded Disconnected/SyncConnected pair: Suspended now, Reconnected after the round trip.
+        for from in [Connected, Reconnected] {
+            let tr = transition(from, Observation::Session(SessionState::SyncConnected));
+            assert_eq!(tr.emit, [Suspended]);
+            assert_eq!(tr.confirm, Confirm::Start);
+        }
+    }
+
+    #[test]
+    fn a_confirmed_round_trip_reconnects() {
+        assert_eq!(transition(Suspended, Observation::Confirmed).emit, [Reconnected]);
+        assert_eq!(transition(ReadOnly, Observation::Confirmed).emit, [Reconnected]);
+        assert!(transition(Reconnected, Observation::Confirmed).emit.is_empty());
+        assert!(transition(Connected, Observation::Confirmed).emit.is_empty());
+    }
+
+    #[test]
+    fn disconnect_drops_a_confirmation_in_flight() {
+        for from in [Suspended, Connected, Reconnected, ReadOnly] {
+            assert_eq!(transition(from, Observation::Session(SessionState::Disconnected)).confirm, Confirm::Stop);
+        }
+    }
+
+    #[test]
+    fn a_stall_suspends_until_confirmed() {
+        for from in [Connected, Reconnected, ReadOnly] {
+            let tr = transition(from, Observation::Stalled);
+            assert_eq!((tr.emit, tr.confirm), (vec![Suspended], Confirm::Start));
+        }
+        let tr = transition(Suspended, Observation::Stalled);
+        assert_eq!((tr.emit, tr.confirm), (vec![], Confirm::Keep));
     }
 
     #[test]
@@ -160,7 +230,7 @@ mod tests {
             assert!(tr.new_session);
         }
         let tr = transition(Suspended, Observation::SuspendedTooLong);
-        assert_eq!(tr, Transition { emit: vec![Lost], new_session: true });
+        assert_eq!(tr, Transition { emit: vec![Lost], new_session: true, confirm: Confirm::Stop });
         // already Lost: no duplicate event, but still a new session
         let tr = transition(Lost, Observation::Session(SessionState::Expired));
         assert!(tr.emit.is_empty() && tr.new_session);

@@ -1,72 +1,256 @@
-//! The state manager task: turns the client's session states into connection states, reports
-//! `Lost` when `Suspended` outlasts the session timeout, and opens a new session after `Lost`.
+//! The state manager task: turns the client's session states into connection states, confirms
+//! every reconnect with a round trip before reporting it, reports `Lost` when no contact could
+//! be vouched for during a whole session timeout, notices when its own runtime stalled, and
+//! opens a new session after `Lost`.
+//!
+//! # Timing
+//!
+//! With `S` the negotiated session timeout (zookeeper-client's own timers derive from it the
+//! same way, since the framework configures no client connection timeout):
+//! - the simulated-expiry clock (`Lost` one `S` after it starts) starts at the first
+//!   `Suspended` of an outage and is not restarted by a reconnect (`SyncConnected`): only a
+//!   `sync` answered on the new connection ends the outage (each attempt bounded by the
+//!   client's 2/5 `S` idle timeout);
+//! - under [`ConnectionStateErrorPolicy::SessionOnly`], whose guards trust a lock until
+//!   `Lost`, the clock starts earlier, at the last contact the framework can vouch for: the
+//!   client notices a silent connection after 2/5 `S` without receiving anything, checked every
+//!   `S`/20, so its last contact may lie up to 9/20 `S` before it reports `Disconnected`
+//!   ([`Timing::silence`]), never before the last confirmed round trip. `Lost` then comes no
+//!   later than the earliest moment the ensemble could expire the session. Under `Standard`
+//!   (guards told at `Suspended`) the clock keeps Curator's start, so that a session survives
+//!   an outage shorter than its timeout (a leader election that drops every client);
+//! - the task beats every `S`/20; a gap of more than 3/10 `S` between two of its wake-ups means
+//!   its runtime was starved or paused, and the connection is treated as possibly lost until a
+//!   round trip confirms it; the simulated-expiry clock then starts at the last wake-up before
+//!   the gap (the client had reported no trouble by then). [`Framework::snapshot`](super::Framework::snapshot) reports
+//!   `Suspended` as soon as the beat is that late, before this task gets to run.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use tokio::time::Instant;
-use zookeeper_client::{SessionState, StateWatcher};
+use tokio::time::{Instant, MissedTickBehavior};
+use zookeeper_client::{Client, SessionState, StateWatcher};
 
 use super::session::{self, Session};
-use super::state::{first_connection_rule, transition, ConnectionState, Observation};
+use super::state::{
+    first_connection_rule, transition, Confirm, ConnectionState, ConnectionStateErrorPolicy, Observation,
+};
 use super::Inner;
 use crate::retry::{RetryLoop, RetryPolicy};
+
+/// The time spans the state manager works with, derived from the negotiated session timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Timing {
+    /// The negotiated session timeout.
+    pub(crate) session: Duration,
+    /// How long the client may go without receiving anything before it reports
+    /// `Disconnected`: its idle timeout (2/5) plus one of its timer ticks (1/20).
+    pub(crate) silence: Duration,
+    /// Bound of one confirming round trip: the client's idle timeout (2/5).
+    pub(crate) round_trip: Duration,
+    /// The heartbeat period (1/20).
+    pub(crate) beat: Duration,
+    /// A gap between wake-ups longer than this is a stall (3/10).
+    pub(crate) stall: Duration,
+}
+
+impl Timing {
+    pub(crate) fn of(session: Duration) -> Timing {
+        Timing {
+            session,
+            silence: session * 9 / 20,
+            round_trip: session * 2 / 5,
+            beat: (session / 20).max(Duration::from_millis(1)),
+            stall: session * 3 / 10,
+        }
+    }
+}
+
+/// A confirming round trip in flight.
+type Confirming = Pin<Box<dyn Future<Output = Result<(), zookeeper_client::Error>> + Send>>;
+
+/// What woke the task.
+enum Wake {
+    Session(SessionState),
+    Confirm(Result<(), zookeeper_client::Error>),
+    Expiry,
+    Beat,
+}
 
 pub(crate) async fn run(
     weak: Weak<Inner>,
     mut watcher: StateWatcher,
     mut current: ConnectionState,
-    mut session_timeout: Duration,
+    session_timeout: Duration,
 ) {
-    let mut suspended_since: Option<Instant> = None;
+    let mut timing = Timing::of(session_timeout);
     // `Connected` is sent once, for the first read-write connection (Curator's rule).
     let mut connected_sent = current == ConnectionState::Connected;
+    // Opening the session took a round trip (zookeeper-client's connect waits for the answer
+    // to a first ping).
+    let mut last_confirmed = Instant::now();
+    // While not connected: the last contact the framework vouches for (Lost comes one session
+    // timeout after it).
+    let mut unconfirmed_since: Option<Instant> = None;
+    let mut confirming: Option<Confirming> = None;
+    let mut heartbeat = tokio::time::interval(timing.beat);
+    heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut last_wake = Instant::now();
     loop {
-        let observed = match suspended_since {
-            Some(since) => tokio::select! {
-                state = watcher.changed() => Observation::Session(state),
-                () = tokio::time::sleep_until(since + session_timeout) => Observation::SuspendedTooLong,
-            },
-            None => Observation::Session(watcher.changed().await),
+        let expiry = unconfirmed_since.map(|since| since + timing.session);
+        let wake = tokio::select! {
+            biased;
+            () = sleep_until_some(expiry) => Wake::Expiry,
+            state = watcher.changed() => Wake::Session(state),
+            result = poll_confirming(&mut confirming) => Wake::Confirm(result),
+            _ = heartbeat.tick() => Wake::Beat,
         };
         let Some(inner) = weak.upgrade() else { return };
         if inner.is_closed() {
             return;
         }
-        tracing::debug!(?observed, ?current, "session observation");
-        if current == ConnectionState::ReadOnly && observed == Observation::Session(SessionState::SyncConnected) {
-            // The client left its read-only session for a new read-write one (a new id).
-            if let Ok(session) = inner.session() {
-                session.forget_id();
-            }
+        let now = Instant::now();
+        let stalled_since = (now.saturating_duration_since(last_wake) > timing.stall).then_some(last_wake);
+        last_wake = now;
+        inner.beat();
+
+        let mut observations = Vec::with_capacity(2);
+        if let Some(since) = stalled_since {
+            tracing::warn!(stalled = ?now - since, "the framework's task did not run for a while; confirming the connection");
+            // The client had reported no trouble when this task last ran: the last contact
+            // it vouches for is then (not a client's silence before it, as after a disconnect).
+            observations.push((Observation::Stalled, since));
         }
-        let step = transition(current, observed);
-        for state in step.emit {
-            let state = first_connection_rule(state, connected_sent);
-            connected_sent |= state == ConnectionState::Connected;
-            inner.publish(state);
-            current = state;
-        }
-        suspended_since = match current {
-            ConnectionState::Suspended => suspended_since.or_else(|| Some(Instant::now())),
-            _ => None,
+        // The last contact before a disconnect: under `SessionOnly`, whose guards trust the
+        // lock until `Lost`, the earliest it can be (a client's silence back), so that `Lost`
+        // comes before the ensemble can expire the session; under `Standard`, whose guards
+        // were told at `Suspended`, the disconnect itself (Curator's timing), so that a
+        // session survives an outage (a leader election) shorter than its timeout.
+        let silent_since = match inner.config.error_policy {
+            ConnectionStateErrorPolicy::SessionOnly => now.checked_sub(timing.silence).unwrap_or(last_confirmed),
+            _ => now,
         };
-        if step.new_session {
-            let Some(session) = open_new_session(&inner).await else { return };
-            watcher = session.client.state_watcher();
-            session_timeout = session.client.session_timeout();
-            let read_only = watcher.state() == SessionState::ConnectedReadOnly;
-            if !inner.install_session(session) {
-                return; // closed meanwhile: the new session was dropped, which closes it
+        match wake {
+            Wake::Session(state) => {
+                if current == ConnectionState::ReadOnly && state == SessionState::SyncConnected {
+                    // The client left its read-only session for a new read-write one (a new id).
+                    if let Ok(session) = inner.session() {
+                        session.forget_id();
+                    }
+                }
+                observations.push((Observation::Session(state), silent_since))
             }
-            current = match read_only {
-                true => ConnectionState::ReadOnly,
-                false => first_connection_rule(ConnectionState::Reconnected, connected_sent),
+            Wake::Expiry => observations.push((Observation::SuspendedTooLong, silent_since)),
+            Wake::Confirm(Ok(())) => {
+                confirming = None;
+                observations.push((Observation::Confirmed, now));
+            }
+            Wake::Confirm(Err(error)) => {
+                confirming = None;
+                // Try again while the client says connected; otherwise its next `SyncConnected`
+                // starts a new round trip.
+                tracing::debug!(%error, "confirming round trip failed");
+                if watcher.peek_state() == SessionState::SyncConnected {
+                    confirming = confirm(&inner, timing, timing.beat);
+                }
+            }
+            Wake::Beat => {}
+        }
+        // The simulated expiry comes first: a session that could have expired on the ensemble
+        // is reported lost even if a round trip is about to succeed.
+        if expiry.is_some_and(|expiry| expiry <= now) && !observations.iter().any(|(o, _)| is_expiry(*o)) {
+            observations.insert(0, (Observation::SuspendedTooLong, now));
+        }
+
+        // Each observation comes with the last contact it lets the framework vouch for.
+        for (observed, contact) in observations {
+            tracing::debug!(?observed, ?current, "session observation");
+            let step = transition(current, observed);
+            for state in step.emit {
+                let state = first_connection_rule(state, connected_sent);
+                connected_sent |= state == ConnectionState::Connected;
+                inner.publish(state);
+                current = state;
+            }
+            match step.confirm {
+                Confirm::Keep => {}
+                Confirm::Start => {
+                    if confirming.is_none() {
+                        confirming = confirm(&inner, timing, Duration::ZERO);
+                    }
+                }
+                Confirm::Stop => confirming = None,
+            }
+            if observed == Observation::Confirmed {
+                last_confirmed = now;
+            }
+            unconfirmed_since = match current {
+                // The clock keeps running through unconfirmed reconnects.
+                ConnectionState::Suspended => Some(unconfirmed_since.unwrap_or(contact.max(last_confirmed))),
+                _ => None,
             };
-            connected_sent |= current == ConnectionState::Connected;
-            inner.publish(current);
+            if step.new_session {
+                let Some(session) = open_new_session(&inner).await else { return };
+                watcher = session.client.state_watcher();
+                timing = Timing::of(session.client.session_timeout());
+                let read_only = watcher.state() == SessionState::ConnectedReadOnly;
+                if !inner.install_session(session, timing.stall) {
+                    return; // closed meanwhile: the new session was dropped, which closes it
+                }
+                current = match read_only {
+                    true => ConnectionState::ReadOnly,
+                    false => first_connection_rule(ConnectionState::Reconnected, connected_sent),
+                };
+                connected_sent |= current == ConnectionState::Connected;
+                inner.publish(current);
+                last_confirmed = Instant::now();
+                last_wake = last_confirmed;
+                unconfirmed_since = None;
+                confirming = None;
+                heartbeat = tokio::time::interval(timing.beat);
+                heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
+                break;
+            }
         }
     }
+}
+
+fn is_expiry(observation: Observation) -> bool {
+    matches!(observation, Observation::SuspendedTooLong)
+}
+
+/// Sleeps until `deadline`; pending forever without one.
+async fn sleep_until_some(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The outcome of the round trip in flight; pending forever without one.
+async fn poll_confirming(confirming: &mut Option<Confirming>) -> Result<(), zookeeper_client::Error> {
+    match confirming {
+        Some(round_trip) => round_trip.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Sends a `sync` on the current session after `delay`, bounded by one round-trip timeout.
+/// A `sync` goes through the ensemble's leader, so its answer also shows that the member we
+/// talk to still follows one. `None` when there is no session (closing).
+fn confirm(inner: &Inner, timing: Timing, delay: Duration) -> Option<Confirming> {
+    let client: Client = inner.session().ok()?.client;
+    Some(Box::pin(async move {
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        match tokio::time::timeout(timing.round_trip, client.sync("/")).await {
+            Ok(result) => result,
+            Err(_) => Err(zookeeper_client::Error::ConnectionLoss),
+        }
+    }))
 }
 
 /// Opens the next session, retrying (with the retry policy's delays, starting over when it
@@ -95,5 +279,23 @@ impl RetryPolicy for Restarting {
     fn next_delay(&self, attempt: u32, elapsed: Duration) -> Option<Duration> {
         let delay = self.0.next_delay(attempt, elapsed).unwrap_or(Duration::from_secs(1));
         Some(delay.min(Duration::from_secs(5)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Timing;
+    use std::time::Duration;
+
+    #[test]
+    fn timing_derives_from_the_session_timeout() {
+        let t = Timing::of(Duration::from_secs(4));
+        assert_eq!(t.silence, Duration::from_millis(1800));
+        assert_eq!(t.round_trip, Duration::from_millis(1600));
+        assert_eq!(t.beat, Duration::from_millis(200));
+        assert_eq!(t.stall, Duration::from_millis(1200));
+        // The silence the client allows is shorter than the session: Lost never precedes the
+        // disconnect it follows.
+        assert!(t.silence < t.session && t.stall > t.beat);
     }
 }

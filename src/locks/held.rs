@@ -170,9 +170,11 @@ impl NodeWatch {
     }
 
     /// Completes when the lock can no longer be trusted: an error state under the policy, a
-    /// new session, or the node deleted (after which `is_held()` says so too).
+    /// new session, or the node deleted (after which `is_held()` says so too). Completes at its
+    /// first poll when [`is_held`](Self::is_held) is already false (which also covers a
+    /// framework whose task was starved), without waiting on any request.
     pub(crate) async fn lost(&self) {
-        if self.gone.load(Ordering::SeqCst) {
+        if !self.is_held() {
             return;
         }
         let policy = self.framework.error_policy();

@@ -1,14 +1,15 @@
 //! A ZooKeeper ensemble on loopback.
 
+use crate::sync::Mutex;
 use std::path::Path;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use zookeeper_client::{Client, CreateMode};
 
 use super::install::Installation;
 use super::options::LaunchOptions;
-use super::process::{self, lock_slot, LaunchSpec, ProcessSlot};
+use super::process::{self, LaunchSpec, ProcessSlot};
+use super::proxy::{FaultProxy, ProxyMode};
 use super::TestingError;
 
 /// The class that runs an ensemble member.
@@ -39,7 +40,11 @@ struct Node {
 #[derive(Debug)]
 pub struct TestingCluster {
     nodes: Vec<Node>,
+    /// With [`quorum_proxies`](TestingClusterBuilder::quorum_proxies): the proxy member
+    /// `from` uses to reach member `to`'s quorum port, as `(from, to, proxy)`.
+    quorum_proxies: Vec<(usize, usize, FaultProxy)>,
     tick_time: Duration,
+    sync_limit: u32,
     start_timeout: Duration,
     read_only: bool,
     dir: tempfile::TempDir,
@@ -92,6 +97,65 @@ impl TestingCluster {
         self.tick_time
     }
 
+    /// The configured `syncLimit` in ticks.
+    pub fn sync_limit(&self) -> u32 {
+        self.sync_limit
+    }
+
+    /// How long a follower cut off from its leader keeps serving its clients:
+    /// `syncLimit × tickTime`. A session whose timeout is shorter can be expired by the leader
+    /// while the follower still answers the session's pings.
+    pub fn sync_timeout(&self) -> Duration {
+        self.tick_time * self.sync_limit
+    }
+
+    /// Cuts member `i` off from the other members' quorum traffic (leader–follower
+    /// replication, in both directions), silently: the [`FaultProxy`]s carrying it black-hole
+    /// every byte and keep the connections open, like a network partition. Needs
+    /// [`quorum_proxies`](TestingClusterBuilder::quorum_proxies).
+    ///
+    /// Clients of the member are not touched. A follower keeps serving them until it has
+    /// heard nothing from its leader for `syncLimit × tickTime`
+    /// ([`sync_timeout`](Self::sync_timeout)); then it drops them and looks for a leader,
+    /// which it cannot reach. Leader-election messages are not cut (they use the election
+    /// port), so the member learns who leads but cannot follow it; isolating the leader
+    /// itself makes the others elect a new one.
+    ///
+    /// # Errors
+    /// [`TestingError::NoSuchServer`]; [`TestingError::InvalidConfig`] without quorum proxies.
+    pub fn isolate(&self, i: usize) -> Result<(), TestingError> {
+        for proxy in self.member_quorum_proxies(i)? {
+            proxy.set_mode(ProxyMode::BlackHole);
+        }
+        tracing::debug!(server = i, "cluster member isolated");
+        Ok(())
+    }
+
+    /// Ends [`isolate`](Self::isolate): forwards member `i`'s quorum traffic again and closes
+    /// the connections that lost bytes in the black hole, so the members reconnect.
+    ///
+    /// # Errors
+    /// [`TestingError::NoSuchServer`]; [`TestingError::InvalidConfig`] without quorum proxies.
+    pub fn heal(&self, i: usize) -> Result<(), TestingError> {
+        for proxy in self.member_quorum_proxies(i)? {
+            proxy.set_mode(ProxyMode::Pass);
+            proxy.reset_connections();
+        }
+        tracing::debug!(server = i, "cluster member healed");
+        Ok(())
+    }
+
+    /// The quorum proxies that carry member `i`'s traffic, either way.
+    fn member_quorum_proxies(&self, i: usize) -> Result<impl Iterator<Item = &FaultProxy>, TestingError> {
+        self.node(i)?;
+        if self.quorum_proxies.is_empty() && self.len() > 1 {
+            return Err(TestingError::InvalidConfig(
+                "isolating a member needs TestingClusterBuilder::quorum_proxies(true)".to_owned(),
+            ));
+        }
+        Ok(self.quorum_proxies.iter().filter(move |(from, to, _)| *from == i || *to == i).map(|(_, _, p)| p))
+    }
+
     /// The directory holding every member's configuration, data and log.
     pub fn data_dir(&self) -> &Path {
         self.dir.path()
@@ -110,7 +174,7 @@ impl TestingCluster {
     /// # Errors
     /// [`TestingError::NoSuchServer`].
     pub fn pid(&self, i: usize) -> Result<Option<u32>, TestingError> {
-        let mut slot = lock_slot(&self.node(i)?.process);
+        let mut slot = self.node(i)?.process.lock();
         Ok(slot.as_mut().and_then(|process| process.is_running().then(|| process.pid())))
     }
 
@@ -129,7 +193,7 @@ impl TestingCluster {
     /// Cancelling after the signal was sent leaves the member shutting down.
     pub async fn stop(&mut self, i: usize) -> Result<(), TestingError> {
         let node = self.node_mut(i)?;
-        if let Some(process) = node.process.get_mut().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        if let Some(process) = node.process.get_mut().as_mut() {
             process.terminate(Duration::from_secs(10)).await?;
         }
         tracing::debug!(server = i, "cluster member stopped");
@@ -145,7 +209,7 @@ impl TestingCluster {
     /// The signal is sent before the first await; cancelling only skips waiting.
     pub async fn kill(&mut self, i: usize) -> Result<(), TestingError> {
         let node = self.node_mut(i)?;
-        if let Some(process) = node.process.get_mut().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        if let Some(process) = node.process.get_mut().as_mut() {
             process.kill_and_wait().await?;
         }
         tracing::debug!(server = i, "cluster member killed");
@@ -171,7 +235,7 @@ impl TestingCluster {
         let (read_only, timeout) = (self.read_only, self.start_timeout);
         let node = self.node_mut(i)?;
         let address = process::loopback(node.client_port);
-        let slot = node.process.get_mut().unwrap_or_else(|p| p.into_inner());
+        let slot = node.process.get_mut();
         *slot = None;
         *slot = Some(node.spec.spawn()?);
         if quorum {
@@ -306,7 +370,7 @@ impl TestingCluster {
 
     fn signal(&self, i: usize, signal: &'static str) -> Result<(), TestingError> {
         let node = self.node(i)?;
-        match lock_slot(&node.process).as_mut() {
+        match node.process.lock().as_mut() {
             Some(process) => process.signal(signal),
             None => Err(TestingError::NotRunning { name: node.spec.name.clone() }),
         }
@@ -349,6 +413,7 @@ pub struct TestingClusterBuilder {
     init_limit: u32,
     sync_limit: u32,
     read_only: bool,
+    quorum_proxies: bool,
 }
 
 impl Default for TestingClusterBuilder {
@@ -363,6 +428,7 @@ impl Default for TestingClusterBuilder {
             init_limit: 20,
             sync_limit: 10,
             read_only: false,
+            quorum_proxies: false,
         }
     }
 }
@@ -410,6 +476,17 @@ impl TestingClusterBuilder {
         if read_only {
             self = self.config("localSessionsEnabled", "true").config("localSessionsUpgradingEnabled", "true");
         }
+        self
+    }
+
+    /// Routes each member's connections to the other members' quorum ports through a
+    /// [`FaultProxy`] (one per ordered pair of members), so that
+    /// [`TestingCluster::isolate`] can cut a member off (default off).
+    ///
+    /// The proxies run on the tokio runtime that starts the cluster: such a cluster must be
+    /// used, and dropped, while that runtime runs.
+    pub fn quorum_proxies(mut self, on: bool) -> Self {
+        self.quorum_proxies = on;
         self
     }
 
@@ -467,7 +544,9 @@ impl TestingClusterBuilder {
         }
         let mut cluster = TestingCluster {
             nodes: Vec::with_capacity(self.size),
+            quorum_proxies: Vec::new(),
             tick_time: self.options.tick_time,
+            sync_limit: self.sync_limit,
             start_timeout: self.options.start_timeout,
             read_only: self.read_only,
             dir,
@@ -503,7 +582,7 @@ impl TestingClusterBuilder {
                     // Reap them before dropping, so their watchdogs are released, not triggered
                     // (a triggered watchdog would remove the directory we keep using).
                     for node in &mut cluster.nodes {
-                        if let Some(mut old) = node.process.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
+                        if let Some(mut old) = node.process.get_mut().take() {
                             old.kill_and_wait().await?;
                         }
                     }
@@ -521,12 +600,33 @@ impl TestingClusterBuilder {
         for _ in 0..cluster.nodes.len() {
             ports.push((process::free_port()?, process::free_port()?, process::free_port()?));
         }
-        let servers: Vec<(String, String)> = ports
-            .iter()
-            .enumerate()
-            .map(|(i, (_, quorum, election))| (format!("server.{}", i + 1), format!("127.0.0.1:{quorum}:{election}")))
-            .collect();
-        for (node, (client, _, _)) in cluster.nodes.iter_mut().zip(&ports) {
+        cluster.quorum_proxies.clear();
+        if self.quorum_proxies {
+            for from in 0..ports.len() {
+                for (to, (_, quorum, _)) in ports.iter().enumerate().filter(|(to, _)| *to != from) {
+                    let proxy = FaultProxy::start(&process::loopback(*quorum)).await?;
+                    cluster.quorum_proxies.push((from, to, proxy));
+                }
+            }
+        }
+        // Member `from` sees member `to` at these addresses: its own ports for itself, the
+        // proxy's port in place of the quorum port for the others when proxied.
+        let servers_seen_by = |from: usize| -> Vec<(String, String)> {
+            ports
+                .iter()
+                .enumerate()
+                .map(|(to, (_, quorum, election))| {
+                    let quorum = cluster
+                        .quorum_proxies
+                        .iter()
+                        .find(|(f, t, _)| (*f, *t) == (from, to))
+                        .map_or(*quorum, |(_, _, proxy)| proxy.local_addr().port());
+                    (format!("server.{}", to + 1), format!("127.0.0.1:{quorum}:{election}"))
+                })
+                .collect()
+        };
+        let servers: Vec<Vec<(String, String)>> = (0..ports.len()).map(servers_seen_by).collect();
+        for ((node, (client, _, _)), servers) in cluster.nodes.iter_mut().zip(&ports).zip(servers) {
             node.client_port = *client;
             let data_dir = node.spec.config_file.with_file_name("data");
             let mut config = vec![
@@ -536,18 +636,18 @@ impl TestingClusterBuilder {
             ];
             config.extend(self.options.server_config(&data_dir, *client));
             config.push(("standaloneEnabled".to_owned(), "false".to_owned()));
-            config.extend(servers.iter().cloned());
+            config.extend(servers);
             self.options.apply_config(&mut config);
             process::write_config(&node.spec.config_file, &config)?;
             std::fs::write(&node.spec.log_file, b"").map_err(|e| TestingError::io("creating a server log", e))?;
         }
         for node in &mut cluster.nodes {
             let process = node.spec.spawn()?;
-            *node.process.get_mut().unwrap_or_else(|p| p.into_inner()) = Some(process);
+            *node.process.get_mut() = Some(process);
         }
         for node in &mut cluster.nodes {
             let address = process::loopback(node.client_port);
-            let slot = node.process.get_mut().unwrap_or_else(|p| p.into_inner());
+            let slot = node.process.get_mut();
             let serving = process::mode_in(QUORUM_MODES);
             process::wait_for_srvr(slot, &node.spec, &address, self.options.start_timeout, serving).await?;
         }

@@ -9,6 +9,8 @@
 //! | a server your test stops, kills, restarts or pauses | [`TestingServer`] |
 //! | an ensemble: leader changes, losing a server, read-only mode | [`TestingCluster`] |
 //! | connection loss (FIN or RST), a silent network, refused connections | [`FaultProxy`] between the client and the server |
+//! | a reconnect that is answered and then dies ("stale connected") | [`FaultProxy`] in [`ProxyMode::HandshakeThenRefuse`] |
+//! | an ensemble member cut off from the others | [`TestingCluster::isolate`] (build with [`quorum_proxies`](TestingClusterBuilder::quorum_proxies)) |
 //! | a session that the server expires (Curator's `KillSession`) | [`expire_session`] on a client behind a [`FaultProxy`] |
 //! | how many server requests an operation costs, or which errors the server answered | clients behind a [`CountingProxy`] |
 //! | a request that reached the server but whose reply was lost | [`CountingProxy::lose_reply_to`] |

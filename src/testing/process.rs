@@ -19,7 +19,6 @@ use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -262,15 +261,10 @@ fn all_threads_stopped(pid: u32) -> Option<bool> {
 }
 
 /// A mutex-protected optional process, for `&self` signal methods.
-pub(crate) type ProcessSlot = Mutex<Option<JavaProcess>>;
-
-pub(crate) fn lock_slot(slot: &ProcessSlot) -> std::sync::MutexGuard<'_, Option<JavaProcess>> {
-    // A panic while holding this lock cannot leave the Option inconsistent.
-    slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+pub(crate) type ProcessSlot = crate::sync::Mutex<Option<JavaProcess>>;
 
 /// Ports handed out by this process, so parallel tests never get the same one twice.
-static HANDED_OUT: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+static HANDED_OUT: crate::sync::Mutex<Vec<u16>> = crate::sync::Mutex::new(Vec::new());
 
 /// A currently free loopback port: bind 127.0.0.1:0, read the port, close.
 pub(crate) fn free_port() -> Result<u16, TestingError> {
@@ -278,7 +272,7 @@ pub(crate) fn free_port() -> Result<u16, TestingError> {
         let listener = TcpListener::bind("127.0.0.1:0")
             .map_err(|e| TestingError::io("binding 127.0.0.1:0 to find a free port", e))?;
         let port = listener.local_addr().map_err(|e| TestingError::io("reading a bound port", e))?.port();
-        let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
+        let mut handed_out = HANDED_OUT.lock();
         if !handed_out.contains(&port) {
             handed_out.push(port);
             return Ok(port);

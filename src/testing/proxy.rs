@@ -10,12 +10,15 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 use super::TestingError;
 
 /// How long a FIN-closed connection may take to be closed by its peers before it is dropped.
 const FIN_DRAIN: Duration = Duration::from_secs(2);
 const BUFFER_SIZE: usize = 16 * 1024;
+/// How long [`ProxyMode::HandshakeThenRefuse`] waits for the client to show it read the answer.
+const HANDSHAKE_READ: Duration = Duration::from_secs(2);
 
 /// What the proxy does with the bytes of its connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +35,19 @@ pub enum ProxyMode {
     ///
     /// [`Pass`]: ProxyMode::Pass
     BlackHole,
+    /// The "stale connected" fault: existing connections are black-holed (as
+    /// [`BlackHole`]); the next new connection is forwarded only until the server's first
+    /// answer (for a ZooKeeper client, the answer to its session handshake) has been passed
+    /// to the client, and then reset on both sides; from then on the proxy refuses
+    /// connections outright (it stops listening: connect fails with "connection refused")
+    /// until the mode changes, when it listens on the same address again.
+    ///
+    /// The client has heard its session being accepted but nothing after it: a client that
+    /// reports "connected" on the handshake alone reports it over a dead network.
+    /// [`FaultProxy::handshake_passed`] tells when the answer went through.
+    ///
+    /// [`BlackHole`]: ProxyMode::BlackHole
+    HandshakeThenRefuse,
 }
 
 /// How to close connections.
@@ -50,6 +66,22 @@ struct Shared {
     refuse: AtomicBool,
     connections: AtomicUsize,
     close: broadcast::Sender<Close>,
+    /// [`ProxyMode::HandshakeThenRefuse`]: `Armed` while the mode waits for its connection,
+    /// `Passed(at)` once the first answer went through (the proxy then stops listening).
+    handshake: watch::Sender<Handshake>,
+}
+
+/// Where [`ProxyMode::HandshakeThenRefuse`] stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Handshake {
+    /// Not in that mode.
+    Off,
+    /// In that mode; the next new connection carries the handshake.
+    Armed,
+    /// A connection took the handshake and has not answered yet.
+    Taken,
+    /// The answer went through at this time; connections are refused.
+    Passed(Instant),
 }
 
 /// A TCP proxy on `127.0.0.1` and a free port, forwarding to a target address, that can
@@ -94,8 +126,9 @@ impl FaultProxy {
             refuse: AtomicBool::new(false),
             connections: AtomicUsize::new(0),
             close: broadcast::channel(16).0,
+            handshake: watch::Sender::new(Handshake::Off),
         });
-        let accept_task = tokio::spawn(accept_loop(listener, shared.clone()));
+        let accept_task = tokio::spawn(accept_loop(listener, address, shared.clone()));
         tracing::debug!(%address, target, "fault proxy started");
         Ok(FaultProxy { address, shared, accept_task })
     }
@@ -120,10 +153,33 @@ impl FaultProxy {
         *self.shared.mode.borrow()
     }
 
-    /// Switches between forwarding and black-holing, for existing and new connections.
+    /// Switches modes, for existing and new connections. Entering
+    /// [`ProxyMode::HandshakeThenRefuse`] (again) arms it for the next new connection.
     pub fn set_mode(&self, mode: ProxyMode) {
         tracing::debug!(address = %self.address, ?mode, "fault proxy mode");
+        // The handshake state first: the accept loop reads it when it sees the mode change.
+        let handshake = match mode {
+            ProxyMode::HandshakeThenRefuse => Handshake::Armed,
+            _ => Handshake::Off,
+        };
+        self.shared.handshake.send_replace(handshake);
         self.shared.mode.send_replace(mode);
+    }
+
+    /// In [`ProxyMode::HandshakeThenRefuse`]: completes when the server's first answer on a
+    /// new connection has been passed to the client (and that connection reset), with the
+    /// time it went through. Pending in the other modes.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only observes.
+    pub async fn handshake_passed(&self) -> Instant {
+        let mut handshake = self.shared.handshake.subscribe();
+        let passed = handshake.wait_for(|h| matches!(h, Handshake::Passed(_))).await.map(|h| *h);
+        match passed {
+            Ok(Handshake::Passed(at)) => at,
+            // The sender lives in `shared`, which we hold: the channel cannot close.
+            _ => std::future::pending().await,
+        }
     }
 
     /// Closes every current connection with FIN on both sides (the client reads end of
@@ -161,28 +217,74 @@ impl Drop for FaultProxy {
     }
 }
 
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+async fn accept_loop(listener: TcpListener, address: SocketAddr, shared: Arc<Shared>) {
     let mut connections = JoinSet::new();
+    let mut listener = Some(listener);
+    let mut handshake = shared.handshake.subscribe();
     loop {
+        let refusing = matches!(*handshake.borrow_and_update(), Handshake::Passed(_));
+        if refusing && listener.is_some() {
+            // Stop listening: connects are refused by the kernel from now on.
+            listener = None;
+            tracing::debug!(%address, "fault proxy: refusing connections (not listening)");
+        } else if !refusing && listener.is_none() {
+            listener = rebind(address).await;
+        }
         tokio::select! {
-            accepted = listener.accept() => match accepted {
+            accepted = accept(listener.as_ref()) => match accepted {
                 Ok((client, _)) => {
                     if shared.refuse.load(Ordering::SeqCst) {
                         reset(client);
                         continue;
                     }
+                    let mut carries_handshake = false;
+                    shared.handshake.send_if_modified(|h| match h {
+                        Handshake::Armed => {
+                            *h = Handshake::Taken;
+                            carries_handshake = true;
+                            true
+                        }
+                        _ => false,
+                    });
                     // Subscribe now: a close issued from here on applies to this connection.
                     let close = shared.close.subscribe();
-                    connections.spawn(proxy_connection(client, shared.clone(), close));
+                    connections.spawn(proxy_connection(client, shared.clone(), close, carries_handshake));
                 }
                 Err(err) => {
                     tracing::debug!(error = %err, "fault proxy accept failed");
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
             },
+            _ = handshake.changed() => {}
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
         }
     }
+}
+
+/// Accepts on `listener`; pending forever without one.
+async fn accept(listener: Option<&TcpListener>) -> std::io::Result<(TcpStream, SocketAddr)> {
+    match listener {
+        Some(listener) => listener.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Listens on `address` again after a refusal, retrying for a while if the port is busy.
+async fn rebind(address: SocketAddr) -> Option<TcpListener> {
+    for _ in 0..100 {
+        match TcpListener::bind(address).await {
+            Ok(listener) => {
+                tracing::debug!(%address, "fault proxy: listening again");
+                return Some(listener);
+            }
+            Err(err) => {
+                tracing::debug!(%address, error = %err, "fault proxy: cannot listen again yet");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    tracing::warn!(%address, "fault proxy: could not listen on its address again");
+    None
 }
 
 /// Decrements the connection count when a connection task ends, however it ends.
@@ -194,7 +296,12 @@ impl Drop for CountGuard {
     }
 }
 
-async fn proxy_connection(mut client: TcpStream, shared: Arc<Shared>, mut close: broadcast::Receiver<Close>) {
+async fn proxy_connection(
+    mut client: TcpStream,
+    shared: Arc<Shared>,
+    mut close: broadcast::Receiver<Close>,
+    carries_handshake: bool,
+) {
     let mut upstream = tokio::select! {
         connected = TcpStream::connect(shared.target.as_str()) => match connected {
             Ok(upstream) => upstream,
@@ -216,6 +323,10 @@ async fn proxy_connection(mut client: TcpStream, shared: Arc<Shared>, mut close:
     let mode = shared.mode.subscribe();
     let mut from_client = vec![0u8; BUFFER_SIZE];
     let mut from_upstream = vec![0u8; BUFFER_SIZE];
+    if carries_handshake {
+        pass_handshake_then_reset(client, upstream, &shared, &mut close).await;
+        return;
+    }
     let how = loop {
         tokio::select! {
             read = client.read(&mut from_client) => {
@@ -245,6 +356,58 @@ async fn proxy_connection(mut client: TcpStream, shared: Arc<Shared>, mut close:
     }
 }
 
+/// [`ProxyMode::HandshakeThenRefuse`]'s connection: forwards the client's bytes until the
+/// server's first answer, passes that answer on, then resets both sides and marks the
+/// handshake passed (the accept loop then stops listening). A close command or the mode
+/// changing first just ends the connection.
+async fn pass_handshake_then_reset(
+    mut client: TcpStream,
+    mut upstream: TcpStream,
+    shared: &Shared,
+    close: &mut broadcast::Receiver<Close>,
+) {
+    let mut handshake = shared.handshake.subscribe();
+    let mut from_client = vec![0u8; BUFFER_SIZE];
+    let mut from_upstream = vec![0u8; BUFFER_SIZE];
+    loop {
+        tokio::select! {
+            read = client.read(&mut from_client) => match read {
+                Ok(n) if n > 0 => {
+                    if upstream.write_all(&from_client[..n]).await.is_err() {
+                        break;
+                    }
+                }
+                _ => break,
+            },
+            read = upstream.read(&mut from_upstream) => {
+                if let Ok(n @ 1..) = read {
+                    if client.write_all(&from_upstream[..n]).await.is_ok() {
+                        let _ = client.flush().await;
+                        // Mark it passed only if the mode is still the one that armed us.
+                        shared.handshake.send_if_modified(|h| match h {
+                            Handshake::Taken => {
+                                *h = Handshake::Passed(Instant::now());
+                                true
+                            }
+                            _ => false,
+                        });
+                        tracing::debug!(bytes = n, "fault proxy: passed the handshake answer");
+                        // Reset once the client has read it: its next bytes (a ZooKeeper
+                        // client pings right after the handshake) are the proof, and are
+                        // dropped. A reset while the answer is still unread could discard it.
+                        let _ = tokio::time::timeout(HANDSHAKE_READ, client.read(&mut from_client)).await;
+                    }
+                }
+                break;
+            }
+            _ = close.recv() => break,
+            () = async { drop(handshake.wait_for(|h| *h != Handshake::Taken).await) } => break,
+        }
+    }
+    reset(client);
+    reset(upstream);
+}
+
 /// Handles one read result: forwards the bytes (or discards them when black-holing).
 /// Returns how to close the connection when it is over.
 async fn forward(
@@ -261,7 +424,7 @@ async fn forward(
         Err(err) if err.kind() == ErrorKind::ConnectionReset => return Some(Close::Reset),
         Err(_) => return Some(Close::Reset),
     };
-    if *mode.borrow() == ProxyMode::BlackHole {
+    if matches!(*mode.borrow(), ProxyMode::BlackHole | ProxyMode::HandshakeThenRefuse) {
         return None;
     }
     tokio::select! {

@@ -1,12 +1,12 @@
 //! A standalone ZooKeeper server.
 
+use crate::sync::Mutex;
 use std::path::Path;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use super::install::Installation;
 use super::options::LaunchOptions;
-use super::process::{self, lock_slot, LaunchSpec, ProcessSlot};
+use super::process::{self, LaunchSpec, ProcessSlot};
 use super::TestingError;
 
 /// The class that runs a standalone server.
@@ -82,7 +82,7 @@ impl TestingServer {
 
     /// The JVM's process id, or `None` when it is not running.
     pub fn pid(&self) -> Option<u32> {
-        let mut slot = lock_slot(&self.process);
+        let mut slot = self.process.lock();
         slot.as_mut().and_then(|process| process.is_running().then(|| process.pid()))
     }
 
@@ -102,7 +102,7 @@ impl TestingServer {
     /// Cancelling after the signal was sent leaves the server shutting down; it is not
     /// restarted, and the next call finishes the job.
     pub async fn stop(&mut self) -> Result<(), TestingError> {
-        if let Some(process) = self.process.get_mut().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        if let Some(process) = self.process.get_mut().as_mut() {
             process.terminate(Duration::from_secs(10)).await?;
         }
         tracing::debug!(port = self.port, "testing server stopped");
@@ -118,7 +118,7 @@ impl TestingServer {
     /// # Cancel safety
     /// The signal is sent before the first await; cancelling only skips waiting for the exit.
     pub async fn kill(&mut self) -> Result<(), TestingError> {
-        if let Some(process) = self.process.get_mut().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        if let Some(process) = self.process.get_mut().as_mut() {
             process.kill_and_wait().await?;
         }
         tracing::debug!(port = self.port, "testing server killed");
@@ -138,7 +138,7 @@ impl TestingServer {
     /// as usual, and [`is_running`](Self::is_running) tells whether it came up.
     pub async fn restart(&mut self) -> Result<(), TestingError> {
         self.stop().await?;
-        let slot = self.process.get_mut().unwrap_or_else(|p| p.into_inner());
+        let slot = self.process.get_mut();
         *slot = None;
         *slot = Some(self.spec.spawn()?);
         let address = process::loopback(self.port);
@@ -170,7 +170,7 @@ impl TestingServer {
     }
 
     fn signal(&self, signal: &'static str) -> Result<(), TestingError> {
-        match lock_slot(&self.process).as_mut() {
+        match self.process.lock().as_mut() {
             Some(process) => process.signal(signal),
             None => Err(TestingError::NotRunning { name: self.spec.name.clone() }),
         }
@@ -310,7 +310,7 @@ impl TestingServerBuilder {
             process::write_config(&server.spec.config_file, &config)?;
             // A fresh log per attempt, so an old BindException is not mistaken for a new one.
             std::fs::write(&server.spec.log_file, b"").map_err(|e| TestingError::io("creating the server log", e))?;
-            let slot = server.process.get_mut().unwrap_or_else(|p| p.into_inner());
+            let slot = server.process.get_mut();
             *slot = Some(server.spec.spawn()?);
             let address = process::loopback(server.port);
             let serving = process::mode_in(&["standalone"]);
