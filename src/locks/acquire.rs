@@ -153,10 +153,41 @@ pub(crate) async fn try_acquire<L: Acquire>(lock: &L) -> Result<Option<L::Guard>
     lock.acquire_with::<Try>().await
 }
 
-/// Waits at most `timeout` for `lock`.
+/// Waits at most `timeout` for `lock`. A refused upgrade (a read holder asking for the write
+/// lock) is `None` at once, as Curator's timed acquire returns false there.
 pub(crate) async fn acquire_timeout<L: Acquire>(lock: &L, timeout: Duration) -> Result<Option<L::Guard>> {
-    within(timeout, acquire(lock)).await
+    match within(timeout, acquire(lock)).await {
+        Err(Error::UpgradeRefused { .. }) => Ok(None),
+        other => other,
+    }
 }
+
+/// The three acquire forms of a lock handle, from its [`Acquire`] implementation; each gets the
+/// doc comment written above its name.
+macro_rules! acquire_forms {
+    (
+        $guard:ty;
+        $(#[$acquire:meta])* acquire;
+        $(#[$try_acquire:meta])* try_acquire;
+        $(#[$acquire_timeout:meta])* acquire_timeout;
+    ) => {
+        $(#[$acquire])*
+        pub async fn acquire(&self) -> $crate::Result<$guard> {
+            $crate::locks::acquire::acquire(self).await
+        }
+
+        $(#[$try_acquire])*
+        pub async fn try_acquire(&self) -> $crate::Result<Option<$guard>> {
+            $crate::locks::acquire::try_acquire(self).await
+        }
+
+        $(#[$acquire_timeout])*
+        pub async fn acquire_timeout(&self, timeout: std::time::Duration) -> $crate::Result<Option<$guard>> {
+            $crate::locks::acquire::acquire_timeout(self, timeout).await
+        }
+    };
+}
+pub(crate) use acquire_forms;
 
 /// Runs a cancel-safe acquire for at most `timeout` (all of it: connection waits and retries
 /// included); `None` when the time ran out.

@@ -2,11 +2,10 @@
 //! lock handles through the small object-safe [`Lockable`] trait.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::future::FutureExt;
 
-use super::acquire::{self, Acquire, Hold, LockHold, Lockable, Mode};
+use super::acquire::{acquire_forms, Acquire, Hold, LockHold, Lockable, Mode};
 use super::mutex::InterProcessMutex;
 use crate::error::{Error, Result};
 use crate::framework::Framework;
@@ -79,41 +78,36 @@ impl MultiLock {
         self.locks.is_empty()
     }
 
-    /// Waits until every lock is held.
-    ///
-    /// # Errors
-    /// The first error a lock reported; the locks taken before it were released (in reverse
-    /// order) before returning.
-    ///
-    /// # Cancel safety
-    /// Cancel-safe (given cancel-safe [`Lockable`]s): the locks taken so far are released in
-    /// reverse order in the background.
-    pub async fn acquire(&self) -> Result<MultiLockGuard> {
-        acquire::acquire(self).await
-    }
-
-    /// Takes every lock if each is free right now; never waits. `None` (holding nothing) as
-    /// soon as one is not free.
-    ///
-    /// # Errors
-    /// As [`acquire`](Self::acquire).
-    ///
-    /// # Cancel safety
-    /// Cancel-safe, as [`acquire`](Self::acquire).
-    pub async fn try_acquire(&self) -> Result<Option<MultiLockGuard>> {
-        acquire::try_acquire(self).await
-    }
-
-    /// Waits at most `timeout` in total for all the locks; `None` when the time ran out (the
-    /// locks taken meanwhile are released in the background, in reverse order).
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for a zero timeout; otherwise as [`acquire`](Self::acquire).
-    ///
-    /// # Cancel safety
-    /// Cancel-safe, as [`acquire`](Self::acquire).
-    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<MultiLockGuard>> {
-        acquire::acquire_timeout(self, timeout).await
+    acquire_forms! {
+        MultiLockGuard;
+        /// Waits until every lock is held.
+        ///
+        /// # Errors
+        /// The first error a lock reported; the locks taken before it were released (in reverse
+        /// order) before returning.
+        ///
+        /// # Cancel safety
+        /// Cancel-safe (given cancel-safe [`Lockable`]s): the locks taken so far are released in
+        /// reverse order in the background.
+        acquire;
+        /// Takes every lock if each is free right now; never waits. `None` (holding nothing) as
+        /// soon as one is not free.
+        ///
+        /// # Errors
+        /// As [`acquire`](Self::acquire).
+        ///
+        /// # Cancel safety
+        /// Cancel-safe, as [`acquire`](Self::acquire).
+        try_acquire;
+        /// Waits at most `timeout` in total for all the locks; `None` when the time ran out (the
+        /// locks taken meanwhile are released in the background, in reverse order).
+        ///
+        /// # Errors
+        /// [`Error::InvalidArgument`] for a zero timeout; otherwise as [`acquire`](Self::acquire).
+        ///
+        /// # Cancel safety
+        /// Cancel-safe, as [`acquire`](Self::acquire).
+        acquire_timeout;
     }
 
     /// True when this process holds every lock of the set (Curator's semantics).

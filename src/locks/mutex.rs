@@ -1,13 +1,13 @@
 //! `InterProcessMutex`: Curator's reentrant distributed mutex, on the same wire protocol.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use super::acquire::{self, hold_one_node, Acquire, Mode};
+use super::acquire::{acquire_forms, hold_one_node, Acquire, Mode};
 use super::driver::StandardDriver;
 use super::fast_path::FastPathStats;
+use super::held::node_accessors;
 use super::internals::LockInternals;
-use super::reentrant::{Holds, Owner, Ticket};
+use super::reentrant::{ticket_guard, Holds, Owner, Ticket};
 use super::revocation::{Revocable, RevocableLock, Signal};
 use crate::error::Result;
 use crate::framework::Framework;
@@ -79,43 +79,38 @@ impl InterProcessMutex {
         self.shared.internals.path()
     }
 
-    /// Waits until the lock is held.
-    ///
-    /// # Errors
-    /// [`Error::Closed`](crate::Error::Closed)/[`Error::NotStarted`](crate::Error::NotStarted); a ZooKeeper error that the retry policy gave up
-    /// on (for example a long outage); [`Error::RetriesExhausted`](crate::Error::RetriesExhausted) when its node kept
-    /// vanishing; `NoAuth` when the ACL forbids creating the node; [`Error::LockLost`](crate::Error::LockLost) when the
-    /// caller already holds this lock through a hold that is over (no nested guard for a lost
-    /// lock: end the old guards first).
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: a cancelled acquire never leaves a lock node behind (the cleanup is done in
-    /// the background by the framework's reaper), and it loses its place in the queue.
-    pub async fn acquire(&self) -> Result<MutexGuard> {
-        acquire::acquire(self).await
-    }
-
-    /// Takes the lock if no one else holds it or waits for it; never waits (one round trip).
-    ///
-    /// # Errors
-    /// As [`acquire`](Self::acquire).
-    ///
-    /// # Cancel safety
-    /// Cancel-safe, as [`acquire`](Self::acquire).
-    pub async fn try_acquire(&self) -> Result<Option<MutexGuard>> {
-        acquire::try_acquire(self).await
-    }
-
-    /// Waits at most `timeout` for the lock; `None` when the time ran out (its node is
-    /// deleted). The time covers everything, connection waits and retries included.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero timeout; otherwise as [`acquire`](Self::acquire).
-    ///
-    /// # Cancel safety
-    /// Cancel-safe, as [`acquire`](Self::acquire).
-    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<MutexGuard>> {
-        acquire::acquire_timeout(self, timeout).await
+    acquire_forms! {
+        MutexGuard;
+        /// Waits until the lock is held.
+        ///
+        /// # Errors
+        /// [`Error::Closed`](crate::Error::Closed)/[`Error::NotStarted`](crate::Error::NotStarted); a ZooKeeper error that the retry policy gave up
+        /// on (for example a long outage); [`Error::RetriesExhausted`](crate::Error::RetriesExhausted) when its node kept
+        /// vanishing; `NoAuth` when the ACL forbids creating the node; [`Error::LockLost`](crate::Error::LockLost) when the
+        /// caller already holds this lock through a hold that is over (no nested guard for a lost
+        /// lock: end the old guards first).
+        ///
+        /// # Cancel safety
+        /// Cancel-safe: a cancelled acquire never leaves a lock node behind (the cleanup is done in
+        /// the background by the framework's reaper), and it loses its place in the queue.
+        acquire;
+        /// Takes the lock if no one else holds it or waits for it; never waits (one round trip).
+        ///
+        /// # Errors
+        /// As [`acquire`](Self::acquire).
+        ///
+        /// # Cancel safety
+        /// Cancel-safe, as [`acquire`](Self::acquire).
+        try_acquire;
+        /// Waits at most `timeout` for the lock; `None` when the time ran out (its node is
+        /// deleted). The time covers everything, connection waits and retries included.
+        ///
+        /// # Errors
+        /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero timeout; otherwise as [`acquire`](Self::acquire).
+        ///
+        /// # Cancel safety
+        /// Cancel-safe, as [`acquire`](Self::acquire).
+        acquire_timeout;
     }
 
     /// A handle whose acquires are revocable (Curator's `makeRevocable`): their nodes carry no
@@ -203,81 +198,10 @@ impl RevocableLock for InterProcessMutex {
     }
 }
 
-/// Proof that this process holds an [`InterProcessMutex`]. Releasing it (or dropping it) ends
-/// this hold; the node is deleted when the owner's last nested guard ends.
-#[must_use = "dropping the guard releases the lock"]
-#[clippy::has_significant_drop]
-#[derive(Debug)]
-pub struct MutexGuard {
-    shared: Arc<Shared>,
-    ticket: Ticket,
-}
-
-impl MutexGuard {
-    /// The lock node's path (namespace stripped), e.g. `/locks/a/_c_<uuid>-lock-0000000003`.
-    pub fn lock_path(&self) -> &str {
-        self.ticket.watch().user_path()
-    }
-
-    /// The lock node's creation zxid: strictly increasing across successive holders of this
-    /// lock, across sessions too. Pass it to systems that reject stale writers.
-    pub fn fencing_token(&self) -> i64 {
-        self.ticket.watch().fencing_token()
-    }
-
-    /// Whether the lock can still be trusted: same session, not `Suspended`/`Lost` as the
-    /// framework's error policy counts them, and the node not known to be deleted. A cheap
-    /// local check, no I/O.
-    pub fn is_held(&self) -> bool {
-        self.ticket.watch().is_held()
-    }
-
-    /// Completes when the lock can no longer be trusted: the connection is `Suspended` or
-    /// `Lost` (per the error policy), a new session replaced ours, or our node was deleted
-    /// (from then on [`is_held`](Self::is_held) is false too). Use it in `tokio::select!`
-    /// next to the critical section.
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: it only observes; each call sets a fresh data watch on the lock node.
-    pub async fn lost(&self) {
-        self.ticket.watch().lost().await
-    }
-
-    /// Completes with `true` at each revocation request to the lock node (another process wrote
-    /// `__REVOKE__` into it: [`Revoker::attempt_revoke`](crate::Revoker::attempt_revoke), or
-    /// Curator's `Revoker.attemptRevoke`), once per request and guard, requests made while the
-    /// acquire waited included. Completes with `false` when no request can come: the node is
-    /// gone or its session ended, or the hold was not acquired through
-    /// [`InterProcessMutex::revocable`] (then at once). Revocation is cooperative: release
-    /// when convenient.
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: a request is counted as reported only when this returns `true`.
-    pub async fn revocation_requested(&self) -> bool {
-        self.ticket.revocation_requested().await
-    }
-
-    /// Ends this hold. When it was the owner's last, the node is deleted now and the outcome
-    /// reported; a failure that outlasts the retry policy is returned (a retryable one is left
-    /// to the framework's reaper, which keeps trying while the session lasts).
-    ///
-    /// # Errors
-    /// The ZooKeeper error that stopped the delete.
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: a cancelled release finishes in the background.
-    pub async fn release(self) -> Result<()> {
-        let Some(node) = self.shared.holds.end(&self.ticket) else { return Ok(()) };
-        let span = tracing::debug_span!("zk_recipes.lock.release", node = %self.lock_path());
-        tracing::Instrument::instrument(node.release(), span).await
-    }
-}
-
-impl Drop for MutexGuard {
-    fn drop(&mut self) {
-        // Ends the guard unless `release` did; dropping the node sends its delete at once.
-        drop(self.shared.holds.end(&self.ticket));
-    }
-}
-
-hold_one_node!(MutexGuard);
+ticket_guard!(
+    /// Proof that this process holds an [`InterProcessMutex`]. Releasing it (or dropping it)
+    /// ends this hold; the node is deleted when the owner's last nested guard ends.
+    MutexGuard,
+    holds,
+    "lock-"
+);

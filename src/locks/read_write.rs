@@ -2,17 +2,16 @@
 //! protocol (with Curator 5.5+'s downgrade node).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use zookeeper_client::Stat;
 
-use super::acquire::{self, hold_one_node, Acquire, Mode};
+use super::acquire::{acquire_forms, hold_one_node, Acquire, Mode};
 use super::driver::{read_write_sort_key, ReadDriver, WriteDriver, READ_LOCK_NAME, WRITE_LOCK_NAME};
-use super::held::{HeldNode, NodeWatch};
+use super::held::{node_accessors, HeldNode, NodeWatch};
 use super::internals::{held_node, LockInternals};
 use super::node::{retry_request, Failure};
-use super::reentrant::{Holds, Owner, Ticket};
-use super::revocation::{none_if_upgrade, NodeRevocation, Revocable, RevocableLock, Signal};
+use super::reentrant::{ticket_guard, Holds, Owner, Ticket};
+use super::revocation::{NodeRevocation, Revocable, RevocableLock, Signal};
 use crate::error::{Error, Result};
 use crate::framework::Framework;
 use crate::path;
@@ -224,41 +223,36 @@ impl ReadLock {
         self.shared.read.path()
     }
 
-    /// Waits until the read lock is held: no writer holds it or is queued ahead. Granted at
-    /// once to the task that holds the write lock (a downgrade).
-    ///
-    /// # Errors
-    /// As [`InterProcessMutex::acquire`](crate::InterProcessMutex::acquire); for a downgrade,
-    /// [`Error::LockLost`] when the write node is gone or belongs to an ended session.
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: a cancelled acquire never leaves a lock node behind (the cleanup is done in
-    /// the background by the framework's reaper), and it loses its place in the queue.
-    pub async fn acquire(&self) -> Result<ReadLockGuard> {
-        acquire::acquire(self).await
-    }
-
-    /// Takes the read lock if no writer holds it or waits for it; never waits (one round trip).
-    ///
-    /// # Errors
-    /// As [`acquire`](Self::acquire).
-    ///
-    /// # Cancel safety
-    /// Cancel-safe, as [`acquire`](Self::acquire).
-    pub async fn try_acquire(&self) -> Result<Option<ReadLockGuard>> {
-        acquire::try_acquire(self).await
-    }
-
-    /// Waits at most `timeout` for the read lock; `None` when the time ran out (its node is
-    /// deleted). The time covers everything, connection waits and retries included.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for a zero timeout; otherwise as [`acquire`](Self::acquire).
-    ///
-    /// # Cancel safety
-    /// Cancel-safe, as [`acquire`](Self::acquire).
-    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<ReadLockGuard>> {
-        acquire::acquire_timeout(self, timeout).await
+    acquire_forms! {
+        ReadLockGuard;
+        /// Waits until the read lock is held: no writer holds it or is queued ahead. Granted at
+        /// once to the task that holds the write lock (a downgrade).
+        ///
+        /// # Errors
+        /// As [`InterProcessMutex::acquire`](crate::InterProcessMutex::acquire); for a downgrade,
+        /// [`Error::LockLost`] when the write node is gone or belongs to an ended session.
+        ///
+        /// # Cancel safety
+        /// Cancel-safe: a cancelled acquire never leaves a lock node behind (the cleanup is done in
+        /// the background by the framework's reaper), and it loses its place in the queue.
+        acquire;
+        /// Takes the read lock if no writer holds it or waits for it; never waits (one round trip).
+        ///
+        /// # Errors
+        /// As [`acquire`](Self::acquire).
+        ///
+        /// # Cancel safety
+        /// Cancel-safe, as [`acquire`](Self::acquire).
+        try_acquire;
+        /// Waits at most `timeout` for the read lock; `None` when the time ran out (its node is
+        /// deleted). The time covers everything, connection waits and retries included.
+        ///
+        /// # Errors
+        /// [`Error::InvalidArgument`] for a zero timeout; otherwise as [`acquire`](Self::acquire).
+        ///
+        /// # Cancel safety
+        /// Cancel-safe, as [`acquire`](Self::acquire).
+        acquire_timeout;
     }
 
     /// A handle whose acquires of the read lock are revocable; see [`Revocable`].
@@ -344,44 +338,39 @@ impl WriteLock {
         self.shared.write.path()
     }
 
-    /// Waits until the write lock is held: its node is first in the queue.
-    ///
-    /// # Errors
-    /// [`Error::UpgradeRefused`] at once, with nothing sent, when the task holds the read lock
-    /// of this lock; otherwise as
-    /// [`InterProcessMutex::acquire`](crate::InterProcessMutex::acquire).
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: a cancelled acquire never leaves a lock node behind (the cleanup is done in
-    /// the background by the framework's reaper), and it loses its place in the queue.
-    pub async fn acquire(&self) -> Result<WriteLockGuard> {
-        acquire::acquire(self).await
-    }
-
-    /// Takes the write lock if no one holds either half or waits for it; never waits (one
-    /// round trip). `None` at once, with nothing sent, when the task holds the read lock.
-    ///
-    /// # Errors
-    /// As [`acquire`](Self::acquire), except for the upgrade.
-    ///
-    /// # Cancel safety
-    /// Cancel-safe, as [`acquire`](Self::acquire).
-    pub async fn try_acquire(&self) -> Result<Option<WriteLockGuard>> {
-        acquire::try_acquire(self).await
-    }
-
-    /// Waits at most `timeout` for the write lock; `None` when the time ran out (its node is
-    /// deleted), and `None` at once, with nothing sent, when the task holds the read lock (an
-    /// upgrade, which could only time out; Curator's timed form returns false after waiting).
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for a zero timeout; otherwise as [`acquire`](Self::acquire),
-    /// except for the upgrade.
-    ///
-    /// # Cancel safety
-    /// Cancel-safe, as [`acquire`](Self::acquire).
-    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<WriteLockGuard>> {
-        none_if_upgrade(acquire::acquire_timeout(self, timeout).await)
+    acquire_forms! {
+        WriteLockGuard;
+        /// Waits until the write lock is held: its node is first in the queue.
+        ///
+        /// # Errors
+        /// [`Error::UpgradeRefused`] at once, with nothing sent, when the task holds the read lock
+        /// of this lock; otherwise as
+        /// [`InterProcessMutex::acquire`](crate::InterProcessMutex::acquire).
+        ///
+        /// # Cancel safety
+        /// Cancel-safe: a cancelled acquire never leaves a lock node behind (the cleanup is done in
+        /// the background by the framework's reaper), and it loses its place in the queue.
+        acquire;
+        /// Takes the write lock if no one holds either half or waits for it; never waits (one
+        /// round trip). `None` at once, with nothing sent, when the task holds the read lock.
+        ///
+        /// # Errors
+        /// As [`acquire`](Self::acquire), except for the upgrade.
+        ///
+        /// # Cancel safety
+        /// Cancel-safe, as [`acquire`](Self::acquire).
+        try_acquire;
+        /// Waits at most `timeout` for the write lock; `None` when the time ran out (its node is
+        /// deleted), and `None` at once, with nothing sent, when the task holds the read lock (an
+        /// upgrade, which could only time out; Curator's timed form returns false after waiting).
+        ///
+        /// # Errors
+        /// [`Error::InvalidArgument`] for a zero timeout; otherwise as [`acquire`](Self::acquire),
+        /// except for the upgrade.
+        ///
+        /// # Cancel safety
+        /// Cancel-safe, as [`acquire`](Self::acquire).
+        acquire_timeout;
     }
 
     /// A handle whose acquires of the write lock are revocable; see [`Revocable`].
@@ -456,93 +445,7 @@ impl RevocableLock for WriteLock {
     }
 }
 
-/// A guard of one half: the inherent methods every lock guard has, ending the hold in
-/// `$holds` of the lock's shared state.
-macro_rules! half_guard {
-    ($(#[$meta:meta])* $guard:ident, $holds:ident, $marker:literal) => {
-        $(#[$meta])*
-        #[must_use = "dropping the guard releases the lock"]
-        #[clippy::has_significant_drop]
-        #[derive(Debug)]
-        pub struct $guard {
-            shared: Arc<Shared>,
-            ticket: Ticket,
-        }
-
-        impl $guard {
-            #[doc = concat!(
-                "The lock node's path (namespace stripped), e.g. `/locks/a/_c_<uuid>-",
-                $marker,
-                "0000000003`."
-            )]
-            pub fn lock_path(&self) -> &str {
-                self.ticket.watch().user_path()
-            }
-
-            /// The lock node's creation zxid: strictly increasing across successive nodes of
-            /// this lock, across sessions too. Pass it to systems that reject stale writers.
-            pub fn fencing_token(&self) -> i64 {
-                self.ticket.watch().fencing_token()
-            }
-
-            /// Whether the lock can still be trusted: same session, not `Suspended`/`Lost` as
-            /// the framework's error policy counts them, and the node not known to be deleted.
-            /// A cheap local check, no I/O.
-            pub fn is_held(&self) -> bool {
-                self.ticket.watch().is_held()
-            }
-
-            /// Completes when the lock can no longer be trusted: the connection is `Suspended`
-            /// or `Lost` (per the error policy), a new session replaced ours, or our node was
-            /// deleted (from then on [`is_held`](Self::is_held) is false too).
-            ///
-            /// # Cancel safety
-            /// Cancel-safe: it only observes.
-            pub async fn lost(&self) {
-                self.ticket.watch().lost().await
-            }
-
-            /// Completes with `true` at each revocation request to the lock node (another
-            /// process wrote `__REVOKE__` into it), once per request and guard, requests made
-            /// while the acquire waited included; with `false` when no request can come (the
-            /// node is gone or its session ended, or the hold was not acquired revocably: then
-            /// at once). See [`Revocable`].
-            ///
-            /// # Cancel safety
-            /// Cancel-safe: a request is counted as reported only when this returns `true`.
-            pub async fn revocation_requested(&self) -> bool {
-                self.ticket.revocation_requested().await
-            }
-
-            /// Ends this hold. When it was the owner's last, the node is deleted now and the
-            /// outcome reported; a failure that outlasts the retry policy is returned (a
-            /// retryable one is left to the framework's reaper, which keeps trying while the
-            /// session lasts). A node already gone (its session ended) counts as released.
-            ///
-            /// # Errors
-            /// The ZooKeeper error that stopped the delete.
-            ///
-            /// # Cancel safety
-            /// Cancel-safe: a cancelled release finishes in the background.
-            pub async fn release(self) -> Result<()> {
-                let Some(node) = self.shared.$holds.end(&self.ticket) else { return Ok(()) };
-                let span = tracing::debug_span!("zk_recipes.lock.release", node = %self.lock_path());
-                tracing::Instrument::instrument(node.release(), span).await
-            }
-        }
-
-        impl Drop for $guard {
-            fn drop(&mut self) {
-                // Ends the guard unless `release` did; dropping the node sends its delete at once.
-                drop(self.shared.$holds.end(&self.ticket));
-            }
-        }
-
-        hold_one_node!($guard);
-    };
-}
-
-half_guard!(
+ticket_guard!(
     /// Proof that this process holds the read lock of an [`InterProcessReadWriteLock`].
     /// Releasing it (or dropping it) ends this hold; the node is deleted when the owner's last
     /// nested read guard ends.
@@ -551,7 +454,7 @@ half_guard!(
     "__READ__"
 );
 
-half_guard!(
+ticket_guard!(
     /// Proof that this process holds the write lock of an [`InterProcessReadWriteLock`].
     /// Releasing it (or dropping it) ends this hold; the node is deleted when the owner's last
     /// nested write guard ends. A read lock taken meanwhile by the same task (a downgrade) stays.

@@ -130,3 +130,84 @@ impl Holds {
         self.holds.lock().get(&owner).map(|hold| hold.node.watch().clone())
     }
 }
+
+/// A reentrant lock's guard (the mutex's, a read-write half's): a ticket of a hold in the field
+/// `$holds` of the lock's shared state (the invoking module's `Shared`), with the inherent
+/// methods every lock guard has, `Drop`, and `Hold`.
+macro_rules! ticket_guard {
+    ($(#[$meta:meta])* $guard:ident, $holds:ident, $marker:literal) => {
+        $(#[$meta])*
+        #[must_use = "dropping the guard releases the lock"]
+        #[clippy::has_significant_drop]
+        #[derive(Debug)]
+        pub struct $guard {
+            shared: Arc<Shared>,
+            ticket: Ticket,
+        }
+
+        impl $guard {
+            node_accessors! {
+                via ticket;
+                #[doc = concat!(
+                    "The lock node's path (namespace stripped), e.g. `/locks/a/_c_<uuid>-",
+                    $marker,
+                    "0000000003`."
+                )]
+                lock_path;
+                /// The lock node's creation zxid: strictly increasing across successive nodes of
+                /// this lock, across sessions too. Pass it to systems that reject stale writers.
+                fencing_token;
+                /// Whether the lock can still be trusted: same session, not `Suspended`/`Lost` as
+                /// the framework's error policy counts them, and the node not known to be deleted.
+                /// A cheap local check, no I/O.
+                is_held;
+                /// Completes when the lock can no longer be trusted: the connection is `Suspended`
+                /// or `Lost` (per the error policy), a new session replaced ours, or our node was
+                /// deleted (from then on [`is_held`](Self::is_held) is false too).
+                ///
+                /// # Cancel safety
+                /// Cancel-safe: it only observes.
+                lost;
+            }
+
+            /// Completes with `true` at each revocation request to the lock node (another
+            /// process wrote `__REVOKE__` into it), once per request and guard, requests made
+            /// while the acquire waited included; with `false` when no request can come (the
+            /// node is gone or its session ended, or the hold was not acquired revocably: then
+            /// at once). See [`Revocable`](crate::Revocable).
+            ///
+            /// # Cancel safety
+            /// Cancel-safe: a request is counted as reported only when this returns `true`.
+            pub async fn revocation_requested(&self) -> bool {
+                self.ticket.revocation_requested().await
+            }
+
+            /// Ends this hold. When it was the owner's last, the node is deleted now and the
+            /// outcome reported; a failure that outlasts the retry policy is returned (a
+            /// retryable one is left to the framework's reaper, which keeps trying while the
+            /// session lasts). A node already gone (its session ended) counts as released.
+            ///
+            /// # Errors
+            /// The ZooKeeper error that stopped the delete.
+            ///
+            /// # Cancel safety
+            /// Cancel-safe: a cancelled release finishes in the background.
+            pub async fn release(self) -> Result<()> {
+                let Some(node) = self.shared.$holds.end(&self.ticket) else { return Ok(()) };
+                let span = tracing::debug_span!("zk_recipes.lock.release", node = %self.lock_path());
+                tracing::Instrument::instrument(node.release(), span).await
+            }
+        }
+
+        impl Drop for $guard {
+            fn drop(&mut self) {
+                // Ends the guard unless `release` did; dropping the node sends its delete at once.
+                drop(self.shared.$holds.end(&self.ticket));
+            }
+        }
+
+        hold_one_node!($guard);
+    };
+}
+
+pub(crate) use ticket_guard;

@@ -15,12 +15,11 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::watch;
 use zookeeper_client::EventType;
 
-use super::acquire::{self, Acquire, Mode};
+use super::acquire::{acquire_forms, Acquire, Mode};
 use super::driver::{READ_LOCK_NAME, WRITE_LOCK_NAME};
 use crate::error::{is_zk_retryable, is_zk_session_lost, Error, Result, ZkError};
 use crate::framework::{ConnectionState, Framework};
@@ -251,39 +250,34 @@ impl<L: RevocableLock> Revocable<L> {
         &self.lock
     }
 
-    /// Waits until the lock is held, revocably.
-    ///
-    /// # Errors
-    /// As the lock's own `acquire`.
-    ///
-    /// # Cancel safety
-    /// Cancel-safe, as the lock's own `acquire`: a cancelled acquire leaves no node behind.
-    pub async fn acquire(&self) -> Result<L::Guard> {
-        acquire::acquire(self).await
-    }
-
-    /// Takes the lock revocably if it is free now; never waits.
-    ///
-    /// # Errors
-    /// As the lock's own `try_acquire`.
-    ///
-    /// # Cancel safety
-    /// Cancel-safe, as [`acquire`](Self::acquire).
-    pub async fn try_acquire(&self) -> Result<Option<L::Guard>> {
-        acquire::try_acquire(self).await
-    }
-
-    /// Waits at most `timeout` for the lock, revocably; `None` when the time ran out (and, for a
-    /// write lock, at once when the task holds the read lock: see
-    /// [`WriteLock::acquire_timeout`](crate::WriteLock::acquire_timeout)).
-    ///
-    /// # Errors
-    /// As the lock's own `acquire_timeout`.
-    ///
-    /// # Cancel safety
-    /// Cancel-safe, as [`acquire`](Self::acquire).
-    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<L::Guard>> {
-        none_if_upgrade(acquire::acquire_timeout(self, timeout).await)
+    acquire_forms! {
+        L::Guard;
+        /// Waits until the lock is held, revocably.
+        ///
+        /// # Errors
+        /// As the lock's own `acquire`.
+        ///
+        /// # Cancel safety
+        /// Cancel-safe, as the lock's own `acquire`: a cancelled acquire leaves no node behind.
+        acquire;
+        /// Takes the lock revocably if it is free now; never waits.
+        ///
+        /// # Errors
+        /// As the lock's own `try_acquire`.
+        ///
+        /// # Cancel safety
+        /// Cancel-safe, as [`acquire`](Self::acquire).
+        try_acquire;
+        /// Waits at most `timeout` for the lock, revocably; `None` when the time ran out (and, for a
+        /// write lock, at once when the task holds the read lock: see
+        /// [`WriteLock::acquire_timeout`](crate::WriteLock::acquire_timeout)).
+        ///
+        /// # Errors
+        /// As the lock's own `acquire_timeout`.
+        ///
+        /// # Cancel safety
+        /// Cancel-safe, as [`acquire`](Self::acquire).
+        acquire_timeout;
     }
 
     /// Completes at the next revocation request that reaches the node of an acquire through
@@ -307,15 +301,6 @@ impl<L: RevocableLock> Acquire for Revocable<L> {
 
     fn is_acquired_in_this_process(&self) -> bool {
         self.lock.is_acquired_in_this_process()
-    }
-}
-
-/// The timed forms' result for a refused upgrade: `None`, as Curator's timed acquire returns
-/// false there.
-pub(crate) fn none_if_upgrade<G>(result: Result<Option<G>>) -> Result<Option<G>> {
-    match result {
-        Err(Error::UpgradeRefused { .. }) => Ok(None),
-        other => other,
     }
 }
 

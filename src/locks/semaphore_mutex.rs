@@ -1,8 +1,6 @@
 //! `InterProcessSemaphoreMutex`: Curator's non-reentrant mutex, a one-lease semaphore.
 
-use std::time::Duration;
-
-use super::acquire::{self, hold_one_node, Acquire, Mode};
+use super::acquire::{acquire_forms, hold_one_node, Acquire, Mode};
 use super::semaphore::{InterProcessSemaphore, SemaphoreLease};
 use crate::error::Result;
 use crate::framework::Framework;
@@ -51,40 +49,35 @@ impl InterProcessSemaphoreMutex {
         self.semaphore.path()
     }
 
-    /// Waits until the lock is held.
-    ///
-    /// # Errors
-    /// As [`InterProcessSemaphore::acquire`].
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: a cancelled acquire leaves no node behind (the framework's reaper deletes
-    /// it in the background), and it loses its place in the queue.
-    pub async fn acquire(&self) -> Result<SemaphoreMutexGuard> {
-        acquire::acquire(self).await
-    }
-
-    /// Takes the lock if it is free right now; never waits. See
-    /// [`InterProcessSemaphore::try_acquire`] for when it returns `None`.
-    ///
-    /// # Errors
-    /// As [`acquire`](Self::acquire).
-    ///
-    /// # Cancel safety
-    /// Cancel-safe, as [`acquire`](Self::acquire).
-    pub async fn try_acquire(&self) -> Result<Option<SemaphoreMutexGuard>> {
-        acquire::try_acquire(self).await
-    }
-
-    /// Waits at most `timeout` for the lock; `None` when the time ran out (nothing is held).
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero timeout; otherwise
-    /// as [`acquire`](Self::acquire).
-    ///
-    /// # Cancel safety
-    /// Cancel-safe, as [`acquire`](Self::acquire).
-    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<SemaphoreMutexGuard>> {
-        acquire::acquire_timeout(self, timeout).await
+    acquire_forms! {
+        SemaphoreMutexGuard;
+        /// Waits until the lock is held.
+        ///
+        /// # Errors
+        /// As [`InterProcessSemaphore::acquire`].
+        ///
+        /// # Cancel safety
+        /// Cancel-safe: a cancelled acquire leaves no node behind (the framework's reaper deletes
+        /// it in the background), and it loses its place in the queue.
+        acquire;
+        /// Takes the lock if it is free right now; never waits. See
+        /// [`InterProcessSemaphore::try_acquire`] for when it returns `None`.
+        ///
+        /// # Errors
+        /// As [`acquire`](Self::acquire).
+        ///
+        /// # Cancel safety
+        /// Cancel-safe, as [`acquire`](Self::acquire).
+        try_acquire;
+        /// Waits at most `timeout` for the lock; `None` when the time ran out (nothing is held).
+        ///
+        /// # Errors
+        /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero timeout; otherwise
+        /// as [`acquire`](Self::acquire).
+        ///
+        /// # Cancel safety
+        /// Cancel-safe, as [`acquire`](Self::acquire).
+        acquire_timeout;
     }
 
     /// True while a guard acquired through this handle (or a clone) is alive.
