@@ -175,6 +175,20 @@ impl RetryPolicy for RetryForever {
 /// must not turn a retry loop into a busy loop.
 const MIN_SLEEP: Duration = Duration::from_millis(1);
 
+/// The crate's own spacing for work that must never give up (background deletes, an election
+/// task rejoining): `first`, doubling, at most `max`, forever.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Doubling {
+    pub(crate) first: Duration,
+    pub(crate) max: Duration,
+}
+
+impl RetryPolicy for Doubling {
+    fn next_delay(&self, attempt: u32, _elapsed: Duration) -> Option<Duration> {
+        Some(self.first.saturating_mul(1 << attempt.min(16)).min(self.max))
+    }
+}
+
 /// Something whose end makes retrying pointless (a closed framework).
 pub(crate) trait Ends: Send + Sync {
     fn has_ended(&self) -> bool;
@@ -321,6 +335,14 @@ mod tests {
 
         let forever = RetryForever::new(Duration::from_millis(7));
         assert_eq!(forever.next_delay(u32::MAX, Duration::MAX), Some(Duration::from_millis(7)));
+    }
+
+    #[test]
+    fn doubling_starts_at_first_caps_at_max_and_never_gives_up() {
+        let doubling = Doubling { first: Duration::from_millis(50), max: Duration::from_millis(1600) };
+        let delays: Vec<_> = (0..7).map(|a| doubling.next_delay(a, Duration::ZERO).unwrap().as_millis()).collect();
+        assert_eq!(delays, [50, 100, 200, 400, 800, 1600, 1600]);
+        assert_eq!(doubling.next_delay(u32::MAX, Duration::MAX), Some(Duration::from_millis(1600)));
     }
 
     #[test]

@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, Notify};
 use super::Inner;
 use crate::error::{is_zk_retryable, is_zk_session_lost, ZkError};
 use crate::path;
-use crate::retry::{RetryLoop, RetryPolicy};
+use crate::retry::{Doubling, RetryLoop};
 use crate::sync::Mutex;
 
 /// A reply to a request already sent on the session.
@@ -121,16 +121,9 @@ pub(crate) async fn run(weak: Weak<Inner>, mut receiver: Receiver) {
     }
 }
 
-/// How the reaper spaces its tries: 50 ms doubling up to 1.6 s, forever. It never gives up
-/// on a node whose session is current: a node left behind blocks every other contender.
-#[derive(Debug)]
-struct ReaperBackoff;
-
-impl RetryPolicy for ReaperBackoff {
-    fn next_delay(&self, attempt: u32, _elapsed: Duration) -> Option<Duration> {
-        Some(Duration::from_millis(50 << attempt.min(5)))
-    }
-}
+/// How the reaper spaces its tries: 50 ms doubling up to 1.6 s, forever. It never gives up on
+/// a node whose session is current: a node left behind blocks every other contender.
+const REAPER_BACKOFF: Doubling = Doubling { first: Duration::from_millis(50), max: Duration::from_millis(1600) };
 
 /// Sees one delete through. Returns when the node is gone, its session is gone, the framework
 /// is gone, or the server refuses for a reason retrying cannot fix (logged with the path).
@@ -157,7 +150,7 @@ async fn reap(weak: Weak<Inner>, cmd: ReaperCmd) {
             }
         }
     };
-    match RetryLoop::new(&ReaperBackoff).run(attempt, is_zk_retryable).await {
+    match RetryLoop::new(&REAPER_BACKOFF).run(attempt, is_zk_retryable).await {
         Ok(()) => tracing::trace!(?target, epoch, "background delete done"),
         Err(error) => {
             tracing::warn!(?target, %error, "background delete refused; the node stays until its session ends")

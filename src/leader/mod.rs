@@ -24,6 +24,7 @@ pub use self::selector::LeaderSelector;
 use crate::error::{Error, Result, ZkError};
 use crate::framework::Framework;
 use crate::locks::{Driver, LockInternals};
+use crate::retry::{Doubling, RetryLoop};
 use crate::sync::Mutex;
 
 /// A candidate in an election, as read from its node (Curator's `Participant`).
@@ -157,27 +158,30 @@ pub(crate) async fn wait_until_usable(framework: &Framework) -> bool {
     !framework.is_closed()
 }
 
-/// The pause between failed attempts to join an election: 100 ms doubling up to 5 s.
-#[derive(Debug)]
-pub(crate) struct Pause {
-    next: Duration,
+/// The pause between failed attempts to join an election: 100 ms doubling up to 5 s (the
+/// crate's one retry loop, under a policy that never gives up).
+pub(crate) struct Pause(RetryLoop<'static>);
+
+/// The spacing of [`Pause`].
+const REJOIN: Doubling = Doubling { first: Duration::from_millis(100), max: Duration::from_secs(5) };
+
+impl std::fmt::Debug for Pause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pause").field("attempts", &self.0.attempts()).finish()
+    }
 }
 
 impl Pause {
-    const FIRST: Duration = Duration::from_millis(100);
-    const MAX: Duration = Duration::from_secs(5);
-
     pub(crate) fn new() -> Self {
-        Self { next: Self::FIRST }
+        Self(RetryLoop::new(&REJOIN))
     }
 
     pub(crate) fn reset(&mut self) {
-        self.next = Self::FIRST;
+        *self = Self::new();
     }
 
     pub(crate) async fn wait(&mut self) {
-        tokio::time::sleep(self.next).await;
-        self.next = (self.next * 2).min(Self::MAX);
+        self.0.backoff().await;
     }
 }
 
