@@ -5,7 +5,7 @@
 // Usage (benches/locks/ compiles this file with javac and runs it once per workload):
 //
 //   java -cp <classes>:<curator classpath> CuratorBench CONNECT WORKLOAD CYCLES WARMUP CLIENTS
-//       MAX_LEASES BASE_PATH [hold-ms=N] [jit-warmup-ms=N] [label=TEXT] [srvr=HOST:PORT]
+//       MAX_LEASES BASE_PATH [hold-ms=N] [jit-warmup-ms=N] [label=TEXT] [srvr=HOST:PORT[,..]]
 //       [read-pct=P] [seed=N]
 //
 //   WORKLOAD    mutex-uncontended | mutex-contended | semaphore | many-waiters | rwlock | leader-handoff
@@ -22,7 +22,7 @@
 //               that the JIT has compiled the hot paths: with only the Rust bench's warmup (20
 //               cycles per session) the measured part ran at about half of Curator's speed
 //   label       copied into the JSON line
-//   srvr        a server to ask for `srvr` (request counts); without it none are printed
+//   srvr        the servers to ask for `srvr` and `mntr` (request and fsync counts); without it none are printed
 //   read-pct    rwlock: the share of cycles that take the read lock (default 80)
 //   seed        rwlock: seed of the read/write choice (default 1); each thread draws from
 //               java.util.Random(seed * 1000003 + thread index)
@@ -333,12 +333,12 @@ public final class CuratorBench {
         Exclusion exclusion = new Exclusion(maxHolders, readWrite);
         int threads = sessions * threadsPerSession;
         String srvrAddress = srvr;
-        long[] receivedBefore = {-1};
+        long[][] countersBefore = {null};
         long[] startedAt = {0};
         // The last thread to arrive reads the server's counter and stamps the common start
         // before any thread is released.
         CyclicBarrier start = new CyclicBarrier(threads, () -> {
-            receivedBefore[0] = serverReceived(srvrAddress);
+            countersBefore[0] = serverCounters(srvrAddress);
             startedAt[0] = System.nanoTime();
         });
         List<Contender> contenders = new ArrayList<>();
@@ -396,7 +396,7 @@ public final class CuratorBench {
         for (Thread thread : running) {
             thread.join();
         }
-        long receivedAfter = serverReceived(srvr);
+        long[] countersAfter = serverCounters(srvr);
 
         Throwable failure = null;
         long endedAt = startedAt[0];
@@ -423,9 +423,12 @@ public final class CuratorBench {
         }
         Arrays.sort(all);
         double secs = (endedAt - startedAt[0]) / 1e9;
-        if (receivedBefore[0] >= 0 && receivedAfter >= 0 && ops > 0) {
-            System.err.printf(Locale.ROOT, "[locks]   %-20s server requests/op %.2f (all sessions, pings included)%n",
-                    "curator", (double) (receivedAfter - receivedBefore[0]) / ops);
+        long[] before = countersBefore[0];
+        if (before != null && countersAfter != null && before[2] == countersAfter[2] && ops > 0) {
+            double fsyncs = (double) (countersAfter[1] - before[1]) / (countersAfter[2] * ops);
+            System.err.printf(Locale.ROOT, "[locks]   %-20s server requests/op %.2f (all sessions, pings included)%s%n",
+                    "curator", (double) (countersAfter[0] - before[0]) / ops,
+                    fsyncs > 0 ? String.format(Locale.ROOT, "; log fsyncs/op %.2f per server", fsyncs) : "");
         }
         closeAll(frameworks);
         String line = String.format(Locale.ROOT,
@@ -466,24 +469,40 @@ public final class CuratorBench {
     }
 
     /**
-     * The number of packets the server has received (`Received:` of the `srvr` four-letter
-     * word; the first host of a connect string, chroot ignored), or -1 when it does not answer.
+     * What the servers have done so far, summed over every host of a connect string (chroot
+     * ignored): {packets received from clients (`Received:` of `srvr`), transaction-log fsyncs
+     * (`zk_cnt_fsynctime` of `mntr`), servers}; null when a server does not answer.
      */
-    private static long serverReceived(String connect) {
+    private static long[] serverCounters(String connect) {
         if (connect == null) {
-            return -1;
+            return null;
         }
-        String host = connect.split(",", -1)[0].split("/", -1)[0];
+        long[] counters = new long[3];
+        for (String host : connect.split("/", -1)[0].split(",", -1)) {
+            String received = fourLetterField(host, "srvr", "Received:");
+            if (received == null) {
+                return null;
+            }
+            String fsyncs = fourLetterField(host, "mntr", "zk_cnt_fsynctime\t");
+            counters[0] += Long.parseLong(received);
+            counters[1] += fsyncs == null ? 0 : Long.parseLong(fsyncs);
+            counters[2] += 1;
+        }
+        return counters;
+    }
+
+    /** The value after `prefix` on a line of the answer to a four-letter word, or null. */
+    private static String fourLetterField(String host, String word, String prefix) {
         int colon = host.lastIndexOf(':');
         if (colon < 0) {
-            return -1;
+            return null;
         }
         try (Socket socket = new Socket()) {
             socket.connect(new InetSocketAddress(host.substring(0, colon),
                     Integer.parseInt(host.substring(colon + 1))), 2000);
             socket.setSoTimeout(2000);
             OutputStream out = socket.getOutputStream();
-            out.write("srvr".getBytes(StandardCharsets.US_ASCII));
+            out.write(word.getBytes(StandardCharsets.US_ASCII));
             out.flush();
             InputStream in = socket.getInputStream();
             ByteArrayOutputStream text = new ByteArrayOutputStream();
@@ -493,14 +512,14 @@ public final class CuratorBench {
                 text.write(buffer, 0, n);
             }
             for (String line : text.toString(StandardCharsets.UTF_8).split("\n")) {
-                if (line.startsWith("Received:")) {
-                    return Long.parseLong(line.substring("Received:".length()).trim());
+                if (line.startsWith(prefix)) {
+                    return line.substring(prefix.length()).trim();
                 }
             }
         } catch (Exception e) {
             // no count, as in the Rust bench
         }
-        return -1;
+        return null;
     }
 
     private static String jsonString(String s) {

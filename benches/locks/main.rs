@@ -68,20 +68,20 @@ fn main() -> ExitCode {
 }
 
 async fn bench(options: Options, curator: Curator) -> ExitCode {
-    let mut _server = None;
-    let connect = match options.connect.clone() {
-        Some(connect) => connect,
-        // The testing defaults stop the JIT at C1 for a quick start; a benchmark wants the
-        // server at full speed (the later flag wins).
-        None => match zk_recipes::testing::TestingServer::builder().jvm_arg("-XX:TieredStopAtLevel=4").start().await {
-            Ok(server) => {
-                let connect = server.connect_string();
-                eprintln!("[locks] started a TestingServer at {connect} (full JIT)");
-                _server = Some(server);
-                connect
+    let (servers, connect) = match options.connect.clone() {
+        Some(connect) => (None, connect),
+        None => match StartedServers::start(&options).await {
+            Ok(started) => {
+                let connect = started.connect_string();
+                eprintln!(
+                    "[locks] started {} at {connect} (full JIT, fsync {})",
+                    started.describe(),
+                    if options.fsync { "on" } else { "off" }
+                );
+                (Some(started), connect)
             }
             Err(e) => {
-                eprintln!("locks: cannot start a TestingServer: {e}");
+                eprintln!("locks: cannot start ZooKeeper: {e}");
                 return ExitCode::FAILURE;
             }
         },
@@ -114,7 +114,7 @@ async fn bench(options: Options, curator: Curator) -> ExitCode {
         root: format!("{BENCH_ROOT}/{}-{stamp}", std::process::id()),
         options,
     };
-    if _server.is_some() && !env.options.server_warmup.is_zero() {
+    if servers.is_some() && !env.options.server_warmup.is_zero() {
         eprintln!("[locks] warming up the server's JIT for {:?} ...", env.options.server_warmup);
         match warm_up_server(&env, env.options.server_warmup).await {
             Ok(()) => {}
@@ -141,8 +141,10 @@ async fn bench(options: Options, curator: Curator) -> ExitCode {
                         ours.push((result.implementation, result.ops_per_sec()));
                     }
                     let requests = result.requests_per_op.map_or_else(|| "n/a".to_owned(), |r| format!("{r:.2}"));
+                    let fsyncs =
+                        result.fsyncs_per_op.map_or_else(String::new, |f| format!("; log fsyncs/op {f:.2} per server"));
                     eprintln!(
-                        "[locks]   {:<20} server requests/op {requests} (all sessions, pings included)",
+                        "[locks]   {:<20} server requests/op {requests} (all sessions, pings included){fsyncs}",
                         result.implementation
                     );
                     if let Some(breakdown) = &result.breakdown {
@@ -213,4 +215,53 @@ async fn bench(options: Options, curator: Curator) -> ExitCode {
         let _ = client.delete(BENCH_ROOT, None).await; // fails harmlessly while others use it
     }
     code
+}
+
+/// The ZooKeeper the bench started for itself (no `--connect`), stopped when dropped.
+enum StartedServers {
+    Standalone(Box<zk_recipes::testing::TestingServer>),
+    Ensemble(zk_recipes::testing::TestingCluster),
+}
+
+impl StartedServers {
+    /// The testing defaults stop the JIT at C1 for a quick start; a benchmark wants the
+    /// servers at full speed (the later flag wins). `--fsync` puts back ZooKeeper's own default.
+    async fn start(options: &Options) -> Result<Self, zk_recipes::testing::TestingError> {
+        const FULL_JIT: &str = "-XX:TieredStopAtLevel=4";
+        let force_sync = if options.fsync { "yes" } else { "no" };
+        Ok(match options.ensemble {
+            None => {
+                let mut builder =
+                    zk_recipes::testing::TestingServer::builder().jvm_arg(FULL_JIT).config("forceSync", force_sync);
+                for (key, value) in &options.server_properties {
+                    builder = builder.system_property(key, value);
+                }
+                Self::Standalone(Box::new(builder.start().await?))
+            }
+            Some(size) => {
+                let mut builder = zk_recipes::testing::TestingCluster::builder()
+                    .size(size)
+                    .jvm_arg(FULL_JIT)
+                    .config("forceSync", force_sync);
+                for (key, value) in &options.server_properties {
+                    builder = builder.system_property(key, value);
+                }
+                Self::Ensemble(builder.start().await?)
+            }
+        })
+    }
+
+    fn connect_string(&self) -> String {
+        match self {
+            Self::Standalone(server) => server.connect_string(),
+            Self::Ensemble(cluster) => cluster.connect_string(),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Self::Standalone(_) => "a TestingServer".to_owned(),
+            Self::Ensemble(cluster) => format!("a TestingCluster of {}", cluster.len()),
+        }
+    }
 }

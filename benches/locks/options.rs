@@ -13,6 +13,12 @@ pub(crate) const WAITERS_PER_SESSION: usize = 8;
 pub(crate) const USAGE: &str = "\
 usage: locks [options]
   --connect HOST:PORT[,..]  ZooKeeper to use (default: start a TestingServer)
+  --ensemble N              without --connect: start a TestingCluster of N servers instead
+                            (clients connect to all of them)
+  --fsync                   without --connect: the started servers fsync their transaction
+                            log before acknowledging (ZooKeeper's default; testing turns it off)
+  --server-property K=V     without --connect: a Java system property for the started servers
+                            (repeatable), e.g. zookeeper.flushDelay=3 for group commit
   --workloads LIST          comma-separated: mutex-uncontended, mutex-contended, semaphore,
                             rwlock, many-waiters, leader-handoff, or all (default: all)
   --iters N                 mutex-uncontended measured cycles (default 3000)
@@ -43,6 +49,9 @@ usage: locks [options]
 #[derive(Debug, Clone)]
 pub(crate) struct Options {
     pub(crate) connect: Option<String>,
+    pub(crate) ensemble: Option<usize>,
+    pub(crate) fsync: bool,
+    pub(crate) server_properties: Vec<(String, String)>,
     pub(crate) workloads: Vec<Workload>,
     pub(crate) iters: usize,
     pub(crate) warmup: usize,
@@ -66,6 +75,9 @@ impl Default for Options {
     fn default() -> Self {
         Self {
             connect: None,
+            ensemble: None,
+            fsync: false,
+            server_properties: Vec::new(),
             workloads: Workload::ALL.to_vec(),
             iters: 3000,
             warmup: 1000,
@@ -139,11 +151,22 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
                 options.count_ops = true;
                 continue;
             }
+            "--fsync" => {
+                options.fsync = true;
+                continue;
+            }
             _ => {}
         }
         let mut value = || inline.clone().or_else(|| args.next()).ok_or_else(|| format!("{flag} needs a value"));
         match flag.as_str() {
             "--connect" => options.connect = Some(value()?),
+            "--ensemble" => options.ensemble = Some(number(&flag, &value()?)?),
+            "--server-property" => {
+                let pair = value()?;
+                let (key, value) =
+                    pair.split_once('=').ok_or_else(|| format!("{flag}: expected KEY=VALUE, got {pair:?}"))?;
+                options.server_properties.push((key.to_owned(), value.to_owned()));
+            }
             "--workloads" => {
                 let list = value()?;
                 options.workloads = if list == "all" {
@@ -182,6 +205,16 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
     }
     if options.iters == 0 || options.cycles == 0 || options.clients == 0 || options.max_leases == 0 {
         return Err("--iters, --cycles, --clients and --max-leases must be at least 1".into());
+    }
+    if options.ensemble == Some(0) {
+        return Err("--ensemble must be at least 1".into());
+    }
+    if options.connect.is_some()
+        && (options.ensemble.is_some() || options.fsync || !options.server_properties.is_empty())
+    {
+        return Err(
+            "--ensemble, --fsync and --server-property shape the servers the bench starts; not with --connect".into()
+        );
     }
     if options.read_pct > 100 {
         return Err("--read-pct must be at most 100".into());

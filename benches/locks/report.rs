@@ -112,6 +112,8 @@ pub(crate) struct Measured {
     pub(crate) samples: Vec<Duration>,
     /// Requests the server received per op during the measured part, when it could be read.
     pub(crate) requests_per_op: Option<f64>,
+    /// Transaction-log fsyncs per op on each server (the servers' mean), when fsync is on.
+    pub(crate) fsyncs_per_op: Option<f64>,
     /// With `--count-ops`: requests and watch events per op, by kind.
     pub(crate) breakdown: Option<String>,
     /// For the read-write lock: the reads and the writes apart.
@@ -254,18 +256,46 @@ pub(crate) fn json_string(s: &str) -> String {
     out
 }
 
-/// Server-side request counting (ZooKeeper's `srvr` four-letter word, enabled by default).
-/// The number of packets the server has received so far (`Received:` of `srvr`), which
-/// counts requests of every session (pings included). `None` when the server does not answer.
-pub(crate) fn server_received(connect: &str) -> Option<u64> {
-    let host = connect.split(',').next()?.split('/').next()?;
+/// What the servers have done so far, summed over every server of a connect string (chroot
+/// ignored), from ZooKeeper's four-letter words (enabled by default). `None` when a server does
+/// not answer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ServerCounters {
+    /// Packets received from clients (`Received:` of `srvr`): requests of every session, pings
+    /// included; a request forwarded from a follower to the leader counts once.
+    pub(crate) received: u64,
+    /// Transaction-log fsyncs (`zk_cnt_fsynctime` of `mntr`); zero while fsync is off.
+    pub(crate) fsyncs: u64,
+    /// How many servers answered.
+    pub(crate) servers: u64,
+}
+
+impl ServerCounters {
+    pub(crate) fn read(connect: &str) -> Option<Self> {
+        let mut counters = Self { received: 0, fsyncs: 0, servers: 0 };
+        for host in connect.split('/').next()?.split(',') {
+            let field = |word: &[u8], prefix: &str| -> Option<u64> {
+                four_letter_word(host, word)?
+                    .lines()
+                    .find_map(|line| line.strip_prefix(prefix))
+                    .and_then(|n| n.trim().parse().ok())
+            };
+            counters.received += field(b"srvr", "Received:")?;
+            counters.fsyncs += field(b"mntr", "zk_cnt_fsynctime\t").unwrap_or(0);
+            counters.servers += 1;
+        }
+        Some(counters)
+    }
+}
+
+fn four_letter_word(host: &str, word: &[u8]) -> Option<String> {
     let addr = std::net::ToSocketAddrs::to_socket_addrs(host).ok()?.next()?;
     let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    stream.write_all(b"srvr").ok()?;
+    stream.write_all(word).ok()?;
     let mut text = String::new();
     stream.read_to_string(&mut text).ok()?;
-    text.lines().find_map(|line| line.strip_prefix("Received:")).and_then(|n| n.trim().parse().ok())
+    Some(text)
 }
 
 /// A number field of a flat JSON line.

@@ -12,7 +12,7 @@ use zk_recipes::{Framework, InterProcessMutex, InterProcessReadWriteLock, InterP
 use crate::contenders::{Contender, HalfCounter, Mix, ReleaseStyle};
 use crate::options::{Options, Workload, WAITERS_PER_SESSION};
 use crate::raw::{RawMutex, RawReadWrite, RawSemaphore};
-use crate::report::{server_received, BenchError, BenchResult, Exclusion, Halves, Measured, Tally};
+use crate::report::{BenchError, BenchResult, Exclusion, Halves, Measured, ServerCounters, Tally};
 
 /// Every run works under `BENCH_ROOT/<pid>-<millis>`, deleted at the end.
 pub(crate) const BENCH_ROOT: &str = "/zk-recipes-bench";
@@ -80,7 +80,7 @@ async fn run(env: &Env, plan: Plan, contenders: Vec<Contender>) -> BenchResult<M
         }));
     }
     warm.wait().await;
-    let received_before = server_received(&env.server);
+    let counters_before = ServerCounters::read(&env.server);
     let counts_before = env.proxy.as_ref().map(|p| p.counts());
     go.wait().await;
     let started = Instant::now();
@@ -115,7 +115,7 @@ async fn run(env: &Env, plan: Plan, contenders: Vec<Contender>) -> BenchResult<M
         }
     }
     let secs = (last_end - started).as_secs_f64();
-    let received_after = server_received(&env.server);
+    let counters_after = ServerCounters::read(&env.server);
     let counts_after = env.proxy.as_ref().map(|p| p.counts());
     for contender in finished {
         if let (Some(halves), Some((reads, writes))) = (halves.as_mut(), contender.halves()) {
@@ -133,9 +133,15 @@ async fn run(env: &Env, plan: Plan, contenders: Vec<Contender>) -> BenchResult<M
         return Err(e);
     }
     let ops = samples.len();
-    let requests_per_op = match (received_before, received_after) {
-        (Some(before), Some(after)) if ops > 0 => Some(after.saturating_sub(before) as f64 / ops as f64),
-        _ => None,
+    let (requests_per_op, fsyncs_per_op) = match (counters_before, counters_after) {
+        (Some(before), Some(after)) if ops > 0 && before.servers == after.servers => {
+            let fsyncs = after.fsyncs.saturating_sub(before.fsyncs) as f64 / (after.servers * ops as u64) as f64;
+            (
+                Some(after.received.saturating_sub(before.received) as f64 / ops as f64),
+                Some(fsyncs).filter(|&f| f > 0.0),
+            )
+        }
+        _ => (None, None),
     };
     let mut breakdown = counts_before.zip(counts_after).map(|(before, after)| after.since(&before).per_op(ops));
     if let Some(halves) = halves.as_ref().filter(|h| h.read_requests.ops + h.write_requests.ops > 0) {
@@ -152,6 +158,7 @@ async fn run(env: &Env, plan: Plan, contenders: Vec<Contender>) -> BenchResult<M
         secs,
         samples,
         requests_per_op,
+        fsyncs_per_op,
         breakdown,
         halves,
     })

@@ -160,16 +160,8 @@ impl LeaderLatch {
     /// [`Error::NotInElection`] after `close()`; [`Error::InvalidArgument`] outside a Tokio
     /// runtime.
     pub fn start(&self) -> Result<()> {
-        {
-            let mut state = self.shared.state.lock();
-            if !state.phase.needs_start(self.path())? {
-                return Ok(());
-            }
-            // Spawned under the lock: a concurrent close() sees the task and stops it.
-            self.task.spawn(run(self.shared.clone()))?;
-            state.phase = Phase::Started;
-        }
-        Ok(())
+        let mut state = self.shared.state.lock();
+        self.task.start(&mut state.phase, self.path(), || run(self.shared.clone())).map(drop)
     }
 
     /// Whether this latch leads now (Curator's `hasLeadership`): a local check, no I/O; false

@@ -51,18 +51,6 @@ pub(crate) enum Phase {
 }
 
 impl Phase {
-    /// Whether `start()` should spawn the task: true when latent, false when started already.
-    ///
-    /// # Errors
-    /// [`Error::NotInElection`] when closed.
-    pub(crate) fn needs_start(self, path: &str) -> Result<bool> {
-        match self {
-            Phase::Latent => Ok(true),
-            Phase::Started => Ok(false),
-            Phase::Closed => Phase::Closed.check(path).map(|()| false),
-        }
-    }
-
     /// `Ok` while started; otherwise the error that says why the handle takes no part.
     pub(crate) fn check(self, path: &str) -> Result<()> {
         let reason = match self {
@@ -191,18 +179,31 @@ impl Pause {
 pub(crate) struct Task(Mutex<Option<tokio::task::JoinHandle<()>>>);
 
 impl Task {
-    /// Spawns `future` on the current runtime as the task.
+    /// A handle's `start()`: spawns `task()` on the current runtime and marks `phase` started
+    /// when it is latent; does nothing when started already. Returns whether it spawned. The
+    /// caller holds the lock `phase` lives under, so a concurrent `close()` sees the task and
+    /// stops it.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] outside a Tokio runtime.
-    pub(crate) fn spawn(&self, future: impl std::future::Future<Output = ()> + Send + 'static) -> Result<()> {
+    /// [`Error::NotInElection`] when closed; [`Error::InvalidArgument`] outside a Tokio
+    /// runtime.
+    pub(crate) fn start<F>(&self, phase: &mut Phase, path: &str, task: impl FnOnce() -> F) -> Result<bool>
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        match *phase {
+            Phase::Latent => {}
+            Phase::Started => return Ok(false),
+            Phase::Closed => return Phase::Closed.check(path).map(|()| false),
+        }
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::invalid_argument("start", "must be called inside a Tokio runtime"))?;
-        let replaced = self.0.lock().replace(runtime.spawn(future));
+        let replaced = self.0.lock().replace(runtime.spawn(task()));
         if let Some(old) = replaced {
             old.abort();
         }
-        Ok(())
+        *phase = Phase::Started;
+        Ok(true)
     }
 
     /// Aborts the task and waits until its future has been dropped. Called from inside the

@@ -162,12 +162,9 @@ impl LeaderSelector {
     /// runtime.
     pub fn start(&self) -> Result<()> {
         let mut state = self.shared.state.lock();
-        if !state.phase.needs_start(self.path())? {
-            return Ok(());
+        if self.task.start(&mut state.phase, self.path(), || run(self.shared.clone()))? {
+            state.queued = true;
         }
-        self.task.spawn(run(self.shared.clone()))?;
-        state.phase = Phase::Started;
-        state.queued = true;
         Ok(())
     }
 

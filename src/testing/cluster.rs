@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use zookeeper_client::{Client, CreateMode};
 
-use super::install::Installation;
-use super::options::LaunchOptions;
+use super::options::{launch_setters, LaunchOptions};
 use super::process::{self, LaunchSpec, ProcessSlot};
 use super::proxy::{FaultProxy, ProxyMode};
 use super::TestingError;
@@ -434,15 +433,11 @@ impl Default for TestingClusterBuilder {
 }
 
 impl TestingClusterBuilder {
+    launch_setters!("every member");
+
     /// The number of members (default 3).
     pub fn size(mut self, size: usize) -> Self {
         self.size = size;
-        self
-    }
-
-    /// The `tickTime` of every member (default 200 ms).
-    pub fn tick_time(mut self, tick_time: Duration) -> Self {
-        self.options.tick_time = tick_time;
         self
     }
 
@@ -456,12 +451,6 @@ impl TestingClusterBuilder {
     /// for example paused) before the leader drops it.
     pub fn sync_limit(mut self, ticks: u32) -> Self {
         self.sync_limit = ticks;
-        self
-    }
-
-    /// `maxSessionTimeout` (default 60 s).
-    pub fn max_session_timeout(mut self, timeout: Duration) -> Self {
-        self.options.max_session_timeout = timeout;
         self
     }
 
@@ -487,38 +476,6 @@ impl TestingClusterBuilder {
     /// used, and dropped, while that runtime runs.
     pub fn quorum_proxies(mut self, on: bool) -> Self {
         self.quorum_proxies = on;
-        self
-    }
-
-    /// How long start and restarts wait (default 30 s).
-    pub fn start_timeout(mut self, timeout: Duration) -> Self {
-        self.options.start_timeout = timeout;
-        self
-    }
-
-    /// Uses this installation instead of [`Installation::find`].
-    pub fn installation(mut self, installation: Installation) -> Self {
-        self.options.installation = Some(installation);
-        self
-    }
-
-    /// Sets a `zoo.cfg` entry on every member (overrides the defaults).
-    pub fn config(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.options.set_config(key, value);
-        self
-    }
-
-    /// Sets a JVM system property (`-Dkey=value`) on every member.
-    pub fn system_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.options.set_system_property(key, value);
-        self
-    }
-
-    /// Appends a JVM option for every member after the defaults, which it can override. The defaults favour
-    /// start-up time (`-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmx256m`); a benchmark
-    /// that wants the server's peak speed can pass `-XX:TieredStopAtLevel=4`.
-    pub fn jvm_arg(mut self, arg: impl Into<String>) -> Self {
-        self.options.jvm_args.push(arg.into());
         self
     }
 

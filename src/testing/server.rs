@@ -4,8 +4,7 @@ use crate::sync::Mutex;
 use std::path::Path;
 use std::time::Duration;
 
-use super::install::Installation;
-use super::options::LaunchOptions;
+use super::options::{launch_setters, LaunchOptions};
 use super::process::{self, LaunchSpec, ProcessSlot};
 use super::TestingError;
 
@@ -201,14 +200,7 @@ impl Default for TestingServerBuilder {
 }
 
 impl TestingServerBuilder {
-    /// The server's `tickTime` (default 200 ms). The server grants session timeouts from
-    /// 2 ticks (unless [`min_session_timeout`](Self::min_session_timeout) says otherwise) up
-    /// to [`max_session_timeout`](Self::max_session_timeout), and expires sessions with tick
-    /// granularity.
-    pub fn tick_time(mut self, tick_time: Duration) -> Self {
-        self.options.tick_time = tick_time;
-        self
-    }
+    launch_setters!("the server");
 
     /// `minSessionTimeout` (default: the server's, 2 × tickTime).
     pub fn min_session_timeout(mut self, timeout: Duration) -> Self {
@@ -216,49 +208,9 @@ impl TestingServerBuilder {
         self
     }
 
-    /// `maxSessionTimeout` (default 60 s).
-    pub fn max_session_timeout(mut self, timeout: Duration) -> Self {
-        self.options.max_session_timeout = timeout;
-        self
-    }
-
     /// A fixed client port instead of a free one (no retry if it is taken).
     pub fn port(mut self, port: u16) -> Self {
         self.port = Some(port);
-        self
-    }
-
-    /// How long [`start`](Self::start) and restarts wait for the server to serve (default 30 s).
-    pub fn start_timeout(mut self, timeout: Duration) -> Self {
-        self.options.start_timeout = timeout;
-        self
-    }
-
-    /// Uses this installation instead of [`Installation::find`].
-    pub fn installation(mut self, installation: Installation) -> Self {
-        self.options.installation = Some(installation);
-        self
-    }
-
-    /// Sets a `zoo.cfg` entry (overrides the defaults, for example
-    /// `.config("extendedTypesEnabled", "true")` for TTL nodes).
-    pub fn config(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.options.set_config(key, value);
-        self
-    }
-
-    /// Sets a JVM system property (`-Dkey=value`), for example
-    /// `.system_property("znode.container.maxNeverUsedIntervalMs", "500")`.
-    pub fn system_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.options.set_system_property(key, value);
-        self
-    }
-
-    /// Appends a JVM option after the defaults, which it can override. The defaults favour
-    /// start-up time (`-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmx256m`); a benchmark
-    /// that wants the server's peak speed can pass `-XX:TieredStopAtLevel=4`.
-    pub fn jvm_arg(mut self, arg: impl Into<String>) -> Self {
-        self.options.jvm_args.push(arg.into());
         self
     }
 
