@@ -54,10 +54,11 @@ impl HeldNode {
         Self { cleanup, watch, kept_watches: Mutex::default() }
     }
 
-    /// Makes this a revocable hold: guards report the requests `revocation` sees. Call it
-    /// before handing out the node's watch.
-    pub(crate) fn set_revocation(&mut self, revocation: Arc<NodeRevocation>) {
-        self.watch.revocation = Some(revocation);
+    /// The held stage of `node`, revocable when `revocation` watches it.
+    pub(crate) fn with_revocation(node: CreatedNode, revocation: Option<Arc<NodeRevocation>>) -> Self {
+        let mut held = Self::new(node);
+        held.watch.revocation = revocation;
+        held
     }
 
     /// The node held its lock alone: its delete is recorded for the handle's fast path.

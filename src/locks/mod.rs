@@ -7,7 +7,8 @@
 //! | `node.rs` | a lock node's life as types (pending create, created node) and protected creation |
 //! | `held.rs` | the one release core (`HeldNode`) and the non-owning `NodeWatch` guards observe |
 //! | `driver.rs` | who holds: sort keys and predicates over the children (pure) |
-//! | `internals.rs` | the one wait engine (Curator's `LockInternals`) and the start-over loop |
+//! | `internals.rs` | the one wait engine (Curator's `LockInternals`) |
+//! | `start_over.rs` | the start-over loop: a fresh node when the last one went missing |
 //! | `fast_path.rs` | the uncontended mutex taken with the create alone, when provably safe |
 //! | `reentrant.rs` | per-task reentrancy: holds, their guards, who owns them |
 //! | `acquire.rs` | the one acquire front-end: the acquire forms, `Lockable` and `LockHold` |
@@ -27,6 +28,7 @@ mod reentrant;
 mod revocation;
 mod semaphore;
 mod semaphore_mutex;
+mod start_over;
 
 // The lock core, for the recipes built on it outside this module (the leader recipes).
 pub(crate) use self::acquire::Block;

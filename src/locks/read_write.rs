@@ -8,7 +8,7 @@ use zookeeper_client::Stat;
 use super::acquire::{acquire_forms, hold_one_node, Acquire, Mode};
 use super::driver::{read_write_sort_key, ReadDriver, WriteDriver, READ_LOCK_NAME, WRITE_LOCK_NAME};
 use super::held::{node_accessors, HeldNode, NodeWatch};
-use super::internals::{held_node, LockInternals};
+use super::internals::LockInternals;
 use super::node::{retry_request, Failure};
 use super::reentrant::{ticket_guard, Holds, Owner, Ticket};
 use super::revocation::{NodeRevocation, Revocable, RevocableLock, Signal};
@@ -206,7 +206,7 @@ impl Shared {
         }
         let revocation =
             revocable.map(|signal| NodeRevocation::start(framework, session.epoch, node.full_path(), signal.clone()));
-        Ok(held_node(node, revocation))
+        Ok(HeldNode::with_revocation(node, revocation))
     }
 }
 
