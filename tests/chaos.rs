@@ -31,8 +31,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use zk_recipes::testing::{expire_session, four_letter_word, FaultProxy, ProxyMode, TestingCluster};
 use zk_recipes::{
-    Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, MutexGuard, ReadLock, ReadLockGuard,
-    SemaphoreLease, WriteLock, WriteLockGuard,
+    Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, MutexGuard, ReadLock,
+    ReadLockGuard, SemaphoreLease, WriteLock, WriteLockGuard,
 };
 
 /// The clients' session timeout; above the ensemble's `syncLimit × tickTime` (2 s), as the
