@@ -60,6 +60,7 @@ import java.util.Collection;
 import java.util.Deque;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.ExecutorService;
@@ -603,6 +604,9 @@ public final class CuratorPeer {
     private static final class Elections {
         private final CuratorFramework client;
         private final Map<String, LeaderLatch> latches = new ConcurrentHashMap<>();
+        /** The log file of each latch that logs, and the latches whose exit is logged already. */
+        private final Map<String, String> latchLogs = new ConcurrentHashMap<>();
+        private final Set<String> exitLogged = ConcurrentHashMap.newKeySet();
         private final Map<String, LeaderSelector> selectors = new ConcurrentHashMap<>();
         private final Map<String, Semaphore> resign = new ConcurrentHashMap<>();
         private final ExecutorService workers = Executors.newCachedThreadPool(r -> {
@@ -672,6 +676,7 @@ public final class CuratorPeer {
                         @Override
                         public void isLeader() {
                             if (log != null) {
+                                exitLogged.remove(id);
                                 append(log, "enter java:" + id + " " + System.nanoTime());
                             }
                             emit("latch-event " + id + " leader");
@@ -679,7 +684,7 @@ public final class CuratorPeer {
 
                         @Override
                         public void notLeader() {
-                            if (log != null) {
+                            if (log != null && exitLogged.add(id)) {
                                 append(log, "exit java:" + id);
                             }
                             emit("latch-event " + id + " notleader");
@@ -687,6 +692,9 @@ public final class CuratorPeer {
                     });
                     if (latches.putIfAbsent(id, l) != null) {
                         throw new IllegalArgumentException("duplicate latch " + id);
+                    }
+                    if (log != null) {
+                        latchLogs.put(id, log);
                     }
                     emit(reply + " ok");
                     return true;
@@ -696,6 +704,12 @@ public final class CuratorPeer {
                     emit(reply + " ok");
                     return true;
                 case "latch_close":
+                    // A leader that resigns stops acting first. Curator's close() deletes the
+                    // node before it calls notLeader() (on its own thread, later still), so an
+                    // exit logged only there can come after the next leader's enter.
+                    if (latchLogs.containsKey(id) && latch(id).hasLeadership() && exitLogged.add(id)) {
+                        append(latchLogs.get(id), "exit java:" + id);
+                    }
                     if (t.length > 2) {
                         latch(id).close(mode(t[2]));
                     } else {
