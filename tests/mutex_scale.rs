@@ -442,8 +442,10 @@ async fn a_thousand_waiters_over_ten_sessions_wake_one_at_a_time() {
 }
 
 /// 10,000 waiters over 10 sessions: minutes in a debug build (queueing lists the whole queue
-/// once per waiter), so not run by default: `cargo test --release --features testing --test
-/// mutex_scale -- --ignored --nocapture`.
+/// once per waiter), so not run by default. Known failing: after about two minutes in a
+/// release build a node just listed as queued is gone (not yet explained), and the client
+/// peaks at about 4 GB while every waiter's first listing is in memory. Run it with
+/// `cargo test --release --features testing --test mutex_scale -- --ignored --nocapture`.
 #[tokio::test]
 #[ignore = "slow: 10,000 waiters (run with --ignored)"]
 async fn ten_thousand_waiters_over_ten_sessions_wake_one_at_a_time() {
