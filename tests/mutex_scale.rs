@@ -442,8 +442,9 @@ async fn a_thousand_waiters_over_ten_sessions_wake_one_at_a_time() {
 }
 
 /// 10,000 waiters over 10 sessions: minutes in a debug build (queueing lists the whole queue
-/// once per waiter), so not run by default. Known failing: after about two minutes in a
-/// release build a node just listed as queued is gone (not yet explained), and the client
+/// once per waiter), so not run by default. Known failing: in a release build the test's
+/// runtime is busy for over 20 s parsing and sorting the waiters' listings, the stall
+/// detector suspends the sessions, some go `Lost` and their queued nodes vanish; the client
 /// peaks at about 4 GB while every waiter's first listing is in memory. Run it with
 /// `cargo test --release --features testing --test mutex_scale -- --ignored --nocapture`.
 #[tokio::test]
