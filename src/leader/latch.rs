@@ -7,7 +7,7 @@ use tokio::sync::{broadcast, watch};
 use tracing::Instrument;
 
 use super::leadership::{Leadership, LeadershipEvent, LeadershipEvents, Term};
-use super::{election, read_leader, read_participants, wait_until_usable, Participant, Pause, Phase, Task};
+use super::{election, read_leader, read_participants, rejoin_pause, wait_until_usable, Participant, Phase, Task};
 use crate::error::{Error, Result};
 use crate::framework::{ConnectionState, Framework};
 use crate::locks::{
@@ -466,20 +466,20 @@ async fn run(shared: Arc<Shared>) {
     let span = tracing::debug_span!("zk_recipes.leader.latch", path = %shared.internals.path(), id = %shared.id);
     async {
         let framework = shared.framework().clone();
-        let mut pause = Pause::new();
+        let mut pause = rejoin_pause();
         while shared.started() {
             if !wait_until_usable(&framework).await {
                 break;
             }
             match shared.internals.acquire::<Block>().await {
                 Ok(node) => {
-                    pause.reset();
+                    pause = rejoin_pause();
                     shared.lead(node).await;
                 }
                 Err(Error::Closed) => break,
                 Err(error) => {
                     tracing::warn!(%error, "could not join the election; trying again");
-                    pause.wait().await;
+                    pause.backoff().await;
                 }
             }
         }

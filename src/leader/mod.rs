@@ -146,31 +146,13 @@ pub(crate) async fn wait_until_usable(framework: &Framework) -> bool {
     !framework.is_closed()
 }
 
-/// The pause between failed attempts to join an election: 100 ms doubling up to 5 s (the
-/// crate's one retry loop, under a policy that never gives up).
-pub(crate) struct Pause(RetryLoop<'static>);
-
-/// The spacing of [`Pause`].
-const REJOIN: Doubling = Doubling { first: Duration::from_millis(100), max: Duration::from_secs(5) };
-
-impl std::fmt::Debug for Pause {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pause").field("attempts", &self.0.attempts()).finish()
-    }
-}
-
-impl Pause {
-    pub(crate) fn new() -> Self {
-        Self(RetryLoop::new(&REJOIN))
-    }
-
-    pub(crate) fn reset(&mut self) {
-        *self = Self::new();
-    }
-
-    pub(crate) async fn wait(&mut self) {
-        self.0.backoff().await;
-    }
+/// The pause between failed attempts to join an election: 100 ms doubling up to 5 s, on the
+/// crate's one retry loop under a policy that never gives up (`backoff()` sleeps the next
+/// pause; a fresh loop starts over at 100 ms).
+pub(crate) fn rejoin_pause() -> RetryLoop<'static> {
+    /// The spacing of the pauses.
+    const REJOIN: Doubling = Doubling { first: Duration::from_millis(100), max: Duration::from_secs(5) };
+    RetryLoop::new(&REJOIN)
 }
 
 /// A recipe's background task: spawned by `start()`, aborted by `close()` or when the

@@ -11,7 +11,7 @@ use tokio::sync::{watch, Notify};
 use tracing::Instrument;
 
 use super::leadership::{Leadership, Term};
-use super::{election, read_leader, read_participants, wait_until_usable, Participant, Pause, Phase, Task};
+use super::{election, read_leader, read_participants, rejoin_pause, wait_until_usable, Participant, Phase, Task};
 use crate::error::{Error, Result};
 use crate::framework::Framework;
 use crate::locks::{Block, HeldNode, LockInternals, StandardDriver};
@@ -314,7 +314,7 @@ impl Shared {
 
     /// One election: queue, lead once. False when the framework closed (the task ends).
     async fn elect(&self) -> bool {
-        let mut pause = Pause::new();
+        let mut pause = rejoin_pause();
         loop {
             if !wait_until_usable(self.framework()).await {
                 return false;
@@ -327,7 +327,7 @@ impl Shared {
                 Err(Error::Closed) => return false,
                 Err(error) if self.auto_requeue.load(Ordering::SeqCst) => {
                     tracing::warn!(%error, "could not join the election; trying again");
-                    pause.wait().await;
+                    pause.backoff().await;
                 }
                 Err(error) => {
                     tracing::warn!(%error, "could not join the election; requeue() to try again");

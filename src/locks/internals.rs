@@ -24,6 +24,7 @@ use super::fast_path::{self, FastPath, FastPathStats, FastTry};
 use super::held::HeldNode;
 use super::node::{retry_request, CreatedNode, Failure, NodeSpec};
 use super::revocation::{NodeRevocation, Signal};
+use super::start_over::fresh_attempts;
 use crate::error::{Error, Result, ZkError};
 use crate::framework::{ConnectionState, Framework, Session};
 use crate::path;
@@ -108,7 +109,7 @@ impl LockInternals {
     /// with no data and watched for revocation requests (which reach `revocable` while the
     /// acquire waits, and the guards once it holds).
     pub(crate) async fn acquire_with<M: Mode>(&self, revocable: Option<&Arc<Signal>>) -> Result<M::Out<HeldNode>> {
-        super::start_over::fresh_attempts(&self.framework, &self.path, || self.attempt::<M>(revocable)).await
+        fresh_attempts(&self.framework, &self.path, || self.attempt::<M>(revocable)).await
     }
 
     async fn attempt<M: Mode>(&self, revocable: Option<&Arc<Signal>>) -> Result<M::Out<HeldNode>, Failure> {
