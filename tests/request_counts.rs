@@ -153,6 +153,66 @@ async fn contended_handoff_costs_the_waiter_four_requests() {
     .await;
 }
 
+/// Many waiters queueing through one session share their listings: a task's listing is sent
+/// at once when none of that directory is in flight on its session, else it joins the next
+/// one, sent after the reply (and after every joiner's create, so it shows all of them).
+/// Without the sharing, `WAITERS` queueing tasks send `WAITERS` listings of up to `WAITERS`
+/// names each.
+#[tokio::test]
+async fn waiters_queueing_on_one_session_share_listings() {
+    const WAITERS: usize = 200;
+    init_tracing();
+    bounded(LIMIT, async {
+        let path = unique_path("counts", "shared-listings");
+        let holder_fw = plain_framework(&server().await, SESSION).await;
+        let holder = InterProcessMutex::new(&holder_fw, &path).unwrap().acquire().await.unwrap();
+        let (proxy, fw) = counted().await;
+        let before = proxy.counts();
+        let exclusion = Exclusion::default();
+        let waiters: Vec<_> = (0..WAITERS)
+            .map(|i| {
+                let (mutex, exclusion) = (InterProcessMutex::new(&fw, &path).unwrap(), exclusion.clone());
+                tokio::spawn(async move {
+                    let guard = mutex.acquire().await.unwrap();
+                    exclusion.enter(&format!("waiter {i}"));
+                    exclusion.exit();
+                    guard.release().await.unwrap();
+                })
+            })
+            .collect();
+        // Every waiter is queued once the server holds a watch on each node but the last.
+        let server = server().await;
+        eventually(LIMIT, "every waiter watching its predecessor", || async {
+            let watches = four_letter_word(&server, "wchp", LIMIT).await.map_err(|e| e.to_string())?;
+            let watched = watches.lines().filter(|line| line.trim().starts_with(&format!("{path}/"))).count();
+            // The first waiter watches its own node too: WAITERS nodes in all.
+            if watched == WAITERS {
+                Ok(())
+            } else {
+                Err(format!("{watched} nodes watched"))
+            }
+        })
+        .await;
+        let queueing = proxy.counts().since(&before);
+        assert_eq!(queueing.get("create2"), WAITERS as u64, "{}", queueing.per_op(WAITERS));
+        let listings = queueing.get("getChildren");
+        assert!(
+            listings <= 10,
+            "{WAITERS} waiters on one session sent {listings} listings while queueing ({})",
+            queueing.per_op(WAITERS)
+        );
+        holder.release().await.unwrap();
+        for waiter in waiters {
+            waiter.await.unwrap();
+        }
+        assert_eq!(exclusion.entries(), WAITERS);
+        assert!(children(&fw, &path).await.is_empty());
+        holder_fw.close().await;
+        fw.close().await;
+    })
+    .await;
+}
+
 /// An uncontended semaphore lease: the internal lock's create (alone, from the second lease
 /// on: its fast path), the lease's create and watched listing, the internal lock's delete; the
 /// lease's delete on release, whose notification fires the listing's watch (kept with the

@@ -7,6 +7,7 @@
 
 mod builder;
 mod listener;
+mod listings;
 mod ops;
 mod reaper;
 mod session;
@@ -23,6 +24,7 @@ use tokio::task::AbortHandle;
 pub(crate) use self::builder::Config;
 pub use self::builder::{AclProvider, FixedAclProvider, FrameworkBuilder, OpenAclProvider};
 pub use self::listener::{ConnectionStateListener, ConnectionStateStream, ListenerHandle};
+pub(crate) use self::listings::Listing;
 pub(crate) use self::reaper::ReaperCmd;
 use self::reaper::ReaperHandle;
 pub(crate) use self::session::Session;

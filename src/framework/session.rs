@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use zookeeper_client::{Client, SessionState};
 
+use super::listings::Listings;
 use super::Config;
 use crate::error::{Error, Result};
 
@@ -15,13 +16,15 @@ pub(crate) struct Session {
     pub(crate) epoch: u64,
     /// The server's id for the session, 0 while unknown; shared by every clone.
     id: Arc<AtomicI64>,
+    /// Listings shared by concurrent callers (see [`Listings`]).
+    pub(crate) listings: Arc<Listings>,
 }
 
 impl Session {
     pub(crate) fn new(client: Client, epoch: u64) -> Self {
         let read_only = client.state() == SessionState::ConnectedReadOnly;
         let id = if read_only { 0 } else { client.session_id().0 };
-        Self { client, epoch, id: Arc::new(AtomicI64::new(id)) }
+        Self { client, epoch, id: Arc::new(AtomicI64::new(id)), listings: Arc::default() }
     }
 
     /// The session id as the server knows it (the `ephemeralOwner` of our nodes), or 0 while

@@ -39,8 +39,14 @@ pub(crate) trait Driver: Send + Sync + std::fmt::Debug + 'static {
     }
 
     /// Sorts children by [`sort_key`](Self::sort_key), stably (Curator's `getSortedChildren`).
-    fn sort(&self, children: &mut [String]) {
-        children.sort_by(|a, b| self.sort_key(a).cmp(self.sort_key(b)));
+    /// Each key is found once, not once per comparison: a waiter behind thousands of others
+    /// sorts thousands of names on every handoff.
+    fn sort(&self, children: &mut Vec<String>) {
+        let mut keyed: Vec<(&str, usize)> = children.iter().map(|c| self.sort_key(c)).zip(0..).collect();
+        keyed.sort_by(|a, b| a.0.cmp(b.0));
+        let order: Vec<usize> = keyed.into_iter().map(|(_, i)| i).collect();
+        let mut unsorted = std::mem::take(children);
+        children.extend(order.into_iter().map(|i| std::mem::take(&mut unsorted[i])));
     }
 }
 

@@ -26,7 +26,7 @@ use super::node::{retry_request, CreatedNode, Failure, NodeSpec};
 use super::revocation::{NodeRevocation, Signal};
 use super::start_over::fresh_attempts;
 use crate::error::{Error, Result, ZkError};
-use crate::framework::{ConnectionState, Framework, Session};
+use crate::framework::{ConnectionState, Framework, Listing, Session};
 use crate::path;
 
 /// The watch on our own node while we wait, kept armed when it proves the lock is ours.
@@ -140,11 +140,10 @@ impl LockInternals {
         };
         let mut listed = listed.filter(|children| children.iter().any(|c| c == node.name()));
         loop {
-            let mut sorted = match listed.take() {
+            let sorted = match listed.take() {
                 Some(children) => children,
                 None => retry_request(&self.framework, list).await?,
             };
-            self.driver.sort(&mut sorted);
             let (ahead, index) = match self.driver.verdict(&sorted, node.name()) {
                 Verdict::Missing => return Err(Failure::NodeMissing),
                 Verdict::Acquired => {
@@ -170,18 +169,25 @@ impl LockInternals {
         }
     }
 
-    /// Lists the children; when the fast path needs a watch on the directory, an `exists`
-    /// watch is sent right behind the listing (same round trip).
-    fn listing<'a>(&'a self, session: &'a Session) -> impl Future<Output = Result<Vec<String>, ZkError>> + 'a {
+    /// Lists the children, sorted. Concurrent listings of this directory on one session are
+    /// shared (see the framework's `Listings`), except when the fast path needs a watch on the
+    /// directory: then the listing is our own, with an `exists` watch sent right behind it
+    /// (same round trip).
+    fn listing<'a>(&'a self, session: &'a Session) -> impl Future<Output = Listing> + 'a {
+        let Some(fast) = self.fast.as_deref().filter(|fast| fast.needs_watch(session)) else {
+            let driver = self.driver.clone();
+            let sort = move |children: &mut Vec<String>| driver.sort(children);
+            return session.listings.list(&session.client, &self.dir, self.driver.lock_name(), sort).left_future();
+        };
         let children = session.client.list_children(&self.dir);
-        let fast = self.fast.as_deref().filter(|fast| fast.needs_watch(session));
-        let arm = fast.map(|fast| fast.arm_watch(&session.client, session.epoch, &self.dir));
+        let arm = fast.arm_watch(&session.client, session.epoch, &self.dir);
         async move {
-            if let Some(arm) = arm {
-                arm.await;
-            }
-            children.await
+            arm.await;
+            let mut children = children.await?;
+            self.driver.sort(&mut children);
+            Ok(Arc::new(children))
         }
+        .right_future()
     }
 
     /// The node holds the lock; `alone` when its listing showed only itself (or the fast path
