@@ -4,9 +4,10 @@
 //! A thousand tasks queueing on one lock through one session each list the lock directory
 //! right after their create: a thousand replies of up to a thousand names each, which the
 //! server serializes and the client decodes and sorts a thousand times over. Instead, per
-//! session, at most one listing of a directory is in flight; callers arriving while it is join
-//! the next one, which is sent once the reply to the current one is in (or it was dropped),
-//! and sorted once for all of them. A lone caller's listing is sent at once, as before.
+//! session, at most a few listings of a directory are in flight ([`IN_FLIGHT`]); callers
+//! arriving while all of them are join the next one, which is sent once a reply is in (or a
+//! caller dropped its listing), and sorted once for all of them. Below that, each caller's
+//! listing is sent at once, as it always was.
 //!
 //! Why a shared reply is as good as one's own: what a caller relies on is that its listing was
 //! sent after everything it did before asking (its create was sent; the watch event it reacts
@@ -20,7 +21,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::future::{BoxFuture, Either, FutureExt, Shared, WeakShared};
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use zookeeper_client::Client;
 
 use crate::error::ZkError;
@@ -34,6 +35,12 @@ type Batch = Shared<BoxFuture<'static, Listing>>;
 /// A directory, and the name of the order its listings are sorted in.
 type Key = (String, &'static str);
 
+/// Listings of one directory a session may have in flight before callers share one. A few
+/// waiters of one lock in a session (a task re-queueing while the next holder lists) list at
+/// once, as each would alone: waiting for another's reply costs up to a round trip on a
+/// handoff. Beyond this, sharing saves more than it costs.
+const IN_FLIGHT: usize = 4;
+
 /// Directories beyond this many are looked over for entries left idle by dropped callers.
 const FORGET_ABOVE: usize = 64;
 
@@ -41,6 +48,8 @@ const FORGET_ABOVE: usize = 64;
 #[derive(Default)]
 pub(crate) struct Listings {
     dirs: Mutex<HashMap<Key, Dir>>,
+    /// Notified whenever a listing's reply is in (or it was dropped): a slot is free.
+    freed: Notify,
 }
 
 impl std::fmt::Debug for Listings {
@@ -51,27 +60,54 @@ impl std::fmt::Debug for Listings {
 
 #[derive(Default)]
 struct Dir {
-    /// Closed when the listing in flight has its reply or was dropped.
-    in_flight: Option<watch::Receiver<()>>,
+    /// Listings sent and not answered yet.
+    in_flight: usize,
     /// The next listing, not sent yet, which new callers join.
     next: Option<WeakShared<BoxFuture<'static, Listing>>>,
 }
 
 impl Dir {
-    fn busy(&self) -> Option<watch::Receiver<()>> {
-        self.in_flight.as_ref().filter(|done| done.has_changed().is_ok()).cloned()
-    }
-
     fn next(&self) -> Option<Batch> {
         self.next.as_ref().and_then(WeakShared::upgrade)
+    }
+
+    fn idle(&self) -> bool {
+        self.in_flight == 0 && self.next().is_none()
+    }
+
+    /// Takes a slot for a listing about to be sent, if one is free.
+    fn take_slot(&mut self, listings: &Arc<Listings>, key: &Key) -> Option<Slot> {
+        (self.in_flight < IN_FLIGHT).then(|| {
+            self.in_flight += 1;
+            Slot { listings: listings.clone(), key: key.clone() }
+        })
+    }
+}
+
+/// One listing in flight; dropped when its reply is in, or with the caller's future.
+struct Slot {
+    listings: Arc<Listings>,
+    key: Key,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut dirs = self.listings.dirs.lock();
+        if let Some(dir) = dirs.get_mut(&self.key) {
+            dir.in_flight = dir.in_flight.saturating_sub(1);
+            if dir.idle() {
+                dirs.remove(&self.key);
+            }
+        }
+        drop(dirs);
+        self.listings.freed.notify_waiters();
     }
 }
 
 impl Listings {
     /// The children of `dir`, sorted by `sort` (callers that name the same `order` must sort
-    /// alike), from a listing sent after
-    /// this call; decided now (send, or join the next batch), so the call's place in the
-    /// session's request order is fixed when it returns.
+    /// alike), from a listing sent after this call; decided now (send, or join the next
+    /// batch), so the call's place in the session's request order is fixed when it returns.
     pub(crate) fn list<'a>(
         self: &Arc<Self>,
         client: &'a Client,
@@ -82,59 +118,46 @@ impl Listings {
         let key: Key = (dir.to_owned(), order);
         let mut dirs = self.dirs.lock();
         if dirs.len() > FORGET_ABOVE {
-            dirs.retain(|_, dir| dir.busy().is_some() || dir.next().is_some()); // left by dropped callers
+            dirs.retain(|_, dir| !dir.idle()); // left by dropped callers
         }
         let entry = dirs.entry(key.clone()).or_default();
         if let Some(batch) = entry.next() {
             return Either::Left(batch);
         }
-        match entry.busy() {
-            None => {
-                let (done, in_flight) = watch::channel(());
-                entry.in_flight = Some(in_flight);
-                let sent = client.list_children(dir);
-                drop(dirs);
-                let listings = self.clone();
-                Either::Right(
-                    async move {
-                        let reply = sent.await;
-                        listings.finish(&key, done);
-                        reply.map(|children| sorted(children, sort))
-                    }
-                    .boxed(),
-                )
-            }
-            Some(mut busy) => {
-                let (listings, client) = (self.clone(), client.clone());
-                let batch = async move {
-                    let _ = busy.changed().await; // closed: the listing ahead is done
-                    let (done, sent) = {
-                        let mut dirs = listings.dirs.lock();
-                        let entry = dirs.entry(key.clone()).or_default();
-                        let (done, in_flight) = watch::channel(());
-                        entry.next = None; // no one joins once it is sent
-                        entry.in_flight = Some(in_flight);
-                        (done, client.list_children(&key.0))
-                    };
+        if let Some(slot) = entry.take_slot(self, &key) {
+            let sent = client.list_children(dir);
+            drop(dirs);
+            return Either::Right(
+                async move {
                     let reply = sent.await;
-                    listings.finish(&key, done);
+                    drop(slot);
                     reply.map(|children| sorted(children, sort))
                 }
-                .boxed()
-                .shared();
-                entry.next = batch.downgrade();
-                Either::Left(batch)
-            }
+                .boxed(),
+            );
         }
-    }
-
-    /// A listing's reply is in: the next batch may go; an idle directory is forgotten.
-    fn finish(&self, key: &Key, done: watch::Sender<()>) {
-        drop(done);
-        let mut dirs = self.dirs.lock();
-        if dirs.get(key).is_some_and(|dir| dir.busy().is_none() && dir.next().is_none()) {
-            dirs.remove(key);
+        let (listings, client) = (self.clone(), client.clone());
+        let batch = async move {
+            let (slot, sent) = loop {
+                let freed = listings.freed.notified();
+                {
+                    let mut dirs = listings.dirs.lock();
+                    let entry = dirs.entry(key.clone()).or_default();
+                    if let Some(slot) = entry.take_slot(&listings, &key) {
+                        entry.next = None; // no one joins once it is sent
+                        break (slot, client.list_children(&key.0));
+                    }
+                }
+                freed.await;
+            };
+            let reply = sent.await;
+            drop(slot);
+            reply.map(|children| sorted(children, sort))
         }
+        .boxed()
+        .shared();
+        entry.next = batch.downgrade();
+        Either::Left(batch)
     }
 }
 
@@ -148,13 +171,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_idle_directory_is_not_busy() {
+    fn slots_are_limited_and_freed() {
+        let listings = Arc::new(Listings::default());
+        let key: Key = ("/lock".to_owned(), "lock-");
         let mut dir = Dir::default();
-        assert!(dir.busy().is_none() && dir.next().is_none());
-        let (done, in_flight) = watch::channel(());
-        dir.in_flight = Some(in_flight);
-        assert!(dir.busy().is_some());
-        drop(done);
-        assert!(dir.busy().is_none(), "a dropped listing frees the directory");
+        assert!(dir.idle());
+        let slots: Vec<Slot> = (0..IN_FLIGHT).map_while(|_| dir.take_slot(&listings, &key)).collect();
+        assert_eq!(slots.len(), IN_FLIGHT);
+        assert!(dir.take_slot(&listings, &key).is_none(), "no slot beyond the limit");
+        assert!(!dir.idle());
     }
 }
