@@ -178,6 +178,51 @@ async fn contended_drops_at_every_step_leave_only_the_holder() {
     .await;
 }
 
+/// Many waiters of one session queue at once (so that their listings are shared: a few go out
+/// at once, the rest join one sent later) and are dropped at staggered points, some while
+/// their shared listing is still to be sent or in flight. None acquires, none leaves a node,
+/// and the session lists and acquires normally afterwards.
+#[tokio::test]
+async fn waiters_sharing_listings_dropped_at_staggered_points_leave_only_the_holder() {
+    const WAITERS: usize = 64;
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let holder_fw = framework(&connect, SESSION).await;
+        let fw = framework(&connect, SESSION).await;
+        let path = path("shared-listings");
+        let holder = InterProcessMutex::new(&holder_fw, &path).unwrap().acquire().await.unwrap();
+        for round in 0..4 {
+            let drops = (0..WAITERS).map(|i| {
+                let mutex = InterProcessMutex::new(&fw, &path).unwrap();
+                async move {
+                    let steps = STEPS[(i * 7 + round) % STEPS.len()];
+                    poll_then_drop(Box::pin(async move { mutex.acquire().await }), steps, false).await
+                }
+            });
+            let got = futures::future::join_all(drops).await;
+            assert!(got.iter().all(Option::is_none), "round {round}: acquired a lock that is held elsewhere");
+        }
+        children_become(&holder_fw, &path, &[holder.lock_path().to_owned()], EVENT).await;
+        let waiters: Vec<_> = (0..8)
+            .map(|_| {
+                let mutex = InterProcessMutex::new(&fw, &path).unwrap();
+                tokio::spawn(async move { mutex.acquire().await.unwrap().release().await.unwrap() })
+            })
+            .collect();
+        children_count_becomes(&holder_fw, &path, 9, EVENT).await;
+        holder.release().await.unwrap();
+        for waiter in waiters {
+            within(EVENT, "each waiter acquiring after the drops", waiter).await.unwrap();
+        }
+        eventually_no_pending_deletes(&fw).await;
+        assert!(children(&fw, &path).await.is_empty());
+        holder_fw.close().await;
+        fw.close().await;
+    })
+    .await;
+}
+
 /// A waiter in the middle of the queue is cancelled: the one behind it re-watches the node
 /// ahead, and the queue keeps its order (holder, first waiter, last waiter).
 #[tokio::test]
