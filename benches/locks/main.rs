@@ -130,77 +130,108 @@ async fn bench(options: Options, curator: Curator) -> ExitCode {
     }
     let mut code = ExitCode::SUCCESS;
     let mut ratios = Vec::new();
-    for workload in env.options.workloads.clone() {
-        eprintln!("[locks] {} ...", workload.name());
-        // ops/s of the zk-recipes lines, for the ratios to Curator.
-        let mut ours = Vec::new();
-        match run_workload(&env, workload).await {
-            Ok(results) => {
-                for result in results {
-                    if result.implementation.starts_with("zk-recipes") {
-                        ours.push((result.implementation, result.ops_per_sec()));
-                    }
-                    let requests = result.requests_per_op.map_or_else(|| "n/a".to_owned(), |r| format!("{r:.2}"));
-                    let fsyncs =
-                        result.fsyncs_per_op.map_or_else(String::new, |f| format!("; log fsyncs/op {f:.2} per server"));
-                    eprintln!(
-                        "[locks]   {:<20} server requests/op {requests} (all sessions, pings included){fsyncs}",
-                        result.implementation
-                    );
-                    if let Some(breakdown) = &result.breakdown {
-                        eprintln!("[locks]   {:<20} per op: {breakdown}", "");
-                    }
-                    if let Some(halves) = &result.halves {
-                        eprintln!("[locks]   {:<20} {}", "", halves.summary());
-                        if let Some(requests) = halves.requests() {
-                            eprintln!("[locks]   {:<20} {requests}", "");
+    'workloads: for workload in env.options.workloads.clone() {
+        // Each zk-recipes line's ratio to Curator, one per round.
+        let mut round_ratios: Vec<(&'static str, Vec<f64>)> = Vec::new();
+        for round in 1..=env.options.rounds {
+            if env.options.rounds > 1 {
+                eprintln!("[locks] {} round {round} of {} ...", workload.name(), env.options.rounds);
+            } else {
+                eprintln!("[locks] {} ...", workload.name());
+            }
+            // ops/s of the zk-recipes lines, for the ratios to Curator.
+            let mut ours = Vec::new();
+            match run_workload(&env, workload).await {
+                Ok(results) => {
+                    for result in results {
+                        if result.implementation.starts_with("zk-recipes") {
+                            ours.push((result.implementation, result.ops_per_sec()));
                         }
+                        let requests = result.requests_per_op.map_or_else(|| "n/a".to_owned(), |r| format!("{r:.2}"));
+                        let fsyncs = result
+                            .fsyncs_per_op
+                            .map_or_else(String::new, |f| format!("; log fsyncs/op {f:.2} per server"));
+                        eprintln!(
+                            "[locks]   {:<20} server requests/op {requests} (all sessions, pings included){fsyncs}",
+                            result.implementation
+                        );
+                        if let Some(breakdown) = &result.breakdown {
+                            eprintln!("[locks]   {:<20} per op: {breakdown}", "");
+                        }
+                        if let Some(halves) = &result.halves {
+                            eprintln!("[locks]   {:<20} {}", "", halves.summary());
+                            if let Some(requests) = halves.requests() {
+                                eprintln!("[locks]   {:<20} {requests}", "");
+                            }
+                        }
+                        println!("{}", result.json(&env.options.label));
                     }
-                    println!("{}", result.json(&env.options.label));
+                }
+                Err(e @ BenchError::Violation(_)) => {
+                    eprintln!("[locks] {}: {e}", workload.name());
+                    code = ExitCode::from(3);
+                    break 'workloads;
+                }
+                Err(e) => {
+                    eprintln!("[locks] {} failed: {e}", workload.name());
+                    code = ExitCode::FAILURE;
                 }
             }
-            Err(e @ BenchError::Violation(_)) => {
-                eprintln!("[locks] {}: {e}", workload.name());
-                code = ExitCode::from(3);
-                break;
-            }
-            Err(e) => {
-                eprintln!("[locks] {} failed: {e}", workload.name());
-                code = ExitCode::FAILURE;
+            match &curator {
+                Curator::Off => {}
+                Curator::Missing(why) => println!(
+                    "{{\"impl\":\"curator\",\"workload\":{},\"skipped\":{}}}",
+                    json_string(workload.name()),
+                    json_string(why)
+                ),
+                Curator::Ready(bench) => {
+                    eprintln!("[locks] {} through Curator ...", workload.name());
+                    match bench.run(&env, workload).await {
+                        Ok(line) => {
+                            println!("{}", line.json);
+                            if let Some(theirs) = line.ops_per_sec.filter(|&t| t > 0.0) {
+                                let mut summary = format!("{} (ops/s ÷ curator's {theirs:.1}):", workload.name());
+                                for (implementation, ops_per_sec) in &ours {
+                                    let ratio = ops_per_sec / theirs;
+                                    let _ = write!(summary, " {implementation} {ratio:.2}");
+                                    match round_ratios.iter_mut().find(|(name, _)| name == implementation) {
+                                        Some((_, all)) => all.push(ratio),
+                                        None => round_ratios.push((implementation, vec![ratio])),
+                                    }
+                                }
+                                eprintln!("[locks] ratio {summary}");
+                                if env.options.rounds == 1 {
+                                    ratios.push(summary);
+                                }
+                            }
+                        }
+                        Err(e @ BenchError::Violation(_)) => {
+                            eprintln!("[locks] {} (curator): {e}", workload.name());
+                            code = ExitCode::from(3);
+                            break 'workloads;
+                        }
+                        Err(e) => {
+                            eprintln!("[locks] {} (curator) failed: {e}", workload.name());
+                            code = ExitCode::FAILURE;
+                        }
+                    }
+                }
             }
         }
-        match &curator {
-            Curator::Off => {}
-            Curator::Missing(why) => println!(
-                "{{\"impl\":\"curator\",\"workload\":{},\"skipped\":{}}}",
-                json_string(workload.name()),
-                json_string(why)
-            ),
-            Curator::Ready(bench) => {
-                eprintln!("[locks] {} through Curator ...", workload.name());
-                match bench.run(&env, workload).await {
-                    Ok(line) => {
-                        println!("{}", line.json);
-                        if let Some(theirs) = line.ops_per_sec.filter(|&t| t > 0.0) {
-                            let mut summary = format!("{} (ops/s ÷ curator's {theirs:.1}):", workload.name());
-                            for (implementation, ops_per_sec) in &ours {
-                                let _ = write!(summary, " {implementation} {:.2}", ops_per_sec / theirs);
-                            }
-                            eprintln!("[locks] ratio {summary}");
-                            ratios.push(summary);
-                        }
-                    }
-                    Err(e @ BenchError::Violation(_)) => {
-                        eprintln!("[locks] {} (curator): {e}", workload.name());
-                        code = ExitCode::from(3);
-                        break;
-                    }
-                    Err(e) => {
-                        eprintln!("[locks] {} (curator) failed: {e}", workload.name());
-                        code = ExitCode::FAILURE;
-                    }
-                }
+        if env.options.rounds > 1 && !round_ratios.is_empty() {
+            let mut summary = format!("{} (median ops/s ÷ curator's, {} rounds):", workload.name(), env.options.rounds);
+            for (implementation, mut all) in round_ratios {
+                all.sort_by(f64::total_cmp);
+                let median = if all.len() % 2 == 1 {
+                    all[all.len() / 2]
+                } else {
+                    (all[all.len() / 2 - 1] + all[all.len() / 2]) / 2.0
+                };
+                let each: Vec<String> = all.iter().map(|r| format!("{r:.2}")).collect();
+                let _ = write!(summary, " {implementation} {median:.2} (rounds, sorted: {})", each.join(" "));
             }
+            eprintln!("[locks] ratio {summary}");
+            ratios.push(summary);
         }
     }
     if !ratios.is_empty() {

@@ -33,6 +33,8 @@ usage: locks [options]
   --read-pct P              rwlock: percentage of read acquisitions (default 80)
   --seed N                  rwlock: seed of the read/write choice (default 1)
   --label TEXT              copied into every JSON line (default \"\")
+  --rounds N                run each workload's lines N times in turn (raw, zk-recipes,
+                            Curator, raw, ...) and print the median ratio (default 1)
   --curator MODE            also run each workload through Apache Curator (java, javac and the
                             Curator jars): auto (default: when installed, else a skipped line),
                             off, require (fail when not installed)
@@ -65,6 +67,7 @@ pub(crate) struct Options {
     pub(crate) read_pct: u32,
     pub(crate) seed: u64,
     pub(crate) label: String,
+    pub(crate) rounds: usize,
     pub(crate) count_ops: bool,
     pub(crate) curator: CuratorMode,
     pub(crate) curator_warmup: Duration,
@@ -91,6 +94,7 @@ impl Default for Options {
             read_pct: 80,
             seed: 1,
             label: String::new(),
+            rounds: 1,
             count_ops: false,
             curator: CuratorMode::Auto,
             curator_warmup: Duration::from_secs(5),
@@ -190,6 +194,7 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
             "--read-pct" => options.read_pct = number(&flag, &value()?)?,
             "--seed" => options.seed = number(&flag, &value()?)?,
             "--label" => options.label = value()?,
+            "--rounds" => options.rounds = number(&flag, &value()?)?,
             "--curator" => {
                 options.curator = match value()?.as_str() {
                     "auto" => CuratorMode::Auto,
@@ -203,8 +208,13 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
             other => return Err(format!("unknown option {other:?}")),
         }
     }
-    if options.iters == 0 || options.cycles == 0 || options.clients == 0 || options.max_leases == 0 {
-        return Err("--iters, --cycles, --clients and --max-leases must be at least 1".into());
+    if options.iters == 0
+        || options.cycles == 0
+        || options.clients == 0
+        || options.max_leases == 0
+        || options.rounds == 0
+    {
+        return Err("--iters, --cycles, --clients, --max-leases and --rounds must be at least 1".into());
     }
     if options.ensemble == Some(0) {
         return Err("--ensemble must be at least 1".into());
