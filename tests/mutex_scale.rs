@@ -266,30 +266,13 @@ async fn received(connect: &str, sessions: &[i64]) -> Vec<u64> {
 /// - then the free drain: packets per handoff over all sessions stay a small constant
 ///   (independent of the queue's length), the handoff rate, and the client's memory (RSS) at
 ///   the full queue, printed as a JSON line.
-///
-/// `own_server_heap`: run against a server of the test's own with this JVM heap instead of the
-/// shared one. At 10,000 waiters a listing returns up to 10,000 names, and the replies to
-/// several sessions' listings may be queued at once.
-async fn waiters_acquire_in_turn(waiters: usize, sessions: usize, limit: Duration, own_server_heap: Option<&str>) {
+async fn waiters_acquire_in_turn(waiters: usize, sessions: usize, limit: Duration) {
     const CONTROLLED: usize = 10;
     /// A handoff sends a delete (the releaser) and a few reads and watches (the next holder).
     const PACKETS_PER_HANDOFF: u64 = 6;
     init_tracing();
     bounded(limit, async {
-        let own_server = match own_server_heap {
-            Some(heap) => Some(
-                zk_recipes::testing::TestingServer::builder()
-                    .jvm_arg(format!("-Xmx{heap}"))
-                    .start()
-                    .await
-                    .expect("a server with a larger heap"),
-            ),
-            None => None,
-        };
-        let connect = match &own_server {
-            Some(server) => server.connect_string(),
-            None => shared_connect().await,
-        };
+        let connect = shared_connect().await;
         let path = path(&format!("scale-{waiters}"));
         let rss_start = rss_kib();
         let mut frameworks = Vec::new();
@@ -437,15 +420,15 @@ async fn waiters_acquire_in_turn(waiters: usize, sessions: usize, limit: Duratio
 /// The CI-sized run of [`waiters_acquire_in_turn`]: 1,000 waiters over 10 sessions.
 #[tokio::test]
 async fn a_thousand_waiters_over_ten_sessions_wake_one_at_a_time() {
-    waiters_acquire_in_turn(1_000, 10, Duration::from_secs(240), None).await;
+    waiters_acquire_in_turn(1_000, 10, Duration::from_secs(240)).await;
 }
 
-/// 10,000 waiters over 10 sessions: minutes even in a release build (after queueing, every
+/// 10,000 waiters over 10 sessions: over a minute in a release build (after queueing, every
 /// handoff but the shortcut ones lists the rest of the queue, as Curator's waiters do), so not
 /// run by default. Run it with
 /// `cargo test --release --features testing --test mutex_scale -- --ignored --nocapture`.
 #[tokio::test]
 #[ignore = "slow: 10,000 waiters (run with --ignored)"]
 async fn ten_thousand_waiters_over_ten_sessions_wake_one_at_a_time() {
-    waiters_acquire_in_turn(10_000, 10, Duration::from_secs(1800), Some("3g")).await;
+    waiters_acquire_in_turn(10_000, 10, Duration::from_secs(1800)).await;
 }
