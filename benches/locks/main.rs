@@ -34,8 +34,8 @@ use std::process::ExitCode;
 use zk_recipes::testing::CountingProxy;
 
 use crate::curator::Curator;
-use crate::options::{parse_args, Options, USAGE};
-use crate::report::{json_string, BenchError};
+use crate::options::{parse_args, Options, Workload, USAGE};
+use crate::report::{json_string, BenchError, Measured};
 use crate::workloads::{run_workload, warm_up_server, Env, BENCH_ROOT};
 
 fn main() -> ExitCode {
@@ -139,97 +139,29 @@ async fn bench(options: Options, curator: Curator) -> ExitCode {
             } else {
                 eprintln!("[locks] {} ...", workload.name());
             }
-            // ops/s of the zk-recipes lines, for the ratios to Curator.
-            let mut ours = Vec::new();
-            match run_workload(&env, workload).await {
-                Ok(results) => {
-                    for result in results {
-                        if result.implementation.starts_with("zk-recipes") {
-                            ours.push((result.implementation, result.ops_per_sec()));
-                        }
-                        let requests = result.requests_per_op.map_or_else(|| "n/a".to_owned(), |r| format!("{r:.2}"));
-                        let fsyncs = result
-                            .fsyncs_per_op
-                            .map_or_else(String::new, |f| format!("; log fsyncs/op {f:.2} per server"));
-                        eprintln!(
-                            "[locks]   {:<20} server requests/op {requests} (all sessions, pings included){fsyncs}",
-                            result.implementation
-                        );
-                        if let Some(breakdown) = &result.breakdown {
-                            eprintln!("[locks]   {:<20} per op: {breakdown}", "");
-                        }
-                        if let Some(halves) = &result.halves {
-                            eprintln!("[locks]   {:<20} {}", "", halves.summary());
-                            if let Some(requests) = halves.requests() {
-                                eprintln!("[locks]   {:<20} {requests}", "");
-                            }
-                        }
-                        println!("{}", result.json(&env.options.label));
-                    }
-                }
-                Err(e @ BenchError::Violation(_)) => {
+            let ended = match run_round(&env, &curator, workload).await {
+                Ok(ended) => ended,
+                Err(e) => {
                     eprintln!("[locks] {}: {e}", workload.name());
                     code = ExitCode::from(3);
                     break 'workloads;
                 }
-                Err(e) => {
-                    eprintln!("[locks] {} failed: {e}", workload.name());
-                    code = ExitCode::FAILURE;
+            };
+            if ended.failed {
+                code = ExitCode::FAILURE;
+            }
+            for (implementation, ratio) in ended.ratios {
+                match round_ratios.iter_mut().find(|(name, _)| *name == implementation) {
+                    Some((_, all)) => all.push(ratio),
+                    None => round_ratios.push((implementation, vec![ratio])),
                 }
             }
-            match &curator {
-                Curator::Off => {}
-                Curator::Missing(why) => println!(
-                    "{{\"impl\":\"curator\",\"workload\":{},\"skipped\":{}}}",
-                    json_string(workload.name()),
-                    json_string(why)
-                ),
-                Curator::Ready(bench) => {
-                    eprintln!("[locks] {} through Curator ...", workload.name());
-                    match bench.run(&env, workload).await {
-                        Ok(line) => {
-                            println!("{}", line.json);
-                            if let Some(theirs) = line.ops_per_sec.filter(|&t| t > 0.0) {
-                                let mut summary = format!("{} (ops/s ÷ curator's {theirs:.1}):", workload.name());
-                                for (implementation, ops_per_sec) in &ours {
-                                    let ratio = ops_per_sec / theirs;
-                                    let _ = write!(summary, " {implementation} {ratio:.2}");
-                                    match round_ratios.iter_mut().find(|(name, _)| name == implementation) {
-                                        Some((_, all)) => all.push(ratio),
-                                        None => round_ratios.push((implementation, vec![ratio])),
-                                    }
-                                }
-                                eprintln!("[locks] ratio {summary}");
-                                if env.options.rounds == 1 {
-                                    ratios.push(summary);
-                                }
-                            }
-                        }
-                        Err(e @ BenchError::Violation(_)) => {
-                            eprintln!("[locks] {} (curator): {e}", workload.name());
-                            code = ExitCode::from(3);
-                            break 'workloads;
-                        }
-                        Err(e) => {
-                            eprintln!("[locks] {} (curator) failed: {e}", workload.name());
-                            code = ExitCode::FAILURE;
-                        }
-                    }
-                }
+            if env.options.rounds == 1 {
+                ratios.extend(ended.summary);
             }
         }
         if env.options.rounds > 1 && !round_ratios.is_empty() {
-            let mut summary = format!("{} (median ops/s ÷ curator's, {} rounds):", workload.name(), env.options.rounds);
-            for (implementation, mut all) in round_ratios {
-                all.sort_by(f64::total_cmp);
-                let median = if all.len() % 2 == 1 {
-                    all[all.len() / 2]
-                } else {
-                    (all[all.len() / 2 - 1] + all[all.len() / 2]) / 2.0
-                };
-                let each: Vec<String> = all.iter().map(|r| format!("{r:.2}")).collect();
-                let _ = write!(summary, " {implementation} {median:.2} (rounds, sorted: {})", each.join(" "));
-            }
+            let summary = median_summary(workload.name(), env.options.rounds, round_ratios);
             eprintln!("[locks] ratio {summary}");
             ratios.push(summary);
         }
@@ -246,6 +178,107 @@ async fn bench(options: Options, curator: Curator) -> ExitCode {
         let _ = client.delete(BENCH_ROOT, None).await; // fails harmlessly while others use it
     }
     code
+}
+
+/// How one round of a workload went.
+struct Round {
+    /// Each zk-recipes line's ops/s divided by Curator's (none without a Curator line).
+    ratios: Vec<(&'static str, f64)>,
+    /// The ratio line as printed.
+    summary: Option<String>,
+    /// A line failed; the others still ran.
+    failed: bool,
+}
+
+/// One round of `workload`: its zk-recipes and raw-floor lines, then Curator's, each printed
+/// as a JSON line. `Err` only for a violated exclusion, which stops the whole run.
+async fn run_round(env: &Env, curator: &Curator, workload: Workload) -> Result<Round, BenchError> {
+    let mut round = Round { ratios: Vec::new(), summary: None, failed: false };
+    // ops/s of the zk-recipes lines, for the ratios to Curator.
+    let mut ours = Vec::new();
+    match run_workload(env, workload).await {
+        Ok(results) => {
+            for result in results {
+                if result.implementation.starts_with("zk-recipes") {
+                    ours.push((result.implementation, result.ops_per_sec()));
+                }
+                print_result(env, &result);
+            }
+        }
+        Err(e @ BenchError::Violation(_)) => return Err(e),
+        Err(e) => {
+            eprintln!("[locks] {} failed: {e}", workload.name());
+            round.failed = true;
+        }
+    }
+    let bench = match curator {
+        Curator::Off => return Ok(round),
+        Curator::Missing(why) => {
+            println!(
+                "{{\"impl\":\"curator\",\"workload\":{},\"skipped\":{}}}",
+                json_string(workload.name()),
+                json_string(why)
+            );
+            return Ok(round);
+        }
+        Curator::Ready(bench) => bench,
+    };
+    eprintln!("[locks] {} through Curator ...", workload.name());
+    match bench.run(env, workload).await {
+        Ok(line) => {
+            println!("{}", line.json);
+            if let Some(theirs) = line.ops_per_sec.filter(|&t| t > 0.0) {
+                let mut summary = format!("{} (ops/s ÷ curator's {theirs:.1}):", workload.name());
+                for (implementation, ops_per_sec) in ours {
+                    let ratio = ops_per_sec / theirs;
+                    let _ = write!(summary, " {implementation} {ratio:.2}");
+                    round.ratios.push((implementation, ratio));
+                }
+                eprintln!("[locks] ratio {summary}");
+                round.summary = Some(summary);
+            }
+        }
+        Err(e @ BenchError::Violation(_)) => return Err(e),
+        Err(e) => {
+            eprintln!("[locks] {} (curator) failed: {e}", workload.name());
+            round.failed = true;
+        }
+    }
+    Ok(round)
+}
+
+/// One measured line on stdout (JSON), its request counts and breakdowns on stderr.
+fn print_result(env: &Env, result: &Measured) {
+    let requests = result.requests_per_op.map_or_else(|| "n/a".to_owned(), |r| format!("{r:.2}"));
+    let fsyncs = result.fsyncs_per_op.map_or_else(String::new, |f| format!("; log fsyncs/op {f:.2} per server"));
+    eprintln!(
+        "[locks]   {:<20} server requests/op {requests} (all sessions, pings included){fsyncs}",
+        result.implementation
+    );
+    if let Some(breakdown) = &result.breakdown {
+        eprintln!("[locks]   {:<20} per op: {breakdown}", "");
+    }
+    if let Some(halves) = &result.halves {
+        eprintln!("[locks]   {:<20} {}", "", halves.summary());
+        if let Some(requests) = halves.requests() {
+            eprintln!("[locks]   {:<20} {requests}", "");
+        }
+    }
+    println!("{}", result.json(&env.options.label));
+}
+
+/// The ratio line over several rounds: each zk-recipes line's median ratio, then every
+/// round's, sorted.
+fn median_summary(workload: &str, rounds: usize, ratios: Vec<(&'static str, Vec<f64>)>) -> String {
+    let mut summary = format!("{workload} (median ops/s ÷ curator's, {rounds} rounds):");
+    for (implementation, mut all) in ratios {
+        all.sort_by(f64::total_cmp);
+        let mid = all.len() / 2;
+        let median = if all.len() % 2 == 1 { all[mid] } else { (all[mid - 1] + all[mid]) / 2.0 };
+        let each: Vec<String> = all.iter().map(|r| format!("{r:.2}")).collect();
+        let _ = write!(summary, " {implementation} {median:.2} (rounds, sorted: {})", each.join(" "));
+    }
+    summary
 }
 
 /// The ZooKeeper the bench started for itself (no `--connect`), stopped when dropped.
