@@ -3,7 +3,9 @@
 //!
 //! Round trips: the create and the first `getChildren` are sent back to back (zookeeper-client
 //! sends requests in call order, and ZooKeeper answers a session's requests in order), so an
-//! uncontended acquire costs one round trip. A mutex waiter whose predecessor was the holder
+//! uncontended acquire costs one round trip. Listings go through the session's shared
+//! listings: when many tasks of one session list this directory at once, late ones share a
+//! listing sent after all of them asked (see the framework's `listings.rs`). A mutex waiter whose predecessor was the holder
 //! takes the lock when that node is deleted without listing the children again (see
 //! [`Driver::first_after_holder_leaves`]); it also watches its own node, in the same round
 //! trip, because someone may delete it meanwhile (ZooKeeper notifies a session in zxid order,
