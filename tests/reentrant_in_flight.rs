@@ -312,3 +312,36 @@ async fn joined_semaphore_mutex_acquires_wait_their_turn_and_end() {
     })
     .await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// A guard moved to another task
+
+/// The hold belongs to the task that acquired: with its guard moved to another task, the owner
+/// acquiring again nests at once, and the task holding the moved guard is another contender
+/// (its try is `None`). The non-reentrant semaphore mutex makes the old owner wait instead.
+#[tokio::test]
+async fn a_guard_moved_to_another_task_keeps_its_owners_hold() {
+    bounded(LIMIT, async {
+        let fw = fw().await;
+        let mutex = InterProcessMutex::new(&fw, &path("moved")).unwrap();
+        let first = mutex.acquire().await.unwrap();
+        let (first_path, moved_mutex) = (first.lock_path().to_owned(), mutex.clone());
+        let elsewhere = tokio::spawn(async move {
+            let tried = moved_mutex.try_acquire().await.unwrap();
+            (first, tried.is_none())
+        });
+        let (first, contended) = elsewhere.await.unwrap();
+        assert!(contended, "the task holding the moved guard is not the owner");
+        let nested = within(EVENT, "the owner acquiring again", mutex.acquire()).await.unwrap();
+        assert_eq!(nested.lock_path(), first_path, "nested in the owner's hold");
+        drop((first, nested));
+
+        let semaphore_mutex = InterProcessSemaphoreMutex::new(&fw, &path("moved-semaphore-mutex")).unwrap();
+        let guard = semaphore_mutex.acquire().await.unwrap();
+        let holder = tokio::spawn(async move { guard });
+        let guard = holder.await.unwrap();
+        assert!(semaphore_mutex.acquire_timeout(GIVE_UP).await.unwrap().is_none(), "not reentrant");
+        guard.release().await.unwrap();
+    })
+    .await;
+}

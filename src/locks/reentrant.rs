@@ -383,3 +383,46 @@ impl LockHold for TicketGuard {
         vec![self.fencing_token()]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gates(turns: &Turns) -> usize {
+        turns.gates.lock().len()
+    }
+
+    #[tokio::test]
+    async fn an_owners_acquires_take_turns_and_leave_no_gate_behind() {
+        let turns = Turns::default();
+        let owner = Owner::current();
+        let first = turns.try_take(owner).expect("no acquire in flight yet");
+        assert!(turns.try_take(owner).is_none(), "a try while the owner's acquire is in flight");
+        let second = turns.take(owner);
+        tokio::pin!(second);
+        assert!(futures::poll!(&mut second).is_pending(), "waits for the first turn");
+        drop(first);
+        let second = second.await;
+        assert_eq!(gates(&turns), 1);
+        drop(second);
+        assert_eq!(gates(&turns), 0, "the gate goes with the owner's last turn");
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_wait_for_a_turn_leaves_no_gate_behind() {
+        let turns = Turns::default();
+        let owner = Owner::current();
+        let first = turns.try_take(owner).expect("no acquire in flight yet");
+        {
+            let waiting = turns.take(owner);
+            tokio::pin!(waiting);
+            assert!(futures::poll!(&mut waiting).is_pending());
+        } // cancelled
+        drop(first);
+        assert_eq!(gates(&turns), 0);
+        let other = tokio::spawn(async { Owner::current() }).await.expect("the task runs");
+        assert_ne!(other, owner);
+        let _mine = turns.try_take(owner).expect("free again");
+        assert!(turns.try_take(other).is_some(), "another owner's turn is its own");
+    }
+}
