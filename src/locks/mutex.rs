@@ -4,12 +4,12 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
-use super::acquire::{self, Acquire, Hold, LockHold, Mode};
+use super::acquire::{self, Hold, LockHold};
 use super::driver::StandardDriver;
 use super::fast_path::FastPathStats;
 use super::internals::LockInternals;
-use super::reentrant::{self, Holds, Owner, Parts, Reentrant, TicketGuard, Turns};
-use super::revocation::{Revocable, RevocableLock, Signal};
+use super::reentrant::{Guarded, Holds, Owner, Parts, Reentrant, TicketGuard, Turns};
+use super::revocation::Revocable;
 use crate::error::Result;
 use crate::framework::Framework;
 
@@ -183,8 +183,6 @@ impl InterProcessMutex {
 impl Reentrant for InterProcessMutex {
     const HALF: Option<&'static str> = None;
 
-    type Guard = MutexGuard;
-
     fn parts(&self) -> Parts<'_> {
         let Shared { internals, turns, holds } = &*self.shared;
         Parts { turns, holds, internals }
@@ -195,22 +193,8 @@ impl Reentrant for InterProcessMutex {
     }
 }
 
-impl Acquire for InterProcessMutex {
+impl Guarded for InterProcessMutex {
     type Guard = MutexGuard;
-
-    async fn acquire_with<M: Mode>(&self) -> Result<M::Out<MutexGuard>> {
-        reentrant::acquire::<_, M>(self, None).await
-    }
-
-    fn is_acquired_in_this_process(&self) -> bool {
-        InterProcessMutex::is_acquired_in_this_process(self)
-    }
-}
-
-impl RevocableLock for InterProcessMutex {
-    async fn acquire_revocable<M: Mode>(&self, signal: &Arc<Signal>) -> Result<M::Out<MutexGuard>> {
-        reentrant::acquire::<_, M>(self, Some(signal)).await
-    }
 }
 
 /// Proof that this process holds an [`InterProcessMutex`]. Releasing it (or dropping it)

@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use zookeeper_client::Stat;
 
-use super::acquire::{self, Acquire, Hold, LockHold, Mode};
+use super::acquire::{self, Hold, LockHold};
 use super::driver::{read_write_sort_key, ReadDriver, WriteDriver, READ_LOCK_NAME, WRITE_LOCK_NAME};
 use super::held::{HeldNode, NodeWatch};
 use super::internals::LockInternals;
 use super::node::{retry_request, Failure};
-use super::reentrant::{self, Holds, Owner, Parts, Reentrant, TicketGuard, Turns};
-use super::revocation::{NodeRevocation, Revocable, RevocableLock, Signal};
+use super::reentrant::{Guarded, Holds, Owner, Parts, Reentrant, TicketGuard, Turns};
+use super::revocation::{NodeRevocation, Revocable, Signal};
 use crate::error::{Error, Result};
 use crate::framework::Framework;
 use crate::path;
@@ -296,8 +296,6 @@ impl ReadLock {
 impl Reentrant for ReadLock {
     const HALF: Option<&'static str> = Some("read");
 
-    type Guard = ReadLockGuard;
-
     fn parts(&self) -> Parts<'_> {
         Parts { turns: &self.shared.turns, holds: &self.shared.read_holds, internals: &self.shared.read }
     }
@@ -315,22 +313,8 @@ impl Reentrant for ReadLock {
     }
 }
 
-impl Acquire for ReadLock {
+impl Guarded for ReadLock {
     type Guard = ReadLockGuard;
-
-    async fn acquire_with<M: Mode>(&self) -> Result<M::Out<ReadLockGuard>> {
-        reentrant::acquire::<_, M>(self, None).await
-    }
-
-    fn is_acquired_in_this_process(&self) -> bool {
-        ReadLock::is_acquired_in_this_process(self)
-    }
-}
-
-impl RevocableLock for ReadLock {
-    async fn acquire_revocable<M: Mode>(&self, signal: &Arc<Signal>) -> Result<M::Out<ReadLockGuard>> {
-        reentrant::acquire::<_, M>(self, Some(signal)).await
-    }
 }
 
 /// The write half of an [`InterProcessReadWriteLock`] (Curator's `WriteLock`). A cheap
@@ -422,8 +406,6 @@ impl WriteLock {
 impl Reentrant for WriteLock {
     const HALF: Option<&'static str> = Some("write");
 
-    type Guard = WriteLockGuard;
-
     fn parts(&self) -> Parts<'_> {
         Parts { turns: &self.shared.turns, holds: &self.shared.write_holds, internals: &self.shared.write }
     }
@@ -439,22 +421,8 @@ impl Reentrant for WriteLock {
     }
 }
 
-impl Acquire for WriteLock {
+impl Guarded for WriteLock {
     type Guard = WriteLockGuard;
-
-    async fn acquire_with<M: Mode>(&self) -> Result<M::Out<WriteLockGuard>> {
-        reentrant::acquire::<_, M>(self, None).await
-    }
-
-    fn is_acquired_in_this_process(&self) -> bool {
-        WriteLock::is_acquired_in_this_process(self)
-    }
-}
-
-impl RevocableLock for WriteLock {
-    async fn acquire_revocable<M: Mode>(&self, signal: &Arc<Signal>) -> Result<M::Out<WriteLockGuard>> {
-        reentrant::acquire::<_, M>(self, Some(signal)).await
-    }
 }
 
 /// Proof that this process holds the read lock of an [`InterProcessReadWriteLock`].

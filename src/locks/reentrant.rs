@@ -14,6 +14,7 @@
 //! replaced: only the owner's turn records a hold, and only when the owner has none.
 
 use std::collections::HashMap;
+use std::fmt::Debug;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -22,10 +23,10 @@ use std::thread::ThreadId;
 use async_trait::async_trait;
 use tokio::sync::OwnedMutexGuard;
 
-use super::acquire::{self, LockHold, Mode};
+use super::acquire::{self, Acquire, LockHold, Mode};
 use super::held::{HeldNode, NodeWatch};
 use super::internals::LockInternals;
-use super::revocation::Signal;
+use super::revocation::{RevocableLock, Signal};
 use crate::error::{Error, Result};
 use crate::sync::Mutex;
 
@@ -47,16 +48,12 @@ impl Owner {
     }
 }
 
-/// A lock the reentrant core acquires: a mutex, or one half of a read-write lock (whose
-/// [`Acquire`](super::acquire::Acquire) and [`RevocableLock`](super::revocation::RevocableLock)
-/// implementations call [`acquire`]). The two hooks are how a half treats an owner that holds
-/// the other half.
-pub(crate) trait Reentrant: Sync {
+/// A lock the reentrant core acquires: a mutex, or one half of a read-write lock. Each is a lock
+/// handle ([`Acquire`]) that can be acquired revocably ([`RevocableLock`]), both through
+/// [`acquire`]. The two hooks are how a half treats an owner that holds the other half.
+pub(crate) trait Reentrant: Guarded + Clone + Send + Sync + Debug + 'static {
     /// The half, as spans and logs name it (`None` for a mutex).
     const HALF: Option<&'static str>;
-
-    /// The public guard.
-    type Guard: acquire::Hold;
 
     /// What the core works on.
     fn parts(&self) -> Parts<'_>;
@@ -82,6 +79,31 @@ pub(crate) trait Reentrant: Sync {
     }
 }
 
+/// The public guard of a reentrant lock. A trait of its own, and public (though unreachable
+/// from outside the crate), because the [`Acquire`] implementation names the guard type.
+pub trait Guarded {
+    /// The public guard.
+    type Guard: acquire::Hold;
+}
+
+impl<L: Reentrant> Acquire for L {
+    type Guard = <L as Guarded>::Guard;
+
+    async fn acquire_with<M: Mode>(&self) -> Result<M::Out<Self::Guard>> {
+        acquire::<L, M>(self, None).await
+    }
+
+    fn is_acquired_in_this_process(&self) -> bool {
+        self.parts().holds.any()
+    }
+}
+
+impl<L: Reentrant> RevocableLock for L {
+    async fn acquire_revocable<M: Mode>(&self, signal: &Arc<Signal>) -> Result<M::Out<Self::Guard>> {
+        acquire::<L, M>(self, Some(signal)).await
+    }
+}
+
 /// What the reentrant core works on, for one lock (one half).
 pub(crate) struct Parts<'a> {
     /// The turns of the owners' acquires (both halves of a read-write lock share them).
@@ -99,10 +121,7 @@ pub(crate) struct Parts<'a> {
 /// # Errors
 /// [`Error::LockLost`] when the owner's hold is over; [`Error::UpgradeRefused`] (blocking mode)
 /// when [`Reentrant::refuses`] says so; whatever the downgrade or the queue report.
-pub(crate) async fn acquire<L: Reentrant, M: Mode>(
-    lock: &L,
-    revocable: Option<&Arc<Signal>>,
-) -> Result<M::Out<L::Guard>> {
+async fn acquire<L: Reentrant, M: Mode>(lock: &L, revocable: Option<&Arc<Signal>>) -> Result<M::Out<L::Guard>> {
     Ok(M::map(acquire_ticket::<L, M>(lock, revocable).await?, L::guard))
 }
 
