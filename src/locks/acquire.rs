@@ -2,8 +2,9 @@
 //!
 //! A recipe implements [`Acquire`] once (how to take it, in a [`Mode`]) and its guard
 //! implements [`Hold`]; from those come the three acquire forms every recipe offers
-//! ([`acquire`], [`try_acquire`], [`acquire_timeout`]) and the public [`Lockable`] and
-//! [`LockHold`] that [`MultiLock`](crate::MultiLock) composes.
+//! ([`acquire`], [`try_acquire`], [`acquire_timeout`], which each recipe's written-out
+//! methods of those names call) and the public [`Lockable`] that
+//! [`MultiLock`](crate::MultiLock) composes.
 //!
 //! The mode decides the result type: waiting yields a guard, trying yields an optional guard,
 //! so no form has a case it cannot reach.
@@ -103,45 +104,12 @@ pub trait Acquire: Send + Sync + Debug {
     fn is_acquired_in_this_process(&self) -> bool;
 }
 
-/// A guard of this crate.
+/// A guard of this crate, as a [`MultiLock`](crate::MultiLock) keeps it.
 pub trait Hold: Send + Sync + Debug + 'static {
-    /// Releases the lock and reports the outcome.
-    fn release(self) -> impl Future<Output = Result<()>> + Send;
-
-    /// Whether the lock can still be trusted (a local check).
-    fn is_held(&self) -> bool;
-
-    /// Completes when the lock can no longer be trusted.
-    fn lost(&self) -> impl Future<Output = ()> + Send + '_;
-
-    /// The fencing tokens of the nodes held, in acquisition order.
-    fn fencing_tokens(&self) -> Vec<i64>;
+    /// The guard, type-erased: the [`LockHold`] behind it (its private core, for a public
+    /// guard that wraps one).
+    fn into_lock_hold(self) -> Box<dyn LockHold>;
 }
-
-/// Implements [`Hold`] for a guard of one node from its inherent `release`, `is_held`, `lost`
-/// and `fencing_token`.
-macro_rules! hold_one_node {
-    ($guard:ty) => {
-        impl $crate::locks::acquire::Hold for $guard {
-            async fn release(self) -> $crate::Result<()> {
-                <$guard>::release(self).await
-            }
-
-            fn is_held(&self) -> bool {
-                <$guard>::is_held(self)
-            }
-
-            async fn lost(&self) {
-                <$guard>::lost(self).await
-            }
-
-            fn fencing_tokens(&self) -> Vec<i64> {
-                vec![<$guard>::fencing_token(self)]
-            }
-        }
-    };
-}
-pub(crate) use hold_one_node;
 
 /// Waits until `lock` is held.
 pub(crate) async fn acquire<L: Acquire>(lock: &L) -> Result<L::Guard> {
@@ -161,33 +129,6 @@ pub(crate) async fn acquire_timeout<L: Acquire>(lock: &L, timeout: Duration) -> 
         other => other,
     }
 }
-
-/// The three acquire forms of a lock handle, from its [`Acquire`] implementation; each gets the
-/// doc comment written above its name.
-macro_rules! acquire_forms {
-    (
-        $guard:ty;
-        $(#[$acquire:meta])* acquire;
-        $(#[$try_acquire:meta])* try_acquire;
-        $(#[$acquire_timeout:meta])* acquire_timeout;
-    ) => {
-        $(#[$acquire])*
-        pub async fn acquire(&self) -> $crate::Result<$guard> {
-            $crate::locks::acquire::acquire(self).await
-        }
-
-        $(#[$try_acquire])*
-        pub async fn try_acquire(&self) -> $crate::Result<Option<$guard>> {
-            $crate::locks::acquire::try_acquire(self).await
-        }
-
-        $(#[$acquire_timeout])*
-        pub async fn acquire_timeout(&self, timeout: std::time::Duration) -> $crate::Result<Option<$guard>> {
-            $crate::locks::acquire::acquire_timeout(self, timeout).await
-        }
-    };
-}
-pub(crate) use acquire_forms;
 
 /// Runs a cancel-safe acquire for at most `timeout` (all of it: connection waits and retries
 /// included); `None` when the time ran out.
@@ -267,33 +208,14 @@ pub trait LockHold: Send + Sync + Debug {
 #[async_trait]
 impl<L: Acquire> Lockable for L {
     async fn lock(&self) -> Result<Box<dyn LockHold>> {
-        Ok(Box::new(acquire(self).await?))
+        Ok(acquire(self).await?.into_lock_hold())
     }
 
     async fn try_lock(&self) -> Result<Option<Box<dyn LockHold>>> {
-        Ok(try_acquire(self).await?.map(|guard| Box::new(guard) as Box<dyn LockHold>))
+        Ok(try_acquire(self).await?.map(Hold::into_lock_hold))
     }
 
     fn is_acquired_in_this_process(&self) -> bool {
         Acquire::is_acquired_in_this_process(self)
-    }
-}
-
-#[async_trait]
-impl<H: Hold> LockHold for H {
-    async fn release(self: Box<Self>) -> Result<()> {
-        Hold::release(*self).await
-    }
-
-    fn is_held(&self) -> bool {
-        Hold::is_held(self)
-    }
-
-    async fn lost(&self) {
-        Hold::lost(self).await
-    }
-
-    fn fencing_tokens(&self) -> Vec<i64> {
-        Hold::fencing_tokens(self)
     }
 }

@@ -234,37 +234,3 @@ impl NodeWatch {
         self.gone.store(true, Ordering::SeqCst);
     }
 }
-
-/// A guard's four views of its node (its path, fencing token, `is_held()` and `lost()`), read
-/// through the guard's field `$field` (anything with a `watch()` giving the [`NodeWatch`]);
-/// each gets the doc comment written above its name.
-macro_rules! node_accessors {
-    (
-        via $field:ident;
-        $(#[$path_doc:meta])* $path:ident;
-        $(#[$token_doc:meta])* fencing_token;
-        $(#[$held_doc:meta])* is_held;
-        $(#[$lost_doc:meta])* lost;
-    ) => {
-        $(#[$path_doc])*
-        pub fn $path(&self) -> &str {
-            self.$field.watch().user_path()
-        }
-
-        $(#[$token_doc])*
-        pub fn fencing_token(&self) -> i64 {
-            self.$field.watch().fencing_token()
-        }
-
-        $(#[$held_doc])*
-        pub fn is_held(&self) -> bool {
-            self.$field.watch().is_held()
-        }
-
-        $(#[$lost_doc])*
-        pub async fn lost(&self) {
-            self.$field.watch().lost().await
-        }
-    };
-}
-pub(crate) use node_accessors;

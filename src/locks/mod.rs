@@ -10,7 +10,7 @@
 //! | `internals.rs` | the one wait engine (Curator's `LockInternals`) |
 //! | `start_over.rs` | the start-over loop: a fresh node when the last one went missing |
 //! | `fast_path.rs` | the uncontended mutex taken with the create alone, when provably safe |
-//! | `reentrant.rs` | per-task reentrancy: holds, their guards, who owns them |
+//! | `reentrant.rs` | per-task reentrancy: the one reentrant acquire core (an owner's acquires take turns; downgrade and upgrade refusal are its hooks), holds, and the ticket guard behind the public guards |
 //! | `acquire.rs` | the one acquire front-end: the acquire forms, `Lockable` and `LockHold` |
 //! | `revocation.rs` | revocation: the watch on a revocable node, `Revocable`, `Revoker` |
 //! | `mutex.rs`, `read_write.rs`, `semaphore.rs`, `semaphore_mutex.rs`, `multi.rs` | the recipes, thin |

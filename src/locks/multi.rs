@@ -2,10 +2,12 @@
 //! lock handles through the small object-safe [`Lockable`] trait.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use async_trait::async_trait;
 use futures::future::FutureExt;
 
-use super::acquire::{acquire_forms, Acquire, Hold, LockHold, Lockable, Mode};
+use super::acquire::{self, Acquire, Hold, LockHold, Lockable, Mode};
 use super::mutex::InterProcessMutex;
 use crate::error::{Error, Result};
 use crate::framework::Framework;
@@ -78,36 +80,41 @@ impl MultiLock {
         self.locks.is_empty()
     }
 
-    acquire_forms! {
-        MultiLockGuard;
-        /// Waits until every lock is held.
-        ///
-        /// # Errors
-        /// The first error a lock reported; the locks taken before it were released (in reverse
-        /// order) before returning.
-        ///
-        /// # Cancel safety
-        /// Cancel-safe (given cancel-safe [`Lockable`]s): the locks taken so far are released in
-        /// reverse order in the background.
-        acquire;
-        /// Takes every lock if each is free right now; never waits. `None` (holding nothing) as
-        /// soon as one is not free.
-        ///
-        /// # Errors
-        /// As [`acquire`](Self::acquire).
-        ///
-        /// # Cancel safety
-        /// Cancel-safe, as [`acquire`](Self::acquire).
-        try_acquire;
-        /// Waits at most `timeout` in total for all the locks; `None` when the time ran out (the
-        /// locks taken meanwhile are released in the background, in reverse order).
-        ///
-        /// # Errors
-        /// [`Error::InvalidArgument`] for a zero timeout; otherwise as [`acquire`](Self::acquire).
-        ///
-        /// # Cancel safety
-        /// Cancel-safe, as [`acquire`](Self::acquire).
-        acquire_timeout;
+    /// Waits until every lock is held.
+    ///
+    /// # Errors
+    /// The first error a lock reported; the locks taken before it were released (in reverse
+    /// order) before returning.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe (given cancel-safe [`Lockable`]s): the locks taken so far are released in
+    /// reverse order in the background.
+    pub async fn acquire(&self) -> Result<MultiLockGuard> {
+        acquire::acquire(self).await
+    }
+
+    /// Takes every lock if each is free right now; never waits. `None` (holding nothing) as
+    /// soon as one is not free.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`acquire`](Self::acquire).
+    pub async fn try_acquire(&self) -> Result<Option<MultiLockGuard>> {
+        acquire::try_acquire(self).await
+    }
+
+    /// Waits at most `timeout` in total for all the locks; `None` when the time ran out (the
+    /// locks taken meanwhile are released in the background, in reverse order).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zero timeout; otherwise as [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`acquire`](Self::acquire).
+    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<MultiLockGuard>> {
+        acquire::acquire_timeout(self, timeout).await
     }
 
     /// True when this process holds every lock of the set (Curator's semantics).
@@ -239,8 +246,15 @@ impl MultiLockGuard {
 }
 
 impl Hold for MultiLockGuard {
-    async fn release(self) -> Result<()> {
-        MultiLockGuard::release(self).await
+    fn into_lock_hold(self) -> Box<dyn LockHold> {
+        Box::new(self)
+    }
+}
+
+#[async_trait]
+impl LockHold for MultiLockGuard {
+    async fn release(self: Box<Self>) -> Result<()> {
+        MultiLockGuard::release(*self).await
     }
 
     fn is_held(&self) -> bool {

@@ -2,16 +2,17 @@
 //! protocol (with Curator 5.5+'s downgrade node).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use zookeeper_client::Stat;
 
-use super::acquire::{acquire_forms, hold_one_node, Acquire, Mode};
+use super::acquire::{self, Hold, LockHold};
 use super::driver::{read_write_sort_key, ReadDriver, WriteDriver, READ_LOCK_NAME, WRITE_LOCK_NAME};
-use super::held::{node_accessors, HeldNode, NodeWatch};
+use super::held::{HeldNode, NodeWatch};
 use super::internals::LockInternals;
 use super::node::{retry_request, Failure};
-use super::reentrant::{ticket_guard, Holds, Owner, Ticket};
-use super::revocation::{NodeRevocation, Revocable, RevocableLock, Signal};
+use super::reentrant::{Guarded, Holds, Owner, Parts, Reentrant, TicketGuard, Turns};
+use super::revocation::{NodeRevocation, Revocable, Signal};
 use crate::error::{Error, Result};
 use crate::framework::Framework;
 use crate::path;
@@ -39,6 +40,17 @@ use crate::path;
 /// [`InterProcessMutex`](crate::InterProcessMutex) is: the owner of a hold may acquire the same
 /// half again through this lock (or a clone) and gets a nested guard at once, with no ZooKeeper
 /// traffic, even while writers wait. Any other task queues like another process would.
+///
+/// Two acquires of one task in flight at once through this lock (two branches of one
+/// `tokio::join!` or `tokio::select!`, either half) take turns: the second waits until the first
+/// has ended and then nests, downgrades or is refused as the first one's outcome decides. So
+/// `join!(read.acquire(), read.acquire())` ends with two guards of one read node, a write
+/// acquire joined with a read acquire is a downgrade, and a read acquire joined with a write
+/// acquire refuses the upgrade; none waits on the task's own node. A try while another acquire
+/// of the task is in flight returns `None`. As for the mutex, a guard moved to another task
+/// keeps its owner's hold, and the owner acquiring that half again gets a nested guard at once
+/// (see [`InterProcessMutex`](crate::InterProcessMutex#reentrancy-and-ownership); the
+/// non-reentrant lock is [`InterProcessSemaphoreMutex`](crate::InterProcessSemaphoreMutex)).
 ///
 /// - **Downgrade.** The task that holds the write lock may take the read lock (and then release
 ///   the write lock). This is done as Curator 5.5+ does it: the read node is a plain ephemeral
@@ -90,8 +102,10 @@ pub struct InterProcessReadWriteLock {
 struct Shared {
     read: LockInternals,
     write: LockInternals,
-    read_holds: Holds,
-    write_holds: Holds,
+    /// The owners' acquires of either half take turns.
+    turns: Turns,
+    read_holds: Arc<Holds>,
+    write_holds: Arc<Holds>,
 }
 
 impl InterProcessReadWriteLock {
@@ -115,7 +129,8 @@ impl InterProcessReadWriteLock {
     pub fn with_data(framework: &Framework, path: &str, data: Vec<u8>) -> Result<Self> {
         let read = LockInternals::new(framework, path, Arc::new(ReadDriver), data.clone())?;
         let write = LockInternals::new(framework, path, Arc::new(WriteDriver), data)?;
-        let shared = Shared { read, write, read_holds: Holds::default(), write_holds: Holds::default() };
+        let shared =
+            Shared { read, write, turns: Turns::default(), read_holds: Arc::default(), write_holds: Arc::default() };
         Ok(Self { shared: Arc::new(shared) })
     }
 
@@ -146,20 +161,6 @@ impl Shared {
     async fn participants(&self, marker: &str) -> Result<Vec<String>> {
         let all = self.write.participant_nodes().await?;
         Ok(all.into_iter().filter(|p| path::node_name(p).contains(marker)).collect())
-    }
-
-    /// Logs an acquisition, as the mutex does.
-    fn acquired(&self, half: &'static str, node: &HeldNode, started: tokio::time::Instant) {
-        let watch = node.watch();
-        let session = self.framework().snapshot().session_id;
-        tracing::debug!(
-            node = %watch.user_path(),
-            half,
-            session = format_args!("{session:#x}"),
-            epoch = watch.epoch(),
-            waited = ?started.elapsed(),
-            "lock acquired"
-        );
     }
 
     /// The owner's downgrade: the write hold `write` is live in this session; a plain
@@ -223,36 +224,45 @@ impl ReadLock {
         self.shared.read.path()
     }
 
-    acquire_forms! {
-        ReadLockGuard;
-        /// Waits until the read lock is held: no writer holds it or is queued ahead. Granted at
-        /// once to the task that holds the write lock (a downgrade).
-        ///
-        /// # Errors
-        /// As [`InterProcessMutex::acquire`](crate::InterProcessMutex::acquire); for a downgrade,
-        /// [`Error::LockLost`] when the write node is gone or belongs to an ended session.
-        ///
-        /// # Cancel safety
-        /// Cancel-safe: a cancelled acquire never leaves a lock node behind (the cleanup is done in
-        /// the background by the framework's reaper), and it loses its place in the queue.
-        acquire;
-        /// Takes the read lock if no writer holds it or waits for it; never waits (one round trip).
-        ///
-        /// # Errors
-        /// As [`acquire`](Self::acquire).
-        ///
-        /// # Cancel safety
-        /// Cancel-safe, as [`acquire`](Self::acquire).
-        try_acquire;
-        /// Waits at most `timeout` for the read lock; `None` when the time ran out (its node is
-        /// deleted). The time covers everything, connection waits and retries included.
-        ///
-        /// # Errors
-        /// [`Error::InvalidArgument`] for a zero timeout; otherwise as [`acquire`](Self::acquire).
-        ///
-        /// # Cancel safety
-        /// Cancel-safe, as [`acquire`](Self::acquire).
-        acquire_timeout;
+    /// Waits until the read lock is held: no writer holds it or is queued ahead. Granted at
+    /// once to the task that holds the write lock (a downgrade), and nested at once for a task
+    /// that holds the read lock. A second acquire of the task while one of either half is in
+    /// flight (two branches of one `join!` or `select!`) waits for it to end, then nests,
+    /// downgrades or queues as that outcome allows.
+    ///
+    /// # Errors
+    /// As [`InterProcessMutex::acquire`](crate::InterProcessMutex::acquire); for a downgrade,
+    /// [`Error::LockLost`] when the write node is gone or belongs to an ended session.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a cancelled acquire never leaves a lock node behind (the cleanup is done in
+    /// the background by the framework's reaper), and it loses its place in the queue.
+    pub async fn acquire(&self) -> Result<ReadLockGuard> {
+        acquire::acquire(self).await
+    }
+
+    /// Takes the read lock if no writer holds it or waits for it; never waits (one round trip).
+    /// `None` at once while another acquire of the task, of either half, is in flight.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`acquire`](Self::acquire).
+    pub async fn try_acquire(&self) -> Result<Option<ReadLockGuard>> {
+        acquire::try_acquire(self).await
+    }
+
+    /// Waits at most `timeout` for the read lock; `None` when the time ran out (its node is
+    /// deleted). The time covers everything, connection waits and retries included.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zero timeout; otherwise as [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`acquire`](Self::acquire).
+    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<ReadLockGuard>> {
+        acquire::acquire_timeout(self, timeout).await
     }
 
     /// A handle whose acquires of the read lock are revocable; see [`Revocable`].
@@ -281,48 +291,30 @@ impl ReadLock {
     pub async fn participant_nodes(&self) -> Result<Vec<String>> {
         self.shared.participants(READ_LOCK_NAME).await
     }
+}
 
-    async fn acquire_as<M: Mode>(&self, revocable: Option<&Arc<Signal>>) -> Result<M::Out<ReadLockGuard>> {
-        let shared = &self.shared;
-        let owner = Owner::current();
-        if let Some(ticket) = shared.read_holds.reenter(owner)? {
-            return Ok(M::held(self.guard(ticket)));
-        }
-        let span = tracing::debug_span!("zk_recipes.lock.acquire", path = %self.path(), half = "read");
-        let started = tokio::time::Instant::now();
-        if let Some(write) = shared.write_holds.node_of(owner) {
-            let node = tracing::Instrument::instrument(shared.downgrade(&write, revocable), span.clone()).await?;
-            span.in_scope(|| shared.acquired("read (downgrade)", &node, started));
-            return Ok(M::held(self.guard(shared.read_holds.insert(owner, node))));
-        }
-        let acquired = tracing::Instrument::instrument(shared.read.acquire_with::<M>(revocable), span.clone()).await?;
-        Ok(M::map(acquired, |node| {
-            span.in_scope(|| shared.acquired("read", &node, started));
-            self.guard(shared.read_holds.insert(owner, node))
-        }))
+impl Reentrant for ReadLock {
+    const HALF: Option<&'static str> = Some("read");
+
+    fn parts(&self) -> Parts<'_> {
+        Parts { turns: &self.shared.turns, holds: &self.shared.read_holds, internals: &self.shared.read }
     }
 
-    fn guard(&self, ticket: Ticket) -> ReadLockGuard {
-        ReadLockGuard { shared: self.shared.clone(), ticket }
+    fn guard(inner: TicketGuard) -> ReadLockGuard {
+        ReadLockGuard { inner }
+    }
+
+    /// The owner of the write lock gets the read lock at once.
+    async fn downgrade(&self, owner: Owner, revocable: Option<&Arc<Signal>>) -> Result<Option<HeldNode>> {
+        match self.shared.write_holds.node_of(owner) {
+            Some(write) => self.shared.downgrade(&write, revocable).await.map(Some),
+            None => Ok(None),
+        }
     }
 }
 
-impl Acquire for ReadLock {
+impl Guarded for ReadLock {
     type Guard = ReadLockGuard;
-
-    async fn acquire_with<M: Mode>(&self) -> Result<M::Out<ReadLockGuard>> {
-        self.acquire_as::<M>(None).await
-    }
-
-    fn is_acquired_in_this_process(&self) -> bool {
-        ReadLock::is_acquired_in_this_process(self)
-    }
-}
-
-impl RevocableLock for ReadLock {
-    async fn acquire_revocable<M: Mode>(&self, signal: &Arc<Signal>) -> Result<M::Out<ReadLockGuard>> {
-        self.acquire_as::<M>(Some(signal)).await
-    }
 }
 
 /// The write half of an [`InterProcessReadWriteLock`] (Curator's `WriteLock`). A cheap
@@ -338,39 +330,48 @@ impl WriteLock {
         self.shared.write.path()
     }
 
-    acquire_forms! {
-        WriteLockGuard;
-        /// Waits until the write lock is held: its node is first in the queue.
-        ///
-        /// # Errors
-        /// [`Error::UpgradeRefused`] at once, with nothing sent, when the task holds the read lock
-        /// of this lock; otherwise as
-        /// [`InterProcessMutex::acquire`](crate::InterProcessMutex::acquire).
-        ///
-        /// # Cancel safety
-        /// Cancel-safe: a cancelled acquire never leaves a lock node behind (the cleanup is done in
-        /// the background by the framework's reaper), and it loses its place in the queue.
-        acquire;
-        /// Takes the write lock if no one holds either half or waits for it; never waits (one
-        /// round trip). `None` at once, with nothing sent, when the task holds the read lock.
-        ///
-        /// # Errors
-        /// As [`acquire`](Self::acquire), except for the upgrade.
-        ///
-        /// # Cancel safety
-        /// Cancel-safe, as [`acquire`](Self::acquire).
-        try_acquire;
-        /// Waits at most `timeout` for the write lock; `None` when the time ran out (its node is
-        /// deleted), and `None` at once, with nothing sent, when the task holds the read lock (an
-        /// upgrade, which could only time out; Curator's timed form returns false after waiting).
-        ///
-        /// # Errors
-        /// [`Error::InvalidArgument`] for a zero timeout; otherwise as [`acquire`](Self::acquire),
-        /// except for the upgrade.
-        ///
-        /// # Cancel safety
-        /// Cancel-safe, as [`acquire`](Self::acquire).
-        acquire_timeout;
+    /// Waits until the write lock is held: its node is first in the queue. Nested at once for
+    /// a task that holds the write lock. A second acquire of the task while one of either half
+    /// is in flight (two branches of one `join!` or `select!`) waits for it to end, then nests,
+    /// is refused (the first took the read lock) or queues.
+    ///
+    /// # Errors
+    /// [`Error::UpgradeRefused`] at once, with nothing sent, when the task holds the read lock
+    /// of this lock; otherwise as
+    /// [`InterProcessMutex::acquire`](crate::InterProcessMutex::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a cancelled acquire never leaves a lock node behind (the cleanup is done in
+    /// the background by the framework's reaper), and it loses its place in the queue.
+    pub async fn acquire(&self) -> Result<WriteLockGuard> {
+        acquire::acquire(self).await
+    }
+
+    /// Takes the write lock if no one holds either half or waits for it; never waits (one
+    /// round trip). `None` at once, with nothing sent, when the task holds the read lock, and
+    /// while another acquire of the task, of either half, is in flight.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire), except for the upgrade.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`acquire`](Self::acquire).
+    pub async fn try_acquire(&self) -> Result<Option<WriteLockGuard>> {
+        acquire::try_acquire(self).await
+    }
+
+    /// Waits at most `timeout` for the write lock; `None` when the time ran out (its node is
+    /// deleted), and `None` at once, with nothing sent, when the task holds the read lock (an
+    /// upgrade, which could only time out; Curator's timed form returns false after waiting).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zero timeout; otherwise as [`acquire`](Self::acquire),
+    /// except for the upgrade.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`acquire`](Self::acquire).
+    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<WriteLockGuard>> {
+        acquire::acquire_timeout(self, timeout).await
     }
 
     /// A handle whose acquires of the write lock are revocable; see [`Revocable`].
@@ -400,65 +401,174 @@ impl WriteLock {
     pub async fn participant_nodes(&self) -> Result<Vec<String>> {
         self.shared.participants(WRITE_LOCK_NAME).await
     }
+}
 
-    async fn acquire_as<M: Mode>(&self, revocable: Option<&Arc<Signal>>) -> Result<M::Out<WriteLockGuard>> {
-        let shared = &self.shared;
-        let owner = Owner::current();
-        if let Some(ticket) = shared.write_holds.reenter(owner)? {
-            return Ok(M::held(self.guard(ticket)));
-        }
-        if shared.read_holds.held_by(owner) {
-            return match M::busy() {
-                Some(refused) => Ok(refused),
-                None => Err(Error::UpgradeRefused { path: self.path().to_owned() }),
-            };
-        }
-        let span = tracing::debug_span!("zk_recipes.lock.acquire", path = %self.path(), half = "write");
-        let started = tokio::time::Instant::now();
-        let acquired = tracing::Instrument::instrument(shared.write.acquire_with::<M>(revocable), span.clone()).await?;
-        Ok(M::map(acquired, |node| {
-            span.in_scope(|| shared.acquired("write", &node, started));
-            self.guard(shared.write_holds.insert(owner, node))
-        }))
+impl Reentrant for WriteLock {
+    const HALF: Option<&'static str> = Some("write");
+
+    fn parts(&self) -> Parts<'_> {
+        Parts { turns: &self.shared.turns, holds: &self.shared.write_holds, internals: &self.shared.write }
     }
 
-    fn guard(&self, ticket: Ticket) -> WriteLockGuard {
-        WriteLockGuard { shared: self.shared.clone(), ticket }
+    fn guard(inner: TicketGuard) -> WriteLockGuard {
+        WriteLockGuard { inner }
+    }
+
+    /// The owner of the read lock is refused: its write node would queue behind its own read
+    /// node forever.
+    fn refuses(&self, owner: Owner) -> bool {
+        self.shared.read_holds.held_by(owner)
     }
 }
 
-impl Acquire for WriteLock {
+impl Guarded for WriteLock {
     type Guard = WriteLockGuard;
+}
 
-    async fn acquire_with<M: Mode>(&self) -> Result<M::Out<WriteLockGuard>> {
-        self.acquire_as::<M>(None).await
+/// Proof that this process holds the read lock of an [`InterProcessReadWriteLock`].
+/// Releasing it (or dropping it) ends this hold; the node is deleted when the owner's last
+/// nested read guard ends.
+///
+/// Not `Clone`; dropping it never blocks: the delete is sent at once and its reply left to the
+/// framework's reaper.
+#[must_use = "dropping the guard releases the lock"]
+#[clippy::has_significant_drop]
+#[derive(Debug)]
+pub struct ReadLockGuard {
+    inner: TicketGuard,
+}
+
+impl ReadLockGuard {
+    /// The read node's path (namespace stripped), e.g. `/locks/a/_c_<uuid>-__READ__0000000003`.
+    pub fn lock_path(&self) -> &str {
+        self.inner.lock_path()
     }
 
-    fn is_acquired_in_this_process(&self) -> bool {
-        WriteLock::is_acquired_in_this_process(self)
+    /// The read node's creation zxid: strictly increasing across successive nodes of this
+    /// lock, across sessions too. Pass it to systems that reject stale writers.
+    pub fn fencing_token(&self) -> i64 {
+        self.inner.fencing_token()
+    }
+
+    /// Whether the read lock can still be trusted: same session, not `Suspended`/`Lost` as
+    /// the framework's error policy counts them, and the node not known to be deleted. A cheap
+    /// local check, no I/O.
+    pub fn is_held(&self) -> bool {
+        self.inner.is_held()
+    }
+
+    /// Completes when the read lock can no longer be trusted: the connection is `Suspended`
+    /// or `Lost` (per the error policy), a new session replaced ours, or our node was deleted
+    /// (from then on [`is_held`](Self::is_held) is false too).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only observes.
+    pub async fn lost(&self) {
+        self.inner.lost().await
+    }
+
+    /// Completes with `true` at each revocation request to the read node (another process
+    /// wrote `__REVOKE__` into it), once per request and guard, requests made while the acquire
+    /// waited included; with `false` when no request can come (the node is gone or its session
+    /// ended, or the hold was not acquired revocably: then at once). See [`Revocable`].
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a request is counted as reported only when this returns `true`.
+    pub async fn revocation_requested(&self) -> bool {
+        self.inner.revocation_requested().await
+    }
+
+    /// Ends this hold. When it was the owner's last read guard, the node is deleted now and
+    /// the outcome reported; a failure that outlasts the retry policy is returned (a retryable
+    /// one is left to the framework's reaper, which keeps trying while the session lasts). A
+    /// node already gone (its session ended) counts as released.
+    ///
+    /// # Errors
+    /// The ZooKeeper error that stopped the delete.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a cancelled release finishes in the background.
+    pub async fn release(self) -> Result<()> {
+        self.inner.release().await
     }
 }
 
-impl RevocableLock for WriteLock {
-    async fn acquire_revocable<M: Mode>(&self, signal: &Arc<Signal>) -> Result<M::Out<WriteLockGuard>> {
-        self.acquire_as::<M>(Some(signal)).await
+impl Hold for ReadLockGuard {
+    fn into_lock_hold(self) -> Box<dyn LockHold> {
+        Box::new(self.inner)
     }
 }
 
-ticket_guard!(
-    /// Proof that this process holds the read lock of an [`InterProcessReadWriteLock`].
-    /// Releasing it (or dropping it) ends this hold; the node is deleted when the owner's last
-    /// nested read guard ends.
-    ReadLockGuard,
-    read_holds,
-    "__READ__"
-);
+/// Proof that this process holds the write lock of an [`InterProcessReadWriteLock`].
+/// Releasing it (or dropping it) ends this hold; the node is deleted when the owner's last
+/// nested write guard ends. A read lock taken meanwhile by the same task (a downgrade) stays.
+///
+/// Not `Clone`; dropping it never blocks: the delete is sent at once and its reply left to the
+/// framework's reaper.
+#[must_use = "dropping the guard releases the lock"]
+#[clippy::has_significant_drop]
+#[derive(Debug)]
+pub struct WriteLockGuard {
+    inner: TicketGuard,
+}
 
-ticket_guard!(
-    /// Proof that this process holds the write lock of an [`InterProcessReadWriteLock`].
-    /// Releasing it (or dropping it) ends this hold; the node is deleted when the owner's last
-    /// nested write guard ends. A read lock taken meanwhile by the same task (a downgrade) stays.
-    WriteLockGuard,
-    write_holds,
-    "__WRIT__"
-);
+impl WriteLockGuard {
+    /// The write node's path (namespace stripped), e.g. `/locks/a/_c_<uuid>-__WRIT__0000000003`.
+    pub fn lock_path(&self) -> &str {
+        self.inner.lock_path()
+    }
+
+    /// The write node's creation zxid: strictly increasing across successive nodes of this
+    /// lock, across sessions too. Pass it to systems that reject stale writers.
+    pub fn fencing_token(&self) -> i64 {
+        self.inner.fencing_token()
+    }
+
+    /// Whether the write lock can still be trusted: same session, not `Suspended`/`Lost` as
+    /// the framework's error policy counts them, and the node not known to be deleted. A cheap
+    /// local check, no I/O.
+    pub fn is_held(&self) -> bool {
+        self.inner.is_held()
+    }
+
+    /// Completes when the write lock can no longer be trusted: the connection is `Suspended`
+    /// or `Lost` (per the error policy), a new session replaced ours, or our node was deleted
+    /// (from then on [`is_held`](Self::is_held) is false too).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only observes.
+    pub async fn lost(&self) {
+        self.inner.lost().await
+    }
+
+    /// Completes with `true` at each revocation request to the write node (another process
+    /// wrote `__REVOKE__` into it), once per request and guard, requests made while the acquire
+    /// waited included; with `false` when no request can come (the node is gone or its session
+    /// ended, or the hold was not acquired revocably: then at once). See [`Revocable`].
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a request is counted as reported only when this returns `true`.
+    pub async fn revocation_requested(&self) -> bool {
+        self.inner.revocation_requested().await
+    }
+
+    /// Ends this hold. When it was the owner's last write guard, the node is deleted now and
+    /// the outcome reported; a failure that outlasts the retry policy is returned (a retryable
+    /// one is left to the framework's reaper, which keeps trying while the session lasts). A
+    /// node already gone (its session ended) counts as released.
+    ///
+    /// # Errors
+    /// The ZooKeeper error that stopped the delete.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a cancelled release finishes in the background.
+    pub async fn release(self) -> Result<()> {
+        self.inner.release().await
+    }
+}
+
+impl Hold for WriteLockGuard {
+    fn into_lock_hold(self) -> Box<dyn LockHold> {
+        Box::new(self.inner)
+    }
+}

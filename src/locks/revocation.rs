@@ -15,11 +15,12 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 use zookeeper_client::EventType;
 
-use super::acquire::{acquire_forms, Acquire, Mode};
+use super::acquire::{self, Acquire, Mode};
 use super::driver::{READ_LOCK_NAME, WRITE_LOCK_NAME};
 use crate::error::{is_zk_retryable, is_zk_session_lost, Error, Result, ZkError};
 use crate::framework::{ConnectionState, Framework};
@@ -211,8 +212,9 @@ pub trait RevocableLock: Acquire + Clone {
 ///
 /// Unlike Curator, revocability is an option of each acquire rather than state on the lock
 /// object, so nothing has to be set again before every acquire and no other task's acquire
-/// changes it. A task that already holds the lock through the same lock handle gets a nested
-/// guard of its existing hold, which is revocable only if that hold's acquire was.
+/// changes it. A task that already holds the lock through the same lock handle (or whose
+/// acquire through it is still in flight, as in two branches of one `join!`) gets a nested
+/// guard of its hold, which is revocable only if that hold's acquire was.
 ///
 /// The handle is usable wherever a lock is ([`Lockable`](crate::Lockable), so in a
 /// [`MultiLock`](crate::MultiLock) too). Use one per contender: they are cheap.
@@ -250,34 +252,39 @@ impl<L: RevocableLock> Revocable<L> {
         &self.lock
     }
 
-    acquire_forms! {
-        L::Guard;
-        /// Waits until the lock is held, revocably.
-        ///
-        /// # Errors
-        /// As the lock's own `acquire`.
-        ///
-        /// # Cancel safety
-        /// Cancel-safe, as the lock's own `acquire`: a cancelled acquire leaves no node behind.
-        acquire;
-        /// Takes the lock revocably if it is free now; never waits.
-        ///
-        /// # Errors
-        /// As the lock's own `try_acquire`.
-        ///
-        /// # Cancel safety
-        /// Cancel-safe, as [`acquire`](Self::acquire).
-        try_acquire;
-        /// Waits at most `timeout` for the lock, revocably; `None` when the time ran out (and, for a
-        /// write lock, at once when the task holds the read lock: see
-        /// [`WriteLock::acquire_timeout`](crate::WriteLock::acquire_timeout)).
-        ///
-        /// # Errors
-        /// As the lock's own `acquire_timeout`.
-        ///
-        /// # Cancel safety
-        /// Cancel-safe, as [`acquire`](Self::acquire).
-        acquire_timeout;
+    /// Waits until the lock is held, revocably.
+    ///
+    /// # Errors
+    /// As the lock's own `acquire`.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as the lock's own `acquire`: a cancelled acquire leaves no node behind.
+    pub async fn acquire(&self) -> Result<L::Guard> {
+        acquire::acquire(self).await
+    }
+
+    /// Takes the lock revocably if it is free now; never waits.
+    ///
+    /// # Errors
+    /// As the lock's own `try_acquire`.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`acquire`](Self::acquire).
+    pub async fn try_acquire(&self) -> Result<Option<L::Guard>> {
+        acquire::try_acquire(self).await
+    }
+
+    /// Waits at most `timeout` for the lock, revocably; `None` when the time ran out (and, for a
+    /// write lock, at once when the task holds the read lock: see
+    /// [`WriteLock::acquire_timeout`](crate::WriteLock::acquire_timeout)).
+    ///
+    /// # Errors
+    /// As the lock's own `acquire_timeout`.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`acquire`](Self::acquire).
+    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<L::Guard>> {
+        acquire::acquire_timeout(self, timeout).await
     }
 
     /// Completes at the next revocation request that reaches the node of an acquire through

@@ -7,9 +7,9 @@ use std::time::Duration;
 use futures::FutureExt;
 use zookeeper_client::{EventType, OneshotWatcher};
 
-use super::acquire::{self, hold_one_node, Acquire, Block, Mode, Try};
+use super::acquire::{self, Acquire, Block, Hold, LockHold, Mode, Try};
 use super::driver::StandardDriver;
-use super::held::{node_accessors, HeldNode};
+use super::held::HeldNode;
 use super::internals::LockInternals;
 use super::node::{retry_request, CreatedNode, Failure};
 use super::start_over::fresh_attempts;
@@ -377,26 +377,34 @@ pub struct SemaphoreLease {
 }
 
 impl SemaphoreLease {
-    node_accessors! {
-        via node;
-        /// The lease node's path (namespace stripped), e.g.
-        /// `/semaphores/a/leases/_c_<uuid>-lease-0000000003`.
-        lease_path;
-        /// The lease node's creation zxid: unique per lease and increasing over time. Pass it to
-        /// systems that reject stale holders.
-        fencing_token;
-        /// Whether the lease can still be trusted: same session, not `Suspended`/`Lost` as the
-        /// framework's error policy counts them, and the node not known to be deleted. A cheap
-        /// local check, no I/O.
-        is_held;
-        /// Completes when the lease can no longer be trusted: the connection is `Suspended` or
-        /// `Lost` (per the error policy), a new session replaced ours, or the lease node was
-        /// deleted (from then on [`is_held`](Self::is_held) is false too). Use it in
-        /// `tokio::select!` next to the work the lease guards.
-        ///
-        /// # Cancel safety
-        /// Cancel-safe: it only observes; each call sets a fresh data watch on the lease node.
-        lost;
+    /// The lease node's path (namespace stripped), e.g.
+    /// `/semaphores/a/leases/_c_<uuid>-lease-0000000003`.
+    pub fn lease_path(&self) -> &str {
+        self.node.watch().user_path()
+    }
+
+    /// The lease node's creation zxid: unique per lease and increasing over time. Pass it to
+    /// systems that reject stale holders.
+    pub fn fencing_token(&self) -> i64 {
+        self.node.watch().fencing_token()
+    }
+
+    /// Whether the lease can still be trusted: same session, not `Suspended`/`Lost` as the
+    /// framework's error policy counts them, and the node not known to be deleted. A cheap
+    /// local check, no I/O.
+    pub fn is_held(&self) -> bool {
+        self.node.watch().is_held()
+    }
+
+    /// Completes when the lease can no longer be trusted: the connection is `Suspended` or
+    /// `Lost` (per the error policy), a new session replaced ours, or the lease node was
+    /// deleted (from then on [`is_held`](Self::is_held) is false too). Use it in
+    /// `tokio::select!` next to the work the lease guards.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only observes.
+    pub async fn lost(&self) {
+        self.node.watch().lost().await
     }
 
     /// Releases the lease: deletes its node now and reports the outcome. A node already gone
@@ -430,4 +438,27 @@ impl SemaphoreLease {
     }
 }
 
-hold_one_node!(SemaphoreLease);
+impl Hold for SemaphoreLease {
+    fn into_lock_hold(self) -> Box<dyn LockHold> {
+        Box::new(self)
+    }
+}
+
+#[async_trait::async_trait]
+impl LockHold for SemaphoreLease {
+    async fn release(self: Box<Self>) -> Result<()> {
+        SemaphoreLease::release(*self).await
+    }
+
+    fn is_held(&self) -> bool {
+        SemaphoreLease::is_held(self)
+    }
+
+    async fn lost(&self) {
+        SemaphoreLease::lost(self).await
+    }
+
+    fn fencing_tokens(&self) -> Vec<i64> {
+        vec![self.fencing_token()]
+    }
+}

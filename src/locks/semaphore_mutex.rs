@@ -1,6 +1,8 @@
 //! `InterProcessSemaphoreMutex`: Curator's non-reentrant mutex, a one-lease semaphore.
 
-use super::acquire::{acquire_forms, hold_one_node, Acquire, Mode};
+use std::time::Duration;
+
+use super::acquire::{self, Acquire, Hold, LockHold, Mode};
 use super::semaphore::{InterProcessSemaphore, SemaphoreLease};
 use crate::error::Result;
 use crate::framework::Framework;
@@ -14,7 +16,17 @@ use crate::framework::Framework;
 ///
 /// Not reentrant: a second acquire, even from the task that holds the lock, waits until the
 /// lock is released. The guard belongs to the process, not to a task, so any task may release
-/// it (Curator allows release from any thread).
+/// it (Curator allows release from any thread), and a task that passed its guard to another
+/// task waits for that task's release like anyone else: this is the lock to use where a
+/// guard changes tasks and its first owner must not re-enter.
+///
+/// Within one task, too: of two branches of one `tokio::join!` each acquiring, the second waits
+/// for the first one's guard. Where each branch releases its guard, they take the lock in turn;
+/// `join!(mutex.acquire(), mutex.acquire())` itself waits forever (the first guard is released
+/// only after the `join!`), exactly as two `lock()`s of one `tokio::sync::Mutex` in a `join!`
+/// do. Bound the second with [`acquire_timeout`](Self::acquire_timeout) (it returns `None`,
+/// leaving no node behind), or use [`InterProcessMutex`](crate::InterProcessMutex), whose
+/// second acquire nests.
 ///
 /// ```no_run
 /// # async fn example(framework: zk_recipes::Framework) -> zk_recipes::Result<()> {
@@ -49,35 +61,41 @@ impl InterProcessSemaphoreMutex {
         self.semaphore.path()
     }
 
-    acquire_forms! {
-        SemaphoreMutexGuard;
-        /// Waits until the lock is held.
-        ///
-        /// # Errors
-        /// As [`InterProcessSemaphore::acquire`].
-        ///
-        /// # Cancel safety
-        /// Cancel-safe: a cancelled acquire leaves no node behind (the framework's reaper deletes
-        /// it in the background), and it loses its place in the queue.
-        acquire;
-        /// Takes the lock if it is free right now; never waits. See
-        /// [`InterProcessSemaphore::try_acquire`] for when it returns `None`.
-        ///
-        /// # Errors
-        /// As [`acquire`](Self::acquire).
-        ///
-        /// # Cancel safety
-        /// Cancel-safe, as [`acquire`](Self::acquire).
-        try_acquire;
-        /// Waits at most `timeout` for the lock; `None` when the time ran out (nothing is held).
-        ///
-        /// # Errors
-        /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero timeout; otherwise
-        /// as [`acquire`](Self::acquire).
-        ///
-        /// # Cancel safety
-        /// Cancel-safe, as [`acquire`](Self::acquire).
-        acquire_timeout;
+    /// Waits until the lock is held. Not reentrant: while this process holds the lock, this
+    /// waits for that guard's release, whichever task asks (see the type's docs for `join!`).
+    ///
+    /// # Errors
+    /// As [`InterProcessSemaphore::acquire`].
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a cancelled acquire leaves no node behind (the framework's reaper deletes
+    /// it in the background), and it loses its place in the queue.
+    pub async fn acquire(&self) -> Result<SemaphoreMutexGuard> {
+        acquire::acquire(self).await
+    }
+
+    /// Takes the lock if it is free right now; never waits. See
+    /// [`InterProcessSemaphore::try_acquire`] for when it returns `None`.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`acquire`](Self::acquire).
+    pub async fn try_acquire(&self) -> Result<Option<SemaphoreMutexGuard>> {
+        acquire::try_acquire(self).await
+    }
+
+    /// Waits at most `timeout` for the lock; `None` when the time ran out (nothing is held).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero timeout; otherwise
+    /// as [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`acquire`](Self::acquire).
+    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<SemaphoreMutexGuard>> {
+        acquire::acquire_timeout(self, timeout).await
     }
 
     /// True while a guard acquired through this handle (or a clone) is alive.
@@ -160,4 +178,8 @@ impl SemaphoreMutexGuard {
     }
 }
 
-hold_one_node!(SemaphoreMutexGuard);
+impl Hold for SemaphoreMutexGuard {
+    fn into_lock_hold(self) -> Box<dyn LockHold> {
+        Box::new(self.lease)
+    }
+}
