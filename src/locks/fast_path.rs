@@ -200,6 +200,7 @@ impl FastPath {
             let record = slot.record.take();
             let watch = slot.watch_state(session.epoch);
             let skip = match &record {
+                _ if !framework.server_supports_fast_path() => Some(FastPathFallback::NoRecord),
                 None => Some(FastPathFallback::NoRecord),
                 Some(record) if record.epoch != session.epoch || record.session_id != session.id() => {
                     Some(FastPathFallback::OtherSession)
