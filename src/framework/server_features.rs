@@ -200,3 +200,39 @@ mod tests {
         assert_eq!(knowledge.for_session((2, false)), Learned::Unknown);
     }
 }
+
+#[cfg(all(test, feature = "testing"))]
+mod server_tests {
+    use super::*;
+    use crate::testing::{shared_server, CountingProxy};
+
+    /// The servers here are 3.8: recognised as 3.6+ with one `getEphemerals` (no four-letter
+    /// word), once per session; the builder's switch still turns the fast path off.
+    #[tokio::test]
+    async fn a_3_8_server_is_recognised_with_one_request_per_session() {
+        let test = async {
+            let server = shared_server().await.expect("shared server");
+            let proxy = CountingProxy::start(&server.connect_string()).await.expect("proxy");
+            let fw = Framework::connect(&proxy.connect_string()).await.expect("framework");
+            let before = proxy.counts();
+            assert_eq!(fw.server_features_now(), None, "not known before the first question");
+            assert!(!fw.server_supports_fast_path(), "no fast path while the server is not known");
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            while fw.server_features_now().is_none() {
+                assert!(tokio::time::Instant::now() < deadline, "the probe was not answered");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert_eq!(fw.server_features_now(), Some(ServerFeatures::SINCE_3_6));
+            assert!(fw.server_supports_fast_path());
+            assert!(!fw.server_refuses_persistent_watches());
+            let sent = proxy.counts().since(&before);
+            assert_eq!((sent.get("getEphemerals"), sent.errors()), (1, 0), "{sent:?}");
+            fw.close().await;
+
+            let off = Framework::builder(&server.connect_string()).fast_path(false).start().await.expect("framework");
+            assert!(!off.server_supports_fast_path());
+            off.close().await;
+        };
+        tokio::time::timeout(Duration::from_secs(60), test).await.expect("test finished in time");
+    }
+}

@@ -451,3 +451,87 @@ async fn next_event(watcher: &mut Option<PersistentWatcher>) -> WatchedEvent {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use std::time::Duration;
+
+    use futures::StreamExt;
+    use zookeeper_client::CreateMode;
+
+    use super::*;
+
+    async fn next_item(watch: &mut PersistentWatch) -> WatchEvent {
+        match tokio::time::timeout(Duration::from_secs(10), watch.next()).await {
+            Ok(Some(Ok(item))) => item,
+            other => panic!("no watch item: {other:?}"),
+        }
+    }
+
+    fn node(kind: NodeEventKind, path: &str) -> WatchEvent {
+        WatchEvent::Node(NodeEvent { kind, path: path.to_owned(), zxid: None })
+    }
+
+    /// Creates and deletes `{dir}/{name}` and returns the next item: `Created` when the watch
+    /// hears creations, `Deleted` when they are silenced (deletions still arrive).
+    async fn probe(fw: &Framework, watch: &mut PersistentWatch, dir: &str, name: &str) -> WatchEvent {
+        let path = format!("{dir}/{name}");
+        fw.create(&path, b"", CreateMode::Persistent).await.unwrap();
+        fw.delete(&path).await.unwrap();
+        let item = next_item(watch).await;
+        if item == node(NodeEventKind::Created, &path) {
+            assert_eq!(next_item(watch).await, node(NodeEventKind::Deleted, &path));
+        }
+        item
+    }
+
+    /// ZooKeeper 3.6-3.8 keep one watch mode per session and path: a one-shot watch set on a
+    /// persistently watched path silences the creations below it (ZOOKEEPER-4466), and the
+    /// one-shot's removal (the client sends it when the watcher is dropped before firing)
+    /// removes half of the persistent watch (ZOOKEEPER-4472). The framework's remedy: register
+    /// the persistent watch again afterwards, with a `Resync` first.
+    #[tokio::test]
+    async fn a_one_shot_watch_on_the_same_path_and_session_silences_creations_until_rearmed() {
+        let test = async {
+            let server = crate::testing::shared_server().await.expect("shared server");
+            let fw = Framework::connect(&server.connect_string()).await.expect("framework");
+            let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+            let dir = format!("/watch-hazards-{}-{nanos}", std::process::id());
+            fw.create(&dir, b"", CreateMode::Persistent).await.unwrap();
+            let mut watch = fw.watch(&dir, WatchMode::PersistentRecursive).await.unwrap();
+            assert!(fw.has_persistent_watch(&dir));
+            assert_eq!(
+                probe(&fw, &mut watch, &dir, "before").await,
+                node(NodeEventKind::Created, &format!("{dir}/before"))
+            );
+
+            // ZOOKEEPER-4466: an `exists` watch on the directory, on the same session.
+            let client = fw.zk_client().unwrap();
+            let (_, oneshot) = client.check_and_watch_stat(&dir).await.unwrap();
+            let silenced = format!("{dir}/silenced");
+            assert_eq!(probe(&fw, &mut watch, &dir, "silenced").await, node(NodeEventKind::Deleted, &silenced));
+            fw.rearm_persistent_watches(&dir);
+            assert_eq!(next_item(&mut watch).await, WatchEvent::Resync { reason: ResyncReason::Rearmed });
+            assert_eq!(
+                probe(&fw, &mut watch, &dir, "rearmed").await,
+                node(NodeEventKind::Created, &format!("{dir}/rearmed"))
+            );
+
+            // ZOOKEEPER-4472: the one-shot dropped before it fired sends removeWatches(dir, data).
+            drop(oneshot);
+            let removed = format!("{dir}/removed");
+            assert_eq!(probe(&fw, &mut watch, &dir, "removed").await, node(NodeEventKind::Deleted, &removed));
+            fw.rearm_persistent_watches(&dir);
+            assert_eq!(next_item(&mut watch).await, WatchEvent::Resync { reason: ResyncReason::Rearmed });
+            assert_eq!(
+                probe(&fw, &mut watch, &dir, "back").await,
+                node(NodeEventKind::Created, &format!("{dir}/back"))
+            );
+
+            drop(watch);
+            fw.delete(&dir).await.unwrap();
+            fw.close().await;
+        };
+        tokio::time::timeout(Duration::from_secs(60), test).await.expect("test finished in time");
+    }
+}
