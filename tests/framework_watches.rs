@@ -403,3 +403,32 @@ async fn events_for_nodes_the_session_may_not_read_are_not_delivered() {
     })
     .await
 }
+
+/// A server whose watch manager has no persistent watches (ZooKeeper's
+/// `WatchManagerOptimized`, as a 3.5 server): `Unimplemented`, remembered for the session, so a
+/// second watch is refused without a request.
+#[tokio::test]
+async fn a_server_without_persistent_watches_refuses_them_with_a_typed_error() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let server = TestingServer::builder()
+            .system_property("zookeeper.watchManagerName", "org.apache.zookeeper.server.watch.WatchManagerOptimized")
+            .start()
+            .await
+            .unwrap();
+        let proxy = CountingProxy::start(&server.connect_string()).await.unwrap();
+        let fw = Framework::connect(&proxy.connect_string()).await.unwrap();
+        let path = unique_path("watch", "refused");
+        let before = proxy.counts();
+        let refused = fw.watch(&path, WatchMode::PersistentRecursive).await;
+        // The server answers MarshallingError; the framework reports the missing feature.
+        assert!(matches!(refused, Err(Error::ZooKeeper(zk_recipes::zk::Error::Unimplemented))), "{refused:?}");
+        let again = fw.watch(&path, WatchMode::Persistent).await;
+        assert!(matches!(again, Err(Error::ZooKeeper(zk_recipes::zk::Error::Unimplemented))), "{again:?}");
+        assert_eq!(proxy.counts().since(&before).get("addWatch"), 1, "the second watch was refused locally");
+        // Everything else works.
+        fw.create(&path, b"", CreateMode::Persistent).await.unwrap();
+        fw.close().await;
+    })
+    .await
+}

@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, watch as latest, Notify};
 use zookeeper_client::{AddWatchMode, EventType, PersistentWatcher, SessionState, WatchedEvent};
 
 use super::registry::{self, Registry};
-use super::{Framework, Inner, Session, StateSnapshot};
+use super::{ConnectionState, Framework, Inner, Session, StateSnapshot};
 use crate::error::{Error, Result, ZkError};
 use crate::retry::Doubling;
 
@@ -205,8 +205,8 @@ impl Framework {
     /// # Errors
     /// [`Error::InvalidPath`] before anything is sent; [`Error::InvalidArgument`] when the
     /// framework already watches `path` in the other mode; `Unimplemented` (as
-    /// [`Error::ZooKeeper`]) from a server without persistent watches (ZooKeeper 3.5), or the
-    /// server's other refusal; the framework's errors ([`Error::NotStarted`],
+    /// [`Error::ZooKeeper`]) from a server without persistent watches (ZooKeeper 3.5, or a
+    /// server configured with `WatchManagerOptimized`, which answers `MarshallingError`); the framework's errors ([`Error::NotStarted`],
     /// [`Error::Closed`], connection errors once the retry policy gives up).
     ///
     /// # Cancel safety
@@ -245,11 +245,12 @@ impl Framework {
                 }
             })
             .await
-            .inspect_err(|e| self.note_refusal(e, self.inner().epoch()))?;
+            .map_err(|e| self.note_refusal(e, self.inner().epoch()))?;
         state.mark_changed();
+        let read_only = self.state() == ConnectionState::ReadOnly;
         let (tx, events) = mpsc::channel(BUFFER);
         let task = Task { weak: self.downgrade(), full_path, mode, tx, rearm, _registered: registered };
-        tokio::spawn(task.run(watcher, epoch, state));
+        tokio::spawn(task.run(watcher, epoch, read_only, state));
         Ok(PersistentWatch { path: path.to_owned(), mode, events })
     }
 
@@ -272,12 +273,15 @@ impl Framework {
         }
     }
 
-    /// Records a refused `addWatch` for the session it was sent on.
-    fn note_refusal(&self, error: &Error, epoch: u64) {
-        if let Error::ZooKeeper(e) = error {
-            if refuses_persistent_watches(e) {
+    /// Records a refused `addWatch` for the session it was sent on; every refusal of the
+    /// feature is reported as `Unimplemented`.
+    fn note_refusal(&self, error: Error, epoch: u64) -> Error {
+        match error {
+            Error::ZooKeeper(e) if refuses_persistent_watches(&e) => {
                 self.note_persistent_watches_refused(epoch);
+                ZkError::Unimplemented.into()
             }
+            other => other,
         }
     }
 }
@@ -314,7 +318,13 @@ enum Wake {
 }
 
 impl Task {
-    async fn run(self, watcher: PersistentWatcher, mut epoch: u64, mut state: latest::Receiver<StateSnapshot>) {
+    async fn run(
+        self,
+        watcher: PersistentWatcher,
+        mut epoch: u64,
+        mut read_only: bool,
+        mut state: latest::Receiver<StateSnapshot>,
+    ) {
         // `None` once its session ended: the client's watcher must not be polled again.
         let mut watcher = Some(watcher);
         let mut resync: Option<ResyncReason> = None;
@@ -351,7 +361,8 @@ impl Task {
                 Wake::Consumer | Wake::State(None) => return,
                 Wake::Rearm => resync = Some(ResyncReason::Rearmed),
                 Wake::State(Some(snapshot)) => {
-                    if self.weak.upgrade().is_none_or(|inner| inner.is_closed()) {
+                    let open = self.weak.upgrade().is_some_and(|inner| !inner.is_closed());
+                    if !open {
                         return;
                     }
                     if snapshot.epoch > epoch && snapshot.state.is_connected() {
@@ -360,10 +371,16 @@ impl Task {
                 }
                 Wake::Event(event) => match event.event_type {
                     EventType::Session => match event.session_state {
-                        // A new connection of the session (or the move of a read-only
-                        // session to a read-write one): the server holds no watch for us.
-                        SessionState::SyncConnected | SessionState::ConnectedReadOnly => {
-                            resync = Some(ResyncReason::Reconnected)
+                        // A new connection of the session: the server holds no watch for
+                        // us. A session that started read-only gets a new session (with the
+                        // same client) at its first read-write server.
+                        connected @ (SessionState::SyncConnected | SessionState::ConnectedReadOnly) => {
+                            let left_read_only = read_only && connected == SessionState::SyncConnected;
+                            read_only = connected == SessionState::ConnectedReadOnly;
+                            resync = Some(match left_read_only {
+                                true => ResyncReason::NewSession,
+                                false => ResyncReason::Reconnected,
+                            });
                         }
                         state if state.is_terminated() => watcher = None,
                         _ => {}
@@ -426,7 +443,7 @@ impl Task {
                     if let Some(inner) = self.weak.upgrade() {
                         Framework::from_inner(inner).note_persistent_watches_refused(session.epoch);
                     }
-                    return Readd::Failed(e.into());
+                    return Readd::Failed(ZkError::Unimplemented.into());
                 }
                 Err(e) if crate::error::is_zk_retryable(&e) || matches!(e, ZkError::ClientClosed) => {
                     tracing::debug!(path = %self.full_path, error = %e, "registering the watch again failed; retrying");
