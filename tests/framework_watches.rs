@@ -432,3 +432,11 @@ async fn a_server_without_persistent_watches_refuses_them_with_a_typed_error() {
     })
     .await
 }
+
+#[test]
+fn watch_types_can_move_between_tasks() {
+    fn assert_send_sync<T: Send + Sync + 'static>() {}
+    assert_send_sync::<PersistentWatch>();
+    assert_send_sync::<WatchEvent>();
+    assert_send_sync::<SessionFailurePolicy>();
+}
