@@ -16,6 +16,8 @@ mod sync;
 pub mod testing;
 
 pub use error::{Error, Result};
+pub use framework::session_failure::SessionFailurePolicy;
+pub use framework::watches::{NodeEvent, NodeEventKind, PersistentWatch, ResyncReason, WatchEvent, WatchMode};
 pub use framework::{
     AclProvider, ConnectionState, ConnectionStateErrorPolicy, ConnectionStateListener, ConnectionStateStream,
     FixedAclProvider, Framework, FrameworkBuilder, ListenerHandle, OpenAclProvider, StateSnapshot,

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use zookeeper_client::Acl;
 
+use super::session_failure::SessionFailurePolicy;
 use super::state::ConnectionStateErrorPolicy;
 use super::Framework;
 use crate::error::{Error, Result};
@@ -90,6 +91,7 @@ pub(crate) struct Config {
     pub(crate) close_timeout: Duration,
     pub(crate) max_request_bytes: usize,
     pub(crate) fast_path: bool,
+    pub(crate) session_failure_policy: SessionFailurePolicy,
 }
 
 /// Builds a [`Framework`]. Setters take and return the builder by value; `build()` validates
@@ -122,6 +124,7 @@ pub struct FrameworkBuilder {
     close_timeout: Duration,
     max_request_bytes: usize,
     fast_path: bool,
+    session_failure_policy: SessionFailurePolicy,
 }
 
 impl FrameworkBuilder {
@@ -140,6 +143,7 @@ impl FrameworkBuilder {
             close_timeout: Duration::from_secs(5),
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             fast_path: true,
+            session_failure_policy: SessionFailurePolicy::Retry,
         }
     }
 
@@ -219,10 +223,22 @@ impl FrameworkBuilder {
     /// checked too, and whenever one of them fails the acquire lists the directory as usual.
     /// Peers (Curator included) see ordinary lock nodes.
     ///
-    /// Turn it off for ZooKeeper 3.5 servers: 3.5 can revert a directory's child count when
-    /// it replays a snapshot after a restart, and hand out a number twice (fixed in 3.6).
+    /// It turns itself off on ZooKeeper 3.5 servers, which the framework recognises on each
+    /// new session (see "Server versions" in the crate docs): 3.5 can revert a directory's
+    /// child count when it replays a snapshot after a restart, and hand out a number twice
+    /// (fixed in 3.6). Until the session's server is known, acquires take the usual way.
+    /// `fast_path(false)` turns it off everywhere, for example during a rolling upgrade
+    /// from 3.5 (a mixed ensemble is as old as its oldest member).
     pub fn fast_path(mut self, enabled: bool) -> Self {
         self.fast_path = enabled;
+        self
+    }
+
+    /// Whether an operation whose session ended before it succeeded is retried on the next
+    /// session (default [`SessionFailurePolicy::Retry`]) or fails with `SessionExpired`
+    /// ([`SessionFailurePolicy::Fail`], Curator's `SessionFailedRetryPolicy`).
+    pub fn session_failure_policy(mut self, policy: SessionFailurePolicy) -> Self {
+        self.session_failure_policy = policy;
         self
     }
 
@@ -278,6 +294,7 @@ impl FrameworkBuilder {
             close_timeout: self.close_timeout,
             max_request_bytes: self.max_request_bytes,
             fast_path: self.fast_path,
+            session_failure_policy: self.session_failure_policy,
         }))
     }
 

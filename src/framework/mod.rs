@@ -10,9 +10,13 @@ mod listener;
 mod listings;
 mod ops;
 mod reaper;
+mod registry;
+mod server_features;
 mod session;
+pub(crate) mod session_failure;
 mod state;
 mod state_manager;
+pub(crate) mod watches;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

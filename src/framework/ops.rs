@@ -43,18 +43,21 @@ impl Framework {
 
     /// Runs `op` on the current session, retrying retryable failures (connection loss,
     /// session moved or expired, throttling) under the retry policy. A retry after `Lost` runs
-    /// on the new session.
+    /// on the new session, unless the session failure policy says to fail with
+    /// `SessionExpired` instead.
     pub(crate) async fn with_retry<T, F, Fut>(&self, mut op: F) -> Result<T>
     where
         F: FnMut(Session) -> Fut,
         Fut: Future<Output = Result<T, ZkError>>,
     {
+        let policy = self.inner.config.session_failure_policy;
+        let mut first_epoch = None;
         let on_session = || {
-            let session = self.inner.session();
+            let session = self.inner.session().and_then(|s| policy.keep_session(&mut first_epoch, s));
             let reply = session.map(&mut op);
             async move { Ok(reply?.await?) }
         };
-        self.retry_loop().run(on_session, Error::is_retryable).await
+        self.retry_loop().run(on_session, |e: &Error| e.is_retryable() && policy.allows_retry(e)).await
     }
 
     /// A retry loop under the framework's policy that gives up once the framework closes.

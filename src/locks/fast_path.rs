@@ -199,6 +199,7 @@ impl FastPath {
             let mut slot = self.slot.lock();
             let record = slot.record.take();
             let watch = slot.watch_state(session.epoch);
+            let server_ok = record.is_some() && framework.server_supports_fast_path(); // 3.6+ (learned per session)
             let skip = match &record {
                 None => Some(FastPathFallback::NoRecord),
                 Some(record) if record.epoch != session.epoch || record.session_id != session.id() => {
@@ -208,6 +209,7 @@ impl FastPath {
                 // (and arm a watch in the same round trip).
                 Some(_) if watch == WatchState::Missing => Some(FastPathFallback::WatchMissing),
                 Some(_) if watch == WatchState::Fired => Some(FastPathFallback::WatchFired),
+                Some(_) if !server_ok => Some(FastPathFallback::NoRecord),
                 Some(_) => None,
             };
             let (Some(record), None) = (record, skip) else {

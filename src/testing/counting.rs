@@ -338,6 +338,7 @@ fn request_kind(frame: &[u8]) -> &'static str {
         19 => "createContainer",
         21 => "createTtl",
         101 | 105 => "setWatches",
+        103 => "getEphemerals",
         106 => "addWatch",
         -11 => "closeSession",
         _ => "other",

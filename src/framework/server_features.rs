@@ -1,0 +1,238 @@
+//! What the server of the current session supports (3.5 or 3.6+), learned once per session
+//! without four-letter words (servers often disable them).
+//!
+//! The probe is one `getEphemerals` request (ZooKeeper 3.6+) for a prefix under which the
+//! session has no nodes: a read, allowed on read-only servers, with no effect on the server
+//! and no watch to clean up (an `addWatch` probe would leave one, and removing it again could
+//! remove other watches of the session on 3.6-3.8). A 3.5 server answers `Unimplemented`.
+//! The answer holds for the session it was asked on; a session that started read-only and
+//! moved to a read-write server asks again.
+//!
+//! What it decides: persistent watches (`Framework::watch`) need 3.6, and so does the lock
+//! fast path (its reasoning needs 3.6's exact child count). A persistent watch also learns
+//! from its own `addWatch`: any refusal (3.5's `Unimplemented`, or `MarshallingError` from a
+//! server configured with `WatchManagerOptimized`, which has no persistent watches) is
+//! recorded for the session.
+
+use std::time::Duration;
+
+use super::{registry, ConnectionState, Framework};
+use crate::error::{is_zk_connection_error, is_zk_session_lost, ZkError};
+
+/// A path under which no session has ephemeral nodes (nothing may be created under
+/// `/zookeeper`).
+const PROBE_PREFIX: &str = "/zookeeper/zk-recipes-probe";
+
+/// What a server supports, as far as this crate cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ServerFeatures {
+    /// `addWatch` (persistent and persistent-recursive watches): 3.6+.
+    pub(crate) persistent_watches: bool,
+    /// A directory's child count survives restarts exactly (the sequential suffix never
+    /// repeats): 3.6+.
+    pub(crate) exact_child_count: bool,
+}
+
+impl ServerFeatures {
+    /// ZooKeeper 3.6 and later.
+    pub(crate) const SINCE_3_6: ServerFeatures = ServerFeatures { persistent_watches: true, exact_child_count: true };
+    /// ZooKeeper 3.5 (or a server that refuses what 3.6 implements).
+    pub(crate) const BEFORE_3_6: ServerFeatures =
+        ServerFeatures { persistent_watches: false, exact_child_count: false };
+}
+
+/// What the probe's answer says about the server; `None` when it says nothing (no answer:
+/// ask again later).
+pub(crate) fn from_probe(answer: std::result::Result<(), &ZkError>) -> Option<ServerFeatures> {
+    match answer {
+        Ok(()) => Some(ServerFeatures::SINCE_3_6),
+        Err(e) if is_zk_connection_error(e) || is_zk_session_lost(e) => None,
+        Err(ZkError::Throttled | ZkError::SessionMoved) => None,
+        // 3.5's answer; any other refusal of a request that 3.6 serves to every session means
+        // the server is not one to trust with 3.6 semantics either.
+        Err(_) => Some(ServerFeatures::BEFORE_3_6),
+    }
+}
+
+/// Whether the lock fast path may run: configured on, and the session's server known to
+/// count children exactly. While the server is not known, it may not.
+pub(crate) fn fast_path_allowed(configured: bool, known: Option<ServerFeatures>) -> bool {
+    configured && known.is_some_and(|features| features.exact_child_count)
+}
+
+/// What is known about the server of one session.
+#[derive(Debug, Default)]
+pub(crate) struct Knowledge {
+    /// The session (epoch) and whether it was read-only when this was learned.
+    key: (u64, bool),
+    learned: Learned,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Learned {
+    #[default]
+    Unknown,
+    Probing,
+    Known(ServerFeatures),
+}
+
+impl Knowledge {
+    /// What is known for session `key` (forgetting what was known for another).
+    fn for_session(&mut self, key: (u64, bool)) -> Learned {
+        if self.key != key {
+            *self = Knowledge { key, learned: Learned::Unknown };
+        }
+        self.learned
+    }
+
+    fn set(&mut self, key: (u64, bool), learned: Learned) {
+        if self.key == key {
+            self.learned = learned;
+        }
+    }
+}
+
+impl Framework {
+    /// Which session the server knowledge is about: its epoch, and whether it is read-only
+    /// now (a read-only session that reaches a read-write server becomes another session).
+    fn server_key(&self) -> (u64, bool) {
+        (self.inner().epoch(), self.state() == ConnectionState::ReadOnly)
+    }
+
+    /// What the current session's server supports, if known; otherwise `None`, and the
+    /// probe is sent in the background (once per session).
+    pub(crate) fn server_features_now(&self) -> Option<ServerFeatures> {
+        let key = self.server_key();
+        let registry = registry::of(self);
+        let mut knowledge = registry.server.lock();
+        match knowledge.for_session(key) {
+            Learned::Known(features) => return Some(features),
+            Learned::Probing => return None,
+            Learned::Unknown => {}
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return None };
+        knowledge.set(key, Learned::Probing);
+        drop(knowledge);
+        let framework = self.clone();
+        runtime.spawn(async move {
+            let learned = framework.probe_server().await.map_or(Learned::Unknown, Learned::Known);
+            registry::of(&framework).server.lock().set(key, learned);
+        });
+        None
+    }
+
+    /// Whether the lock fast path may run on the current session (configured on, and the
+    /// server known to be 3.6+). Sends the probe when the server is not known yet.
+    pub(crate) fn server_supports_fast_path(&self) -> bool {
+        let configured = self.inner().config.fast_path;
+        fast_path_allowed(configured, configured.then(|| self.server_features_now()).flatten())
+    }
+
+    /// Whether persistent watches are known to be refused on the current session.
+    pub(crate) fn server_refuses_persistent_watches(&self) -> bool {
+        let key = self.server_key();
+        let learned = registry::of(self).server.lock().for_session(key);
+        matches!(learned, Learned::Known(features) if !features.persistent_watches)
+    }
+
+    /// The session `epoch`'s server refused an `addWatch`: it has no persistent watches.
+    pub(crate) fn note_persistent_watches_refused(&self, epoch: u64) {
+        let key = self.server_key();
+        if key.0 == epoch {
+            let registry = registry::of(self);
+            let mut knowledge = registry.server.lock();
+            let learned = match knowledge.for_session(key) {
+                Learned::Known(features) => ServerFeatures { persistent_watches: false, ..features },
+                _ => ServerFeatures { persistent_watches: false, exact_child_count: false },
+            };
+            knowledge.set(key, Learned::Known(learned));
+        }
+    }
+
+    /// Asks the current session's server; `None` without an answer.
+    async fn probe_server(&self) -> Option<ServerFeatures> {
+        let client = self.inner().session().ok()?.client;
+        let bound = self.inner().config.session_timeout.max(Duration::from_secs(1));
+        let answer = tokio::time::timeout(bound, client.list_ephemerals(PROBE_PREFIX)).await.ok()?;
+        let features = from_probe(answer.as_ref().map(drop));
+        tracing::debug!(?features, "learned what the server supports");
+        features
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_probe_answer_decides_the_features() {
+        assert_eq!(from_probe(Ok(())), Some(ServerFeatures::SINCE_3_6));
+        assert_eq!(from_probe(Err(&ZkError::Unimplemented)), Some(ServerFeatures::BEFORE_3_6));
+        assert_eq!(from_probe(Err(&ZkError::MarshallingError)), Some(ServerFeatures::BEFORE_3_6));
+        for unanswered in [ZkError::ConnectionLoss, ZkError::SessionExpired, ZkError::ClientClosed, ZkError::Throttled]
+        {
+            assert_eq!(from_probe(Err(&unanswered)), None, "{unanswered:?}");
+        }
+    }
+
+    #[test]
+    fn the_fast_path_needs_a_known_3_6_server_and_the_switch_on() {
+        assert!(fast_path_allowed(true, Some(ServerFeatures::SINCE_3_6)));
+        assert!(!fast_path_allowed(true, Some(ServerFeatures::BEFORE_3_6)), "3.5 can repeat a suffix");
+        assert!(!fast_path_allowed(true, None), "not known yet");
+        assert!(!fast_path_allowed(false, Some(ServerFeatures::SINCE_3_6)), "the builder's override");
+    }
+
+    #[test]
+    fn knowledge_is_per_session() {
+        let mut knowledge = Knowledge::default();
+        assert_eq!(knowledge.for_session((1, false)), Learned::Unknown);
+        knowledge.set((1, false), Learned::Known(ServerFeatures::SINCE_3_6));
+        assert_eq!(knowledge.for_session((1, false)), Learned::Known(ServerFeatures::SINCE_3_6));
+        // A stale answer for an older session is dropped.
+        assert_eq!(knowledge.for_session((2, false)), Learned::Unknown);
+        knowledge.set((1, false), Learned::Known(ServerFeatures::SINCE_3_6));
+        assert_eq!(knowledge.for_session((2, false)), Learned::Unknown);
+        // A read-only session that moved to a read-write server asks again.
+        assert_eq!(knowledge.for_session((2, true)), Learned::Unknown);
+        knowledge.set((2, true), Learned::Known(ServerFeatures::BEFORE_3_6));
+        assert_eq!(knowledge.for_session((2, true)), Learned::Known(ServerFeatures::BEFORE_3_6));
+        assert_eq!(knowledge.for_session((2, false)), Learned::Unknown);
+    }
+}
+
+#[cfg(all(test, feature = "testing"))]
+mod server_tests {
+    use super::*;
+    use crate::testing::{shared_server, CountingProxy};
+
+    /// The servers here are 3.8: recognised as 3.6+ with one `getEphemerals` (no four-letter
+    /// word), once per session; the builder's switch still turns the fast path off.
+    #[tokio::test]
+    async fn a_3_8_server_is_recognised_with_one_request_per_session() {
+        let test = async {
+            let server = shared_server().await.expect("shared server");
+            let proxy = CountingProxy::start(&server.connect_string()).await.expect("proxy");
+            let fw = Framework::connect(&proxy.connect_string()).await.expect("framework");
+            let before = proxy.counts();
+            assert_eq!(fw.server_features_now(), None, "not known before the first question");
+            assert!(!fw.server_supports_fast_path(), "no fast path while the server is not known");
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            while fw.server_features_now().is_none() {
+                assert!(tokio::time::Instant::now() < deadline, "the probe was not answered");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert_eq!(fw.server_features_now(), Some(ServerFeatures::SINCE_3_6));
+            assert!(fw.server_supports_fast_path());
+            assert!(!fw.server_refuses_persistent_watches());
+            let sent = proxy.counts().since(&before);
+            assert_eq!((sent.get("getEphemerals"), sent.errors()), (1, 0), "{sent:?}");
+            fw.close().await;
+
+            let off = Framework::builder(&server.connect_string()).fast_path(false).start().await.expect("framework");
+            assert!(!off.server_supports_fast_path());
+            off.close().await;
+        };
+        tokio::time::timeout(Duration::from_secs(60), test).await.expect("test finished in time");
+    }
+}
