@@ -9,6 +9,7 @@ pub mod guide;
 mod leader;
 mod locks;
 pub mod path;
+pub mod protocol;
 pub mod retry;
 mod sync;
 #[cfg(feature = "testing")]

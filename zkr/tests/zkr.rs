@@ -298,8 +298,8 @@ async fn leader_latch_nodes_and_foreign_children() {
     .await
 }
 
-/// The acceptance test: Rust and Curator contenders in one queue, shown in Curator's
-/// own order with the right owners, and the holder handed over across the two.
+/// Rust and Curator contenders in one queue, shown in Curator's own order with the right
+/// owners, and the holder handed over across the two.
 #[tokio::test(flavor = "multi_thread")]
 async fn mixed_rust_and_curator_queue() {
     bounded(LIMIT, async {
