@@ -1,7 +1,7 @@
 //! `InterProcessMutex` against a real ZooKeeper server (the process-wide shared one; every
 //! test uses its own lock path): Curator's `TestInterProcessMutexBase`/`TestInterProcessMutex`
-//! scenarios (reference section 8.1-8.2, without revocation and schemas), kazoo's lock
-//! scenarios (8.12), bad input, foreign children, fencing tokens and `lost()`.
+//! scenarios (without revocation and schemas), kazoo's `test_lock.py` scenarios, bad input,
+//! foreign children, fencing tokens and `lost()`.
 //!
 //! Tests that stop servers or cut connections are in `mutex_faults.rs`; cancellation is in
 //! `mutex_cancellation.rs`.
