@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::fixtures::*;
+use common::timing::LIMIT;
 use futures::{FutureExt, StreamExt};
 use zk_recipes::retry::{ExponentialBackoff, RetryForever, RetryNTimes, RetryUntilElapsed};
 use zk_recipes::testing::{CountingProxy, RequestCounts, TestingServer, TestingServerBuilder};
@@ -18,7 +19,6 @@ use zk_recipes::{
     AclProvider, Error, FixedAclProvider, Framework, InterProcessMutex, InterProcessSemaphore, MultiLock, MutexGuard,
 };
 
-const LIMIT: Duration = Duration::from_secs(60);
 /// Long enough that no session of these tests expires unless a test expires it.
 const SESSION: Duration = Duration::from_secs(20);
 

@@ -10,15 +10,12 @@ use std::time::Duration;
 
 use common::curator::CuratorPeer;
 use common::fixtures::{bounded, children_count_becomes, plain_framework, shared_connect, unique_path, within};
+use common::timing::{SESSION, SLOW_LIMIT as LIMIT};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use zk_recipes::zk::{Acls, CreateMode};
 use zk_recipes::{FixedAclProvider, Framework, InterProcessMutex, InterProcessSemaphore, InterProcessSemaphoreMutex};
 
-/// Bound on each test.
-const LIMIT: Duration = Duration::from_secs(120);
-/// Session timeout of the frameworks the tests hold locks with.
-const SESSION: Duration = Duration::from_secs(10);
 /// Bound on waiting for the contenders to queue up.
 const QUEUE_UP: Duration = Duration::from_secs(20);
 
@@ -83,7 +80,7 @@ fn session_of(framework: &Framework) -> String {
 
 /// Starts the Curator peer, or `None` (the test then skips) when Curator is not installed.
 async fn curator(connect: &str) -> Option<CuratorPeer> {
-    CuratorPeer::start(connect, SESSION).await.expect("starting the Curator peer")
+    CuratorPeer::started(connect, SESSION).await
 }
 
 async fn curator_session(peer: &mut CuratorPeer) -> String {
