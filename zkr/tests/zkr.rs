@@ -130,6 +130,11 @@ async fn mutex_holder_and_waiters_in_queue_order() {
         assert!(sequences.windows(2).all(|w| w[0] < w[1]), "{sequences:?}");
         assert!(list.iter().all(|n| n["age_ms"].as_i64().is_some_and(|age| age >= 0)));
         assert_eq!(a.participant_nodes().await.unwrap(), field(list, "path"), "the library's own order");
+        // Each waiter waits on the node just ahead of it; nobody has asked for a revocation.
+        assert_eq!(list[0]["waits_on"], Value::Null);
+        assert_eq!(list[1]["waits_on"], list[0]["name"]);
+        assert_eq!(list[2]["waits_on"], list[1]["name"]);
+        assert!(list.iter().all(|n| n["revocation_requested"] == false));
 
         // The table says the same.
         let table = zkr(&["--connect", &connect, "locks", &path]).await;
@@ -407,6 +412,9 @@ async fn revoke_asks_a_curator_holder_to_let_go() {
         peer.wait_for("revoke-requested V", QUEUE_UP).await.unwrap();
         let (data, _) = fw.get_data(&node).await.unwrap();
         assert_eq!(data, b"__REVOKE__");
+        let report = locks_json(&connect, &path).await;
+        let shown = &nodes(&report)[0];
+        assert_eq!((&shown["path"], &shown["revocation_requested"]), (&Value::from(node.as_str()), &Value::from(true)));
 
         // Revoking a node that is gone is not an error (Curator's Revoker ignores it too).
         ok(&mut peer, "release V").await;
