@@ -7,7 +7,7 @@ use std::time::Duration;
 use zookeeper_client::Stat;
 
 use super::acquire::{self, Hold, LockHold};
-use super::driver::{read_write_sort_key, ReadDriver, WriteDriver, READ_LOCK_NAME, WRITE_LOCK_NAME};
+use super::driver::{ReadDriver, WriteDriver};
 use super::held::{HeldNode, NodeWatch};
 use super::internals::LockInternals;
 use super::node::{retry_request, Failure};
@@ -16,6 +16,7 @@ use super::revocation::{NodeRevocation, Revocable, Signal};
 use crate::error::{Error, Result};
 use crate::framework::Framework;
 use crate::path;
+use crate::protocol::{read_write_sort_key, READ_LOCK_NAME, WRITE_LOCK_NAME};
 
 /// A distributed read-write lock, compatible with Curator's `InterProcessReadWriteLock`: any
 /// number of readers at once, or one writer; Rust and Java/Curator processes using the same path
