@@ -6,13 +6,17 @@
 //! (guaranteed deletes), and one task per registered listener.
 
 mod builder;
+mod create;
 mod listener;
 mod listings;
 mod ops;
+mod read;
 mod reaper;
 mod session;
 mod state;
 mod state_manager;
+mod transaction;
+mod write;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -23,12 +27,19 @@ use tokio::task::AbortHandle;
 
 pub(crate) use self::builder::Config;
 pub use self::builder::{AclProvider, FixedAclProvider, FrameworkBuilder, OpenAclProvider};
+pub use self::create::{CreateBuilder, Created, Parents};
 pub use self::listener::{ConnectionStateListener, ConnectionStateStream, ListenerHandle};
 pub(crate) use self::listings::Listing;
+pub use self::read::{
+    Exists, ExistsWatched, GetChildren, GetChildrenWatched, GetChildrenWithStat, GetData, GetDataWatched, NodeEvent,
+    OneshotWatch,
+};
 pub(crate) use self::reaper::ReaperCmd;
 use self::reaper::ReaperHandle;
 pub(crate) use self::session::Session;
 pub use self::state::{ConnectionState, ConnectionStateErrorPolicy, StateSnapshot};
+pub use self::transaction::{Fence, OpResult, Transaction};
+pub use self::write::{Delete, SetData};
 use crate::error::{Error, Result};
 use crate::sync::Mutex;
 
