@@ -487,7 +487,8 @@ async fn operations_are_namespaced() {
         fw.delete("/cfg").recursive().await.unwrap();
         assert!(raw.exists(&format!("/{ns}/cfg")).await.unwrap().is_none());
         fw.close().await;
-        raw.delete(&format!("/{ns}")).recursive().await.unwrap();
+        // The namespace node is a container: the server may have removed it already.
+        let _ = raw.delete(&format!("/{ns}")).recursive().await;
         raw.close().await;
     })
     .await;
