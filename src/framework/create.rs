@@ -195,13 +195,11 @@ impl<'a> CreateBuilder<'a> {
                 return Err(Error::invalid_argument("ttl", format!("must be at most {TTL_MAX:?}")));
             }
         }
-        if self.idempotent || self.or_set {
-            if self.sequential() || self.protected {
-                return Err(Error::invalid_argument(
-                    if self.or_set { "or_set" } else { "idempotent" },
-                    "a sequential or protected create makes a new name each time; it never finds its node existing",
-                ));
-            }
+        if (self.idempotent || self.or_set) && (self.sequential() || self.protected) {
+            return Err(Error::invalid_argument(
+                if self.or_set { "or_set" } else { "idempotent" },
+                "a sequential or protected create makes a new name each time; it never finds its node existing",
+            ));
         }
         if matches!(&self.acl, Some(acl) if acl.is_empty()) {
             return Err(Error::invalid_argument("acl", "an ACL needs at least one entry"));
@@ -373,6 +371,14 @@ impl<'a> CreateBuilder<'a> {
         }
         if self.idempotent && data == self.data {
             return Ok(Some(Created { path: user_path, stat, existed: true }));
+        }
+        if in_doubt && !self.idempotent {
+            // Perhaps our own first send, perhaps someone else's node: no way to tell.
+            return Err(Error::OutcomeUnknown {
+                operation: "create",
+                path: self.path.to_owned(),
+                source: ZkError::NodeExists,
+            });
         }
         Err(ZkError::NodeExists.into())
     }

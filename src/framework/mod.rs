@@ -370,8 +370,14 @@ impl Framework {
         self.inner.config.error_policy
     }
 
-    /// The current session's raw ZooKeeper client (no namespace applied), for operations this
-    /// crate does not wrap. It is replaced after `Lost`: fetch it again rather than keep it.
+    /// The current session's raw ZooKeeper client, the escape hatch for what the framework's
+    /// operations do not cover (persistent watches, `whoami`, reconfiguration, ...).
+    ///
+    /// What it loses against the framework's own operations: no namespace (paths are server
+    /// paths: see [`full_path`](Self::full_path)), no retries (a connection loss is the
+    /// caller's), no ACL provider (pass ACLs yourself), no request size check, no connection
+    /// states, and no next session: the client belongs to the current session and fails with
+    /// `SessionExpired` once that is `Lost`. Fetch it again rather than keep it.
     ///
     /// # Errors
     /// [`Error::NotStarted`] or [`Error::Closed`].
