@@ -106,14 +106,14 @@ pub enum Error {
     /// been applied on the server, or not. Sending it again could apply it twice (a second
     /// sequential node), so it is reported instead; read the state back to find out, or use a
     /// protected create, which finds its node after a connection loss.
-    #[error("the outcome of {operation} on {path} is unknown: the connection broke while it was in flight ({source})")]
+    #[error("the outcome of {operation} on {path} is unknown: the connection broke while it was in flight ({error})")]
     OutcomeUnknown {
         /// What was sent (`create`, `transaction`).
         operation: &'static str,
         /// The path (namespace stripped; a transaction's first path).
         path: String,
-        /// The connection error.
-        source: ZkError,
+        /// The connection error (or, for a create sent again, the `NodeExists` it found).
+        error: ZkError,
     },
 
     /// A compare-and-set found another version: the node at `path` is not at version
@@ -127,7 +127,7 @@ pub enum Error {
     },
 
     /// One operation of a transaction was refused, so none was applied.
-    #[error("transaction operation {index} (on {path}) failed: {source}")]
+    #[error("transaction operation {index} (on {path}) failed: {error}")]
     TransactionFailed {
         /// The failing operation's index, in the order the operations were added (a fence's
         /// check counts as an operation).
@@ -135,7 +135,7 @@ pub enum Error {
         /// Its path (namespace stripped).
         path: String,
         /// The server's refusal.
-        source: ZkError,
+        error: ZkError,
     },
 
     /// The server does not offer what the request needs (a TTL node on a server without

@@ -73,14 +73,14 @@ async fn a_failing_operation_applies_nothing_and_is_named() {
             .commit()
             .await;
         match &failed {
-            Err(Error::TransactionFailed { index: 2, path, source: ZkError::NoNode }) => {
+            Err(Error::TransactionFailed { index: 2, path, error: ZkError::NoNode }) => {
                 assert_eq!(*path, format!("{base}/missing"))
             }
             other => panic!("{other:?}"),
         }
         let stale = fw.transaction().check(&format!("{base}/v"), 7).commit().await;
         assert!(
-            matches!(stale, Err(Error::TransactionFailed { index: 0, source: ZkError::BadVersion, .. })),
+            matches!(stale, Err(Error::TransactionFailed { index: 0, error: ZkError::BadVersion, .. })),
             "{stale:?}"
         );
         assert_eq!(children(&fw, &base).await, ["v"], "nothing applied");

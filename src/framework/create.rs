@@ -93,6 +93,21 @@ impl Framework {
     /// The operations of this framework (create, reads, writes, [`transaction`](Self::transaction))
     /// apply the namespace, retry under the retry policy (on the next session too, after
     /// `Lost`), apply the ACL provider and check the request size before sending.
+    ///
+    /// # Errors
+    /// When awaited: [`Error::InvalidPath`]; [`Error::InvalidArgument`] for a TTL on a mode
+    /// other than persistent or persistent-sequential, a zero TTL, an empty ACL, or
+    /// `idempotent`/`or_set` with a sequential or protected create; [`Error::TooLarge`];
+    /// [`Error::OutcomeUnknown`] for a sequential create without protection whose connection
+    /// broke while it was in flight (it is not sent again), or a create sent again after a
+    /// connection loss that found a node it cannot tell from its own; [`Error::Unsupported`]
+    /// for a TTL on a server without extended types; or the server's refusal (`NodeExists`,
+    /// `NoNode` with [`Parents::MustExist`], `NoAuth`, `NoChildrenForEphemerals`, ...).
+    ///
+    /// # Cancel safety
+    /// A protected create is cancel-safe: once sent, a cancelled create has its node deleted
+    /// in the background (as after a failure). Any other cancelled create may still happen on
+    /// the server.
     pub fn create<'a>(&'a self, path: &'a str) -> CreateBuilder<'a> {
         CreateBuilder {
             framework: self,
@@ -273,7 +288,7 @@ impl<'a> CreateBuilder<'a> {
                         return Err(Error::OutcomeUnknown {
                             operation: "create",
                             path: self.path.to_owned(),
-                            source: e,
+                            error: e,
                         });
                     }
                     in_doubt = true;
@@ -377,7 +392,7 @@ impl<'a> CreateBuilder<'a> {
             return Err(Error::OutcomeUnknown {
                 operation: "create",
                 path: self.path.to_owned(),
-                source: ZkError::NodeExists,
+                error: ZkError::NodeExists,
             });
         }
         Err(ZkError::NodeExists.into())
@@ -403,5 +418,48 @@ impl<'a> IntoFuture for CreateBuilder<'a> {
     /// in the background. Any other create may still happen on the server when cancelled.
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(self.run())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn framework() -> Framework {
+        Framework::builder("127.0.0.1:2181").build().expect("a framework builds without I/O")
+    }
+
+    fn refused(builder: CreateBuilder<'_>) -> Option<&'static str> {
+        match builder.validate() {
+            Err(Error::InvalidArgument { name, .. }) => Some(name),
+            Err(other) => panic!("{other:?}"),
+            Ok(()) => None,
+        }
+    }
+
+    #[test]
+    fn ttls_go_with_persistent_modes_only() {
+        let fw = framework();
+        let ttl = Duration::from_secs(1);
+        for mode in [CreateMode::Persistent, CreateMode::PersistentSequential] {
+            assert_eq!(refused(fw.create("/a").mode(mode).ttl(ttl)), None, "{mode:?}");
+        }
+        for mode in [CreateMode::Ephemeral, CreateMode::EphemeralSequential, CreateMode::Container] {
+            assert_eq!(refused(fw.create("/a").mode(mode).ttl(ttl)), Some("ttl"), "{mode:?}");
+        }
+        assert_eq!(refused(fw.create("/a").ttl(Duration::ZERO)), Some("ttl"));
+        assert_eq!(refused(fw.create("/a").ttl(Duration::from_micros(999))), Some("ttl"));
+        assert_eq!(refused(fw.create("/a").ttl(TTL_MAX)), None);
+        assert_eq!(refused(fw.create("/a").ttl(TTL_MAX + Duration::from_millis(1))), Some("ttl"));
+    }
+
+    #[test]
+    fn options_that_cannot_apply_are_refused() {
+        let fw = framework();
+        assert_eq!(refused(fw.create("/a").idempotent()), None);
+        assert_eq!(refused(fw.create("/a").or_set()), None);
+        assert_eq!(refused(fw.create("/a").mode(CreateMode::EphemeralSequential).idempotent()), Some("idempotent"));
+        assert_eq!(refused(fw.create("/a").protected().or_set()), Some("or_set"));
+        assert_eq!(refused(fw.create("/a").acl(Vec::new())), Some("acl"));
     }
 }

@@ -136,18 +136,38 @@ impl Framework {
     /// let event = watch.changed().await?; // the next change, or the session's end
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Errors
+    /// When awaited: [`Error::InvalidPath`] or the server's refusal (`NoNode`, `NoAuth`). A
+    /// watched read of a missing node sets no watch (watch for its creation with
+    /// [`exists`](Self::exists)).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read changes nothing, and a cancelled watched read's watch is removed.
     pub fn get_data<'a>(&'a self, path: &'a str) -> GetData<'a> {
         GetData { framework: self, path }
     }
 
     /// A node's stat, or `None` when it does not exist, when awaited; `.watch()` adds a
     /// one-shot watch.
+    ///
+    /// # Errors
+    /// When awaited: [`Error::InvalidPath`] or the server's refusal.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read changes nothing, and a cancelled watched read's watch is removed.
     pub fn exists<'a>(&'a self, path: &'a str) -> Exists<'a> {
         Exists { framework: self, path }
     }
 
     /// A node's children (names, unsorted) when awaited; `.with_stat()` adds the node's stat,
     /// `.watch()` the stat and a one-shot watch.
+    ///
+    /// # Errors
+    /// When awaited: [`Error::InvalidPath`] or the server's refusal (`NoNode`, `NoAuth`).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read changes nothing, and a cancelled watched read's watch is removed.
     pub fn get_children<'a>(&'a self, path: &'a str) -> GetChildren<'a> {
         GetChildren { framework: self, path }
     }

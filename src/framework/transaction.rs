@@ -103,7 +103,8 @@ pub struct Transaction<'a> {
 }
 
 impl Framework {
-    /// A new, empty transaction on this framework.
+    /// A new, empty transaction on this framework; add operations, then
+    /// [`commit`](Transaction::commit) (whose docs give its errors and cancel safety).
     pub fn transaction(&self) -> Transaction<'_> {
         Transaction { framework: self, ops: Vec::new() }
     }
@@ -285,7 +286,7 @@ impl<'a> Transaction<'a> {
                 return Err(Error::OutcomeUnknown {
                     operation: "transaction",
                     path: self.ops[0].path().to_owned(),
-                    source: error,
+                    error,
                 });
             }
             if error == ZkError::Unimplemented
@@ -321,7 +322,7 @@ impl<'a> Transaction<'a> {
                 Error::LockLost { path: path.clone() }
             }
             (Op::Create { ttl: Some(_), .. }, ZkError::Unimplemented) => ttl_unsupported(),
-            _ => Error::TransactionFailed { index, path: op.path().to_owned(), source },
+            _ => Error::TransactionFailed { index, path: op.path().to_owned(), error: source },
         }
     }
 }

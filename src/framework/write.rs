@@ -70,6 +70,15 @@ impl Framework {
     /// }
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Errors
+    /// When awaited: [`Error::InvalidPath`]; [`Error::InvalidArgument`] for a version below
+    /// -1; [`Error::TooLarge`]; [`Error::BadVersion`]; [`Error::OutcomeUnknown`] for a
+    /// versioned write that found another version after a connection loss (perhaps its own
+    /// first send); or the server's refusal (`NoNode`, `NoAuth`).
+    ///
+    /// # Cancel safety
+    /// A cancelled write may still happen on the server.
     pub fn set_data<'a>(&'a self, path: &'a str, data: &'a [u8]) -> SetData<'a> {
         SetData { framework: self, path, data, version: -1 }
     }
@@ -77,6 +86,16 @@ impl Framework {
     /// Deletes a node when awaited (any version unless `.version(v)`); `.guaranteed()` keeps
     /// trying in the background after a failure, `.recursive()` deletes its children first.
     /// A missing node is `NoNode`.
+    ///
+    /// # Errors
+    /// When awaited: [`Error::InvalidPath`] (the root cannot be deleted);
+    /// [`Error::InvalidArgument`] for a version below -1; [`Error::BadVersion`]; or the
+    /// server's refusal (`NoNode`, `NotEmpty` without `recursive`, `NoAuth`). After a connection
+    /// loss, `NoNode` counts as done (the first send may have deleted it).
+    ///
+    /// # Cancel safety
+    /// A cancelled delete may still happen on the server; a cancelled `guaranteed()` delete is
+    /// finished by the reaper.
     pub fn delete<'a>(&'a self, path: &'a str) -> Delete<'a> {
         Delete { framework: self, path, version: -1, guaranteed: false, recursive: false }
     }
@@ -162,7 +181,7 @@ impl SetData<'_> {
                 Err(Error::OutcomeUnknown {
                     operation: "set_data",
                     path: self.path.to_owned(),
-                    source: ZkError::ConnectionLoss,
+                    error: ZkError::ConnectionLoss,
                 })
             }
             Err(Error::ZooKeeper(ZkError::BadVersion)) => {
@@ -334,5 +353,20 @@ impl<'a> IntoFuture for Delete<'a> {
     /// finished by the reaper.
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(self.run())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_below_minus_one_are_refused() {
+        assert_eq!(check_version(-1).unwrap(), None);
+        assert_eq!(check_version(0).unwrap(), Some(0));
+        assert_eq!(check_version(i32::MAX).unwrap(), Some(i32::MAX));
+        for bad in [-2, -100, i32::MIN] {
+            assert!(matches!(check_version(bad), Err(Error::InvalidArgument { name: "version", .. })), "{bad}");
+        }
     }
 }
