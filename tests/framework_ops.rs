@@ -89,10 +89,14 @@ async fn every_create_mode_makes_its_node() {
 async fn a_ttl_create_on_a_server_without_extended_types_is_unsupported() {
     init_tracing();
     bounded(LIMIT, async {
-        let fw = plain_framework(&shared_connect().await, SESSION).await;
+        let proxy = CountingProxy::start(&shared_connect().await).await.unwrap();
+        let fw = plain_framework(&proxy.connect_string(), SESSION).await;
         let path = unique_path("ops", "no-ttl");
+        let before = proxy.counts();
         let refused = within(SESSION, "the refusal", fw.create(&path).ttl(Duration::from_secs(5)).into_future()).await;
         assert!(matches!(refused, Err(Error::Unsupported { feature: "ttl", .. })), "{refused:?}");
+        let answered = proxy.counts().since(&before);
+        assert_eq!((answered.get("createTtl"), answered.get("error:unimplemented")), (1, 1), "{answered:?}");
         let refused = fw.transaction().create_with_ttl(&path, b"", CreateMode::Persistent, Duration::from_secs(5));
         let refused = within(SESSION, "the refusal", refused.commit()).await;
         assert!(matches!(refused, Err(Error::Unsupported { feature: "ttl", .. })), "{refused:?}");
