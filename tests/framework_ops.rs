@@ -407,30 +407,36 @@ async fn recursive_delete_removes_a_tree() {
     .await;
 }
 
-/// A guaranteed delete cancelled while the server cannot be reached is finished by the reaper
-/// once it can; a plain delete through a lost reply reports success (the node is gone).
+/// A guaranteed delete cancelled while its request is lost in a black-holed connection (the
+/// client fails that request when it gives the connection up, and nobody sends it again) is
+/// finished by the reaper once the connection is back; a plain delete through a lost reply
+/// reports success (the node is gone).
 #[tokio::test]
 async fn a_guaranteed_delete_is_finished_in_the_background() {
     init_tracing();
     bounded(LIMIT, async {
         let server = shared_connect().await;
         let proxy = FaultProxy::start(&server).await.unwrap();
-        let fw = framework(&proxy.connect_string(), Duration::from_secs(20)).await;
+        // Short enough that the client notices the dead connection soon (0.4 of it), long
+        // enough that the session outlives the outage.
+        let fw = framework(&proxy.connect_string(), Duration::from_secs(6)).await;
         let observer = plain_framework(&server, SESSION).await;
         let path = unique_path("ops", "guaranteed");
         fw.create(&path).await.unwrap();
 
         proxy.set_mode(ProxyMode::BlackHole);
-        proxy.drop_connections();
         let cancelled = tokio::time::timeout(Duration::from_millis(300), fw.delete(&path).guaranteed()).await;
-        assert!(cancelled.is_err(), "the delete cannot finish while the server is unreachable");
-        assert!(observer.exists(&path).await.unwrap().is_some());
+        assert!(cancelled.is_err(), "the delete cannot finish while its connection is black-holed");
         assert_eq!(fw.pending_deletes(), 1, "handed to the reaper");
+        wait_for_state(&fw, LIMIT, "Suspended", |s| !s.state.is_connected()).await;
         proxy.set_mode(ProxyMode::Pass);
+        let epoch = fw.snapshot().epoch;
+        wait_connected(&fw, LIMIT, epoch).await;
+        assert_eq!(fw.snapshot().epoch, epoch, "the same session");
         eventually(LIMIT, "the background delete", || async {
-            match observer.exists(&path).await.unwrap() {
-                None => Ok(()),
-                Some(_) => Err("still there".to_owned()),
+            match (observer.exists(&path).await.unwrap(), fw.pending_deletes()) {
+                (None, 0) => Ok(()),
+                other => Err(format!("{other:?}")),
             }
         })
         .await;
