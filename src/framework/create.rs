@@ -380,6 +380,10 @@ impl<'a> CreateBuilder<'a> {
             Err(Error::ZooKeeper(ZkError::NoNode)) => return Ok(None),
             Err(e) => return Err(e),
         };
+        // A protected name is ours alone (its uuid is fresh): our own create, landed.
+        if self.protected {
+            return Ok(Some(Created { path: user_path, stat, existed: false }));
+        }
         // Our own create, whose reply was lost: an ephemeral node of this session.
         if in_doubt && self.ephemeral() && stat.ephemeral_owner != 0 && stat.ephemeral_owner == session.id() {
             return Ok(Some(Created { path: user_path, stat, existed: false }));
