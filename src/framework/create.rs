@@ -316,7 +316,10 @@ impl<'a> CreateBuilder<'a> {
                     }
                     match self.existing(&session, &target, in_doubt).await? {
                         Some(found) => return Ok(found),
-                        None => continue,
+                        // Gone meanwhile: create again, under the retry policy (a node that
+                        // keeps coming and going must not keep this loop busy).
+                        None if retry.backoff().await => continue,
+                        None => return Err(ZkError::NodeExists.into()),
                     }
                 }
                 ZkError::Unimplemented if self.ttl.is_some() => {
