@@ -8,6 +8,7 @@ use std::future::IntoFuture;
 use std::time::Duration;
 
 use common::fixtures::*;
+use zk_recipes::retry::RetryNTimes;
 use zk_recipes::testing::{CountingProxy, FaultProxy, ProxyMode, TestingServer};
 use zk_recipes::zk::{Acl, AuthId, CreateMode, EventType, Permission};
 use zk_recipes::{Error, Framework, Parents};
@@ -292,6 +293,41 @@ async fn a_create_through_a_lost_reply_makes_one_node_or_says_it_does_not_know()
 
         fw.close().await;
         observer.delete(&dir).recursive().await.unwrap();
+        observer.close().await;
+    })
+    .await;
+}
+
+/// A protected create cancelled after its node was made (the reply lost, the create waiting to
+/// look for it) leaves no node: the reaper deletes it by its prefix, as Curator deletes a
+/// protected node whose create failed.
+#[tokio::test]
+async fn a_cancelled_protected_create_leaves_no_node() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let proxy = CountingProxy::start(&shared_connect().await).await.unwrap();
+        // A long sleep before the retry: the cancellation comes while the create waits.
+        let fw = Framework::builder(&proxy.connect_string())
+            .session_timeout(SESSION)
+            .retry_policy(RetryNTimes::new(3, Duration::from_secs(5)))
+            .start()
+            .await
+            .unwrap();
+        let observer = plain_framework(&shared_connect().await, SESSION).await;
+        let dir = unique_path("ops", "cancelled-protected");
+        fw.create(&dir).await.unwrap();
+
+        for mode in [CreateMode::PersistentSequential, CreateMode::EphemeralSequential] {
+            proxy.lose_reply_to("create2");
+            let base = format!("{dir}/n-");
+            let create = fw.create(&base).mode(mode).protected().into_future();
+            let cancelled = tokio::time::timeout(Duration::from_millis(1500), create).await;
+            assert!(cancelled.is_err(), "{mode:?}: still waiting to retry: {cancelled:?}");
+            assert_eq!(children(&observer, &dir).await.len(), 1, "{mode:?}: the server made the node");
+            children_count_becomes(&observer, &dir, 0, LIMIT).await;
+        }
+        fw.close().await;
+        observer.delete(&dir).await.unwrap();
         observer.close().await;
     })
     .await;
