@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::future::IntoFuture;
 use std::time::Duration;
 
 use common::fixtures::*;
@@ -53,6 +54,18 @@ async fn a_transaction_commits_every_operation_with_its_result() {
         raw.close().await;
     })
     .await;
+}
+
+/// Commits can run in spawned tasks; watches can be awaited in them.
+#[test]
+fn the_futures_are_send() {
+    fn send<T: Send>(_: &T) {}
+    let fw = Framework::builder("127.0.0.1:2181").build().unwrap();
+    let commit = fw.transaction().check("/a", -1).commit();
+    send(&commit);
+    send(&fw.create("/a").protected().into_future());
+    send(&fw.get_data("/a").watch().into_future());
+    send(&fw.delete("/a").guaranteed().into_future());
 }
 
 #[tokio::test]
