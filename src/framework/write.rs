@@ -244,6 +244,7 @@ impl Delete<'_> {
             return Err(Error::InvalidPath { path: self.path.to_owned(), reason: "the root node cannot be deleted" });
         }
         let mut handover = self.guaranteed.then(|| Handover { framework: fw, path: full.clone(), armed: true });
+        let mut retry = fw.retry_loop();
         let result = loop {
             if self.recursive {
                 if let Err(e) = self.delete_children(&full).await {
@@ -251,7 +252,8 @@ impl Delete<'_> {
                 }
             }
             match self.delete_one(&full, version).await {
-                Err(Error::ZooKeeper(ZkError::NotEmpty)) if self.recursive => continue,
+                // Children created meanwhile: again, under the retry policy.
+                Err(Error::ZooKeeper(ZkError::NotEmpty)) if self.recursive && retry.backoff().await => continue,
                 other => break other,
             }
         };
