@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use zk_recipes::testing::FaultProxy;
-use zk_recipes::zk::CreateMode;
 use zk_recipes::{Framework, NodeEventKind, PersistentWatch, WatchEvent, WatchMode};
 
 mod common;
@@ -105,9 +104,9 @@ async fn main() -> Result<(), Error> {
         .await?;
 
     let root = format!("/config-watch-{}", std::process::id());
-    operator.create(&root, b"", CreateMode::Persistent).await?;
-    operator.create(&format!("{root}/log_level"), b"info", CreateMode::Persistent).await?;
-    operator.create(&format!("{root}/pool_size"), b"8", CreateMode::Persistent).await?;
+    operator.create(&root).data(b"").await?;
+    operator.create(&format!("{root}/log_level")).data(b"info").await?;
+    operator.create(&format!("{root}/pool_size")).data(b"8").await?;
 
     // Watch first, then read: a change between the two shows up as an event.
     let mut watch = service.watch(&root, WatchMode::PersistentRecursive).await?;
@@ -120,7 +119,7 @@ async fn main() -> Result<(), Error> {
 
     println!("the service's connection drops, and the operator adds a setting meanwhile:");
     proxy.drop_connections();
-    operator.create(&format!("{root}/feature_x"), b"on", CreateMode::Persistent).await?;
+    operator.create(&format!("{root}/feature_x")).data(b"on").await?;
     follow(&service, &mut watch, &root, &mut settings, |s| s.contains_key("feature_x")).await?;
 
     println!("the operator removes a setting:");

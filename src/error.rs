@@ -104,6 +104,53 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// A request whose outcome cannot be known was not sent again: the connection broke while a
+    /// sequential create (without protection) or a transaction was in flight, so it may have
+    /// been applied on the server, or not. Sending it again could apply it twice (a second
+    /// sequential node), so it is reported instead; read the state back to find out, or use a
+    /// protected create, which finds its node after a connection loss.
+    #[error("the outcome of {operation} on {path} is unknown: the connection broke while it was in flight ({error})")]
+    OutcomeUnknown {
+        /// What was sent (`create`, `transaction`).
+        operation: &'static str,
+        /// The path (namespace stripped; a transaction's first path).
+        path: String,
+        /// The connection error (or, for a create sent again, the `NodeExists` it found).
+        error: ZkError,
+    },
+
+    /// A compare-and-set found another version: the node at `path` is not at version
+    /// `expected` (someone else changed it since it was read).
+    #[error("{path} is not at version {expected}")]
+    BadVersion {
+        /// The path (namespace stripped).
+        path: String,
+        /// The version the operation expected.
+        expected: i32,
+    },
+
+    /// One operation of a transaction was refused, so none was applied.
+    #[error("transaction operation {index} (on {path}) failed: {error}")]
+    TransactionFailed {
+        /// The failing operation's index, in the order the operations were added (a fence's
+        /// check counts as an operation).
+        index: usize,
+        /// Its path (namespace stripped).
+        path: String,
+        /// The server's refusal.
+        error: ZkError,
+    },
+
+    /// The server does not offer what the request needs (a TTL node on a server without
+    /// `extendedTypesEnabled`, ...). Nothing was created.
+    #[error("the server does not support {feature}: {reason}")]
+    Unsupported {
+        /// The feature (`ttl`, ...).
+        feature: &'static str,
+        /// What to do about it.
+        reason: &'static str,
+    },
+
     /// An acquire kept losing its node (the session ended, or someone deleted the node) and
     /// the retry policy gave up starting over.
     #[error("gave up acquiring {path} after {attempts} fresh attempts: its node kept vanishing")]

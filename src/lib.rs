@@ -26,6 +26,10 @@ pub use framework::{
     AclProvider, ConnectionState, ConnectionStateErrorPolicy, ConnectionStateListener, ConnectionStateStream,
     FixedAclProvider, Framework, FrameworkBuilder, ListenerHandle, OpenAclProvider, StateSnapshot,
 };
+pub use framework::{
+    CreateBuilder, Created, Delete, Exists, ExistsWatched, Fence, GetChildren, GetChildrenWatched, GetChildrenWithStat,
+    GetData, GetDataWatched, OneshotWatch, OpResult, Parents, SetData, Transaction,
+};
 pub use leader::{CloseMode, LeaderLatch, LeaderSelector, Leadership, LeadershipEvent, LeadershipEvents, Participant};
 pub use locks::{FastPathFallback, FastPathStats, LockHold, Lockable, MultiLock, MultiLockGuard};
 pub use locks::{InterProcessMutex, MutexGuard};

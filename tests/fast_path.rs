@@ -265,7 +265,7 @@ async fn a_foreign_child_means_never_fast() {
         let connect = steady_server().await;
         let fw = framework(&connect, SESSION).await;
         let dir = unique_path("fast", "foreign");
-        fw.create(&format!("{dir}/00000000055"), b"", CreateMode::Persistent).await.unwrap();
+        fw.create(&format!("{dir}/00000000055")).await.unwrap();
         let mutex = InterProcessMutex::new(&fw, &dir).unwrap();
         for expected in 1..=5 {
             assert_eq!(cycle(&mutex).await, expected, "the foreign child's create took number 0");

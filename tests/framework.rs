@@ -54,7 +54,7 @@ async fn connected_once_then_suspended_and_reconnected_on_cut_and_black_hole() {
         assert_eq!((back.state, back.session_id, back.epoch), (ConnectionState::Reconnected, session_id, 1));
 
         // Operations work afterwards, and no second Connected ever came.
-        fw.create(&unique_path("fw", "after-cut"), b"", CreateMode::Ephemeral).await.unwrap();
+        fw.create(&unique_path("fw", "after-cut")).mode(CreateMode::Ephemeral).await.unwrap();
         fw.close().await;
         let rest: Vec<_> = events.collect().await;
         assert!(rest.iter().all(|e| e.state != ConnectionState::Connected), "{rest:?}");
@@ -83,7 +83,7 @@ async fn server_side_expiry_gives_lost_then_reconnected_with_new_session() {
         assert_ne!(back.session_id, first.session_id);
         assert_eq!(back.epoch, 2);
         assert_eq!(fw.snapshot(), back);
-        fw.create(&unique_path("fw", "new-session"), b"", CreateMode::Ephemeral).await.unwrap();
+        fw.create(&unique_path("fw", "new-session")).mode(CreateMode::Ephemeral).await.unwrap();
         fw.close().await;
     })
     .await
@@ -251,7 +251,7 @@ async fn namespace_puts_nodes_under_a_container() {
         let fw = Framework::builder(&server.connect_string()).namespace(&ns).start().await.unwrap();
         let raw = Framework::connect(&server.connect_string()).await.unwrap();
 
-        let created = fw.create("/a/b", b"data", CreateMode::Persistent).await.unwrap();
+        let created = fw.create("/a/b").data(b"data").await.unwrap().path;
         assert_eq!(created, "/a/b", "returned paths have the namespace stripped");
         let (data, _) = raw.get_data(&format!("/{ns}/a/b")).await.unwrap();
         assert_eq!(data, b"data");
@@ -271,7 +271,7 @@ async fn namespace_puts_nodes_under_a_container() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         // ... and is made again on demand.
-        fw.create("/again", b"", CreateMode::Ephemeral).await.unwrap();
+        fw.create("/again").mode(CreateMode::Ephemeral).await.unwrap();
         fw.close().await;
         raw.close().await;
     })
@@ -294,7 +294,7 @@ async fn digest_auth_and_acl_provider_protect_nodes_and_survive_a_new_session() 
         let mut events = alice.state_changes();
         alice.start().await.unwrap();
         let base = unique_path("fw", "acl");
-        alice.create(&format!("{base}/node"), b"x", CreateMode::Persistent).await.unwrap();
+        alice.create(&format!("{base}/node")).data(b"x").await.unwrap();
 
         let anonymous = Framework::connect(&server.connect_string()).await.unwrap();
         let refused = anonymous.get_data(&format!("{base}/node")).await;
@@ -316,7 +316,7 @@ async fn digest_auth_and_acl_provider_protect_nodes_and_survive_a_new_session() 
         let (back, _) = wait_for(&mut events, ConnectionState::Reconnected, Duration::from_secs(20)).await;
         assert_eq!(back.epoch, 2);
         assert_eq!(alice.get_data(&format!("{base}/node")).await.unwrap().0, b"x");
-        alice.create(&format!("{base}/second"), b"", CreateMode::Persistent).await.unwrap();
+        alice.create(&format!("{base}/second")).await.unwrap();
         assert!(anonymous.get_data(&format!("{base}/second")).await.is_err());
 
         for fw in [alice, alice2, anonymous] {

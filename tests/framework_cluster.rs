@@ -40,7 +40,7 @@ async fn losing_the_connected_server_and_the_leader_keeps_the_session() {
         fw.start().await.unwrap();
         let connected = next(&mut events, Duration::from_secs(5)).await;
         assert_eq!(connected.state, ConnectionState::Connected);
-        fw.create("/cluster-a", b"", CreateMode::Ephemeral).await.unwrap();
+        fw.create("/cluster-a").mode(CreateMode::Ephemeral).await.unwrap();
 
         // Kill the member serving our session.
         let serving = member_serving(&cluster, connected.session_id).await.expect("a member serves our session");
@@ -48,7 +48,7 @@ async fn losing_the_connected_server_and_the_leader_keeps_the_session() {
         assert_eq!(next(&mut events, session_timeout).await.state, ConnectionState::Suspended);
         let back = next(&mut events, session_timeout).await;
         assert_eq!((back.state, back.session_id, back.epoch), (ConnectionState::Reconnected, connected.session_id, 1));
-        fw.create("/cluster-b", b"", CreateMode::Ephemeral).await.unwrap();
+        fw.create("/cluster-b").mode(CreateMode::Ephemeral).await.unwrap();
         cluster.restart(serving).await.unwrap();
         cluster.settle(Duration::from_secs(30)).await.unwrap();
 
@@ -57,7 +57,7 @@ async fn losing_the_connected_server_and_the_leader_keeps_the_session() {
         let before = Instant::now();
         cluster.kill(leader).await.unwrap();
         // Operations continue on the same session (they wait out the election).
-        fw.create("/cluster-c", b"", CreateMode::Ephemeral).await.unwrap();
+        fw.create("/cluster-c").mode(CreateMode::Ephemeral).await.unwrap();
         assert!(before.elapsed() < session_timeout);
         // The framework reports the reconnect once its own round trip (a sync) is answered,
         // which may come just after the create's answer.
@@ -106,7 +106,7 @@ async fn read_only_server_is_reported_as_read_only() {
         assert_eq!(first.state, ConnectionState::ReadOnly);
         // Reads work, writes are refused.
         fw.get_children("/").await.unwrap();
-        let refused = fw.create("/ro-write", b"", CreateMode::Persistent).await;
+        let refused = fw.create("/ro-write").await;
         assert!(
             matches!(refused, Err(zk_recipes::Error::ZooKeeper(zk_recipes::zk::Error::NotReadOnly))),
             "{refused:?}"
@@ -127,7 +127,7 @@ async fn read_only_server_is_reported_as_read_only() {
         };
         assert_eq!(back.state, ConnectionState::Connected, "after {seen:?}");
         assert_eq!(back.epoch, 1);
-        fw.create("/ro-write", b"", CreateMode::Ephemeral).await.unwrap();
+        fw.create("/ro-write").mode(CreateMode::Ephemeral).await.unwrap();
         // The read-write session has a new id, which zookeeper-client does not report (it
         // keeps the read-only one): the framework learns it from the first lock node it
         // creates, and publishes it.

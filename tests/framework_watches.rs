@@ -85,10 +85,10 @@ async fn events_arrive_in_order_with_the_namespace_stripped() {
         let mut own = fw.watch(dir, WatchMode::PersistentRecursive).await.unwrap();
         assert_eq!((recursive.path(), recursive.mode()), (dir, WatchMode::PersistentRecursive));
 
-        fw.create(dir, b"", CreateMode::Persistent).await.unwrap();
-        fw.create("/config/a", b"1", CreateMode::Persistent).await.unwrap();
+        fw.create(dir).data(b"").await.unwrap();
+        fw.create("/config/a").data(b"1").await.unwrap();
         fw.set_data("/config/a", b"2").await.unwrap();
-        fw.create("/config/a/deep", b"", CreateMode::Persistent).await.unwrap();
+        fw.create("/config/a/deep").data(b"").await.unwrap();
         fw.delete("/config/a/deep").await.unwrap();
         fw.delete("/config/a").await.unwrap();
         let expected = [
@@ -110,13 +110,13 @@ async fn events_arrive_in_order_with_the_namespace_stripped() {
         }
         // Dropping one of two watches on a path leaves the other one working.
         drop(own);
-        fw.create("/config/b", b"", CreateMode::Persistent).await.unwrap();
+        fw.create("/config/b").data(b"").await.unwrap();
         let items = items_until(&mut recursive, NodeEventKind::Created, "/config/b", Duration::from_secs(10)).await;
         assert_eq!(items.len(), 1, "{items:?}");
 
         // The other mode: the node itself and its children changing.
         let mut persistent = fw.watch("/config/b", WatchMode::Persistent).await.unwrap();
-        fw.create("/config/b/child", b"", CreateMode::Persistent).await.unwrap();
+        fw.create("/config/b/child").data(b"").await.unwrap();
         fw.set_data("/config/b", b"x").await.unwrap();
         let first = next_item(&mut persistent, Duration::from_secs(10)).await;
         assert_eq!(
@@ -222,7 +222,7 @@ async fn a_cut_connection_on_the_same_session_resyncs_then_delivers() {
         let other = writer(&connect).await;
         let dir = unique_path("watch", "cut");
         let mut watch = fw.watch(&dir, WatchMode::PersistentRecursive).await.unwrap();
-        other.create(&dir, b"", CreateMode::Persistent).await.unwrap();
+        other.create(&dir).data(b"").await.unwrap();
         items_until(&mut watch, NodeEventKind::Created, &dir, Duration::from_secs(10)).await;
         let session = fw.snapshot();
 
@@ -235,11 +235,11 @@ async fn a_cut_connection_on_the_same_session_resyncs_then_delivers() {
             // Made while the connection is down, or just back: reported or not, but never
             // as if nothing had happened.
             let during = format!("{dir}/during-{cut}");
-            other.create(&during, b"", CreateMode::Persistent).await.unwrap();
+            other.create(&during).data(b"").await.unwrap();
             let reason = await_resync(&mut watch, |e| e.path == during, Duration::from_secs(10)).await;
             assert_eq!(reason, ResyncReason::Reconnected);
             let after = format!("{dir}/after-{cut}");
-            other.create(&after, b"", CreateMode::Persistent).await.unwrap();
+            other.create(&after).data(b"").await.unwrap();
             items_until(&mut watch, NodeEventKind::Created, &after, Duration::from_secs(10)).await;
         }
         let now = fw.snapshot();
@@ -259,7 +259,7 @@ async fn a_server_paused_shorter_than_the_session_timeout_resyncs_on_the_same_se
         let fw = framework(&server.connect_string(), session_timeout).await;
         let dir = unique_path("watch", "pause");
         let mut watch = fw.watch(&dir, WatchMode::PersistentRecursive).await.unwrap();
-        fw.create(&dir, b"", CreateMode::Persistent).await.unwrap();
+        fw.create(&dir).data(b"").await.unwrap();
         items_until(&mut watch, NodeEventKind::Created, &dir, Duration::from_secs(10)).await;
         let session = fw.snapshot();
 
@@ -270,7 +270,7 @@ async fn a_server_paused_shorter_than_the_session_timeout_resyncs_on_the_same_se
         assert_eq!(await_resync(&mut watch, nothing, session_timeout).await, ResyncReason::Reconnected);
         let after = format!("{dir}/after");
         let other = writer(&server.connect_string()).await;
-        other.create(&after, b"", CreateMode::Persistent).await.unwrap();
+        other.create(&after).data(b"").await.unwrap();
         items_until(&mut watch, NodeEventKind::Created, &after, session_timeout).await;
         let now = fw.snapshot();
         assert_eq!((now.session_id, now.epoch), (session.session_id, session.epoch), "the same session");
@@ -289,7 +289,7 @@ async fn an_expired_session_resyncs_on_the_new_session() {
         let other = writer(&faulty.direct()).await;
         let dir = unique_path("watch", "expiry");
         let mut watch = fw.watch(&dir, WatchMode::PersistentRecursive).await.unwrap();
-        other.create(&dir, b"", CreateMode::Persistent).await.unwrap();
+        other.create(&dir).data(b"").await.unwrap();
         items_until(&mut watch, NodeEventKind::Created, &dir, Duration::from_secs(10)).await;
 
         // Twice: every new session gets the watch.
@@ -298,7 +298,7 @@ async fn an_expired_session_resyncs_on_the_new_session() {
             assert_eq!(back.epoch, 2 + round);
             assert_eq!(await_resync(&mut watch, nothing, Duration::from_secs(20)).await, ResyncReason::NewSession);
             let after = format!("{dir}/after-{round}");
-            other.create(&after, b"", CreateMode::Persistent).await.unwrap();
+            other.create(&after).data(b"").await.unwrap();
             items_until(&mut watch, NodeEventKind::Created, &after, Duration::from_secs(20)).await;
         }
         fw.close().await;
@@ -317,7 +317,7 @@ async fn a_killed_leader_resyncs_then_delivers() {
         let fw = framework(&cluster.connect_string(), session_timeout).await;
         let dir = unique_path("watch", "leader");
         let mut watch = fw.watch(&dir, WatchMode::PersistentRecursive).await.unwrap();
-        fw.create(&dir, b"", CreateMode::Persistent).await.unwrap();
+        fw.create(&dir).data(b"").await.unwrap();
         items_until(&mut watch, NodeEventKind::Created, &dir, Duration::from_secs(10)).await;
 
         // Every member closes its client connections when the leader goes.
@@ -327,7 +327,7 @@ async fn a_killed_leader_resyncs_then_delivers() {
         // The session survives an election shorter than its timeout; a slow one may end it.
         assert!(matches!(reason, ResyncReason::Reconnected | ResyncReason::NewSession), "{reason:?}");
         let after = format!("{dir}/after");
-        fw.create(&after, b"", CreateMode::Persistent).await.unwrap();
+        fw.create(&after).data(b"").await.unwrap();
         items_until(&mut watch, NodeEventKind::Created, &after, session_timeout).await;
         fw.close().await;
     })
@@ -341,7 +341,7 @@ async fn the_session_failure_policy_decides_whether_an_operation_moves_to_the_ne
         let faulty = FaultyServer::start().await;
         let path = unique_path("watch", "policy");
         let setup = writer(&faulty.direct()).await;
-        setup.create(&path, b"data", CreateMode::Persistent).await.unwrap();
+        setup.create(&path).data(b"data").await.unwrap();
         for policy in [SessionFailurePolicy::Fail, SessionFailurePolicy::Retry] {
             let fw = Framework::builder(&faulty.proxied())
                 .session_timeout(Duration::from_secs(4))
@@ -384,7 +384,7 @@ async fn events_for_nodes_the_session_may_not_read_are_not_delivered() {
         let fw = Framework::connect(&connect).await.unwrap();
         let owner = Framework::builder(&connect).auth("digest", b"watch-owner:secret").start().await.unwrap();
         let dir = unique_path("watch", "acl");
-        owner.create(&dir, b"", CreateMode::Persistent).await.unwrap();
+        owner.create(&dir).data(b"").await.unwrap();
         let mut watch = fw.watch(&dir, WatchMode::PersistentRecursive).await.unwrap();
 
         let secret = format!("{dir}/secret");
@@ -392,7 +392,7 @@ async fn events_for_nodes_the_session_may_not_read_are_not_delivered() {
         let creator_only = CreateMode::Persistent.with_acls(Acls::creator_all());
         client.create(&secret, b"", &creator_only).await.unwrap();
         let open = format!("{dir}/open");
-        owner.create(&open, b"", CreateMode::Persistent).await.unwrap();
+        owner.create(&open).data(b"").await.unwrap();
         let items = items_until(&mut watch, NodeEventKind::Created, &open, Duration::from_secs(10)).await;
         assert_eq!(items.len(), 1, "only the readable node is reported: {items:?}");
         let mut children = fw.get_children(&dir).await.unwrap();
@@ -427,7 +427,7 @@ async fn a_server_without_persistent_watches_refuses_them_with_a_typed_error() {
         assert!(matches!(again, Err(Error::ZooKeeper(zk_recipes::zk::Error::Unimplemented))), "{again:?}");
         assert_eq!(proxy.counts().since(&before).get("addWatch"), 1, "the second watch was refused locally");
         // Everything else works.
-        fw.create(&path, b"", CreateMode::Persistent).await.unwrap();
+        fw.create(&path).data(b"").await.unwrap();
         fw.close().await;
     })
     .await

@@ -14,7 +14,7 @@ use common::timing::LIMIT;
 use futures::{FutureExt, StreamExt};
 use zk_recipes::retry::{ExponentialBackoff, RetryForever, RetryNTimes, RetryUntilElapsed};
 use zk_recipes::testing::{CountingProxy, RequestCounts, TestingServer, TestingServerBuilder};
-use zk_recipes::zk::{Acl, AuthId, CreateMode, Permission};
+use zk_recipes::zk::{Acl, AuthId, Permission};
 use zk_recipes::{
     AclProvider, Error, FixedAclProvider, Framework, InterProcessMutex, InterProcessSemaphore, MultiLock, MutexGuard,
 };
@@ -82,7 +82,7 @@ impl ThrottledLock {
         let fw = framework(&proxy.connect_string(), SESSION).await;
         let observer = framework(&server.connect_string(), SESSION).await;
         let path = unique_path("hardening", name);
-        let scratch = fw.create(&unique_path("hardening", "scratch"), b"", CreateMode::Persistent).await.unwrap();
+        let scratch = fw.create(&unique_path("hardening", "scratch")).await.unwrap().path;
         let guard = InterProcessMutex::new(&fw, &path).unwrap().acquire().await.unwrap();
         let node = guard.lock_path().to_owned();
         (ThrottledLock { _server: server, proxy, fw, observer, path, node, scratch }, guard)
@@ -178,7 +178,7 @@ async fn release_returns_a_permanent_refusal_without_retrying_it() {
             .await
             .unwrap();
         let path = unique_path("hardening", "no-auth");
-        admin.create(&path, b"", CreateMode::Persistent).await.unwrap();
+        admin.create(&path).await.unwrap();
 
         let proxy = CountingProxy::start(&connect).await.expect("counting proxy");
         let fw = framework(&proxy.connect_string(), SESSION).await;
@@ -278,9 +278,9 @@ async fn requests_over_the_limit_are_refused_before_anything_is_sent() {
         assert!(matches!(refused, Err(Error::TooLarge { name: "data", .. })), "{refused:?}");
         let refused = InterProcessMutex::new(&fw, &long_path).map(drop);
         assert!(matches!(refused, Err(Error::TooLarge { name: "path", .. })), "{refused:?}");
-        let refused = fw.create(&path, &big, CreateMode::Persistent).await;
+        let refused = fw.create(&path).data(&big).await;
         assert!(matches!(refused, Err(Error::TooLarge { name: "data", .. })), "{refused:?}");
-        let refused = fw.create(&long_path, b"", CreateMode::Persistent).await;
+        let refused = fw.create(&long_path).await;
         assert!(matches!(refused, Err(Error::TooLarge { name: "path", .. })), "{refused:?}");
         let refused = fw.set_data(&path, &big).await;
         assert!(matches!(refused, Err(Error::TooLarge { name: "data", .. })), "{refused:?}");
@@ -311,7 +311,7 @@ async fn a_configured_request_limit_is_applied() {
         let path = unique_path("hardening", "small-limit");
         let refused = InterProcessMutex::with_data(&fw, &path, vec![1; 2000]).map(drop);
         assert!(matches!(refused, Err(Error::TooLarge { name: "data", limit, .. }) if limit < 2000), "{refused:?}");
-        let refused = fw.create(&path, &[1; 2000], CreateMode::Persistent).await;
+        let refused = fw.create(&path).data(&[1; 2000]).await;
         assert!(matches!(refused, Err(Error::TooLarge { name: "data", .. })), "{refused:?}");
         let refused = fw.set_data(&path, &[1; 2048]).await;
         assert!(matches!(refused, Err(Error::TooLarge { name: "data", .. })), "{refused:?}");
@@ -340,7 +340,7 @@ async fn a_stale_guard_of_the_same_task_never_ends_a_newer_hold() {
         let observer = framework(&server.direct(), SESSION).await;
         let path = unique_path("hardening", "stale-guard");
         // The directory exists, so the two creates are answered in the order they were sent.
-        observer.create(&path, b"", CreateMode::Persistent).await.unwrap();
+        observer.create(&path).await.unwrap();
         let mutex = InterProcessMutex::new(&fw, &path).unwrap();
 
         // The first takes the lock; the second queues behind it on the same session; the
@@ -407,7 +407,7 @@ async fn a_lost_create_reply_is_recovered_after_a_sync() {
         let fw = framework(&proxy.connect_string(), SESSION).await;
         let observer = framework(&connect, SESSION).await;
         let path = unique_path("hardening", "lost-create");
-        observer.create(&path, b"", CreateMode::Persistent).await.unwrap();
+        observer.create(&path).await.unwrap();
         let mutex = InterProcessMutex::new(&fw, &path).unwrap();
 
         let before = proxy.counts();
@@ -444,7 +444,7 @@ async fn a_parent_container_removed_between_two_creates_is_created_again() {
         let fw = framework(&server.connect_string(), SESSION).await;
         let parent = unique_path("hardening", "reaped-parent");
         let child = format!("{parent}/child");
-        fw.create(&child, b"", CreateMode::Persistent).await.unwrap(); // the parent is a container
+        fw.create(&child).await.unwrap(); // the parent is a container
         let wanted = format!("{parent}/x");
 
         // Sent back to back: the delete empties the parent, then `ensure_path` creates the
@@ -486,7 +486,7 @@ async fn an_empty_acl_from_the_provider_is_refused() {
         assert!(acl_refused(&refused), "{refused:?}");
         let refused = InterProcessSemaphore::new(&fw, &path, 2).map(drop);
         assert!(acl_refused(&refused), "{refused:?}");
-        let refused = fw.create(&path, b"", CreateMode::Persistent).await.map(drop);
+        let refused = fw.create(&path).await.map(drop);
         assert!(acl_refused(&refused), "{refused:?}");
         let refused = fw.ensure_path(&path).await;
         assert!(acl_refused(&refused), "{refused:?}");

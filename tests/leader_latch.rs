@@ -14,7 +14,6 @@ use common::fixtures::{
 };
 use common::timing::{EVENT, LIMIT, SESSION};
 use futures::StreamExt;
-use zk_recipes::zk::CreateMode;
 use zk_recipes::{CloseMode, Error, Framework, LeaderLatch, LeaderSelector, LeadershipEvent};
 
 fn path(name: &str) -> String {
@@ -332,7 +331,7 @@ async fn a_foreign_child_counts_as_a_candidate() {
     bounded(LIMIT, async {
         let fw = fw().await;
         let path = path("foreign");
-        fw.create(&format!("{path}/zzz-not-a-latch"), b"junk", CreateMode::Persistent).await.unwrap();
+        fw.create(&format!("{path}/zzz-not-a-latch")).data(b"junk").await.unwrap();
         let latch = LeaderLatch::new(&fw, &path, "ours").unwrap();
         latch.start().unwrap();
         within(EVENT, "leading ahead of a child that sorts last", latch.await_leadership()).await.unwrap();
@@ -342,7 +341,7 @@ async fn a_foreign_child_counts_as_a_candidate() {
         latch.close().await.unwrap();
 
         let blocker = format!("{path}/0");
-        fw.create(&blocker, b"intruder", CreateMode::Persistent).await.unwrap();
+        fw.create(&blocker).data(b"intruder").await.unwrap();
         let latch = LeaderLatch::new(&fw, &path, "ours").unwrap();
         latch.start().unwrap();
         children_count_becomes(&fw, &path, 3, EVENT).await;

@@ -33,7 +33,7 @@ async fn uncontended_latch_term_costs_three_requests() {
     bounded(LIMIT, async {
         let (proxy, fw) = counted().await;
         let path = unique_path("leader-counts", "latch");
-        let pinned = fw.create(&format!("{path}/~pin"), b"", zk_recipes::zk::CreateMode::Persistent).await.unwrap();
+        let pinned = fw.create(&format!("{path}/~pin")).await.unwrap().path;
         let before = proxy.counts();
         for i in 0..CYCLES {
             let latch = LeaderLatch::new(&fw, &path, &format!("c{i}")).unwrap();
@@ -66,7 +66,7 @@ async fn selector_terms_cost_three_or_four_requests() {
             (false, vec![("create2", 1), ("delete", 1), ("getChildren", 1)]),
         ] {
             let path = unique_path("leader-counts", "selector");
-            let pinned = fw.create(&format!("{path}/~pin"), b"", zk_recipes::zk::CreateMode::Persistent).await.unwrap();
+            let pinned = fw.create(&format!("{path}/~pin")).await.unwrap().path;
             let (tx, mut terms) = tokio::sync::mpsc::unbounded_channel();
             let selector = LeaderSelector::new(&fw, &path, "s", move |_| {
                 let tx = tx.clone();

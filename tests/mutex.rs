@@ -224,7 +224,7 @@ async fn first_call_fails_then_acquire_works() {
     bounded(LIMIT, async {
         let (fw1, fw2) = (fw().await, fw().await);
         let parent = path("fail-first");
-        fw2.create(&parent, b"", CreateMode::Ephemeral).await.unwrap();
+        fw2.create(&parent).mode(CreateMode::Ephemeral).await.unwrap();
         let lock = format!("{parent}/lock");
         let mutex = InterProcessMutex::new(&fw1, &lock).unwrap();
         match mutex.acquire().await {
@@ -468,7 +468,7 @@ async fn foreign_children_do_not_break_exclusion() {
     bounded(LIMIT, async {
         let (fw1, fw2, fw3) = (fw().await, fw().await, fw().await);
         let path = path("foreign");
-        fw1.create(&format!("{path}/zzz"), b"", CreateMode::Persistent).await.unwrap();
+        fw1.create(&format!("{path}/zzz")).await.unwrap();
 
         // `zzz` sorts last: contenders keep taking turns, and see it listed last.
         let exclusion = Exclusion::default();
@@ -502,7 +502,7 @@ async fn foreign_children_do_not_break_exclusion() {
             tokio::spawn(async move { m2.acquire_timeout(EVENT).await.unwrap() })
         };
         children_count_becomes(&fw1, &path, 3, EVENT).await;
-        fw1.create(&format!("{path}/0"), b"", CreateMode::Persistent).await.unwrap();
+        fw1.create(&format!("{path}/0")).await.unwrap();
         holder.release().await.unwrap();
         // Whatever the waiter decides, a newcomer and the waiter never both hold.
         let newcomer = m3.acquire_timeout(Duration::from_secs(1)).await.unwrap();

@@ -299,7 +299,7 @@ async fn an_imitated_newer_curator_downgrade_keeps_writers_of_both_languages_out
             "3f1c2b9e-8d6a-4e1f-9b0a-1c2d3e4f5a6b",
             sequence_of(holder.lock_path())
         );
-        raw.create(&tie, b"", CreateMode::Ephemeral).await.unwrap();
+        raw.create(&tie).mode(CreateMode::Ephemeral).await.unwrap();
 
         let lock2 = InterProcessReadWriteLock::new(&fw2, &path).unwrap();
         let (acquired_tx, mut acquired) = oneshot::channel();

@@ -374,7 +374,7 @@ async fn write_lock_parents_get_the_providers_acl() {
             assert_eq!(acls[0].permission(), Permission::ALL);
             assert_eq!((acls[0].auth_id().scheme(), acls[0].auth_id().id()), ("ip", "127.0.0.1"));
         };
-        fw.create("/foo", b"", CreateMode::Persistent).await.unwrap();
+        fw.create("/foo").await.unwrap();
         check(client.get_acl(&format!("/{namespace}/foo")).await.unwrap().0);
 
         let lock = InterProcessReadWriteLock::new(&fw, "/bar").unwrap();
@@ -603,7 +603,7 @@ async fn foreign_children_block_as_curator_says() {
         let (fw, other) = (fw().await, fw().await);
         let path = path("foreign");
         let lock = InterProcessReadWriteLock::new(&fw, &path).unwrap();
-        other.create(&format!("{path}/0"), b"", CreateMode::Ephemeral).await.unwrap();
+        other.create(&format!("{path}/0")).mode(CreateMode::Ephemeral).await.unwrap();
         let read = lock.read_lock().try_acquire().await.unwrap().expect("an unmarked child does not block readers");
         read.release().await.unwrap();
         assert!(lock.write_lock().try_acquire().await.unwrap().is_none(), "it blocks writers");
@@ -615,7 +615,7 @@ async fn foreign_children_block_as_curator_says() {
         other.delete(&format!("{path}/0")).await.unwrap();
         within(EVENT, "the writer once the foreign child is gone", writer).await.unwrap().release().await.unwrap();
 
-        other.create(&format!("{path}/x__WRIT__0000000000"), b"", CreateMode::Ephemeral).await.unwrap();
+        other.create(&format!("{path}/x__WRIT__0000000000")).mode(CreateMode::Ephemeral).await.unwrap();
         assert!(lock.read_lock().try_acquire().await.unwrap().is_none(), "a foreign writer name blocks readers");
         other.close().await; // its ephemeral child goes
         eventually(EVENT, "the foreign writer node going with its session", || async {

@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use common::fixtures::{bounded, children_count_becomes, framework, init_tracing, shared_connect, unique_path, within};
 use common::timing::{EVENT, LIMIT, QUIET, SESSION};
-use zk_recipes::zk::CreateMode;
 use zk_recipes::{
     Error, Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, Lockable, MultiLock, Revoker,
 };
@@ -350,7 +349,7 @@ async fn revoking_what_is_not_a_lock_node_is_refused() {
         let fw = fw().await;
         let base = path("not-a-lock");
         let config = format!("{base}/config");
-        fw.create(&config, b"keep me", CreateMode::Persistent).await.unwrap();
+        fw.create(&config).data(b"keep me").await.unwrap();
         for bad in [config.as_str(), base.as_str(), "/zookeeper/config", "/a/lock-", "/a/lock-12"] {
             let refused = Revoker::attempt_revoke(&fw, bad).await;
             assert!(matches!(refused, Err(Error::InvalidPath { .. })), "{bad}: {refused:?}");

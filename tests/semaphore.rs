@@ -935,7 +935,7 @@ async fn every_child_of_leases_counts() {
     bounded(LIMIT, async {
         let fw = framework(&shared_connect().await).await;
         let path = unique_path("sem", "foreign-child");
-        fw.create(&format!("{path}/leases/junk"), b"", CreateMode::Ephemeral).await.unwrap();
+        fw.create(&format!("{path}/leases/junk")).mode(CreateMode::Ephemeral).await.unwrap();
         let semaphore = InterProcessSemaphore::new(&fw, &path, 1).unwrap();
         assert!(semaphore.try_acquire().await.unwrap().is_none());
         fw.delete(&format!("{path}/leases/junk")).await.unwrap();

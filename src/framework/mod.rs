@@ -6,9 +6,11 @@
 //! (guaranteed deletes), and one task per registered listener.
 
 mod builder;
+mod create;
 mod listener;
 mod listings;
 mod ops;
+mod read;
 mod reaper;
 mod registry;
 mod server_features;
@@ -16,7 +18,9 @@ mod session;
 pub(crate) mod session_failure;
 mod state;
 mod state_manager;
+mod transaction;
 pub(crate) mod watches;
+mod write;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -27,12 +31,18 @@ use tokio::task::AbortHandle;
 
 pub(crate) use self::builder::Config;
 pub use self::builder::{AclProvider, FixedAclProvider, FrameworkBuilder, OpenAclProvider};
+pub use self::create::{CreateBuilder, Created, Parents};
 pub use self::listener::{ConnectionStateListener, ConnectionStateStream, ListenerHandle};
 pub(crate) use self::listings::Listing;
+pub use self::read::{
+    Exists, ExistsWatched, GetChildren, GetChildrenWatched, GetChildrenWithStat, GetData, GetDataWatched, OneshotWatch,
+};
 pub(crate) use self::reaper::ReaperCmd;
 use self::reaper::ReaperHandle;
 pub(crate) use self::session::Session;
 pub use self::state::{ConnectionState, ConnectionStateErrorPolicy, StateSnapshot};
+pub use self::transaction::{Fence, OpResult, Transaction};
+pub use self::write::{Delete, SetData};
 use crate::error::{Error, Result};
 use crate::sync::Mutex;
 
@@ -364,8 +374,14 @@ impl Framework {
         self.inner.config.error_policy
     }
 
-    /// The current session's raw ZooKeeper client (no namespace applied), for operations this
-    /// crate does not wrap. It is replaced after `Lost`: fetch it again rather than keep it.
+    /// The current session's raw ZooKeeper client, the escape hatch for what the framework's
+    /// operations do not cover (persistent watches, `whoami`, reconfiguration, ...).
+    ///
+    /// What it loses against the framework's own operations: no namespace (paths are server
+    /// paths: see [`full_path`](Self::full_path)), no retries (a connection loss is the
+    /// caller's), no ACL provider (pass ACLs yourself), no request size check, no connection
+    /// states, and no next session: the client belongs to the current session and fails with
+    /// `SessionExpired` once that is `Lost`. Fetch it again rather than keep it.
     ///
     /// # Errors
     /// [`Error::NotStarted`] or [`Error::Closed`].

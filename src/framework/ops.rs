@@ -3,7 +3,7 @@
 
 use std::future::Future;
 
-use zookeeper_client::{Acl, Acls, Client, CreateMode, Stat};
+use zookeeper_client::{Acl, Acls, Client, CreateMode};
 
 use super::{Framework, Session};
 use crate::error::{Error, Result, ZkError};
@@ -89,6 +89,14 @@ impl Framework {
     /// ACL.
     pub(crate) fn check_create(&self, full_path: &str, extra_path: usize, data: &[u8]) -> Result<()> {
         let acl = self.acl_for(full_path)?;
+        self.check_create_with(full_path, extra_path, data, &acl)
+    }
+
+    /// [`check_create`](Self::check_create) for a create with `acl`.
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`] naming the data or the path.
+    pub(crate) fn check_create_with(&self, full_path: &str, extra_path: usize, data: &[u8], acl: &[Acl]) -> Result<()> {
         let acl_bytes: usize = acl.iter().map(|a| 12 + a.auth_id().scheme().len() + a.auth_id().id().len()).sum();
         // xid, type, path length, data length, ACL count, flags: six 4-byte fields.
         let framing = 24 + acl_bytes;
@@ -109,6 +117,16 @@ impl Framework {
     /// `creatingParentContainersIfNeeded`). Existing nodes are left alone. All creates go out
     /// back to back, so this costs one round trip.
     pub(crate) async fn ensure_containers(&self, full_path: &str, include_self: bool) -> Result<()> {
+        self.ensure_levels(full_path, include_self, CreateMode::Container).await
+    }
+
+    /// [`ensure_containers`](Self::ensure_containers) with persistent nodes instead (Curator's
+    /// `creatingParentsIfNeeded`).
+    pub(crate) async fn ensure_persistent(&self, full_path: &str, include_self: bool) -> Result<()> {
+        self.ensure_levels(full_path, include_self, CreateMode::Persistent).await
+    }
+
+    async fn ensure_levels(&self, full_path: &str, include_self: bool, mode: CreateMode) -> Result<()> {
         let mut levels: Vec<&str> = Vec::new();
         let mut at = if include_self { Some(full_path) } else { path::parent(full_path) };
         while let Some(level) = at.filter(|p| *p != "/") {
@@ -120,7 +138,7 @@ impl Framework {
         let levels: Vec<_> = levels.into_iter().zip(&acls).collect();
         let on_session = || {
             let (session, levels) = (self.inner.session(), &levels);
-            async move { Ok(create_containers(&session?.client, levels).await?) }
+            async move { Ok(create_levels(&session?.client, mode, levels).await?) }
         };
         // A level that exists when its create is sent can be gone by the time the next
         // level's create arrives (the server removes an empty container at any moment, and
@@ -128,44 +146,6 @@ impl Framework {
         // again, under the retry policy, like a connection loss.
         let parent_vanished = |e: &Error| e.is_retryable() || matches!(e, Error::ZooKeeper(ZkError::NoNode));
         self.retry_loop().run(on_session, parent_vanished).await
-    }
-
-    /// Creates a node. Parents are created as containers when missing. Returns the path as
-    /// created (with the sequence number for sequential modes), without the namespace.
-    ///
-    /// # Errors
-    /// [`Error::InvalidPath`], [`Error::TooLarge`] for a request over the limit
-    /// ([`FrameworkBuilder::max_request_bytes`](crate::FrameworkBuilder::max_request_bytes)),
-    /// [`Error::InvalidArgument`] for an empty ACL from the provider, or the server's refusal
-    /// (`NodeExists`, `NoAuth`, ...).
-    ///
-    /// # Cancel safety
-    /// Not cancel-safe in the strict sense: a cancelled create may still happen on the server.
-    pub async fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> Result<String> {
-        let full = self.full_path(path)?;
-        self.check_create(&full, 0, data)?;
-        let acl = self.acl_for(&full)?;
-        let create = |session: Session| {
-            let (full, acl) = (&full, &acl);
-            async move {
-                let options = mode.with_acls(Acls::new(acl));
-                let (_, sequence) = session.client.create(full, data, &options).await?;
-                Ok(match mode {
-                    CreateMode::PersistentSequential | CreateMode::EphemeralSequential => format!("{full}{sequence}"),
-                    _ => full.clone(),
-                })
-            }
-        };
-        let created = match self.with_retry(create).await {
-            Err(Error::ZooKeeper(ZkError::NoNode)) => {
-                if let Some(parent) = path::parent(&full) {
-                    self.ensure_containers(parent, true).await?;
-                }
-                self.with_retry(create).await?
-            }
-            other => other?,
-        };
-        Ok(self.unfix_path(&created).to_owned())
     }
 
     /// Creates `path` and its missing ancestors as container nodes (no-op when it exists).
@@ -179,98 +159,12 @@ impl Framework {
         let full = self.full_path(path)?;
         self.ensure_containers(&full, true).await
     }
-
-    /// Deletes a node (any version). `NoNode` is an error here; use the recipes' release for
-    /// "delete if present".
-    ///
-    /// # Errors
-    /// [`Error::InvalidPath`] or the server's refusal (`NoNode`, `NotEmpty`, `NoAuth`).
-    ///
-    /// # Cancel safety
-    /// A cancelled delete may still happen on the server.
-    pub async fn delete(&self, path: &str) -> Result<()> {
-        let full = self.full_path(path)?;
-        self.with_retry(|s| {
-            let full = &full;
-            async move { s.client.delete(full, None).await }
-        })
-        .await
-    }
-
-    /// Reads a node's data and stat.
-    ///
-    /// # Errors
-    /// [`Error::InvalidPath`] or the server's refusal (`NoNode`, `NoAuth`).
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: reads change nothing.
-    pub async fn get_data(&self, path: &str) -> Result<(Vec<u8>, Stat)> {
-        let full = self.full_path(path)?;
-        self.with_retry(|s| {
-            let full = &full;
-            async move { s.client.get_data(full).await }
-        })
-        .await
-    }
-
-    /// Writes a node's data (any version).
-    ///
-    /// # Errors
-    /// [`Error::InvalidPath`], [`Error::TooLarge`] for data over the request limit, or the
-    /// server's refusal.
-    ///
-    /// # Cancel safety
-    /// A cancelled write may still happen on the server.
-    pub async fn set_data(&self, path: &str, data: &[u8]) -> Result<Stat> {
-        let full = self.full_path(path)?;
-        let limit = self.inner.config.max_request_bytes.saturating_sub(full.len() + 20);
-        if data.len() > limit {
-            return Err(Error::TooLarge { name: "data", size: data.len(), limit });
-        }
-        self.with_retry(|s| {
-            let full = &full;
-            async move { s.client.set_data(full, data, None).await }
-        })
-        .await
-    }
-
-    /// Lists a node's children (names, unsorted).
-    ///
-    /// # Errors
-    /// [`Error::InvalidPath`] or the server's refusal (`NoNode`).
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: reads change nothing.
-    pub async fn get_children(&self, path: &str) -> Result<Vec<String>> {
-        let full = self.full_path(path)?;
-        self.with_retry(|s| {
-            let full = &full;
-            async move { s.client.list_children(full).await }
-        })
-        .await
-    }
-
-    /// A node's stat, or `None` when it does not exist.
-    ///
-    /// # Errors
-    /// [`Error::InvalidPath`] or the server's refusal.
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: reads change nothing.
-    pub async fn exists(&self, path: &str) -> Result<Option<Stat>> {
-        let full = self.full_path(path)?;
-        self.with_retry(|s| {
-            let full = &full;
-            async move { s.client.check_stat(full).await }
-        })
-        .await
-    }
 }
 
-/// Sends one container create per level (with its ACL), back to back, and waits for all of
-/// them; levels that exist already are fine.
-async fn create_containers(client: &Client, levels: &[(&str, &Vec<Acl>)]) -> Result<(), ZkError> {
-    let options: Vec<_> = levels.iter().map(|(_, acl)| CreateMode::Container.with_acls(Acls::new(acl))).collect();
+/// Sends one create of `mode` (container or persistent) per level (with its ACL), back to back,
+/// and waits for all of them; levels that exist already are fine.
+async fn create_levels(client: &Client, mode: CreateMode, levels: &[(&str, &Vec<Acl>)]) -> Result<(), ZkError> {
+    let options: Vec<_> = levels.iter().map(|(_, acl)| mode.with_acls(Acls::new(acl))).collect();
     let creates: Vec<_> =
         levels.iter().zip(&options).map(|((level, _), opts)| client.create(level, &[], opts)).collect();
     for result in futures::future::join_all(creates).await {

@@ -79,6 +79,20 @@ pub struct NodeEvent {
     pub zxid: Option<i64>,
 }
 
+impl NodeEvent {
+    /// The event of a node (not a session event) as the user sees it: the namespace stripped.
+    pub(crate) fn of(framework: &Framework, kind: EventType, event: &WatchedEvent) -> NodeEvent {
+        let kind = match kind {
+            EventType::NodeCreated => NodeEventKind::Created,
+            EventType::NodeDeleted => NodeEventKind::Deleted,
+            EventType::NodeDataChanged => NodeEventKind::DataChanged,
+            _ => NodeEventKind::ChildrenChanged,
+        };
+        let zxid = (event.zxid != WatchedEvent::NO_ZXID).then_some(event.zxid);
+        NodeEvent { kind, path: framework.unfix_path(&event.path).to_owned(), zxid }
+    }
+}
+
 /// Why events may have been missed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -404,14 +418,7 @@ impl Task {
     /// The event as the user sees it; `None` when the framework is gone.
     fn node_event(&self, kind: EventType, event: WatchedEvent) -> Option<NodeEvent> {
         let framework = Framework::from_inner(self.weak.upgrade()?);
-        let kind = match kind {
-            EventType::NodeCreated => NodeEventKind::Created,
-            EventType::NodeDeleted => NodeEventKind::Deleted,
-            EventType::NodeDataChanged => NodeEventKind::DataChanged,
-            _ => NodeEventKind::ChildrenChanged,
-        };
-        let zxid = (event.zxid != WatchedEvent::NO_ZXID).then_some(event.zxid);
-        Some(NodeEvent { kind, path: framework.unfix_path(&event.path).to_owned(), zxid })
+        Some(NodeEvent::of(&framework, kind, &event))
     }
 
     /// Registers the watch on the current session, trying again (through connection loss and
@@ -474,7 +481,6 @@ mod tests {
     use std::time::Duration;
 
     use futures::StreamExt;
-    use zookeeper_client::CreateMode;
 
     use super::*;
 
@@ -493,7 +499,7 @@ mod tests {
     /// hears creations, `Deleted` when they are silenced (deletions still arrive).
     async fn probe(fw: &Framework, watch: &mut PersistentWatch, dir: &str, name: &str) -> WatchEvent {
         let path = format!("{dir}/{name}");
-        fw.create(&path, b"", CreateMode::Persistent).await.unwrap();
+        fw.create(&path).data(b"").await.unwrap();
         fw.delete(&path).await.unwrap();
         let item = next_item(watch).await;
         if item == node(NodeEventKind::Created, &path) {
@@ -514,7 +520,7 @@ mod tests {
             let fw = Framework::connect(&server.connect_string()).await.expect("framework");
             let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
             let dir = format!("/watch-hazards-{}-{nanos}", std::process::id());
-            fw.create(&dir, b"", CreateMode::Persistent).await.unwrap();
+            fw.create(&dir).data(b"").await.unwrap();
             let mut watch = fw.watch(&dir, WatchMode::PersistentRecursive).await.unwrap();
             assert!(fw.has_persistent_watch(&dir));
             assert_eq!(

@@ -18,6 +18,7 @@
 mod acquire;
 mod driver;
 mod fast_path;
+mod fence;
 mod held;
 mod internals;
 mod multi;
@@ -35,7 +36,7 @@ pub(crate) use self::acquire::Block;
 pub(crate) use self::driver::{Driver, ReadDriver, StandardDriver, Verdict, WriteDriver};
 pub(crate) use self::held::{HeldNode, NodeWatch};
 pub(crate) use self::internals::LockInternals;
-pub(crate) use self::node::{retry_request, Failure};
+pub(crate) use self::node::{retry_request, Failure, PendingCreate};
 
 pub use self::acquire::{LockHold, Lockable};
 pub use self::fast_path::{FastPathFallback, FastPathStats};

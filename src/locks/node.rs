@@ -74,6 +74,8 @@ enum Target {
     Node(String),
     /// The node at `path`, whose delete was sent with this reply.
     Deleting { path: String, reply: DeleteReply },
+    /// Nothing: the node is the caller's to keep (a protected create of the data plane).
+    Kept,
 }
 
 impl fmt::Debug for Cleanup {
@@ -82,6 +84,7 @@ impl fmt::Debug for Cleanup {
             Target::Prefix { dir, prefix } => format!("{dir}/{prefix}*"),
             Target::Node(path) => path.clone(),
             Target::Deleting { path, .. } => format!("{path} (deleting)"),
+            Target::Kept => "(kept)".to_owned(),
         };
         f.debug_struct("Cleanup").field("epoch", &self.epoch).field("target", &target).finish()
     }
@@ -118,6 +121,7 @@ impl Drop for Cleanup {
     fn drop(&mut self) {
         let inner = self.framework.inner();
         match &mut self.target {
+            Target::Kept => {}
             Target::Prefix { dir, prefix } => inner.reap(ReaperCmd::DeleteByPrefix {
                 parent: std::mem::take(dir),
                 prefix: std::mem::take(prefix),
@@ -163,6 +167,24 @@ impl PendingCreate {
         Self { cleanup, dir: dir.to_owned(), prefix, marker }
     }
 
+    /// A protected create of any mode under `<dir>/<prefix>`, whose name the caller works out:
+    /// until [`disarm`](Self::disarm), dropping it deletes every child of `dir` with the prefix
+    /// (Curator deletes a protected node in the background when its create fails).
+    pub(crate) fn protected(framework: &Framework, epoch: u64, dir: &str, prefix: String) -> Self {
+        Self::new(framework, epoch, dir, prefix, "")
+    }
+
+    /// The caller takes over (the node was made and is kept, or the server refused the
+    /// create): nothing is deleted.
+    pub(crate) fn disarm(mut self) {
+        self.cleanup.target = Target::Kept;
+    }
+
+    /// The session (epoch) the create was sent on.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.cleanup.epoch
+    }
+
     /// The create was answered with `sequence`: from now on the node is deleted by path.
     pub(crate) fn created(self, sequence: CreateSequence, czxid: i64) -> CreatedNode {
         let name = format!("{}{}{sequence}", self.prefix, self.marker);
@@ -181,8 +203,9 @@ impl PendingCreate {
     /// Looks for the node after a create whose reply was lost. A `sync` goes first, so that a
     /// create this session sent through another member has landed (or been refused) before
     /// the listing. Adopts the first child with our prefix that our session owns; deletes any
-    /// others with the prefix (a create that was sent twice).
-    async fn recover(&self, session: &Session) -> Result<Option<(String, i64)>, Failure> {
+    /// others with the prefix (a create that was sent twice). With `any_owner` (a persistent
+    /// node, which has no owner), the first child with the prefix is adopted.
+    pub(crate) async fn recover(&self, session: &Session, any_owner: bool) -> Result<Option<(String, i64)>, Failure> {
         let dir = self.dir.as_str();
         let listing = || async {
             let (synced, children) = futures::join!(session.client.sync(dir), session.client.list_children(dir));
@@ -198,7 +221,7 @@ impl PendingCreate {
             let full = path::join(dir, &name);
             if adopted.is_none() {
                 let stat = retry_request(framework, || session.client.check_stat(&full)).await?;
-                if let Some(stat) = stat.filter(|s| session.owns(s.ephemeral_owner)) {
+                if let Some(stat) = stat.filter(|s| any_owner || session.owns(s.ephemeral_owner)) {
                     framework.inner().note_session_id(session);
                     tracing::debug!(node = %full, "adopted our node after a lost create reply");
                     adopted = Some((name, stat.czxid));
@@ -386,7 +409,7 @@ impl NodeSpec<'_> {
             if !retry.backoff().await {
                 return Err(error.into());
             }
-            if let Some((name, czxid)) = pending.recover(session).await? {
+            if let Some((name, czxid)) = pending.recover(session, false).await? {
                 return Ok((pending.named(name, czxid), None));
             }
         }

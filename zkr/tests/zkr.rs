@@ -252,21 +252,19 @@ async fn leader_latch_nodes_and_foreign_children() {
         // Latch-style nodes, as Curator's LeaderLatch names them: the first one leads.
         let latch = unique_path("zkr", "latch");
         let first = fa
-            .create(
-                &format!("{latch}/{}latch-", zk_recipes::path::new_protected_prefix()),
-                b"a",
-                CreateMode::EphemeralSequential,
-            )
+            .create(&format!("{latch}/{}latch-", zk_recipes::path::new_protected_prefix()))
+            .data(b"a")
+            .mode(CreateMode::EphemeralSequential)
             .await
-            .unwrap();
+            .unwrap()
+            .path;
         let second = fb
-            .create(
-                &format!("{latch}/{}latch-", zk_recipes::path::new_protected_prefix()),
-                b"b",
-                CreateMode::EphemeralSequential,
-            )
+            .create(&format!("{latch}/{}latch-", zk_recipes::path::new_protected_prefix()))
+            .data(b"b")
+            .mode(CreateMode::EphemeralSequential)
             .await
-            .unwrap();
+            .unwrap()
+            .path;
         let report = locks_json(&connect, &latch).await;
         assert_eq!(report["recipe"], "leader-latch");
         let list = nodes(&report);
@@ -276,7 +274,7 @@ async fn leader_latch_nodes_and_foreign_children() {
 
         // A foreign child that sorts first is what every contender waits on, as in Curator.
         let path = unique_path("zkr", "foreign");
-        fa.create(&format!("{path}/0"), b"", CreateMode::Persistent).await.unwrap();
+        fa.create(&format!("{path}/0")).await.unwrap();
         let mutex = InterProcessMutex::new(&fb, &path).unwrap();
         let waiting = tokio::spawn(async move { mutex.acquire().await });
         children_count_becomes(&fa, &path, 2, QUEUE_UP).await;
@@ -491,7 +489,7 @@ async fn missing_path_empty_and_not_a_lock_directory() {
         assert_eq!(run.code, 4, "--watch on a missing path: {run:?}");
 
         let empty = unique_path("zkr", "empty");
-        fw.create(&empty, b"", CreateMode::Persistent).await.unwrap();
+        fw.create(&empty).await.unwrap();
         let run = zkr(&["--connect", &connect, "locks", &empty]).await;
         assert_eq!(run.code, 0, "{run:?}");
         assert!(run.stdout.contains("nobody holds or waits"), "{run:?}");
@@ -499,7 +497,7 @@ async fn missing_path_empty_and_not_a_lock_directory() {
 
         let config = unique_path("zkr", "config");
         for child in ["users", "settings"] {
-            fw.create(&format!("{config}/{child}"), b"", CreateMode::Persistent).await.unwrap();
+            fw.create(&format!("{config}/{child}")).await.unwrap();
         }
         let run = zkr(&["--connect", &connect, "locks", &config]).await;
         assert_eq!(run.code, 6, "{run:?}");

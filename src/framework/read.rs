@@ -1,0 +1,329 @@
+//! Reads: data, existence and children, each with its stat and, on request, a one-shot watch
+//! ([`OneshotWatch`]).
+//!
+//! A read is retried under the framework's retry policy (a read changes nothing, so sending it
+//! again is always safe). A watched read sets its watch on the session that answered; the watch
+//! completes with the node's next event, or with an error when that session ends first.
+
+use std::future::IntoFuture;
+
+use futures::future::BoxFuture;
+use zookeeper_client::{EventType, OneshotWatcher, SessionState, Stat};
+
+use super::watches::NodeEvent;
+use super::Framework;
+use crate::error::{Error, Result, ZkError};
+
+/// A one-shot watch set by a watched read (Curator's `usingWatcher`): it completes once, with
+/// the first change of the node after the read, or with an error when the session ends before
+/// that. Dropping it removes the watch (the client sends `RemoveWatches` when it was the last
+/// watch of its kind on the path).
+///
+/// The watch belongs to the session that answered the read. It survives disconnections of that
+/// session (the client sets it again on reconnecting, and the server reports what changed
+/// meanwhile), not the session's end: read again (and watch again) after the error.
+#[must_use = "a watch does nothing unless awaited"]
+#[derive(Debug)]
+pub struct OneshotWatch {
+    framework: Framework,
+    watcher: OneshotWatcher,
+}
+
+impl OneshotWatch {
+    fn new(framework: &Framework, watcher: OneshotWatcher) -> Self {
+        OneshotWatch { framework: framework.clone(), watcher }
+    }
+
+    /// Waits for the event.
+    ///
+    /// # Errors
+    /// When the watch's session ended before the event: `SessionExpired` (the server expired
+    /// it), [`Error::Closed`] (the framework was closed), `ClientClosed` (the framework gave the
+    /// session up and opened another one), `AuthFailed`.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe in the sense that nothing is lost on the server, but the watch is consumed:
+    /// a cancelled wait removes it.
+    pub async fn changed(self) -> Result<NodeEvent> {
+        let event = self.watcher.changed().await;
+        if event.event_type != EventType::Session {
+            return Ok(NodeEvent::of(&self.framework, event.event_type, &event));
+        }
+        Err(match event.session_state {
+            SessionState::Expired => ZkError::SessionExpired.into(),
+            SessionState::AuthFailed => ZkError::AuthFailed.into(),
+            _ if self.framework.is_closed() => Error::Closed,
+            _ => ZkError::ClientClosed.into(),
+        })
+    }
+}
+
+/// A read of a node's data and stat (Curator's `getData()`), sent when awaited.
+#[must_use = "a read does nothing until it is awaited"]
+#[derive(Debug)]
+pub struct GetData<'a> {
+    framework: &'a Framework,
+    path: &'a str,
+}
+
+/// [`GetData`] with a one-shot watch.
+#[must_use = "a read does nothing until it is awaited"]
+#[derive(Debug)]
+pub struct GetDataWatched<'a> {
+    framework: &'a Framework,
+    path: &'a str,
+}
+
+/// A node's stat, or `None` when it does not exist (Curator's `checkExists()`), sent when
+/// awaited.
+#[must_use = "a read does nothing until it is awaited"]
+#[derive(Debug)]
+pub struct Exists<'a> {
+    framework: &'a Framework,
+    path: &'a str,
+}
+
+/// [`Exists`] with a one-shot watch (it fires on the node's creation when it does not exist).
+#[must_use = "a read does nothing until it is awaited"]
+#[derive(Debug)]
+pub struct ExistsWatched<'a> {
+    framework: &'a Framework,
+    path: &'a str,
+}
+
+/// A node's children, names only and unsorted (Curator's `getChildren()`), sent when awaited.
+#[must_use = "a read does nothing until it is awaited"]
+#[derive(Debug)]
+pub struct GetChildren<'a> {
+    framework: &'a Framework,
+    path: &'a str,
+}
+
+/// [`GetChildren`] with the parent's stat.
+#[must_use = "a read does nothing until it is awaited"]
+#[derive(Debug)]
+pub struct GetChildrenWithStat<'a> {
+    framework: &'a Framework,
+    path: &'a str,
+}
+
+/// [`GetChildren`] with the parent's stat and a one-shot watch (it fires when a child is
+/// added or removed, or the node is deleted).
+#[must_use = "a read does nothing until it is awaited"]
+#[derive(Debug)]
+pub struct GetChildrenWatched<'a> {
+    framework: &'a Framework,
+    path: &'a str,
+}
+
+impl Framework {
+    /// Reads a node's data and stat when awaited; `.watch()` adds a one-shot watch.
+    ///
+    /// ```no_run
+    /// # async fn example(fw: zk_recipes::Framework) -> zk_recipes::Result<()> {
+    /// let (config, stat) = fw.get_data("/config/app").await?;
+    /// let (config, stat, watch) = fw.get_data("/config/app").watch().await?;
+    /// let event = watch.changed().await?; // the next change, or the session's end
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// When awaited: [`Error::InvalidPath`] or the server's refusal (`NoNode`, `NoAuth`). A
+    /// watched read of a missing node sets no watch (watch for its creation with
+    /// [`exists`](Self::exists)).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read changes nothing, and a cancelled watched read's watch is removed.
+    pub fn get_data<'a>(&'a self, path: &'a str) -> GetData<'a> {
+        GetData { framework: self, path }
+    }
+
+    /// A node's stat, or `None` when it does not exist, when awaited; `.watch()` adds a
+    /// one-shot watch.
+    ///
+    /// # Errors
+    /// When awaited: [`Error::InvalidPath`] or the server's refusal.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read changes nothing, and a cancelled watched read's watch is removed.
+    pub fn exists<'a>(&'a self, path: &'a str) -> Exists<'a> {
+        Exists { framework: self, path }
+    }
+
+    /// A node's children (names, unsorted) when awaited; `.with_stat()` adds the node's stat,
+    /// `.watch()` the stat and a one-shot watch.
+    ///
+    /// # Errors
+    /// When awaited: [`Error::InvalidPath`] or the server's refusal (`NoNode`, `NoAuth`).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read changes nothing, and a cancelled watched read's watch is removed.
+    pub fn get_children<'a>(&'a self, path: &'a str) -> GetChildren<'a> {
+        GetChildren { framework: self, path }
+    }
+}
+
+impl<'a> GetData<'a> {
+    /// Sets a one-shot watch on the node with the read.
+    pub fn watch(self) -> GetDataWatched<'a> {
+        GetDataWatched { framework: self.framework, path: self.path }
+    }
+}
+
+impl<'a> Exists<'a> {
+    /// Sets a one-shot watch on the node with the read.
+    pub fn watch(self) -> ExistsWatched<'a> {
+        ExistsWatched { framework: self.framework, path: self.path }
+    }
+}
+
+impl<'a> GetChildren<'a> {
+    /// Returns the node's stat too.
+    pub fn with_stat(self) -> GetChildrenWithStat<'a> {
+        GetChildrenWithStat { framework: self.framework, path: self.path }
+    }
+
+    /// Returns the node's stat and sets a one-shot watch on its children.
+    pub fn watch(self) -> GetChildrenWatched<'a> {
+        GetChildrenWatched { framework: self.framework, path: self.path }
+    }
+}
+
+// Every read below: errors are `InvalidPath`, the server's refusal (`NoNode`, `NoAuth`), or
+// the retry policy giving up; cancel-safe (a read changes nothing; a cancelled watched read
+// sets no watch that outlives it).
+
+impl<'a> IntoFuture for GetData<'a> {
+    type Output = Result<(Vec<u8>, Stat)>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    /// # Errors
+    /// [`Error::InvalidPath`] or the server's refusal (`NoNode`, `NoAuth`).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read changes nothing.
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let full = self.framework.full_path(self.path)?;
+            let full = &full;
+            self.framework.with_retry(|s| async move { s.client.get_data(full).await }).await
+        })
+    }
+}
+
+impl<'a> IntoFuture for GetDataWatched<'a> {
+    type Output = Result<(Vec<u8>, Stat, OneshotWatch)>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    /// # Errors
+    /// [`Error::InvalidPath`] or the server's refusal (`NoNode`: no watch is set then; watch
+    /// for the creation with [`Framework::exists`]).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read changes nothing, and a cancelled read's watch is removed.
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let fw = self.framework;
+            let full = fw.full_path(self.path)?;
+            let full = &full;
+            let (data, stat, watcher) =
+                fw.with_retry(|s| async move { s.client.get_and_watch_data(full).await }).await?;
+            Ok((data, stat, OneshotWatch::new(fw, watcher)))
+        })
+    }
+}
+
+impl<'a> IntoFuture for Exists<'a> {
+    type Output = Result<Option<Stat>>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    /// # Errors
+    /// [`Error::InvalidPath`] or the server's refusal.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read changes nothing.
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let full = self.framework.full_path(self.path)?;
+            let full = &full;
+            self.framework.with_retry(|s| async move { s.client.check_stat(full).await }).await
+        })
+    }
+}
+
+impl<'a> IntoFuture for ExistsWatched<'a> {
+    type Output = Result<(Option<Stat>, OneshotWatch)>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    /// # Errors
+    /// [`Error::InvalidPath`] or the server's refusal.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read changes nothing, and a cancelled read's watch is removed.
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let fw = self.framework;
+            let full = fw.full_path(self.path)?;
+            let full = &full;
+            let (stat, watcher) = fw.with_retry(|s| async move { s.client.check_and_watch_stat(full).await }).await?;
+            Ok((stat, OneshotWatch::new(fw, watcher)))
+        })
+    }
+}
+
+impl<'a> IntoFuture for GetChildren<'a> {
+    type Output = Result<Vec<String>>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    /// # Errors
+    /// [`Error::InvalidPath`] or the server's refusal (`NoNode`).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read changes nothing.
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let full = self.framework.full_path(self.path)?;
+            let full = &full;
+            self.framework.with_retry(|s| async move { s.client.list_children(full).await }).await
+        })
+    }
+}
+
+impl<'a> IntoFuture for GetChildrenWithStat<'a> {
+    type Output = Result<(Vec<String>, Stat)>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    /// # Errors
+    /// [`Error::InvalidPath`] or the server's refusal (`NoNode`).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read changes nothing.
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let full = self.framework.full_path(self.path)?;
+            let full = &full;
+            self.framework.with_retry(|s| async move { s.client.get_children(full).await }).await
+        })
+    }
+}
+
+impl<'a> IntoFuture for GetChildrenWatched<'a> {
+    type Output = Result<(Vec<String>, Stat, OneshotWatch)>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    /// # Errors
+    /// [`Error::InvalidPath`] or the server's refusal (`NoNode`).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read changes nothing, and a cancelled read's watch is removed.
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let fw = self.framework;
+            let full = fw.full_path(self.path)?;
+            let full = &full;
+            let (children, stat, watcher) =
+                fw.with_retry(|s| async move { s.client.get_and_watch_children(full).await }).await?;
+            Ok((children, stat, OneshotWatch::new(fw, watcher)))
+        })
+    }
+}

@@ -1,0 +1,339 @@
+//! Transactions ([`Framework::transaction`]): creates, writes, deletes and version checks
+//! committed all-or-nothing in one `multi` request, and fenced writes ([`Fence`]).
+
+use std::time::Duration;
+
+use zookeeper_client::{Acl, Acls, CreateMode, MultiWriteError, MultiWriteResult, Stat};
+
+use super::Framework;
+use crate::error::{is_zk_connection_error, is_zk_retryable, Error, Result, ZkError};
+
+/// Something that holds a lock node and can fence writes with it: every lock guard, semaphore
+/// lease and leadership term. A transaction [`fenced_by`](Transaction::fenced_by) it starts
+/// with a check that the node still exists, so the whole transaction fails on the server
+/// ([`Error::LockLost`]) once the lock is lost, however late the write comes (after a long
+/// pause, a partition, an expired session).
+///
+/// The check is of the node's existence (version -1), not of its creation version 0: a
+/// revocation request writes `__REVOKE__` into the holder's node, which raises its version
+/// while the lock is still held. Existence is as strong a proof: the node's name carries a
+/// fresh uuid and a sequence number, so no other holder's node can have it, and an ephemeral
+/// node exists only while its session lives.
+///
+/// The path is the node's path with the namespace stripped, so fence a transaction of the
+/// framework (or a framework with the same namespace) the guard was taken with.
+pub trait Fence {
+    /// The lock node's path (namespace stripped) and the version its check expects (-1: any).
+    fn fence_node(&self) -> (&str, i32);
+
+    /// A transaction on `framework` fenced by this lock node:
+    /// `framework.transaction().fenced_by(self)`.
+    fn fenced_transaction<'a>(&self, framework: &'a Framework) -> Transaction<'a>
+    where
+        Self: Sized,
+    {
+        framework.transaction().fenced_by(self)
+    }
+}
+
+/// What one operation of a committed transaction did, in the order they were added.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OpResult {
+    /// A create: the node's path (namespace stripped, with its sequence number when
+    /// sequential) and stat. On ZooKeeper 3.8.0 and 3.7.0/3.7.1 the server sends an invalid
+    /// stat here (all fields -1; ZOOKEEPER-4026): read the node for it.
+    Created {
+        /// The node's path.
+        path: String,
+        /// Its stat (see above).
+        stat: Stat,
+    },
+    /// A data write: the node's new stat.
+    DataSet {
+        /// The node's stat after the write.
+        stat: Stat,
+    },
+    /// A delete.
+    Deleted,
+    /// A version check (a fence's too).
+    Checked,
+}
+
+#[derive(Debug)]
+enum Op {
+    Create { path: String, data: Vec<u8>, mode: CreateMode, ttl: Option<Duration>, acl: Option<Vec<Acl>> },
+    SetData { path: String, data: Vec<u8>, version: i32 },
+    Delete { path: String, version: i32 },
+    Check { path: String, version: i32, fence: bool },
+}
+
+impl Op {
+    fn path(&self) -> &str {
+        match self {
+            Op::Create { path, .. } | Op::SetData { path, .. } | Op::Delete { path, .. } | Op::Check { path, .. } => {
+                path
+            }
+        }
+    }
+}
+
+/// Operations committed together in one `multi` request (Curator's `transaction()`): either
+/// all are applied or none. Paths are namespaced; creates get the ACL provider's ACL. Add
+/// operations, then [`commit`](Self::commit).
+///
+/// ```no_run
+/// # async fn example(fw: zk_recipes::Framework, guard: zk_recipes::MutexGuard) -> zk_recipes::Result<()> {
+/// use zk_recipes::zk::CreateMode;
+/// use zk_recipes::Fence;
+///
+/// let results = guard
+///     .fenced_transaction(&fw)
+///     .set_data("/jobs/42/state", b"done", -1)
+///     .create("/jobs/42/result", b"ok", CreateMode::Persistent)
+///     .commit()
+///     .await?; // Err(LockLost) once the guard's node is gone
+/// # Ok(()) }
+/// ```
+#[must_use = "a transaction does nothing until committed"]
+#[derive(Debug)]
+pub struct Transaction<'a> {
+    framework: &'a Framework,
+    ops: Vec<Op>,
+}
+
+impl Framework {
+    /// A new, empty transaction on this framework; add operations, then
+    /// [`commit`](Transaction::commit) (whose docs give its errors and cancel safety).
+    pub fn transaction(&self) -> Transaction<'_> {
+        Transaction { framework: self, ops: Vec::new() }
+    }
+}
+
+impl<'a> Transaction<'a> {
+    /// Adds a create of `path` with `data` in `mode` (parents are not created: they must exist
+    /// or be created earlier in the same transaction).
+    pub fn create(self, path: &str, data: &[u8], mode: CreateMode) -> Self {
+        self.push(Op::Create { path: path.to_owned(), data: data.to_vec(), mode, ttl: None, acl: None })
+    }
+
+    /// Adds a create with a TTL (persistent modes only; see
+    /// [`CreateBuilder::ttl`](crate::CreateBuilder::ttl)).
+    pub fn create_with_ttl(self, path: &str, data: &[u8], mode: CreateMode, ttl: Duration) -> Self {
+        self.push(Op::Create { path: path.to_owned(), data: data.to_vec(), mode, ttl: Some(ttl), acl: None })
+    }
+
+    /// Adds a create with its own ACL instead of the provider's.
+    pub fn create_with_acl(self, path: &str, data: &[u8], mode: CreateMode, acl: Vec<Acl>) -> Self {
+        self.push(Op::Create { path: path.to_owned(), data: data.to_vec(), mode, ttl: None, acl: Some(acl) })
+    }
+
+    /// Adds a data write, at `version` (-1: any).
+    pub fn set_data(self, path: &str, data: &[u8], version: i32) -> Self {
+        self.push(Op::SetData { path: path.to_owned(), data: data.to_vec(), version })
+    }
+
+    /// Adds a delete, at `version` (-1: any).
+    pub fn delete(self, path: &str, version: i32) -> Self {
+        self.push(Op::Delete { path: path.to_owned(), version })
+    }
+
+    /// Adds a check that `path` exists at `version` (-1: any version). A failed check fails the
+    /// transaction with [`Error::TransactionFailed`] (`NoNode` or `BadVersion` inside).
+    pub fn check(self, path: &str, version: i32) -> Self {
+        self.push(Op::Check { path: path.to_owned(), version, fence: false })
+    }
+
+    /// Adds the check of a lock node (see [`Fence`]); add it first. When it fails, the commit
+    /// returns [`Error::LockLost`] and nothing is applied.
+    pub fn fenced_by(self, fence: &impl Fence) -> Self {
+        let (path, version) = fence.fence_node();
+        self.push(Op::Check { path: path.to_owned(), version, fence: true })
+    }
+
+    /// How many operations were added.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// True when no operation was added.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    fn push(mut self, op: Op) -> Self {
+        self.ops.push(op);
+        self
+    }
+
+    /// Everything checked before sending: paths, versions, TTLs, ACLs, sizes. Returns the
+    /// full paths and ACLs.
+    fn prepare(&self) -> Result<Vec<(String, Option<Vec<Acl>>)>> {
+        let fw = self.framework;
+        if self.ops.is_empty() {
+            return Err(Error::invalid_argument("transaction", "has no operation"));
+        }
+        let mut size = 0usize;
+        let mut prepared = Vec::with_capacity(self.ops.len());
+        for op in &self.ops {
+            let full = fw.full_path(op.path())?;
+            let check_version = |version: i32| {
+                if version < -1 {
+                    return Err(Error::invalid_argument(
+                        "version",
+                        format!("{version} is below -1 (-1 means any version)"),
+                    ));
+                }
+                Ok(())
+            };
+            let acl = match op {
+                Op::Create { mode, ttl, acl, data, .. } => {
+                    if op.path() == "/" {
+                        return Err(Error::InvalidPath { path: "/".into(), reason: "the root node cannot be created" });
+                    }
+                    if let Some(ttl) = ttl {
+                        if !matches!(mode, CreateMode::Persistent | CreateMode::PersistentSequential) {
+                            return Err(Error::invalid_argument("ttl", "a TTL needs a persistent mode"));
+                        }
+                        if *ttl < Duration::from_millis(1) || *ttl > Duration::from_millis(0x00FF_FFFF_FFFF) {
+                            return Err(Error::invalid_argument("ttl", "must be between 1 ms and 2^40 ms"));
+                        }
+                    }
+                    let acl = match acl {
+                        Some(acl) if acl.is_empty() => {
+                            return Err(Error::invalid_argument("acl", "an ACL needs at least one entry"))
+                        }
+                        Some(acl) => acl.clone(),
+                        None => fw.acl_for(&full)?,
+                    };
+                    size += data.len() + 24 + acl.len() * 40;
+                    Some(acl)
+                }
+                Op::SetData { version, data, .. } => {
+                    check_version(*version)?;
+                    size += data.len() + 16;
+                    None
+                }
+                Op::Delete { version, .. } => {
+                    if op.path() == "/" {
+                        return Err(Error::InvalidPath { path: "/".into(), reason: "the root node cannot be deleted" });
+                    }
+                    check_version(*version)?;
+                    size += 16;
+                    None
+                }
+                Op::Check { version, .. } => {
+                    check_version(*version)?;
+                    size += 16;
+                    None
+                }
+            };
+            size += full.len();
+            prepared.push((full, acl));
+        }
+        let limit = fw.inner().config.max_request_bytes;
+        if size > limit {
+            return Err(Error::TooLarge { name: "transaction", size, limit });
+        }
+        Ok(prepared)
+    }
+
+    /// Commits every operation in one `multi` request: all are applied, or none.
+    ///
+    /// A transaction is not sent again after a connection loss while it was in flight: it may
+    /// have been applied, and a second send would fail (a create finding its own node) or
+    /// apply twice, so the commit returns [`Error::OutcomeUnknown`]. (Curator sends it again.)
+    /// It is retried when it was refused without being applied (session expired, throttled).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty transaction, a version below -1, a TTL misuse or
+    /// an empty ACL; [`Error::InvalidPath`]; [`Error::TooLarge`] (all operations together);
+    /// [`Error::LockLost`] when a fence's check failed; [`Error::TransactionFailed`] with the
+    /// failing operation's index, path and error; [`Error::OutcomeUnknown`];
+    /// [`Error::Unsupported`] for a TTL create on a server without extended types.
+    ///
+    /// # Cancel safety
+    /// A cancelled commit may still be applied on the server (all of it, or nothing).
+    pub async fn commit(self) -> Result<Vec<OpResult>> {
+        let prepared = self.prepare()?;
+        let fw = self.framework;
+        let mut retry = fw.retry_loop();
+        loop {
+            let session = fw.inner().session()?;
+            let mut writer = session.client.new_multi_writer();
+            for (op, (full, acl)) in self.ops.iter().zip(&prepared) {
+                let added = match op {
+                    Op::Create { data, mode, ttl, .. } => {
+                        let acl = acl.as_deref().unwrap_or_default();
+                        let mut options = mode.with_acls(Acls::new(acl));
+                        if let Some(ttl) = ttl {
+                            options = options.with_ttl(*ttl);
+                        }
+                        writer.add_create(full, data, &options)
+                    }
+                    Op::SetData { data, version, .. } => writer.add_set_data(full, data, version_of(*version)),
+                    Op::Delete { version, .. } => writer.add_delete(full, version_of(*version)),
+                    Op::Check { version, .. } => writer.add_check_version(full, *version),
+                };
+                added?;
+            }
+            let error = match writer.commit().await {
+                Ok(results) => return Ok(self.results(results)),
+                Err(MultiWriteError::OperationFailed { index, source }) => return Err(self.failed(index, source)),
+                Err(MultiWriteError::RequestFailed { source }) => source,
+            };
+            if is_zk_connection_error(&error) {
+                return Err(Error::OutcomeUnknown {
+                    operation: "transaction",
+                    path: self.ops[0].path().to_owned(),
+                    error,
+                });
+            }
+            if error == ZkError::Unimplemented
+                && self.ops.iter().any(|op| matches!(op, Op::Create { ttl: Some(_), .. }))
+            {
+                return Err(ttl_unsupported());
+            }
+            if !is_zk_retryable(&error) || !retry.backoff().await {
+                return Err(error.into());
+            }
+        }
+    }
+
+    fn results(&self, results: Vec<MultiWriteResult>) -> Vec<OpResult> {
+        let fw = self.framework;
+        results
+            .into_iter()
+            .map(|result| match result {
+                MultiWriteResult::Create { path, stat } => {
+                    OpResult::Created { path: fw.unfix_path(&path).to_owned(), stat }
+                }
+                MultiWriteResult::SetData { stat } => OpResult::DataSet { stat },
+                MultiWriteResult::Delete => OpResult::Deleted,
+                _ => OpResult::Checked,
+            })
+            .collect()
+    }
+
+    fn failed(&self, index: usize, source: ZkError) -> Error {
+        let Some(op) = self.ops.get(index) else { return source.into() };
+        match (op, &source) {
+            (Op::Check { fence: true, path, .. }, ZkError::NoNode | ZkError::BadVersion) => {
+                Error::LockLost { path: path.clone() }
+            }
+            (Op::Create { ttl: Some(_), .. }, ZkError::Unimplemented) => ttl_unsupported(),
+            _ => Error::TransactionFailed { index, path: op.path().to_owned(), error: source },
+        }
+    }
+}
+
+fn version_of(version: i32) -> Option<i32> {
+    (version >= 0).then_some(version)
+}
+
+fn ttl_unsupported() -> Error {
+    Error::Unsupported {
+        feature: "ttl",
+        reason: "TTL nodes need a server started with zookeeper.extendedTypesEnabled=true",
+    }
+}
