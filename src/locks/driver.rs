@@ -1,7 +1,33 @@
 //! Who gets the lock: sort keys and predicates over the sorted children of a lock path
 //! (Curator's `LockInternalsDriver`s). Pure functions, no I/O.
+//!
+//! # Sequence wrap-around
+//! ZooKeeper takes a sequential node's suffix from its parent's child-create counter, a
+//! signed 32-bit int printed with `%010d`. After 2,147,483,647 creates in one incarnation of a
+//! directory the counter wraps and suffixes read `-2147483648`, `-2147483647`, ... Curator
+//! compares keys as strings, so those sort ahead of every earlier node (`-` is below the
+//! digits), and among themselves in reverse: a new contender would sort ahead of the holder.
+//! Curator does nothing about it. It is reachable: a lock directory that never stays empty
+//! long enough for the server to reap it (checked once a minute by default) and takes 1,000
+//! acquires a second gets there in under 25 days (each acquire is one create); it cannot be
+//! forced in a test (the counter only moves by creates, some 10^4 a second on one server:
+//! days of creates). So a listing with a wrapped suffix in it decides nothing: the acquire
+//! fails with `Error::SequenceWrapped` (its node deleted). The counter starts over at 0 when
+//! the directory is deleted (a container is reaped once empty) and created again.
 
 use crate::path;
+
+/// The number in a sequential suffix as ZooKeeper prints it (`%010d` of a signed 32-bit
+/// counter): digits (ten of them), or, once the directory's counter wrapped past `i32::MAX`, a minus
+/// sign and up to ten digits. Anything else is `None`.
+pub(crate) fn parse_sequence(suffix: &str) -> Option<i64> {
+    let digits = suffix.strip_prefix('-').unwrap_or(suffix);
+    if !(1..=10).contains(&digits.len()) || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: i64 = suffix.parse().ok()?;
+    (i64::from(i32::MIN)..=i64::from(i32::MAX)).contains(&n).then_some(n)
+}
 
 /// What a contender should do, given the sorted children.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +62,16 @@ pub(crate) trait Driver: Send + Sync + std::fmt::Debug + 'static {
     /// admitted alongside; see `StandardDriver`.
     fn first_after_holder_leaves(&self) -> bool {
         false
+    }
+
+    /// The first child whose sequence wrapped past `i32::MAX` (a negative suffix), which the
+    /// string order cannot place (see the module docs).
+    fn wrapped<'a>(&self, children: &'a [String]) -> Option<&'a str> {
+        let wrapped = |name: &str| {
+            let key = self.sort_key(name);
+            key.len() < name.len() && parse_sequence(key).is_some_and(|n| n < 0)
+        };
+        children.iter().map(String::as_str).find(|name| wrapped(name))
     }
 
     /// Sorts children by [`sort_key`](Self::sort_key), stably (Curator's `getSortedChildren`).
@@ -164,6 +200,33 @@ mod tests {
 
     fn names(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn sequence_suffixes_parse_across_the_wrap() {
+        assert_eq!(parse_sequence("0000000000"), Some(0));
+        assert_eq!(parse_sequence("0000000042"), Some(42));
+        assert_eq!(parse_sequence("2147483647"), Some(i64::from(i32::MAX)));
+        // Past i32::MAX ZooKeeper's counter wraps and `%010d` prints the sign.
+        assert_eq!(parse_sequence("-2147483648"), Some(i64::from(i32::MIN)));
+        assert_eq!(parse_sequence("-000000001"), Some(-1));
+        // Not a suffix ZooKeeper prints: never a panic, never a number.
+        for bad in ["", "-", "12a4567890", "2147483648", "99999999999", "+000000001", "--1", "０"] {
+            assert_eq!(parse_sequence(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_wrapped_suffix_is_found_whatever_the_marker() {
+        let lock = names(&["_c_a-lock-2147483647", "_c_b-lock--2147483648"]);
+        assert_eq!(StandardDriver::MUTEX.wrapped(&lock), Some("_c_b-lock--2147483648"));
+        let mut sorted = lock.clone();
+        StandardDriver::MUTEX.sort(&mut sorted);
+        assert_eq!(sorted[0], "_c_b-lock--2147483648", "as strings, the wrapped suffix sorts first");
+        assert_eq!(StandardDriver::MUTEX.wrapped(&names(&["_c_a-lock-0000000001", "0", "-1"])), None);
+        let rw = names(&["_c_r-__READ__0000000001", "_c_w-__WRIT__-2147483647"]);
+        assert_eq!(ReadDriver.wrapped(&rw), Some("_c_w-__WRIT__-2147483647"));
+        assert_eq!(WriteDriver.wrapped(&rw[..1]), None);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use super::driver::StandardDriver;
 use super::held::{node_accessors, HeldNode};
 use super::internals::LockInternals;
 use super::node::{retry_request, CreatedNode, Failure};
+use super::protected::NodeDir;
 use super::start_over::fresh_attempts;
 use crate::error::{Error, Result};
 use crate::framework::{ConnectionState, Framework, Session};
@@ -83,8 +84,8 @@ struct Shared {
     max_leases: usize,
     /// The internal mutex on `S/locks`.
     lock: LockInternals,
-    /// The lease directory `S/leases`.
-    leases: LockInternals,
+    /// The lease directory `S/leases`: counted, never ordered.
+    leases: NodeDir,
     /// Leases acquired through this handle (or a clone) and not yet released.
     held: Arc<AtomicUsize>,
     /// The path as the user gave it.
@@ -127,8 +128,7 @@ impl InterProcessSemaphore {
         let mutex = Arc::new(StandardDriver::MUTEX);
         // The internal lock is a plain mutex: uncontended, its fast path saves a request.
         let lock = LockInternals::new(framework, &path::join(path, LOCKS), mutex, Vec::new())?.with_fast_path();
-        let driver = Arc::new(StandardDriver { lock_name: LEASE_NAME, max_leases });
-        let leases = LockInternals::new(framework, &path::join(path, LEASES), driver, data)?;
+        let leases = NodeDir::new(framework, &path::join(path, LEASES), LEASE_NAME, data)?;
         let shared = Shared { max_leases, lock, leases, held: Arc::default(), path: path.to_owned() };
         Ok(Self { shared: Arc::new(shared) })
     }
@@ -246,7 +246,9 @@ impl InterProcessSemaphore {
     /// # Cancel safety
     /// Cancel-safe: it only reads.
     pub async fn participant_nodes(&self) -> Result<Vec<String>> {
-        self.shared.leases.participant_nodes().await
+        let in_sequence_order =
+            |leases: &mut Vec<String>| leases.sort_by_key(|name| path::sort_key(name, LEASE_NAME).to_owned());
+        self.shared.leases.participant_nodes(in_sequence_order).await
     }
 
     fn check_count(&self, n: usize) -> Result<()> {
@@ -286,10 +288,10 @@ impl InterProcessSemaphore {
             return Err(Failure::NodeMissing); // the lock went with its session
         }
         let list = || session.client.list_and_watch_children(shared.leases.dir());
-        let (first, mut listing) = shared.leases.spec().create(&session, list).await?;
+        let (first, mut listing) = shared.leases.spec().create(&session, None, list).await?;
         let mut rest: Vec<CreatedNode> = Vec::new();
         for _ in 1..n {
-            let (node, listed) = shared.leases.spec().create(&session, list).await?;
+            let (node, listed) = shared.leases.spec().create(&session, None, list).await?;
             rest.push(node);
             listing = listed;
         }
