@@ -137,6 +137,30 @@ pub(crate) fn read_write_sort_key(name: &str) -> &str {
     path::sort_key(path::sort_key(name, READ_LOCK_NAME), WRITE_LOCK_NAME)
 }
 
+/// One side of the read-write lock: its marker and its admission rule. Both sides share one
+/// queue, sorted by [`read_write_sort_key`].
+pub(crate) trait ReadWriteSide: Send + Sync + std::fmt::Debug + 'static {
+    /// The marker in this side's node names.
+    const MARKER: &'static str;
+
+    /// Whether `our` holds this side among `sorted` children.
+    fn admits(&self, sorted: &[String], our: &str) -> Verdict;
+}
+
+impl<S: ReadWriteSide> Driver for S {
+    fn lock_name(&self) -> &'static str {
+        S::MARKER
+    }
+
+    fn sort_key<'a>(&self, name: &'a str) -> &'a str {
+        read_write_sort_key(name)
+    }
+
+    fn verdict(&self, sorted: &[String], our: &str) -> Verdict {
+        self.admits(sorted, our)
+    }
+}
+
 /// A writer of the read-write lock: a mutex over **all** children, readers and foreign nodes
 /// included; it watches its immediate predecessor, of either kind.
 ///
@@ -145,16 +169,10 @@ pub(crate) fn read_write_sort_key(name: &str) -> &str {
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct WriteDriver;
 
-impl Driver for WriteDriver {
-    fn lock_name(&self) -> &'static str {
-        WRITE_LOCK_NAME
-    }
+impl ReadWriteSide for WriteDriver {
+    const MARKER: &'static str = WRITE_LOCK_NAME;
 
-    fn sort_key<'a>(&self, name: &'a str) -> &'a str {
-        read_write_sort_key(name)
-    }
-
-    fn verdict(&self, sorted: &[String], our: &str) -> Verdict {
+    fn admits(&self, sorted: &[String], our: &str) -> Verdict {
         StandardDriver { lock_name: WRITE_LOCK_NAME, max_leases: 1 }.verdict(sorted, our)
     }
 }
@@ -169,16 +187,10 @@ impl Driver for WriteDriver {
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct ReadDriver;
 
-impl Driver for ReadDriver {
-    fn lock_name(&self) -> &'static str {
-        READ_LOCK_NAME
-    }
+impl ReadWriteSide for ReadDriver {
+    const MARKER: &'static str = READ_LOCK_NAME;
 
-    fn sort_key<'a>(&self, name: &'a str) -> &'a str {
-        read_write_sort_key(name)
-    }
-
-    fn verdict(&self, sorted: &[String], our: &str) -> Verdict {
+    fn admits(&self, sorted: &[String], our: &str) -> Verdict {
         let mut first_writer: Option<usize> = None;
         for (i, child) in sorted.iter().enumerate() {
             if child.contains(WRITE_LOCK_NAME) {
@@ -200,6 +212,11 @@ mod tests {
 
     fn names(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// `our` waits on `node`, at `index` of `sorted`.
+    fn assert_watches(driver: &dyn Driver, sorted: &[String], our: &str, node: &str, index: usize) {
+        assert_eq!(driver.verdict(sorted, our), Verdict::Watch { node: node.into(), index }, "{our} in {sorted:?}");
     }
 
     #[test]
@@ -235,10 +252,7 @@ mod tests {
         let mut children = names(&["_c_b-lock-0000000003", "_c_a-lock-0000000001", "_c_c-lock-0000000002"]);
         d.sort(&mut children);
         assert_eq!(d.verdict(&children, "_c_a-lock-0000000001"), Verdict::Acquired);
-        assert_eq!(
-            d.verdict(&children, "_c_b-lock-0000000003"),
-            Verdict::Watch { node: "_c_c-lock-0000000002".into(), index: 1 }
-        );
+        assert_watches(&d, &children, "_c_b-lock-0000000003", "_c_c-lock-0000000002", 1);
         assert_eq!(d.verdict(&children, "_c_z-lock-0000000009"), Verdict::Missing);
     }
 
@@ -248,10 +262,7 @@ mod tests {
         let mut children = names(&["_c_a-lock-0000000001", "0", "lock-0000000000"]);
         d.sort(&mut children);
         assert_eq!(children[0], "0");
-        assert_eq!(
-            d.verdict(&children, "_c_a-lock-0000000001"),
-            Verdict::Watch { node: "lock-0000000000".into(), index: 1 }
-        );
+        assert_watches(&d, &children, "_c_a-lock-0000000001", "lock-0000000000", 1);
     }
 
     #[test]
@@ -259,10 +270,7 @@ mod tests {
         let d = StandardDriver { lock_name: "lease-", max_leases: 2 };
         let children = names(&["x-lease-0000000001", "x-lease-0000000002", "x-lease-0000000003"]);
         assert_eq!(d.verdict(&children, "x-lease-0000000002"), Verdict::Acquired);
-        assert_eq!(
-            d.verdict(&children, "x-lease-0000000003"),
-            Verdict::Watch { node: "x-lease-0000000001".into(), index: 0 }
-        );
+        assert_watches(&d, &children, "x-lease-0000000003", "x-lease-0000000001", 0);
         assert!(!d.first_after_holder_leaves());
         assert!(StandardDriver::MUTEX.first_after_holder_leaves());
     }
@@ -279,19 +287,10 @@ mod tests {
         assert_eq!(children[0], "_c_r1-__READ__0000000001");
         assert_eq!(ReadDriver.verdict(&children, "_c_r1-__READ__0000000001"), Verdict::Acquired);
         // a reader behind writers watches the FIRST writer, not the nearest
-        assert_eq!(
-            ReadDriver.verdict(&children, "_c_r2-__READ__0000000004"),
-            Verdict::Watch { node: "_c_w1-__WRIT__0000000002".into(), index: 1 }
-        );
+        assert_watches(&ReadDriver, &children, "_c_r2-__READ__0000000004", "_c_w1-__WRIT__0000000002", 1);
         // a writer watches its immediate predecessor, of either kind
-        assert_eq!(
-            WriteDriver.verdict(&children, "_c_w2-__WRIT__0000000003"),
-            Verdict::Watch { node: "_c_w1-__WRIT__0000000002".into(), index: 1 }
-        );
-        assert_eq!(
-            WriteDriver.verdict(&children, "_c_w1-__WRIT__0000000002"),
-            Verdict::Watch { node: "_c_r1-__READ__0000000001".into(), index: 0 }
-        );
+        assert_watches(&WriteDriver, &children, "_c_w2-__WRIT__0000000003", "_c_w1-__WRIT__0000000002", 1);
+        assert_watches(&WriteDriver, &children, "_c_w1-__WRIT__0000000002", "_c_r1-__READ__0000000001", 0);
         assert_eq!(ReadDriver.verdict(&children, "_c_r9-__READ__0000000009"), Verdict::Missing);
         assert_eq!(WriteDriver.verdict(&children, "_c_w9-__WRIT__0000000009"), Verdict::Missing);
         assert!(!ReadDriver.first_after_holder_leaves() && !WriteDriver.first_after_holder_leaves());
@@ -316,16 +315,10 @@ mod tests {
         ReadDriver.sort(&mut children);
         assert_eq!(children[0], "0");
         assert_eq!(ReadDriver.verdict(&children, "_c_r-__READ__0000000002"), Verdict::Acquired);
-        assert_eq!(
-            WriteDriver.verdict(&children, "_c_w-__WRIT__0000000003"),
-            Verdict::Watch { node: "_c_r-__READ__0000000002".into(), index: 1 }
-        );
+        assert_watches(&WriteDriver, &children, "_c_w-__WRIT__0000000003", "_c_r-__READ__0000000002", 1);
         let mut children = names(&["_c_r-__READ__0000000002", "x__WRIT__0000000001"]);
         ReadDriver.sort(&mut children);
-        assert_eq!(
-            ReadDriver.verdict(&children, "_c_r-__READ__0000000002"),
-            Verdict::Watch { node: "x__WRIT__0000000001".into(), index: 0 }
-        );
+        assert_watches(&ReadDriver, &children, "_c_r-__READ__0000000002", "x__WRIT__0000000001", 0);
     }
 
     #[test]
@@ -345,15 +338,9 @@ mod tests {
             ));
             // the write holder released: the queued writer still waits on the read node
             children.retain(|c| c != "_c_w-__WRIT__0000000005");
-            assert_eq!(
-                WriteDriver.verdict(&children, "_c_q-__WRIT__0000000006"),
-                Verdict::Watch { node: "_c_d-__READ__0000000005".into(), index: 0 }
-            );
+            assert_watches(&WriteDriver, &children, "_c_q-__WRIT__0000000006", "_c_d-__READ__0000000005", 0);
             // and the later reader waits for the queued writer
-            assert_eq!(
-                ReadDriver.verdict(&children, "_c_r-__READ__0000000007"),
-                Verdict::Watch { node: "_c_q-__WRIT__0000000006".into(), index: 1 }
-            );
+            assert_watches(&ReadDriver, &children, "_c_r-__READ__0000000007", "_c_q-__WRIT__0000000006", 1);
         }
     }
 
