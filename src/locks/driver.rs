@@ -59,7 +59,8 @@ pub(crate) trait Driver: Send + Sync + std::fmt::Debug + 'static {
     /// Whether a waiter that watched the child at index 0 (the holder) and saw it deleted may
     /// take the lock without listing the children again. True only where every node created
     /// after our listing sorts after us (sequence numbers only grow), and no one else can be
-    /// admitted alongside; see `StandardDriver`.
+    /// admitted alongside; see `StandardDriver`. The engine asks only when the deletion was
+    /// heard on the connection the watches were set on (not replayed after a reconnect).
     fn first_after_holder_leaves(&self) -> bool {
         false
     }

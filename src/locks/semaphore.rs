@@ -300,10 +300,13 @@ impl InterProcessSemaphore {
                 Some(listed) => listed,
                 None => retry_request(self.framework(), list).await?,
             };
-            if !std::iter::once(&first).chain(&rest).all(|node| children.iter().any(|c| c == node.name())) {
+            let all_listed = std::iter::once(&first).chain(&rest).all(|node| children.iter().any(|c| c == node.name()));
+            let admitted = children.len() <= shared.max_leases;
+            drop(children); // no listing outlives its decision
+            if !all_listed {
                 return Err(Failure::NodeMissing);
             }
-            if children.len() <= shared.max_leases {
+            if admitted {
                 // Let the next contender in first (the delete goes out now). The unfired watch
                 // goes with the first lease: dropped now, it would cost a RemoveWatches request;
                 // kept, it fires (at the latest on our own lease's delete, whose notification
