@@ -160,6 +160,17 @@ pub enum Error {
         /// How many times the acquire started over.
         attempts: u32,
     },
+
+    /// The lock directory's sequence counter wrapped past 2,147,483,647 creates: ZooKeeper now
+    /// hands out negative suffixes, which sort ahead of older nodes, so the queue's order says
+    /// nothing (Curator peers would misread it). The acquire fails, deleting its node. The
+    /// counter starts over once the directory is deleted (an empty container is reaped) and
+    /// created again.
+    #[error("the sequence numbers of lock directory {path} wrapped past 2^31-1; its queue order cannot be trusted")]
+    SequenceWrapped {
+        /// The lock path (namespace stripped).
+        path: String,
+    },
 }
 
 impl Error {

@@ -1,8 +1,34 @@
 //! Who gets the lock: sort keys and predicates over the sorted children of a lock path
 //! (Curator's `LockInternalsDriver`s). Pure functions, no I/O.
+//!
+//! # Sequence wrap-around
+//! ZooKeeper takes a sequential node's suffix from its parent's child-create counter, a
+//! signed 32-bit int printed with `%010d`. After 2,147,483,647 creates in one incarnation of a
+//! directory the counter wraps and suffixes read `-2147483648`, `-2147483647`, ... Curator
+//! compares keys as strings, so those sort ahead of every earlier node (`-` is below the
+//! digits), and among themselves in reverse: a new contender would sort ahead of the holder.
+//! Curator does nothing about it. It is reachable: a lock directory that never stays empty
+//! long enough for the server to reap it (checked once a minute by default) and takes 1,000
+//! acquires a second gets there in under 25 days (each acquire is one create); it cannot be
+//! forced in a test (the counter only moves by creates, some 10^4 a second on one server:
+//! days of creates). So a listing with a wrapped suffix in it decides nothing: the acquire
+//! fails with `Error::SequenceWrapped` (its node deleted). The counter starts over at 0 when
+//! the directory is deleted (a container is reaped once empty) and created again.
 
 use crate::path;
 use crate::protocol::{read_write_sort_key, LATCH_NAME, LOCK_NAME, READ_LOCK_NAME, WRITE_LOCK_NAME};
+
+/// The number in a sequential suffix as ZooKeeper prints it (`%010d` of a signed 32-bit
+/// counter): digits (ten of them), or, once the directory's counter wrapped past `i32::MAX`, a minus
+/// sign and up to ten digits. Anything else is `None`.
+pub(crate) fn parse_sequence(suffix: &str) -> Option<i64> {
+    let digits = suffix.strip_prefix('-').unwrap_or(suffix);
+    if !(1..=10).contains(&digits.len()) || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: i64 = suffix.parse().ok()?;
+    (i64::from(i32::MIN)..=i64::from(i32::MAX)).contains(&n).then_some(n)
+}
 
 /// What a contender should do, given the sorted children.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,9 +60,20 @@ pub(crate) trait Driver: Send + Sync + std::fmt::Debug + 'static {
     /// Whether a waiter that watched the child at index 0 (the holder) and saw it deleted may
     /// take the lock without listing the children again. True only where every node created
     /// after our listing sorts after us (sequence numbers only grow), and no one else can be
-    /// admitted alongside; see `StandardDriver`.
+    /// admitted alongside; see `StandardDriver`. The engine asks only when the deletion was
+    /// heard on the connection the watches were set on (not replayed after a reconnect).
     fn first_after_holder_leaves(&self) -> bool {
         false
+    }
+
+    /// The first child whose sequence wrapped past `i32::MAX` (a negative suffix), which the
+    /// string order cannot place (see the module docs).
+    fn wrapped<'a>(&self, children: &'a [String]) -> Option<&'a str> {
+        let wrapped = |name: &str| {
+            let key = self.sort_key(name);
+            key.len() < name.len() && parse_sequence(key).is_some_and(|n| n < 0)
+        };
+        children.iter().map(String::as_str).find(|name| wrapped(name))
     }
 
     /// Sorts children by [`sort_key`](Self::sort_key), stably (Curator's `getSortedChildren`).
@@ -92,6 +129,30 @@ impl Driver for StandardDriver {
     }
 }
 
+/// One side of the read-write lock: its marker and its admission rule. Both sides share one
+/// queue, sorted by [`read_write_sort_key`].
+pub(crate) trait ReadWriteSide: Send + Sync + std::fmt::Debug + 'static {
+    /// The marker in this side's node names.
+    const MARKER: &'static str;
+
+    /// Whether `our` holds this side among `sorted` children.
+    fn admits(&self, sorted: &[String], our: &str) -> Verdict;
+}
+
+impl<S: ReadWriteSide> Driver for S {
+    fn lock_name(&self) -> &'static str {
+        S::MARKER
+    }
+
+    fn sort_key<'a>(&self, name: &'a str) -> &'a str {
+        read_write_sort_key(name)
+    }
+
+    fn verdict(&self, sorted: &[String], our: &str) -> Verdict {
+        self.admits(sorted, our)
+    }
+}
+
 /// A writer of the read-write lock: a mutex over **all** children, readers and foreign nodes
 /// included; it watches its immediate predecessor, of either kind.
 ///
@@ -100,16 +161,10 @@ impl Driver for StandardDriver {
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct WriteDriver;
 
-impl Driver for WriteDriver {
-    fn lock_name(&self) -> &'static str {
-        WRITE_LOCK_NAME
-    }
+impl ReadWriteSide for WriteDriver {
+    const MARKER: &'static str = WRITE_LOCK_NAME;
 
-    fn sort_key<'a>(&self, name: &'a str) -> &'a str {
-        read_write_sort_key(name)
-    }
-
-    fn verdict(&self, sorted: &[String], our: &str) -> Verdict {
+    fn admits(&self, sorted: &[String], our: &str) -> Verdict {
         StandardDriver { lock_name: WRITE_LOCK_NAME, max_leases: 1 }.verdict(sorted, our)
     }
 }
@@ -124,16 +179,10 @@ impl Driver for WriteDriver {
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct ReadDriver;
 
-impl Driver for ReadDriver {
-    fn lock_name(&self) -> &'static str {
-        READ_LOCK_NAME
-    }
+impl ReadWriteSide for ReadDriver {
+    const MARKER: &'static str = READ_LOCK_NAME;
 
-    fn sort_key<'a>(&self, name: &'a str) -> &'a str {
-        read_write_sort_key(name)
-    }
-
-    fn verdict(&self, sorted: &[String], our: &str) -> Verdict {
+    fn admits(&self, sorted: &[String], our: &str) -> Verdict {
         let mut first_writer: Option<usize> = None;
         for (i, child) in sorted.iter().enumerate() {
             if child.contains(WRITE_LOCK_NAME) {
@@ -157,16 +206,45 @@ mod tests {
         v.iter().map(|s| s.to_string()).collect()
     }
 
+    /// `our` waits on `node`, at `index` of `sorted`.
+    fn assert_watches(driver: &dyn Driver, sorted: &[String], our: &str, node: &str, index: usize) {
+        assert_eq!(driver.verdict(sorted, our), Verdict::Watch { node: node.into(), index }, "{our} in {sorted:?}");
+    }
+
+    #[test]
+    fn sequence_suffixes_parse_across_the_wrap() {
+        assert_eq!(parse_sequence("0000000000"), Some(0));
+        assert_eq!(parse_sequence("0000000042"), Some(42));
+        assert_eq!(parse_sequence("2147483647"), Some(i64::from(i32::MAX)));
+        // Past i32::MAX ZooKeeper's counter wraps and `%010d` prints the sign.
+        assert_eq!(parse_sequence("-2147483648"), Some(i64::from(i32::MIN)));
+        assert_eq!(parse_sequence("-000000001"), Some(-1));
+        // Not a suffix ZooKeeper prints: never a panic, never a number.
+        for bad in ["", "-", "12a4567890", "2147483648", "99999999999", "+000000001", "--1", "０"] {
+            assert_eq!(parse_sequence(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_wrapped_suffix_is_found_whatever_the_marker() {
+        let lock = names(&["_c_a-lock-2147483647", "_c_b-lock--2147483648"]);
+        assert_eq!(StandardDriver::MUTEX.wrapped(&lock), Some("_c_b-lock--2147483648"));
+        let mut sorted = lock.clone();
+        StandardDriver::MUTEX.sort(&mut sorted);
+        assert_eq!(sorted[0], "_c_b-lock--2147483648", "as strings, the wrapped suffix sorts first");
+        assert_eq!(StandardDriver::MUTEX.wrapped(&names(&["_c_a-lock-0000000001", "0", "-1"])), None);
+        let rw = names(&["_c_r-__READ__0000000001", "_c_w-__WRIT__-2147483647"]);
+        assert_eq!(ReadDriver.wrapped(&rw), Some("_c_w-__WRIT__-2147483647"));
+        assert_eq!(WriteDriver.wrapped(&rw[..1]), None);
+    }
+
     #[test]
     fn mutex_holds_first_and_watches_predecessor() {
         let d = StandardDriver::MUTEX;
         let mut children = names(&["_c_b-lock-0000000003", "_c_a-lock-0000000001", "_c_c-lock-0000000002"]);
         d.sort(&mut children);
         assert_eq!(d.verdict(&children, "_c_a-lock-0000000001"), Verdict::Acquired);
-        assert_eq!(
-            d.verdict(&children, "_c_b-lock-0000000003"),
-            Verdict::Watch { node: "_c_c-lock-0000000002".into(), index: 1 }
-        );
+        assert_watches(&d, &children, "_c_b-lock-0000000003", "_c_c-lock-0000000002", 1);
         assert_eq!(d.verdict(&children, "_c_z-lock-0000000009"), Verdict::Missing);
     }
 
@@ -176,10 +254,7 @@ mod tests {
         let mut children = names(&["_c_a-lock-0000000001", "0", "lock-0000000000"]);
         d.sort(&mut children);
         assert_eq!(children[0], "0");
-        assert_eq!(
-            d.verdict(&children, "_c_a-lock-0000000001"),
-            Verdict::Watch { node: "lock-0000000000".into(), index: 1 }
-        );
+        assert_watches(&d, &children, "_c_a-lock-0000000001", "lock-0000000000", 1);
     }
 
     #[test]
@@ -187,10 +262,7 @@ mod tests {
         let d = StandardDriver { lock_name: "lease-", max_leases: 2 };
         let children = names(&["x-lease-0000000001", "x-lease-0000000002", "x-lease-0000000003"]);
         assert_eq!(d.verdict(&children, "x-lease-0000000002"), Verdict::Acquired);
-        assert_eq!(
-            d.verdict(&children, "x-lease-0000000003"),
-            Verdict::Watch { node: "x-lease-0000000001".into(), index: 0 }
-        );
+        assert_watches(&d, &children, "x-lease-0000000003", "x-lease-0000000001", 0);
         assert!(!d.first_after_holder_leaves());
         assert!(StandardDriver::MUTEX.first_after_holder_leaves());
     }
@@ -207,19 +279,10 @@ mod tests {
         assert_eq!(children[0], "_c_r1-__READ__0000000001");
         assert_eq!(ReadDriver.verdict(&children, "_c_r1-__READ__0000000001"), Verdict::Acquired);
         // a reader behind writers watches the FIRST writer, not the nearest
-        assert_eq!(
-            ReadDriver.verdict(&children, "_c_r2-__READ__0000000004"),
-            Verdict::Watch { node: "_c_w1-__WRIT__0000000002".into(), index: 1 }
-        );
+        assert_watches(&ReadDriver, &children, "_c_r2-__READ__0000000004", "_c_w1-__WRIT__0000000002", 1);
         // a writer watches its immediate predecessor, of either kind
-        assert_eq!(
-            WriteDriver.verdict(&children, "_c_w2-__WRIT__0000000003"),
-            Verdict::Watch { node: "_c_w1-__WRIT__0000000002".into(), index: 1 }
-        );
-        assert_eq!(
-            WriteDriver.verdict(&children, "_c_w1-__WRIT__0000000002"),
-            Verdict::Watch { node: "_c_r1-__READ__0000000001".into(), index: 0 }
-        );
+        assert_watches(&WriteDriver, &children, "_c_w2-__WRIT__0000000003", "_c_w1-__WRIT__0000000002", 1);
+        assert_watches(&WriteDriver, &children, "_c_w1-__WRIT__0000000002", "_c_r1-__READ__0000000001", 0);
         assert_eq!(ReadDriver.verdict(&children, "_c_r9-__READ__0000000009"), Verdict::Missing);
         assert_eq!(WriteDriver.verdict(&children, "_c_w9-__WRIT__0000000009"), Verdict::Missing);
         assert!(!ReadDriver.first_after_holder_leaves() && !WriteDriver.first_after_holder_leaves());
@@ -233,16 +296,10 @@ mod tests {
         ReadDriver.sort(&mut children);
         assert_eq!(children[0], "0");
         assert_eq!(ReadDriver.verdict(&children, "_c_r-__READ__0000000002"), Verdict::Acquired);
-        assert_eq!(
-            WriteDriver.verdict(&children, "_c_w-__WRIT__0000000003"),
-            Verdict::Watch { node: "_c_r-__READ__0000000002".into(), index: 1 }
-        );
+        assert_watches(&WriteDriver, &children, "_c_w-__WRIT__0000000003", "_c_r-__READ__0000000002", 1);
         let mut children = names(&["_c_r-__READ__0000000002", "x__WRIT__0000000001"]);
         ReadDriver.sort(&mut children);
-        assert_eq!(
-            ReadDriver.verdict(&children, "_c_r-__READ__0000000002"),
-            Verdict::Watch { node: "x__WRIT__0000000001".into(), index: 0 }
-        );
+        assert_watches(&ReadDriver, &children, "_c_r-__READ__0000000002", "x__WRIT__0000000001", 0);
     }
 
     #[test]
@@ -262,15 +319,9 @@ mod tests {
             ));
             // the write holder released: the queued writer still waits on the read node
             children.retain(|c| c != "_c_w-__WRIT__0000000005");
-            assert_eq!(
-                WriteDriver.verdict(&children, "_c_q-__WRIT__0000000006"),
-                Verdict::Watch { node: "_c_d-__READ__0000000005".into(), index: 0 }
-            );
+            assert_watches(&WriteDriver, &children, "_c_q-__WRIT__0000000006", "_c_d-__READ__0000000005", 0);
             // and the later reader waits for the queued writer
-            assert_eq!(
-                ReadDriver.verdict(&children, "_c_r-__READ__0000000007"),
-                Verdict::Watch { node: "_c_q-__WRIT__0000000006".into(), index: 1 }
-            );
+            assert_watches(&ReadDriver, &children, "_c_r-__READ__0000000007", "_c_q-__WRIT__0000000006", 1);
         }
     }
 

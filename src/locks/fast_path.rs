@@ -17,7 +17,8 @@
 //!   this path itself) and its delete was the last request this handle sent before the create
 //!   (the record of it is taken, under one lock, as the create is sent);
 //! - the same session: epoch and session id, and not a read-only connection;
-//! - the directory's watch was armed on this session before the delete and has not fired;
+//! - the directory's watch that was armed (on this session) before the delete is the one
+//!   still armed, and has not fired, both when the create is sent and after its reply;
 //! - the delete was answered `Ok` (so the node existed in this directory when deleted);
 //! - the create succeeded on its first send;
 //! - its suffix is `n + 1`, with `0 <= n < i32::MAX` (past that ZooKeeper's suffix wraps).
@@ -29,12 +30,14 @@
 //! reasoning, so turn it off for 3.5 servers.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use futures::future::{BoxFuture, FutureExt};
-use zookeeper_client::{Client, WatchedEvent};
+use zookeeper_client::WatchedEvent;
 
-use super::node::{CreatedNode, DeleteReply, Failure, NodeSpec};
+use super::node::{CreatedNode, DeleteReply, Failure, SendDelete};
+use super::protected::NodeSpec;
 use crate::framework::{ConnectionState, Framework, Session};
 use crate::sync::Mutex;
 
@@ -49,9 +52,10 @@ pub enum FastPathFallback {
     OtherSession,
     /// The connection is read-only.
     ReadOnly,
-    /// No watch on the lock directory was armed on this session.
+    /// No watch on the lock directory was armed on this session before the delete.
     WatchMissing,
-    /// The directory's watch fired: it was changed, deleted or re-created.
+    /// The directory's watch armed before the delete fired (the directory was changed,
+    /// deleted or re-created), whatever watch was armed after it.
     WatchFired,
     /// The delete of the last hold was not answered `Ok` before the create's reply.
     DeleteNotConfirmed,
@@ -100,10 +104,7 @@ struct Slot {
 
 impl std::fmt::Debug for Slot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Slot")
-            .field("record", &self.record)
-            .field("watch", &self.watch.as_ref().map(|w| w.epoch))
-            .finish()
+        f.debug_struct("Slot").field("record", &self.record).field("watch", &self.watch.as_ref().map(|w| w.id)).finish()
     }
 }
 
@@ -114,10 +115,36 @@ struct Record {
     session_id: i64,
     sequence: i64,
     reply: DeleteReply,
+    /// The directory watch that was armed and quiet when the delete was sent: the only one
+    /// that proves the directory was not re-created after it.
+    watch: Option<WatchId>,
+}
+
+/// Which directory watch: its session (epoch and id) and a serial unique in the process.
+/// Watches are told apart by it, so that a watch armed after a delete (by another task of the
+/// handle, on a directory that may have been re-created) never stands in for one armed
+/// before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct WatchId {
+    epoch: u64,
+    session_id: i64,
+    serial: u64,
+}
+
+impl WatchId {
+    fn next(session: &Session) -> Self {
+        static SERIAL: AtomicU64 = AtomicU64::new(0);
+        let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
+        Self { epoch: session.epoch, session_id: session.id(), serial }
+    }
+
+    fn of(&self, epoch: u64, session_id: i64) -> bool {
+        self.epoch == epoch && self.session_id == session_id && session_id != 0
+    }
 }
 
 struct DirWatch {
-    epoch: u64,
+    id: WatchId,
     fired: BoxFuture<'static, WatchedEvent>,
 }
 
@@ -132,11 +159,13 @@ pub(crate) struct SoleHold {
 impl SoleHold {
     /// Sends the node's delete with `send` and records it, under the handle's lock, so that
     /// an acquire that takes the record sends its create after this delete.
-    pub(crate) fn record_delete(&self, epoch: u64, send: impl FnOnce() -> DeleteReply) -> DeleteReply {
+    pub(crate) fn record_delete(&self, epoch: u64, send: SendDelete<'_>) -> DeleteReply {
         let mut slot = self.fast.slot.lock();
+        // The watch armed now was sent before this delete: it was kept once answered.
+        let watch = slot.quiet_watch(epoch, self.session_id);
         let reply = send();
-        let record = Record { epoch, session_id: self.session_id, sequence: self.sequence, reply: reply.clone() };
-        slot.record = Some(record);
+        let (session_id, sequence) = (self.session_id, self.sequence);
+        slot.record = Some(Record { epoch, session_id, sequence, reply: reply.clone(), watch });
         slot.wants_watch = true;
         reply
     }
@@ -168,22 +197,23 @@ impl FastPath {
     /// listing): the handle held its lock alone, and no watch is armed and quiet.
     pub(crate) fn needs_watch(&self, session: &Session) -> bool {
         let mut slot = self.slot.lock();
-        slot.wants_watch && slot.watch_state(session.epoch) != WatchState::Quiet
+        slot.wants_watch && slot.quiet_watch(session.epoch, session.id()).is_none()
     }
 
-    /// Sends an `exists` watch on `dir` now and keeps it once answered (unless one is armed).
+    /// Sends an `exists` watch on `dir` now and keeps it once answered (unless one is armed),
+    /// under a new identity.
     pub(crate) fn arm_watch<'a>(
         &'a self,
-        client: &'a Client,
-        epoch: u64,
+        session: &'a Session,
         dir: &str,
     ) -> impl std::future::Future<Output = ()> + 'a {
-        let exists = client.check_and_watch_stat(dir);
+        let id = WatchId::next(session);
+        let exists = session.client.check_and_watch_stat(dir);
         async move {
             if let Ok((Some(_), watcher)) = exists.await {
                 let mut slot = self.slot.lock();
                 if slot.watch.is_none() {
-                    slot.watch = Some(DirWatch { epoch, fired: watcher.changed().boxed() });
+                    slot.watch = Some(DirWatch { id, fired: watcher.changed().boxed() });
                 }
             }
         }
@@ -198,19 +228,20 @@ impl FastPath {
         let (record, pending, reply) = {
             let mut slot = self.slot.lock();
             let record = slot.record.take();
-            let watch = slot.watch_state(session.epoch);
             let server_ok = record.is_some() && framework.server_supports_fast_path(); // 3.6+ (learned per session)
             let skip = match &record {
                 None => Some(FastPathFallback::NoRecord),
                 Some(record) if record.epoch != session.epoch || record.session_id != session.id() => {
                     Some(FastPathFallback::OtherSession)
                 }
-                // Without a quiet watch the create alone cannot win: list with it instead
-                // (and arm a watch in the same round trip).
-                Some(_) if watch == WatchState::Missing => Some(FastPathFallback::WatchMissing),
-                Some(_) if watch == WatchState::Fired => Some(FastPathFallback::WatchFired),
+                // Without the watch armed before the delete, quiet, the create alone cannot
+                // win: list with it instead (and arm a watch in the same round trip).
                 Some(_) if !server_ok => Some(FastPathFallback::NoRecord),
-                Some(_) => None,
+                Some(record) => match slot.recorded_watch(record) {
+                    WatchState::Missing => Some(FastPathFallback::WatchMissing),
+                    WatchState::Fired => Some(FastPathFallback::WatchFired),
+                    WatchState::Quiet => None,
+                },
             };
             let (Some(record), None) = (record, skip) else {
                 drop(slot);
@@ -229,7 +260,7 @@ impl FastPath {
         let node = pending.created(sequence, stat.czxid);
         let observed = Observed {
             read_only: framework.state() == ConnectionState::ReadOnly,
-            watch: self.watch_state(session.epoch),
+            watch: self.slot.lock().recorded_watch(&record),
             delete_ok: matches!(record.reply.clone().now_or_never(), Some(Ok(()))),
             previous: record.sequence,
             sequence: sequence.into_i64(),
@@ -244,10 +275,6 @@ impl FastPath {
         })
     }
 
-    fn watch_state(&self, epoch: u64) -> WatchState {
-        self.slot.lock().watch_state(epoch)
-    }
-
     fn fell_back(&self, reason: FastPathFallback, node: Option<CreatedNode>) -> FastTry {
         *self.stats.lock().fallbacks.entry(reason).or_default() += 1;
         tracing::debug!(?reason, "fast path not taken");
@@ -259,30 +286,47 @@ impl FastPath {
 }
 
 impl Slot {
-    /// The directory watch now; a fired or stale one is dropped (a finished future is never
-    /// polled again), to be armed again with a listing.
-    fn watch_state(&mut self, epoch: u64) -> WatchState {
-        let state = match self.watch.as_mut() {
-            None => WatchState::Missing,
-            Some(watch) if watch.epoch != epoch => WatchState::Missing,
-            Some(watch) => match watch.fired.as_mut().now_or_never() {
-                Some(_) => WatchState::Fired,
-                None => WatchState::Quiet,
-            },
+    /// The directory watch armed on this session that has not fired, if any. A fired or stale
+    /// one is dropped (a finished future is never polled again), to be armed again with a
+    /// listing.
+    fn quiet_watch(&mut self, epoch: u64, session_id: i64) -> Option<WatchId> {
+        let quiet = match self.watch.as_mut() {
+            Some(watch) if watch.id.of(epoch, session_id) => watch.fired.as_mut().now_or_never().is_none(),
+            _ => false,
         };
-        if state != WatchState::Quiet {
+        if !quiet {
             self.watch = None;
         }
-        state
+        self.watch.as_ref().map(|watch| watch.id)
+    }
+
+    /// Whether the watch `record` names is still the one armed, and quiet.
+    fn recorded_watch(&mut self, record: &Record) -> WatchState {
+        let now = self.quiet_watch(record.epoch, record.session_id);
+        WatchState::of(record.watch, now)
     }
 }
 
-/// The directory watch as seen right after the create's reply.
+/// The directory watch a delete recorded, as seen when the create is sent and after its reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum WatchState {
+    /// No watch was armed (and quiet) when the delete was sent.
     Missing,
+    /// That watch fired, or went with its session: another watch (or none) is armed now.
     Fired,
+    /// That very watch is armed, and quiet.
     Quiet,
+}
+
+impl WatchState {
+    /// `recorded`: the watch armed when the delete was sent; `now`: the quiet watch armed now.
+    fn of(recorded: Option<WatchId>, now: Option<WatchId>) -> Self {
+        match recorded {
+            None => WatchState::Missing,
+            Some(recorded) if now == Some(recorded) => WatchState::Quiet,
+            Some(_) => WatchState::Fired,
+        }
+    }
 }
 
 /// What the fast path decides on, once the create is answered.
@@ -356,6 +400,33 @@ mod tests {
         assert_eq!(quiet(-2147483648, -2147483647).verdict(), Err(FastPathFallback::SequenceRange));
         // A 19-digit suffix (past i32::MAX) is out of range too.
         assert_eq!(quiet(3_000_000_000, 3_000_000_001).verdict(), Err(FastPathFallback::SequenceRange));
+    }
+
+    fn watch(serial: u64) -> WatchId {
+        WatchId { epoch: 1, session_id: 7, serial }
+    }
+
+    #[test]
+    fn only_the_watch_armed_before_the_delete_proves_the_directory() {
+        assert_eq!(WatchState::of(Some(watch(3)), Some(watch(3))), WatchState::Quiet);
+        // It fired, and another task's listing armed a new one (maybe on a re-created
+        // directory): the new one proves nothing about the gap.
+        assert_eq!(WatchState::of(Some(watch(3)), Some(watch(4))), WatchState::Fired);
+        assert_eq!(WatchState::of(Some(watch(3)), None), WatchState::Fired);
+        // No watch when the delete was sent: one armed since is not enough.
+        assert_eq!(WatchState::of(None, Some(watch(4))), WatchState::Missing);
+        assert_eq!(WatchState::of(None, None), WatchState::Missing);
+        // Same serial, other session: not the same watch.
+        let other_session = WatchId { session_id: 8, ..watch(3) };
+        assert_eq!(WatchState::of(Some(watch(3)), Some(other_session)), WatchState::Fired);
+    }
+
+    #[test]
+    fn a_watch_belongs_to_one_known_session() {
+        assert!(watch(1).of(1, 7));
+        assert!(!watch(1).of(2, 7), "another epoch");
+        assert!(!watch(1).of(1, 8), "another session id");
+        assert!(!WatchId { session_id: 0, ..watch(1) }.of(1, 0), "an unknown session id proves nothing");
     }
 
     #[test]

@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 use zookeeper_client::{EventType, WatchedEvent};
 
 use super::fast_path::SoleHold;
-use super::node::{Cleanup, CreatedNode};
+use super::node::{Cleanup, CreatedNode, DeleteReply, SendDelete};
 use super::revocation::{End, NodeRevocation};
 use crate::error::{is_zk_retryable, is_zk_session_lost, Result, ZkError};
 use crate::framework::{ConnectionState, Framework};
@@ -26,6 +26,9 @@ pub(crate) type KeptWatch = BoxFuture<'static, WatchedEvent>;
 /// A lock or lease node held by this process: dropping it deletes the node.
 pub(crate) struct HeldNode {
     cleanup: Cleanup,
+    /// Set when the node held its lock alone: its delete is recorded for the handle's fast
+    /// path, as it is sent.
+    sole: Option<SoleHold>,
     watch: NodeWatch,
     /// Watches set while acquiring and kept so that they fire (at the latest on our own
     /// delete) instead of costing a RemoveWatches request when dropped unfired. Declared
@@ -51,7 +54,7 @@ impl HeldNode {
             gone: Arc::default(),
             revocation: None,
         };
-        Self { cleanup, watch, kept_watches: Mutex::default() }
+        Self { cleanup, sole: None, watch, kept_watches: Mutex::default() }
     }
 
     /// The held stage of `node`, revocable when `revocation` watches it.
@@ -63,7 +66,15 @@ impl HeldNode {
 
     /// The node held its lock alone: its delete is recorded for the handle's fast path.
     pub(crate) fn held_alone(&mut self, sole: SoleHold) {
-        self.cleanup.held_alone(sole);
+        self.sole = Some(sole);
+    }
+
+    /// Sends the delete with `send`, through the fast path's record when the node held alone.
+    fn record(sole: Option<&SoleHold>, epoch: u64, send: SendDelete<'_>) -> DeleteReply {
+        match sole {
+            Some(sole) => sole.record_delete(epoch, send),
+            None => send(),
+        }
     }
 
     /// Keeps `watch` until the node is released.
@@ -86,9 +97,12 @@ impl HeldNode {
     /// the node until its session ends.
     pub(crate) async fn release(mut self) -> Result<()> {
         let watch = self.watch.clone();
-        let cleanup = &mut self.cleanup;
+        let HeldNode { cleanup, sole, .. } = &mut self;
         let delete = || {
-            let reply = watch.client().map(|client| cleanup.send_delete(&client, &watch.full_path));
+            let (sole, epoch) = (sole.as_ref(), watch.epoch);
+            let send =
+                |client| cleanup.send_delete_via(&client, &watch.full_path, |send| Self::record(sole, epoch, send));
+            let reply = watch.client().map(send);
             async move {
                 match reply {
                     None => Ok(()), // the session is over: the node went with it
@@ -106,6 +120,15 @@ impl HeldNode {
             tracing::warn!(node = %watch.full_path, %error, "lock node release failed");
             error.into()
         })
+    }
+}
+
+impl Drop for HeldNode {
+    /// Sends the delete now (ordered before any later request), through the fast path's
+    /// record; the cleanup's own `Drop` then leaves the reply to the reaper.
+    fn drop(&mut self) {
+        let (sole, epoch) = (self.sole.as_ref(), self.cleanup.epoch());
+        self.cleanup.delete_now_via(|send| Self::record(sole, epoch, send));
     }
 }
 

@@ -11,8 +11,14 @@
 //! trip, because someone may delete it meanwhile (ZooKeeper notifies a session in zxid order,
 //! so that deletion would be heard first).
 //!
+//! The shortcut is not taken when the connection changed state while the waiter waited: after
+//! a reconnect, missed events are replayed in the server's order, so the predecessor's
+//! deletion can arrive before our own node's. The waiter lists the children again instead.
+//!
+//! No listing outlives the decision it served: a waiter keeps only its predecessor's name.
+//!
 //! Cancellation is the node lifecycle's business: a dropped acquire drops its
-//! [`CreatedNode`](super::node::CreatedNode) (or pending create), which deletes it.
+//! [`CreatedNode`] (or pending create), which deletes it.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -24,7 +30,8 @@ use super::acquire::Mode;
 use super::driver::{Driver, Verdict};
 use super::fast_path::{self, FastPath, FastPathStats, FastTry};
 use super::held::HeldNode;
-use super::node::{retry_request, CreatedNode, Failure, NodeSpec};
+use super::node::{retry_request, CreatedNode, Failure};
+use super::protected::{NodeDir, NodeSpec};
 use super::revocation::{NodeRevocation, Signal};
 use super::start_over::fresh_attempts;
 use crate::error::{Error, Result, ZkError};
@@ -37,13 +44,8 @@ type OwnWatch = BoxFuture<'static, WatchedEvent>;
 /// A lock directory and the rule for who holds it.
 #[derive(Debug, Clone)]
 pub(crate) struct LockInternals {
-    framework: Framework,
-    /// The path as the user gave it.
-    path: String,
-    /// Full server path of the lock directory.
-    dir: String,
+    nodes: NodeDir,
     driver: Arc<dyn Driver>,
-    data: Vec<u8>,
     /// The uncontended fast path, for mutexes that use it.
     fast: Option<Arc<FastPath>>,
 }
@@ -52,21 +54,16 @@ impl LockInternals {
     /// The engine for the lock directory `path` (a user path).
     ///
     /// # Errors
-    /// [`Error::InvalidPath`] for a bad path; [`Error::TooLarge`] when a node's create request
-    /// would not fit the servers' limit; [`Error::InvalidArgument`] for an empty ACL.
+    /// As [`NodeDir::new`].
     pub(crate) fn new(framework: &Framework, path: &str, driver: Arc<dyn Driver>, data: Vec<u8>) -> Result<Self> {
-        path::validate_recipe_path(path)?;
-        let dir = framework.fix_path(path);
-        // A node's name adds the protected prefix and the 10-digit sequence to the marker.
-        let name_len = path::PROTECTED_PREFIX_LEN + driver.lock_name().len() + 10;
-        framework.check_create(&path::join(&dir, driver.lock_name()), name_len, &data)?;
-        Ok(Self { framework: framework.clone(), path: path.to_owned(), dir, driver, data, fast: None })
+        let nodes = NodeDir::new(framework, path, driver.lock_name(), data)?;
+        Ok(Self { nodes, driver, fast: None })
     }
 
     /// Takes an uncontended lock with the create alone when it can prove that is safe (see
     /// `fast_path.rs`), unless the framework turned that off. For mutex drivers only.
     pub(crate) fn with_fast_path(mut self) -> Self {
-        if fast_path::enabled(&self.framework) {
+        if fast_path::enabled(self.framework()) {
             self.fast = Some(Arc::default());
         }
         self
@@ -78,22 +75,22 @@ impl LockInternals {
     }
 
     pub(crate) fn framework(&self) -> &Framework {
-        &self.framework
+        self.nodes.framework()
     }
 
     /// The lock path as the user gave it.
     pub(crate) fn path(&self) -> &str {
-        &self.path
+        self.nodes.path()
     }
 
     /// Full server path of the lock directory.
     pub(crate) fn dir(&self) -> &str {
-        &self.dir
+        self.nodes.dir()
     }
 
     /// What this directory's nodes are created as.
     pub(crate) fn spec(&self) -> NodeSpec<'_> {
-        NodeSpec { framework: &self.framework, dir: &self.dir, marker: self.driver.lock_name(), data: &self.data }
+        self.nodes.spec()
     }
 
     /// What a revocable node is created as: no data, as Curator writes it (the data watch
@@ -111,11 +108,12 @@ impl LockInternals {
     /// with no data and watched for revocation requests (which reach `revocable` while the
     /// acquire waits, and the guards once it holds).
     pub(crate) async fn acquire_with<M: Mode>(&self, revocable: Option<&Arc<Signal>>) -> Result<M::Out<HeldNode>> {
-        fresh_attempts(&self.framework, &self.path, || self.attempt::<M>(revocable)).await
+        fresh_attempts(self.framework(), self.path(), || self.attempt::<M>(revocable)).await
     }
 
     async fn attempt<M: Mode>(&self, revocable: Option<&Arc<Signal>>) -> Result<M::Out<HeldNode>, Failure> {
-        let session = self.framework.inner().session()?;
+        let framework = self.framework();
+        let session = framework.inner().session()?;
         let list = || self.listing(&session);
         let spec = if revocable.is_some() { self.revocable_spec() } else { self.spec() };
         // Started once the attempt is known to wait or hold (a busy try deletes its node at
@@ -124,7 +122,7 @@ impl LockInternals {
         let mut revocation: Option<Arc<NodeRevocation>> = None;
         let mut watch_revocation = move |node: &CreatedNode| {
             if let (Some(signal), None) = (revocable, &revocation) {
-                revocation = Some(NodeRevocation::start(&self.framework, epoch, node.full_path(), signal.clone()));
+                revocation = Some(NodeRevocation::start(framework, epoch, node.full_path(), signal.clone()));
             }
             revocation.clone()
         };
@@ -138,19 +136,27 @@ impl LockInternals {
                 return Ok(M::held(self.hold(&session, node, true, revocation)));
             }
             FastTry::Queued(node) => (node, None),
-            FastTry::NotTried => spec.create(&session, list).await?,
+            FastTry::NotTried => spec.create(&session, None, list).await?,
         };
         let mut listed = listed.filter(|children| children.iter().any(|c| c == node.name()));
         loop {
             let sorted = match listed.take() {
                 Some(children) => children,
-                None => retry_request(&self.framework, list).await?,
+                None => retry_request(framework, list).await?,
             };
-            let (ahead, index) = match self.driver.verdict(&sorted, node.name()) {
+            if self.driver.wrapped(&sorted).is_some() {
+                return Err(Error::SequenceWrapped { path: self.path().to_owned() }.into());
+            }
+            let verdict = self.driver.verdict(&sorted, node.name());
+            let alone = sorted.len() == 1;
+            // The listing served this decision only: a waiter keeps its predecessor's name,
+            // not the whole queue (thousands of names per waiter on a long queue).
+            drop(sorted);
+            let (ahead, index) = match verdict {
                 Verdict::Missing => return Err(Failure::NodeMissing),
                 Verdict::Acquired => {
                     let revocation = watch_revocation(&node);
-                    return Ok(M::held(self.hold(&session, node, sorted.len() == 1, revocation)));
+                    return Ok(M::held(self.hold(&session, node, alone, revocation)));
                 }
                 Verdict::Watch { node, index } => (node, index),
             };
@@ -179,10 +185,10 @@ impl LockInternals {
         let Some(fast) = self.fast.as_deref().filter(|fast| fast.needs_watch(session)) else {
             let driver = self.driver.clone();
             let sort = move |children: &mut Vec<String>| driver.sort(children);
-            return session.listings.list(&session.client, &self.dir, self.driver.lock_name(), sort).left_future();
+            return session.listings.list(&session.client, self.dir(), self.driver.lock_name(), sort).left_future();
         };
-        let children = session.client.list_children(&self.dir);
-        let arm = fast.arm_watch(&session.client, session.epoch, &self.dir);
+        let children = session.client.list_children(self.dir());
+        let arm = fast.arm_watch(session, self.dir());
         async move {
             arm.await;
             let mut children = children.await?;
@@ -222,10 +228,13 @@ impl LockInternals {
         ahead: &str,
         own: Option<&str>,
     ) -> Result<Option<OwnWatch>, Failure> {
+        // Taken before anything is sent: any change of the connection's state after it (a
+        // disconnect, then a reconnect) makes the wake-up unfit for the shortcut.
+        let mut connection = own.map(|_| session.client.state_watcher());
         // Sent now, ahead of the predecessor's watch; both are answered in one round trip.
-        let own_reply = own.map(|name| session.client.get_and_watch_data(&path::join(&self.dir, name)));
-        let ahead_path = path::join(&self.dir, ahead);
-        let ahead_watch = retry_request(&self.framework, || async {
+        let own_reply = own.map(|name| session.client.get_and_watch_data(&path::join(self.dir(), name)));
+        let ahead_path = path::join(self.dir(), ahead);
+        let ahead_watch = retry_request(self.framework(), || async {
             match session.client.get_and_watch_data(&ahead_path).await {
                 Ok((_, _, watcher)) => Ok(Some(watcher)),
                 Err(ZkError::NoNode) => Ok(None),
@@ -252,7 +261,7 @@ impl LockInternals {
             }
         };
         let epoch = session.epoch;
-        let mut state = self.framework.state_watch();
+        let mut state = self.framework().state_watch();
         let session_ended = state.wait_for(|s| s.epoch != epoch || s.state == ConnectionState::Lost);
         let event = tokio::select! {
             biased;
@@ -262,6 +271,14 @@ impl LockInternals {
         };
         match event {
             EventType::Session => Err(Failure::NodeMissing),
+            // After a reconnect, the client's watches are set again and the server reports
+            // what they missed in its own order, not in zxid order: our node's deletion may
+            // be reported after the predecessor's. Only a wake-up on the connection the
+            // watches were set on proves anything: otherwise, list again.
+            EventType::NodeDeleted if connection.as_mut().is_some_and(|c| c.changed().now_or_never().is_some()) => {
+                tracing::debug!(node = ahead, "predecessor deleted across a reconnect: listing again");
+                Ok(None)
+            }
             // Proven only if our node's watch is still quiet now that `ahead` is gone.
             EventType::NodeDeleted => {
                 Ok(own_watch.and_then(|mut watch| watch.as_mut().now_or_never().is_none().then_some(watch)))
@@ -272,15 +289,6 @@ impl LockInternals {
 
     /// Full paths of all children, in lock order (index 0 holds the lock), namespace stripped.
     pub(crate) async fn participant_nodes(&self) -> Result<Vec<String>> {
-        let listed = self.framework.with_retry(|s| {
-            let dir = &self.dir;
-            async move { s.client.list_children(dir).await }
-        });
-        let mut children = match listed.await {
-            Err(Error::ZooKeeper(ZkError::NoNode)) => Vec::new(),
-            other => other?,
-        };
-        self.driver.sort(&mut children);
-        Ok(children.iter().map(|c| self.framework.unfix_path(&path::join(&self.dir, c)).to_owned()).collect())
+        self.nodes.participant_nodes(|children| self.driver.sort(children)).await
     }
 }

@@ -4,12 +4,13 @@
 //!
 //! | file | holds |
 //! | --- | --- |
-//! | `node.rs` | a lock node's life as types (pending create, created node) and protected creation |
-//! | `held.rs` | the one release core (`HeldNode`) and the non-owning `NodeWatch` guards observe |
 //! | `driver.rs` | who holds: sort keys and predicates over the children (pure) |
+//! | `node.rs` | a lock node's life as types (pending create, created node) and its cleanup |
+//! | `protected.rs` | protected creation and recovery; a directory of protected nodes |
+//! | `fast_path.rs` | the uncontended mutex taken with the create alone, when provably safe |
+//! | `held.rs` | the one release core (`HeldNode`) and the non-owning `NodeWatch` guards observe |
 //! | `internals.rs` | the one wait engine (Curator's `LockInternals`) |
 //! | `start_over.rs` | the start-over loop: a fresh node when the last one went missing |
-//! | `fast_path.rs` | the uncontended mutex taken with the create alone, when provably safe |
 //! | `reentrant.rs` | per-task reentrancy: the one reentrant acquire core (an owner's acquires take turns; downgrade and upgrade refusal are its hooks), holds, and the ticket guard behind the public guards |
 //! | `acquire.rs` | the one acquire front-end: the acquire forms, `Lockable` and `LockHold` |
 //! | `revocation.rs` | revocation: the watch on a revocable node, `Revocable`, `Revoker` |
@@ -24,6 +25,7 @@ mod internals;
 mod multi;
 mod mutex;
 mod node;
+mod protected;
 mod read_write;
 mod reentrant;
 mod revocation;

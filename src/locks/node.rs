@@ -4,25 +4,25 @@
 //! | --- | --- | --- |
 //! | create sent, name not known yet | [`PendingCreate`] | the reaper deletes our protected prefix's children |
 //! | created, not holding | [`CreatedNode`] | its delete is sent at once; the reaper sees it through |
-//! | holding | [`HeldNode`](super::held::HeldNode) | the same (or the reaper finishes a release in flight) |
+//! | holding | `HeldNode` (`held.rs`) | the same (or the reaper finishes a release in flight) |
 //!
-//! One value, [`Cleanup`], knows what is left to delete and carries the only `Drop` of the
-//! three stages. It moves from stage to stage, so a transition is a plain move: nothing is
-//! disarmed, nothing is forgotten, and a node's path is always the one the server gave.
+//! One value, [`Cleanup`], knows what is left to delete and carries the one `Drop` of the
+//! first two stages (the held stage sends its delete first, through the fast path's record).
+//! It moves from stage to stage, so a transition is a plain move: nothing is disarmed, nothing
+//! is forgotten, and a node's path is always the one the server gave.
 //!
-//! Protected creation (Curator's protected mode) lives here too: the create is sent under a
-//! fresh `_c_<uuid>-` prefix, and after a connection error the node is looked for by that
-//! prefix before anything is created again.
+//! How the nodes are created (protected mode, and finding a node after a lost create reply)
+//! is `protected.rs`.
 
 use std::fmt;
 use std::future::Future;
 
 use futures::future::{BoxFuture, FutureExt, Shared};
-use zookeeper_client::{Acl, Acls, Client, CreateMode, CreateSequence, Stat};
+use zookeeper_client::{Client, CreateSequence};
 
-use super::fast_path::SoleHold;
-use crate::error::{is_zk_retryable, is_zk_session_lost, Error, Result, ZkError};
-use crate::framework::{Framework, ReaperCmd, Session};
+use super::driver::parse_sequence;
+use crate::error::{is_zk_retryable, is_zk_session_lost, Error, ZkError};
+use crate::framework::{Framework, ReaperCmd};
 use crate::path;
 
 /// Why an attempt (of any recipe) ended without a verdict.
@@ -57,14 +57,15 @@ impl fmt::Display for Failure {
 /// The reply to a delete already sent, which several parties may await.
 pub(crate) type DeleteReply = Shared<BoxFuture<'static, Result<(), ZkError>>>;
 
+/// Sends one delete and returns its reply.
+pub(crate) type SendDelete<'a> = &'a dyn Fn() -> DeleteReply;
+
 /// What is left to delete of one node, and the one `Drop` that deletes it.
 pub(crate) struct Cleanup {
     framework: Framework,
     /// The session (epoch) that created the node: deletes go only to that session.
     epoch: u64,
     target: Target,
-    /// Set when the node held its lock alone: its delete is recorded for the fast path.
-    sole: Option<SoleHold>,
 }
 
 enum Target {
@@ -99,43 +100,45 @@ impl Cleanup {
         self.epoch
     }
 
-    /// The node held its lock alone: its delete is to be recorded for the fast path.
-    pub(crate) fn held_alone(&mut self, sole: SoleHold) {
-        self.sole = Some(sole);
-    }
-
-    /// Sends the delete of `path` on `client` now and returns its reply. Until the reply says
-    /// the node is gone, dropping `self` hands the reply to the reaper.
-    pub(crate) fn send_delete(&mut self, client: &Client, path: &str) -> DeleteReply {
-        let send = || client.delete(path, None).boxed().shared();
-        let reply = match &self.sole {
-            Some(sole) => sole.record_delete(self.epoch, send),
-            None => send(),
-        };
+    /// Sends the delete of `path` on `client` now, by `via` (which calls the sender it is
+    /// given, once: a holder that records its delete for the fast path sends it under the
+    /// record's lock), and returns its reply. Until the reply says the node is gone, dropping
+    /// `self` hands the reply to the reaper.
+    pub(crate) fn send_delete_via(
+        &mut self,
+        client: &Client,
+        path: &str,
+        via: impl FnOnce(SendDelete<'_>) -> DeleteReply,
+    ) -> DeleteReply {
+        let reply = via(&|| client.delete(path, None).boxed().shared());
         self.target = Target::Deleting { path: path.to_owned(), reply: reply.clone() };
         reply
+    }
+
+    /// Sends the delete of a node known by its path now, through `via`, while its session is
+    /// current (it is ordered before any later request); dropping `self` then leaves the
+    /// reply to the reaper. Nothing is sent at the other stages.
+    pub(crate) fn delete_now_via(&mut self, via: impl FnOnce(SendDelete<'_>) -> DeleteReply) {
+        let Target::Node(path) = &self.target else { return };
+        // Without a client the session is over: the node went with it.
+        if let Some(client) = self.framework.inner().client_of(self.epoch) {
+            let path = path.clone();
+            drop(self.send_delete_via(&client, &path, via)); // kept in the target
+        }
     }
 }
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
+        self.delete_now_via(|send| send());
         let inner = self.framework.inner();
         match &mut self.target {
-            Target::Kept => {}
             Target::Prefix { dir, prefix } => inner.reap(ReaperCmd::DeleteByPrefix {
                 parent: std::mem::take(dir),
                 prefix: std::mem::take(prefix),
                 epoch: self.epoch,
             }),
-            Target::Node(path) => {
-                // Sent now, so it is ordered before any later request; the reaper sees it through.
-                let path = std::mem::take(path);
-                if let Some(client) = inner.client_of(self.epoch) {
-                    let reply = self.send_delete(&client, &path);
-                    let inner = self.framework.inner();
-                    inner.reap(ReaperCmd::Sent { path, epoch: self.epoch, reply: Box::pin(reply) });
-                }
-            }
+            Target::Node(_) | Target::Kept => {}
             Target::Deleting { path, reply } => match reply.peek() {
                 // Settled: gone, or refused for good (the release reported it).
                 Some(Ok(()) | Err(ZkError::NoNode)) => {}
@@ -161,10 +164,25 @@ pub(crate) struct PendingCreate {
 }
 
 impl PendingCreate {
-    fn new(framework: &Framework, epoch: u64, dir: &str, prefix: String, marker: &'static str) -> Self {
+    /// A create of a node named `<prefix><marker>…` in `dir`, sent on session `epoch`.
+    pub(crate) fn new(framework: &Framework, epoch: u64, dir: &str, prefix: String, marker: &'static str) -> Self {
         let target = Target::Prefix { dir: dir.to_owned(), prefix: prefix.clone() };
-        let cleanup = Cleanup { framework: framework.clone(), epoch, target, sole: None };
+        let cleanup = Cleanup { framework: framework.clone(), epoch, target };
         Self { cleanup, dir: dir.to_owned(), prefix, marker }
+    }
+
+    pub(crate) fn framework(&self) -> &Framework {
+        self.cleanup.framework()
+    }
+
+    /// The directory's full path.
+    pub(crate) fn dir(&self) -> &str {
+        &self.dir
+    }
+
+    /// The protected prefix, `_c_<uuid>-`.
+    pub(crate) fn prefix(&self) -> &str {
+        &self.prefix
     }
 
     /// A protected create of any mode under `<dir>/<prefix>`, whose name the caller works out:
@@ -182,56 +200,33 @@ impl PendingCreate {
 
     /// The session (epoch) the create was sent on.
     pub(crate) fn epoch(&self) -> u64 {
-        self.cleanup.epoch
+        self.cleanup.epoch()
     }
 
     /// The create was answered with `sequence`: from now on the node is deleted by path.
     pub(crate) fn created(self, sequence: CreateSequence, czxid: i64) -> CreatedNode {
+        self.with_sequence(&sequence.to_string(), czxid)
+    }
+
+    /// The node is `<prefix><marker><sequence>`: from now on it is deleted by path.
+    pub(crate) fn with_sequence(self, sequence: &str, czxid: i64) -> CreatedNode {
         let name = format!("{}{}{sequence}", self.prefix, self.marker);
         self.named(name, czxid)
     }
 
     /// The node is known by name: from now on it is deleted by path.
-    fn named(self, name: String, czxid: i64) -> CreatedNode {
-        let PendingCreate { mut cleanup, dir, prefix, marker } = self;
+    pub(crate) fn named(self, name: String, czxid: i64) -> CreatedNode {
+        let sequence = self.sequence_of(&name);
+        let PendingCreate { mut cleanup, dir, .. } = self;
         let full_path = path::join(&dir, &name);
         cleanup.target = Target::Node(full_path.clone());
-        let sequence = name[prefix.len() + marker.len()..].parse().ok();
         CreatedNode { cleanup, name, full_path, czxid, sequence }
     }
 
-    /// Looks for the node after a create whose reply was lost. A `sync` goes first, so that a
-    /// create this session sent through another member has landed (or been refused) before
-    /// the listing. Adopts the first child with our prefix that our session owns; deletes any
-    /// others with the prefix (a create that was sent twice). With `any_owner` (a persistent
-    /// node, which has no owner), the first child with the prefix is adopted.
-    pub(crate) async fn recover(&self, session: &Session, any_owner: bool) -> Result<Option<(String, i64)>, Failure> {
-        let dir = self.dir.as_str();
-        let listing = || async {
-            let (synced, children) = futures::join!(session.client.sync(dir), session.client.list_children(dir));
-            synced?;
-            children
-        };
-        let framework = self.cleanup.framework();
-        let mut ours: Vec<String> = retry_request(framework, listing).await?;
-        ours.retain(|c| c.starts_with(&self.prefix));
-        ours.sort_by_key(|name| path::sequence(name));
-        let mut adopted = None;
-        for name in ours {
-            let full = path::join(dir, &name);
-            if adopted.is_none() {
-                let stat = retry_request(framework, || session.client.check_stat(&full)).await?;
-                if let Some(stat) = stat.filter(|s| any_owner || session.owns(s.ephemeral_owner)) {
-                    framework.inner().note_session_id(session);
-                    tracing::debug!(node = %full, "adopted our node after a lost create reply");
-                    adopted = Some((name, stat.czxid));
-                    continue;
-                }
-            }
-            // Another create under our prefix (or a stale session's): never a second node of ours.
-            framework.inner().reap(ReaperCmd::Delete { path: full, epoch: session.epoch });
-        }
-        Ok(adopted)
+    /// The sequence of `name`, a node of this create (`<prefix><marker><sequence>`).
+    pub(crate) fn sequence_of(&self, name: &str) -> Option<i64> {
+        let rest = name.strip_prefix(self.prefix.as_str())?.strip_prefix(self.marker)?;
+        parse_sequence(rest)
     }
 }
 
@@ -266,153 +261,6 @@ impl CreatedNode {
     /// Takes the node apart for the held stage: its cleanup, full path and creation zxid.
     pub(crate) fn into_parts(self) -> (Cleanup, String, i64) {
         (self.cleanup, self.full_path, self.czxid)
-    }
-}
-
-/// Where and what to create: a directory's full path, the name marker after the protected
-/// prefix (`lock-`, `lease-`), and the node's data.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct NodeSpec<'a> {
-    pub(crate) framework: &'a Framework,
-    pub(crate) dir: &'a str,
-    pub(crate) marker: &'static str,
-    pub(crate) data: &'a [u8],
-}
-
-/// A fresh protected name to create a node under: `<dir>/_c_<uuid>-<marker>`, and its ACL.
-pub(crate) struct ProtectedName {
-    prefix: String,
-    base: String,
-    acl: Vec<Acl>,
-}
-
-impl NodeSpec<'_> {
-    /// A fresh protected name (a new uuid) in this directory, with the provider's ACL.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for an empty ACL.
-    pub(crate) fn protected_name(&self) -> Result<ProtectedName> {
-        let prefix = path::new_protected_prefix();
-        let base = format!("{}/{}{}", self.dir, prefix, self.marker);
-        let acl = self.framework.acl_for(&base)?;
-        Ok(ProtectedName { prefix, base, acl })
-    }
-
-    fn pending(&self, session: &Session, name: &ProtectedName) -> PendingCreate {
-        PendingCreate::new(self.framework, session.epoch, self.dir, name.prefix.clone(), self.marker)
-    }
-
-    /// Sends one create of `name` now, with no listing and no retry, and returns its cleanup
-    /// (armed from this moment) and its reply.
-    pub(crate) fn send_create<'a>(
-        &self,
-        session: &'a Session,
-        name: &'a ProtectedName,
-    ) -> (PendingCreate, impl Future<Output = Result<(Stat, CreateSequence), ZkError>> + Send + 'a) {
-        let options = CreateMode::EphemeralSequential.with_acls(Acls::new(&name.acl));
-        let reply = session.client.create(&name.base, self.data, &options);
-        (self.pending(session, name), reply)
-    }
-
-    /// Creates a protected ephemeral-sequential node on `session`, with `list` (a listing of
-    /// the directory) sent right behind the create so that both cost one round trip. Missing
-    /// parents are created as containers. After a connection error the node is recovered by
-    /// its prefix before the create is sent again.
-    ///
-    /// Returns the node and the listing when it succeeded on the first send. Cancel-safe: from
-    /// the moment the create is sent, a dropped call leaves no node behind.
-    pub(crate) async fn create<T, F, Fut>(
-        &self,
-        session: &Session,
-        list: F,
-    ) -> Result<(CreatedNode, Option<T>), Failure>
-    where
-        F: Fn() -> Fut,
-        Fut: Future<Output = Result<T, ZkError>>,
-    {
-        self.create_as(session, None, list).await
-    }
-
-    /// Creates a protected plain ephemeral node named `<prefix><marker><sequence>`, carrying a
-    /// sequence chosen by the caller instead of one the server appends: the read-write lock's
-    /// downgrade node, which takes its write node's sequence so that it sorts at the write
-    /// node's place in the queue (Curator 5.5+). `after` is sent right behind the create, as
-    /// `list` is for [`create`](Self::create); everything else is as there.
-    pub(crate) async fn create_with_sequence<T, F, Fut>(
-        &self,
-        session: &Session,
-        sequence: &str,
-        after: F,
-    ) -> Result<(CreatedNode, Option<T>), Failure>
-    where
-        F: Fn() -> Fut,
-        Fut: Future<Output = Result<T, ZkError>>,
-    {
-        self.create_as(session, Some(sequence), after).await
-    }
-
-    /// The create behind both forms: ephemeral-sequential without `sequence`, plain ephemeral
-    /// with it.
-    async fn create_as<T, F, Fut>(
-        &self,
-        session: &Session,
-        sequence: Option<&str>,
-        list: F,
-    ) -> Result<(CreatedNode, Option<T>), Failure>
-    where
-        F: Fn() -> Fut,
-        Fut: Future<Output = Result<T, ZkError>>,
-    {
-        let name = self.protected_name()?;
-        let (base, acl, mode) = match sequence {
-            // The whole name is ours: the provider is asked for it, as Curator asks for the
-            // path it creates.
-            Some(sequence) => {
-                let base = format!("{}{sequence}", name.base);
-                let acl = self.framework.acl_for(&base)?;
-                (base, acl, CreateMode::Ephemeral)
-            }
-            None => (name.base.clone(), name.acl.clone(), CreateMode::EphemeralSequential),
-        };
-        let options = mode.with_acls(Acls::new(&acl));
-        let pending = self.pending(session, &name);
-        let mut retry = self.framework.retry_loop();
-        let mut made_parents = false;
-        loop {
-            let (created, listed) = futures::join!(session.client.create(&base, self.data, &options), list());
-            let error = match created {
-                Ok((stat, assigned)) => {
-                    session.learn_id(stat.ephemeral_owner);
-                    self.framework.inner().note_session_id(session);
-                    let node = match sequence {
-                        Some(sequence) => {
-                            let name = format!("{}{}{sequence}", pending.prefix, self.marker);
-                            pending.named(name, stat.czxid)
-                        }
-                        None => pending.created(assigned, stat.czxid),
-                    };
-                    return Ok((node, listed.ok()));
-                }
-                Err(ZkError::NoNode) if !made_parents => {
-                    made_parents = true;
-                    self.framework.ensure_containers(self.dir, true).await?;
-                    continue;
-                }
-                // The directory went again (an empty container is reaped at any time): start a
-                // fresh attempt, as Curator does on NoNode, under the retry policy.
-                Err(ZkError::NoNode) => return Err(Failure::NodeMissing),
-                Err(e) if is_zk_session_lost(&e) => return Err(Failure::NodeMissing),
-                Err(e) if is_zk_retryable(&e) => e,
-                Err(e) => return Err(e.into()),
-            };
-            // The create may have happened: look for our prefix before creating again.
-            if !retry.backoff().await {
-                return Err(error.into());
-            }
-            if let Some((name, czxid)) = pending.recover(session, false).await? {
-                return Ok((pending.named(name, czxid), None));
-            }
-        }
     }
 }
 

@@ -12,6 +12,7 @@ use super::driver::StandardDriver;
 use super::held::HeldNode;
 use super::internals::LockInternals;
 use super::node::{retry_request, CreatedNode, Failure};
+use super::protected::NodeDir;
 use super::start_over::fresh_attempts;
 use crate::error::{Error, Result};
 use crate::framework::{ConnectionState, Framework, Session};
@@ -80,8 +81,8 @@ struct Shared {
     max_leases: usize,
     /// The internal mutex on `S/locks`.
     lock: LockInternals,
-    /// The lease directory `S/leases`.
-    leases: LockInternals,
+    /// The lease directory `S/leases`: counted, never ordered.
+    leases: NodeDir,
     /// Leases acquired through this handle (or a clone) and not yet released.
     held: Arc<AtomicUsize>,
     /// The path as the user gave it.
@@ -124,8 +125,7 @@ impl InterProcessSemaphore {
         let mutex = Arc::new(StandardDriver::MUTEX);
         // The internal lock is a plain mutex: uncontended, its fast path saves a request.
         let lock = LockInternals::new(framework, &path::join(path, LOCKS), mutex, Vec::new())?.with_fast_path();
-        let driver = Arc::new(StandardDriver { lock_name: LEASE_NAME, max_leases });
-        let leases = LockInternals::new(framework, &path::join(path, LEASES), driver, data)?;
+        let leases = NodeDir::new(framework, &path::join(path, LEASES), LEASE_NAME, data)?;
         let shared = Shared { max_leases, lock, leases, held: Arc::default(), path: path.to_owned() };
         Ok(Self { shared: Arc::new(shared) })
     }
@@ -243,7 +243,9 @@ impl InterProcessSemaphore {
     /// # Cancel safety
     /// Cancel-safe: it only reads.
     pub async fn participant_nodes(&self) -> Result<Vec<String>> {
-        self.shared.leases.participant_nodes().await
+        let in_sequence_order =
+            |leases: &mut Vec<String>| leases.sort_by_key(|name| path::sort_key(name, LEASE_NAME).to_owned());
+        self.shared.leases.participant_nodes(in_sequence_order).await
     }
 
     fn check_count(&self, n: usize) -> Result<()> {
@@ -283,10 +285,10 @@ impl InterProcessSemaphore {
             return Err(Failure::NodeMissing); // the lock went with its session
         }
         let list = || session.client.list_and_watch_children(shared.leases.dir());
-        let (first, mut listing) = shared.leases.spec().create(&session, list).await?;
+        let (first, mut listing) = shared.leases.spec().create(&session, None, list).await?;
         let mut rest: Vec<CreatedNode> = Vec::new();
         for _ in 1..n {
-            let (node, listed) = shared.leases.spec().create(&session, list).await?;
+            let (node, listed) = shared.leases.spec().create(&session, None, list).await?;
             rest.push(node);
             listing = listed;
         }
@@ -295,10 +297,13 @@ impl InterProcessSemaphore {
                 Some(listed) => listed,
                 None => retry_request(self.framework(), list).await?,
             };
-            if !std::iter::once(&first).chain(&rest).all(|node| children.iter().any(|c| c == node.name())) {
+            let all_listed = std::iter::once(&first).chain(&rest).all(|node| children.iter().any(|c| c == node.name()));
+            let admitted = children.len() <= shared.max_leases;
+            drop(children); // no listing outlives its decision
+            if !all_listed {
                 return Err(Failure::NodeMissing);
             }
-            if children.len() <= shared.max_leases {
+            if admitted {
                 // Let the next contender in first (the delete goes out now). The unfired watch
                 // goes with the first lease: dropped now, it would cost a RemoveWatches request;
                 // kept, it fires (at the latest on our own lease's delete, whose notification
