@@ -1,11 +1,14 @@
 //! `FrameworkBuilder`: configuration, validated by `build()` without any I/O.
 
 use std::fmt;
+#[cfg(feature = "tls")]
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use zookeeper_client::Acl;
 
+use super::security::{Security, SecurityOptions};
 use super::state::ConnectionStateErrorPolicy;
 use super::Framework;
 use crate::error::{Error, Result};
@@ -90,6 +93,7 @@ pub(crate) struct Config {
     pub(crate) close_timeout: Duration,
     pub(crate) max_request_bytes: usize,
     pub(crate) fast_path: bool,
+    pub(crate) security: Security,
 }
 
 /// Builds a [`Framework`]. Setters take and return the builder by value; `build()` validates
@@ -122,6 +126,7 @@ pub struct FrameworkBuilder {
     close_timeout: Duration,
     max_request_bytes: usize,
     fast_path: bool,
+    security: SecurityOptions,
 }
 
 impl FrameworkBuilder {
@@ -140,6 +145,7 @@ impl FrameworkBuilder {
             close_timeout: Duration::from_secs(5),
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             fast_path: true,
+            security: SecurityOptions::default(),
         }
     }
 
@@ -237,14 +243,68 @@ impl FrameworkBuilder {
         self
     }
 
+    /// Connects with TLS, trusting the CA certificates in the PEM file `path` (a bundle may
+    /// hold several). Hosts of the connect string without a scheme then use TLS too; a
+    /// `tcp://` host stays plain and a `tcp+tls://` host needs this option. The file is read
+    /// by [`build`](Self::build), once: new sessions reuse what was read then.
+    ///
+    /// A ZooKeeper server speaks TLS on its `secureClientPort`, with
+    /// `serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory` (the security
+    /// guide, `guide::security`, has the server settings).
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls_ca_file(mut self, path: impl AsRef<Path>) -> Self {
+        self.security.tls_ca_file = Some(path.as_ref().to_path_buf());
+        self
+    }
+
+    /// Presents this client certificate (PEM, the chain from the client's certificate up)
+    /// and its private key (PEM: PKCS#8, PKCS#1 or SEC1) to the servers: mutual TLS, which a
+    /// server with `ssl.clientAuth=need` (its default) requires. Needs
+    /// [`tls_ca_file`](Self::tls_ca_file). Read by [`build`](Self::build).
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls_client_identity(mut self, cert_file: impl AsRef<Path>, key_file: impl AsRef<Path>) -> Self {
+        self.security.tls_identity = Some((cert_file.as_ref().to_path_buf(), key_file.as_ref().to_path_buf()));
+        self
+    }
+
+    /// Whether a server's certificate must name the host it was reached by (default `true`,
+    /// as ZooKeeper's `zookeeper.ssl.hostnameVerification`): a DNS name or IP address in its
+    /// subject alternative names. With `false`, any certificate the CA signed is accepted
+    /// from any host, so anyone holding one (another service's, say) can pose as the
+    /// ensemble; use it only where each CA signs nothing but the ensemble's certificates.
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls_hostname_verification(mut self, verify: bool) -> Self {
+        self.security.tls_hostname_verification = Some(verify);
+        self
+    }
+
+    /// Authenticates every connection with SASL DIGEST-MD5 as `user` (a `user_<name>` entry
+    /// of the servers' JAAS `DigestLoginModule`; the security guide, `guide::security`, has
+    /// the server settings). The session's identity is then `sasl:<user>`, for ACLs. The
+    /// password never appears in `Debug` output or logs. A wrong user or password ends the
+    /// session at once: `start()` fails with the client's `AuthFailed`.
+    #[cfg(feature = "sasl")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sasl")))]
+    pub fn sasl_digest(mut self, user: &str, password: &str) -> Self {
+        self.security.sasl_digest = Some((user.to_owned(), password.to_owned()));
+        self
+    }
+
     /// Validates the configuration and builds a framework that is not yet connected.
     ///
     /// # Errors
-    /// [`Error::InvalidConnectString`], [`Error::InvalidPath`] (namespace) or
+    /// [`Error::InvalidConnectString`] (also for a `tcp+tls://` host when the crate was built
+    /// without its `tls` feature), [`Error::InvalidPath`] (namespace) or
     /// [`Error::InvalidArgument`] (zero or absurd timeouts, an event capacity of zero or above
-    /// 65,536, a request limit below 1 KiB, a retry policy that refuses its settings).
+    /// 65,536, a request limit below 1 KiB, a retry policy that refuses its settings, TLS
+    /// files that cannot be read or hold no usable certificate or key, TLS options without a
+    /// CA bundle).
     pub fn build(self) -> Result<Framework> {
         validate_connect_string(&self.connect_string)?;
+        let security = self.security.load(&self.connect_string)?;
         validate_timeout("session_timeout", self.session_timeout)?;
         validate_timeout("connection_timeout", self.connection_timeout)?;
         validate_timeout("close_timeout", self.close_timeout)?;
@@ -278,6 +338,7 @@ impl FrameworkBuilder {
             close_timeout: self.close_timeout,
             max_request_bytes: self.max_request_bytes,
             fast_path: self.fast_path,
+            security,
         }))
     }
 

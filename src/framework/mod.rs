@@ -10,6 +10,7 @@ mod listener;
 mod listings;
 mod ops;
 mod reaper;
+mod security;
 mod session;
 mod state;
 mod state_manager;

@@ -1,0 +1,181 @@
+//! TLS connections (feature `tls`) against a real ZooKeeper server speaking TLS on its secure
+//! client port, with certificates made by the testing module: connect, lock and watch over
+//! mutual TLS, and the refusals (wrong CA, no client certificate, bad files).
+
+#![cfg(feature = "tls")]
+
+use std::time::{Duration, Instant};
+
+use tokio::sync::OnceCell;
+use tokio::time::timeout;
+use zk_recipes::testing::TestingServer;
+use zk_recipes::zk::{CreateMode, EventType};
+use zk_recipes::{Error, Framework, FrameworkBuilder, InterProcessMutex};
+
+const LIMIT: Duration = Duration::from_secs(90);
+
+/// One TLS server for the tests of this file (none stops or restarts it).
+static SERVER: OnceCell<TestingServer> = OnceCell::const_new();
+
+async fn server() -> &'static TestingServer {
+    SERVER.get_or_init(|| async { TestingServer::builder().tls().start().await.expect("a TLS testing server") }).await
+}
+
+fn unique_path(name: &str) -> String {
+    format!("/tls-tests/{name}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// A builder for the server's TLS port with its CA and the client certificate.
+fn mutual_tls(server: &TestingServer, connect_string: &str) -> FrameworkBuilder {
+    let files = server.tls_files().expect("TLS files");
+    Framework::builder(connect_string)
+        .session_timeout(Duration::from_secs(10))
+        .connection_timeout(Duration::from_secs(10))
+        .tls_ca_file(files.ca_file())
+        .tls_client_identity(files.client_cert_file(), files.client_key_file())
+}
+
+#[tokio::test]
+async fn connect_lock_and_watch_over_mutual_tls() {
+    timeout(LIMIT, async {
+        let server = server().await;
+        let secure = server.secure_connect_string().unwrap();
+        let fw = mutual_tls(server, &secure).start().await.unwrap();
+        assert!(fw.state().is_connected());
+
+        // The server authenticated the session by its client certificate.
+        let users = fw.zk_client().unwrap().list_auth_users().await.unwrap();
+        assert!(
+            users.iter().any(|user| user.scheme() == "x509" && user.user().contains("zk-recipes testing client")),
+            "{users:?}"
+        );
+
+        // A lock, contended by a second framework whose host has no scheme: with a CA
+        // configured, it connects with TLS too (the secure port speaks nothing else).
+        let plain_host = secure.trim_start_matches("tcp+tls://");
+        let other = mutual_tls(server, plain_host).start().await.unwrap();
+        let path = unique_path("lock");
+        let mutex = InterProcessMutex::new(&fw, &path).unwrap();
+        let rival = InterProcessMutex::new(&other, &path).unwrap();
+        let guard = mutex.acquire().await.unwrap();
+        assert!(rival.acquire_timeout(Duration::from_millis(300)).await.unwrap().is_none());
+        guard.release().await.unwrap();
+        let rival_guard =
+            rival.acquire_timeout(Duration::from_secs(10)).await.unwrap().expect("the lock after release");
+        rival_guard.release().await.unwrap();
+
+        // A one-shot watch set over TLS fires when the other session creates the node.
+        let watched = unique_path("watched");
+        fw.ensure_path("/tls-tests").await.unwrap();
+        let (stat, watcher) = fw.zk_client().unwrap().check_and_watch_stat(&watched).await.unwrap();
+        assert!(stat.is_none());
+        other.create(&watched, b"v1", CreateMode::Persistent).await.unwrap();
+        let event = timeout(Duration::from_secs(10), watcher.changed()).await.expect("the watch event");
+        assert_eq!((event.event_type, event.path.as_str()), (EventType::NodeCreated, watched.as_str()));
+
+        other.delete(&watched).await.unwrap();
+        other.close().await;
+        fw.close().await;
+    })
+    .await
+    .unwrap();
+}
+
+/// A refused TLS handshake is retried until the connection timeout and then reported as
+/// `ConnectionTimeout`: a typed error in bounded time, not a hang.
+async fn assert_refused(builder: FrameworkBuilder, connection_timeout: Duration) {
+    let started = Instant::now();
+    let result = builder.connection_timeout(connection_timeout).start().await;
+    let took = started.elapsed();
+    assert!(matches!(result, Err(Error::ConnectionTimeout(t)) if t == connection_timeout), "{result:?}");
+    assert!(took < connection_timeout + Duration::from_secs(5), "refused after {took:?}");
+}
+
+#[tokio::test]
+async fn a_server_signed_by_another_ca_is_refused() {
+    timeout(LIMIT, async {
+        let server = server().await;
+        let files = server.tls_files().unwrap();
+        let wrong_ca = Framework::builder(&server.secure_connect_string().unwrap())
+            .session_timeout(Duration::from_secs(10))
+            .tls_ca_file(files.untrusted_ca_file())
+            .tls_client_identity(files.client_cert_file(), files.client_key_file());
+        assert_refused(wrong_ca, Duration::from_secs(3)).await;
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn without_a_client_certificate_the_server_refuses() {
+    timeout(LIMIT, async {
+        let server = server().await;
+        let no_identity = Framework::builder(&server.secure_connect_string().unwrap())
+            .session_timeout(Duration::from_secs(10))
+            .tls_ca_file(server.tls_files().unwrap().ca_file());
+        assert_refused(no_identity, Duration::from_secs(3)).await;
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn without_hostname_verification_a_connection_still_checks_the_ca() {
+    timeout(LIMIT, async {
+        let server = server().await;
+        let secure = server.secure_connect_string().unwrap();
+        let unverified = mutual_tls(server, &secure).tls_hostname_verification(false).start().await.unwrap();
+        assert!(unverified.state().is_connected());
+        unverified.close().await;
+
+        let files = server.tls_files().unwrap();
+        let wrong_ca = Framework::builder(&secure)
+            .session_timeout(Duration::from_secs(10))
+            .tls_hostname_verification(false)
+            .tls_ca_file(files.untrusted_ca_file())
+            .tls_client_identity(files.client_cert_file(), files.client_key_file());
+        assert_refused(wrong_ca, Duration::from_secs(3)).await;
+    })
+    .await
+    .unwrap();
+}
+
+#[test]
+fn tls_files_that_are_missing_or_unparsable_fail_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.pem");
+    let garbage = dir.path().join("garbage.pem");
+    std::fs::write(&garbage, "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n")
+        .unwrap();
+    let builder = || Framework::builder("tcp+tls://127.0.0.1:2281");
+    for ca in [&missing, &garbage] {
+        let err = builder().tls_ca_file(ca).build().unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument { name: "tls_ca_file", .. }), "{err}");
+    }
+    // A tcp+tls:// host needs a CA bundle.
+    let err = builder().build().unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { name: "tls_ca_file", .. }), "{err}");
+
+    // A valid CA (any PEM certificate will do for build()) with a missing or broken identity.
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, SELF_SIGNED).unwrap();
+    assert!(builder().tls_ca_file(&ca).build().is_ok());
+    for (cert, key) in [(&missing, &ca), (&ca, &missing), (&ca, &garbage), (&garbage, &garbage)] {
+        let err = builder().tls_ca_file(&ca).tls_client_identity(cert, key).build().unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument { name: "tls_client_identity", .. }), "{cert:?} {key:?}: {err}");
+    }
+}
+
+/// A self-signed EC certificate (`CN=zk-recipes build test`), only parsed, never trusted.
+const SELF_SIGNED: &str = "-----BEGIN CERTIFICATE-----
+MIIBlTCCATugAwIBAgIUFuLznHWnz+G3nHR9hs1l7ebOElcwCgYIKoZIzj0EAwIw
+IDEeMBwGA1UEAwwVemstcmVjaXBlcyBidWlsZCB0ZXN0MB4XDTI2MTIwMTIxNTM0
+MloXDTM2MTEyODIxNTM0MlowIDEeMBwGA1UEAwwVemstcmVjaXBlcyBidWlsZCB0
+ZXN0MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE/p7ofvxvWDyWdFsQHveWJOKQ
+E2L+25iMvsZqFvWHsDY0Rn4w0/5PxfJX3UwvIzU+7dU1drBp+5pJQOxxDU/LD6NT
+MFEwHQYDVR0OBBYEFPzBpYSdZoSztbXojqn4carTZ2QhMB8GA1UdIwQYMBaAFPzB
+pYSdZoSztbXojqn4carTZ2QhMA8GA1UdEwEB/wQFMAMBAf8wCgYIKoZIzj0EAwID
+SAAwRQIhAIapOHd5kYqhEo0aP1FwGZVTjyBUxzz4vyhjw+W3sPxDAiB8NiKnkjSj
+eAgFKC4YIgxb9qewoKhUu/lzVUASrGMl/Q==
+-----END CERTIFICATE-----
+";
