@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 # A missing Curator must fail the interop tests rather than skip them.
 export ZKR_REQUIRE_CURATOR=1
-cargo test --features testing "$@"
+cargo test --features testing,tls,sasl "$@"

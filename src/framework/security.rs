@@ -40,16 +40,10 @@ impl fmt::Debug for SecurityOptions {
 impl SecurityOptions {
     /// Reads and checks the files, and checks the connect string against what is configured.
     pub(crate) fn load(&self, connect_string: &str) -> Result<Security> {
-        let wants_tls = has_tls_host(connect_string);
         #[cfg(not(feature = "tls"))]
-        if wants_tls {
-            return Err(Error::InvalidConnectString {
-                connect_string: connect_string.to_owned(),
-                reason: "a tcp+tls:// host needs zk-recipes' `tls` feature".to_owned(),
-            });
-        }
+        refuse_tls_hosts(connect_string)?;
         #[cfg(feature = "tls")]
-        let tls = self.load_tls(wants_tls)?;
+        let tls = self.load_tls(has_tls_host(connect_string))?;
         #[cfg(feature = "sasl")]
         let sasl = match &self.sasl_digest {
             None => None,
@@ -131,6 +125,19 @@ fn unparsable(name: &'static str, path: &Path, what: &str, error: &dyn fmt::Disp
     Error::invalid_argument(name, format!("{} holds {what} in PEM form that could be used: {error}", path.display()))
 }
 
+/// Without the `tls` feature a `tcp+tls://` host could never connect (zookeeper-client would
+/// retry it until the connection timeout): refuse it up front.
+#[cfg_attr(feature = "tls", allow(dead_code))]
+fn refuse_tls_hosts(connect_string: &str) -> Result<()> {
+    if !has_tls_host(connect_string) {
+        return Ok(());
+    }
+    Err(Error::InvalidConnectString {
+        connect_string: connect_string.to_owned(),
+        reason: "a tcp+tls:// host needs zk-recipes' `tls` feature".to_owned(),
+    })
+}
+
 /// Whether any host of the connect string names the `tcp+tls://` scheme.
 fn has_tls_host(connect_string: &str) -> bool {
     connect_string.split(',').any(|host| host.starts_with("tcp+tls://"))
@@ -198,14 +205,16 @@ mod tests {
         assert!(!has_tls_host("a:1,tcp://b:2"));
     }
 
-    #[cfg(not(feature = "tls"))]
     #[test]
     fn tls_host_without_the_feature_is_refused() {
-        let err = SecurityOptions::default().load("a:1,tcp+tls://b:2").unwrap_err();
+        let err = refuse_tls_hosts("a:1,tcp+tls://b:2").unwrap_err();
         assert!(
             matches!(&err, Error::InvalidConnectString { reason, .. } if reason.contains("`tls` feature")),
             "{err}"
         );
+        assert!(refuse_tls_hosts("a:1,tcp://b:2").is_ok());
+        #[cfg(not(feature = "tls"))]
+        assert!(matches!(crate::Framework::builder("tcp+tls://b:2").build(), Err(Error::InvalidConnectString { .. })));
     }
 
     #[cfg(feature = "tls")]

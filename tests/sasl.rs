@@ -1,0 +1,115 @@
+//! SASL DIGEST-MD5 logins (feature `sasl`) against a real ZooKeeper server with a JAAS digest
+//! login: identities, a creator-only ACL enforced between two users, a lock taken over SASL,
+//! and a wrong password refused.
+
+#![cfg(feature = "sasl")]
+
+use std::time::{Duration, Instant};
+
+use tokio::sync::OnceCell;
+use tokio::time::timeout;
+use zk_recipes::testing::TestingServer;
+use zk_recipes::zk::{self, Acls, CreateMode};
+use zk_recipes::{Error, FixedAclProvider, Framework, FrameworkBuilder, InterProcessMutex};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// One SASL server for the tests of this file (none stops or restarts it).
+static SERVER: OnceCell<TestingServer> = OnceCell::const_new();
+
+async fn server() -> &'static TestingServer {
+    SERVER
+        .get_or_init(|| async {
+            TestingServer::builder()
+                .sasl_digest_user("alice", "alice-secret")
+                .sasl_digest_user("bob", "bob-secret")
+                .start()
+                .await
+                .expect("a SASL testing server")
+        })
+        .await
+}
+
+/// A path under a root of its own: parents a creator-only provider makes are closed to others.
+fn unique_path(name: &str) -> String {
+    format!("/sasl-tests-{name}/{}", uuid::Uuid::new_v4().simple())
+}
+
+fn login(server: &TestingServer, user: &str, password: &str) -> FrameworkBuilder {
+    Framework::builder(&server.connect_string())
+        .session_timeout(Duration::from_secs(10))
+        .connection_timeout(Duration::from_secs(10))
+        .sasl_digest(user, password)
+}
+
+#[tokio::test]
+async fn a_creator_only_acl_keeps_another_sasl_user_out() {
+    timeout(LIMIT, async {
+        let server = server().await;
+        let alice = login(server, "alice", "alice-secret")
+            .acl_provider(FixedAclProvider::new(Acls::creator_all().to_vec()))
+            .start()
+            .await
+            .unwrap();
+        let bob = login(server, "bob", "bob-secret").start().await.unwrap();
+
+        let users = alice.zk_client().unwrap().list_auth_users().await.unwrap();
+        assert!(users.iter().any(|u| (u.scheme(), u.user()) == ("sasl", "alice")), "{users:?}");
+
+        let path = unique_path("private");
+        alice.create(&path, b"alice's", CreateMode::Persistent).await.unwrap();
+        let (acl, _) = alice.zk_client().unwrap().get_acl(&path).await.unwrap();
+        assert_eq!(acl.len(), 1, "{acl:?}");
+        assert_eq!((acl[0].scheme(), acl[0].id()), ("sasl", "alice"), "{acl:?}");
+
+        assert_eq!(alice.get_data(&path).await.unwrap().0, b"alice's");
+        let refused = bob.get_data(&path).await.unwrap_err();
+        assert!(matches!(refused, Error::ZooKeeper(zk::Error::NoAuth)), "{refused:?}");
+        let refused = bob.set_data(&path, b"bob's").await.unwrap_err();
+        assert!(matches!(refused, Error::ZooKeeper(zk::Error::NoAuth)), "{refused:?}");
+
+        alice.delete(&path).await.unwrap();
+        bob.close().await;
+        alice.close().await;
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_lock_over_sasl_excludes_the_other_user() {
+    timeout(LIMIT, async {
+        let server = server().await;
+        let alice = login(server, "alice", "alice-secret").start().await.unwrap();
+        let bob = login(server, "bob", "bob-secret").start().await.unwrap();
+        let path = unique_path("lock");
+        let alice_mutex = InterProcessMutex::new(&alice, &path).unwrap();
+        let bob_mutex = InterProcessMutex::new(&bob, &path).unwrap();
+
+        let guard = alice_mutex.acquire().await.unwrap();
+        assert!(bob_mutex.acquire_timeout(Duration::from_millis(300)).await.unwrap().is_none());
+        guard.release().await.unwrap();
+        let bob_guard =
+            bob_mutex.acquire_timeout(Duration::from_secs(10)).await.unwrap().expect("the lock after release");
+        bob_guard.release().await.unwrap();
+
+        bob.close().await;
+        alice.close().await;
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_wrong_password_fails_start_at_once() {
+    timeout(LIMIT, async {
+        let server = server().await;
+        let connection_timeout = Duration::from_secs(10);
+        let started = Instant::now();
+        let result = login(server, "alice", "not-her-password").connection_timeout(connection_timeout).start().await;
+        assert!(matches!(&result, Err(e) if e.zk() == Some(&zk::Error::AuthFailed)), "{result:?}");
+        assert!(started.elapsed() < connection_timeout, "refused after {:?}", started.elapsed());
+    })
+    .await
+    .unwrap();
+}
