@@ -113,3 +113,34 @@ async fn a_wrong_password_fails_start_at_once() {
     .await
     .unwrap();
 }
+
+#[tokio::test]
+async fn a_server_requiring_sasl_ends_sessions_without_it() {
+    timeout(LIMIT, async {
+        let server = TestingServer::builder()
+            .sasl_digest_user("alice", "alice-secret")
+            .config("sessionRequireClientSASLAuth", "true")
+            .start()
+            .await
+            .unwrap();
+        let alice = login(&server, "alice", "alice-secret").start().await.unwrap();
+        alice.create(&unique_path("required"), b"", CreateMode::Persistent).await.unwrap();
+        alice.close().await;
+
+        // Without a login the server closes the session ("SASL required"), which the client
+        // reports as AuthFailed: from start(), or at the latest from the first request.
+        let anonymous = Framework::builder(&server.connect_string())
+            .session_timeout(Duration::from_secs(10))
+            .connection_timeout(Duration::from_secs(10))
+            .build()
+            .unwrap();
+        let result = match anonymous.start().await {
+            Ok(()) => anonymous.get_data("/").await.map(drop),
+            Err(e) => Err(e),
+        };
+        assert!(matches!(&result, Err(e) if e.zk() == Some(&zk::Error::AuthFailed)), "{result:?}");
+        anonymous.close().await;
+    })
+    .await
+    .unwrap();
+}
