@@ -22,7 +22,8 @@
 //! Apache ZooKeeper 3.5+ and Java. On Debian and Ubuntu, `apt-get install zookeeper` provides
 //! both (the jars land in `/usr/share/java`). Elsewhere, set `ZOOKEEPER_HOME` to an unpacked
 //! release (jars directly in it or in `lib/`), and `JAVA_HOME` or `PATH` for Java. See
-//! [`Installation`].
+//! [`Installation`]. TLS servers ([`TestingServerBuilder::tls`]) also need the JDK's `keytool`
+//! (Debian's JRE package has it) and `openssl`.
 //!
 //! # Process lifetime
 //!

@@ -23,7 +23,10 @@ const KEYTOOL_JVM: &[&str] = &["-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC"
 /// second CA, which signed nothing the server uses, is there for tests of a client that
 /// trusts the wrong CA.
 ///
+/// With the crate's `tls` feature:
+///
 /// ```no_run
+/// # #[cfg(feature = "tls")]
 /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 /// use zk_recipes::testing::TestingServer;
 /// use zk_recipes::Framework;
