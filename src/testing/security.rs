@@ -17,11 +17,13 @@ const KEYTOOL_JVM: &[&str] = &["-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC"
 /// The TLS files of a [`TestingServer`](super::TestingServer) started with
 /// [`tls()`](super::TestingServerBuilder::tls), made fresh for each server and removed with it.
 ///
-/// A CA signs the server's certificate (for `127.0.0.1` and `localhost`) and a client
-/// certificate; the server requires a client certificate signed by that CA (ZooKeeper's
-/// default `ssl.clientAuth=need`; `.config("ssl.clientAuth", "none")` turns that off). A
-/// second CA, which signed nothing the server uses, is there for tests of a client that
-/// trusts the wrong CA.
+/// A CA signs the server's certificate and a client certificate. The server's certificate
+/// names `127.0.0.1` only (its one subject alternative name), so a client reaching it as
+/// `localhost` sees a name the certificate does not hold: a test of hostname verification.
+/// The server requires a client certificate signed by that CA (ZooKeeper's default
+/// `ssl.clientAuth=need`; `.config("ssl.clientAuth", "none")` turns that off). A second CA,
+/// which signed nothing the server uses, is there for tests of a client that trusts the wrong
+/// CA.
 ///
 /// With the crate's `tls` feature:
 ///
@@ -123,11 +125,10 @@ impl TlsFiles {
         run(&["-exportcert", "-keystore", ca_store, "-storepass", STORE_PASSWORD, "-alias", "ca", "-rfc"])
             .and_then(|pem| write(&files.ca, &pem))?;
 
-        // The server: a key pair, a certificate signed by the CA for 127.0.0.1 and localhost,
-        // installed with the CA's certificate above it.
+        // The server: a key pair, a certificate signed by the CA for 127.0.0.1 only, installed
+        // with the CA's certificate above it.
         new_key_pair(&run, &key_store, "server", "CN=127.0.0.1", &[])?;
-        let server_pem =
-            sign(&run, ca_store, &key_store, "server", &["san=ip:127.0.0.1,dns:localhost", "eku=serverAuth"])?;
+        let server_pem = sign(&run, ca_store, &key_store, "server", &["san=ip:127.0.0.1", "eku=serverAuth"])?;
         let server_cert = at("server.pem");
         write(&server_cert, &server_pem)?;
         let store = ["-keystore", key_store.as_str(), "-storepass", STORE_PASSWORD, "-noprompt"];

@@ -242,10 +242,10 @@ impl TestingServerBuilder {
 
     /// Also serves TLS, on a second client port ([`TestingServer::secure_port`]), through
     /// ZooKeeper's Netty connection factory, with keystores made at start with the JDK's
-    /// `keytool` (a CA, a server certificate for `127.0.0.1` and `localhost`, a client
-    /// certificate: [`TestingServer::tls_files`]). The server requires the client
-    /// certificate (mutual TLS); `.config("ssl.clientAuth", "none")` makes it optional.
-    /// The plain port keeps serving.
+    /// `keytool` (a CA, a server certificate for `127.0.0.1`, a client certificate:
+    /// [`TestingServer::tls_files`]). The server requires the client certificate (mutual
+    /// TLS); `.config("ssl.clientAuth", "none")` makes it optional. The plain port keeps
+    /// serving.
     ///
     /// Needs `keytool` (next to `java` or on `PATH`) and `openssl` (to export the client's
     /// key as PEM); making the files takes a dozen short JVM runs, a few seconds.
