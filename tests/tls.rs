@@ -191,3 +191,26 @@ SAAwRQIhAIapOHd5kYqhEo0aP1FwGZVTjyBUxzz4vyhjw+W3sPxDAiB8NiKnkjSj
 eAgFKC4YIgxb9qewoKhUu/lzVUASrGMl/Q==
 -----END CERTIFICATE-----
 ";
+
+#[test]
+fn a_client_key_that_does_not_match_its_certificate_fails_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, SELF_SIGNED).unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert, SELF_SIGNED).unwrap();
+    std::fs::write(&key, OTHER_KEY).unwrap();
+    let err = Framework::builder("tcp+tls://127.0.0.1:2281").tls_ca_file(&ca).tls_client_identity(&cert, &key).build();
+    assert!(
+        matches!(&err, Err(Error::InvalidArgument { name: "tls_client_identity", reason }) if reason.contains("is not the key of")),
+        "{err:?}"
+    );
+}
+
+/// An EC P-256 key that belongs to no certificate here.
+const OTHER_KEY: &str = "-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgPptrLYZztKg3ABYV
+QANigNDDudzQnkyI8q67bQjBO/yhRANCAATZNOTHtwHkSSNLu2ED4Jy7H+PERTwY
+MpXa52uymDYQuc7dLA2wDUU8OPCHN+nPxRuVstLj45mBLYarYTCjdqID
+-----END PRIVATE KEY-----
+";

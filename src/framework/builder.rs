@@ -261,7 +261,8 @@ impl FrameworkBuilder {
     /// Presents this client certificate (PEM, the chain from the client's certificate up)
     /// and its private key (PEM: PKCS#8, PKCS#1 or SEC1) to the servers: mutual TLS, which a
     /// server with `ssl.clientAuth=need` (its default) requires. Needs
-    /// [`tls_ca_file`](Self::tls_ca_file). Read by [`build`](Self::build).
+    /// [`tls_ca_file`](Self::tls_ca_file). Read by [`build`](Self::build), which also checks
+    /// that the key is the certificate's.
     #[cfg(feature = "tls")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_client_identity(mut self, cert_file: impl AsRef<Path>, key_file: impl AsRef<Path>) -> Self {
@@ -300,8 +301,8 @@ impl FrameworkBuilder {
     /// without its `tls` feature), [`Error::InvalidPath`] (namespace) or
     /// [`Error::InvalidArgument`] (zero or absurd timeouts, an event capacity of zero or above
     /// 65,536, a request limit below 1 KiB, a retry policy that refuses its settings, TLS
-    /// files that cannot be read or hold no usable certificate or key, TLS options without a
-    /// CA bundle).
+    /// files that cannot be read or hold no usable certificate or key, a client key that is
+    /// not the client certificate's, TLS options without a CA bundle).
     pub fn build(self) -> Result<Framework> {
         validate_connect_string(&self.connect_string)?;
         let security = self.security.load(&self.connect_string)?;

@@ -101,6 +101,11 @@ impl SecurityOptions {
             options = options
                 .with_pem_identity(&cert, &key)
                 .map_err(|e| unparsable("tls_client_identity", key_file, "no private key", &e))?;
+            // zookeeper-client would find a mismatch only when it connects.
+            keys_match(&cert, &key).map_err(|e| {
+                let (cert, key) = (cert_file.display(), key_file.display());
+                Error::invalid_argument("tls_client_identity", format!("{key} is not the key of {cert}: {e}"))
+            })?;
         }
         if self.tls_hostname_verification == Some(false) {
             // SAFETY: zookeeper-client marks this `unsafe` only as a warning that a certificate
@@ -112,6 +117,19 @@ impl SecurityOptions {
         }
         Ok(Some(options))
     }
+}
+
+/// Whether the private key in `key_pem` belongs to the first certificate in `cert_pem`.
+#[cfg(feature = "tls")]
+fn keys_match(cert_pem: &str, key_pem: &str) -> std::result::Result<(), String> {
+    let certs: Vec<_> = rustls_pemfile::certs(&mut cert_pem.as_bytes())
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    let key = rustls_pemfile::private_key(&mut key_pem.as_bytes())
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| "no private key".to_owned())?;
+    let provider = rustls::crypto::aws_lc_rs::default_provider();
+    rustls::sign::CertifiedKey::from_der(certs, key, &provider).map(drop).map_err(|e| e.to_string())
 }
 
 #[cfg(feature = "tls")]
