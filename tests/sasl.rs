@@ -6,11 +6,12 @@
 
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use tokio::sync::OnceCell;
 use tokio::time::timeout;
-use zk_recipes::testing::TestingServer;
+use zk_recipes::testing::{expire_session, FaultProxy, TestingServer};
 use zk_recipes::zk::{self, Acls, CreateMode};
-use zk_recipes::{Error, FixedAclProvider, Framework, FrameworkBuilder, InterProcessMutex};
+use zk_recipes::{ConnectionState, Error, FixedAclProvider, Framework, FrameworkBuilder, InterProcessMutex};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -94,6 +95,43 @@ async fn a_lock_over_sasl_excludes_the_other_user() {
         bob_guard.release().await.unwrap();
 
         bob.close().await;
+        alice.close().await;
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn the_session_after_an_expiry_logs_in_again() {
+    timeout(LIMIT, async {
+        let server = server().await;
+        let proxy = FaultProxy::start(&server.connect_string()).await.unwrap();
+        let alice = Framework::builder(&proxy.connect_string())
+            .session_timeout(Duration::from_secs(10))
+            .sasl_digest("alice", "alice-secret")
+            .acl_provider(FixedAclProvider::new(Acls::creator_all().to_vec()))
+            .build()
+            .unwrap();
+        let mut events = alice.state_changes();
+        alice.start().await.unwrap();
+        let path = unique_path("after-expiry");
+        alice.create(&path, b"kept", CreateMode::Persistent).await.unwrap();
+
+        let info = alice.zk_client().unwrap().session().clone();
+        expire_session(&proxy, &server.connect_string(), info).await.unwrap();
+        timeout(Duration::from_secs(30), async {
+            while let Some(event) = events.next().await {
+                if event.state == ConnectionState::Reconnected && event.epoch > 1 {
+                    return;
+                }
+            }
+        })
+        .await
+        .expect("a new session");
+
+        // The new session is alice again: her creator-only node is still hers.
+        assert_eq!(alice.get_data(&path).await.unwrap().0, b"kept");
+        alice.delete(&path).await.unwrap();
         alice.close().await;
     })
     .await

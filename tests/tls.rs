@@ -6,11 +6,12 @@
 
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use tokio::sync::OnceCell;
 use tokio::time::timeout;
-use zk_recipes::testing::TestingServer;
+use zk_recipes::testing::{expire_session, FaultProxy, TestingServer};
 use zk_recipes::zk::{CreateMode, EventType};
-use zk_recipes::{Error, Framework, FrameworkBuilder, InterProcessMutex};
+use zk_recipes::{ConnectionState, Error, Framework, FrameworkBuilder, InterProcessMutex};
 
 const LIMIT: Duration = Duration::from_secs(90);
 
@@ -75,6 +76,41 @@ async fn connect_lock_and_watch_over_mutual_tls() {
 
         other.delete(&watched).await.unwrap();
         other.close().await;
+        fw.close().await;
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn the_session_after_an_expiry_is_over_tls_too() {
+    timeout(LIMIT, async {
+        let server = server().await;
+        // The proxy passes bytes through: TLS is between the client and the server.
+        let proxy = FaultProxy::start(&format!("127.0.0.1:{}", server.secure_port().unwrap())).await.unwrap();
+        let fw = mutual_tls(server, &proxy.connect_string()).build().unwrap();
+        let mut events = fw.state_changes();
+        fw.start().await.unwrap();
+        let first = fw.snapshot();
+
+        let info = fw.zk_client().unwrap().session().clone();
+        expire_session(&proxy, &server.connect_string(), info).await.unwrap();
+        let back = timeout(Duration::from_secs(30), async {
+            loop {
+                let event = events.next().await.expect("state events");
+                if event.state == ConnectionState::Reconnected && event.epoch > first.epoch {
+                    return event;
+                }
+            }
+        })
+        .await
+        .expect("a new session");
+        assert_ne!(back.session_id, first.session_id);
+
+        let users = fw.zk_client().unwrap().list_auth_users().await.unwrap();
+        assert!(users.iter().any(|user| user.scheme() == "x509"), "{users:?}");
+        let guard = InterProcessMutex::new(&fw, &unique_path("after-expiry")).unwrap().acquire().await.unwrap();
+        guard.release().await.unwrap();
         fw.close().await;
     })
     .await
