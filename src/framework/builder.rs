@@ -496,4 +496,14 @@ mod tests {
         assert!(!shown.contains("secret-password"), "{shown}");
         assert!(shown.contains("<redacted>"));
     }
+
+    #[cfg(feature = "sasl")]
+    #[test]
+    fn sasl_password_is_redacted() {
+        let b = FrameworkBuilder::new("h:1").sasl_digest("alice", "secret-password");
+        let framework = b.clone().build().unwrap();
+        for shown in [format!("{b:?}"), format!("{:?}", framework.inner().config)] {
+            assert!(!shown.contains("secret-password") && shown.contains("alice"), "{shown}");
+        }
+    }
 }
