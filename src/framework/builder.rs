@@ -1,11 +1,14 @@
 //! `FrameworkBuilder`: configuration, validated by `build()` without any I/O.
 
 use std::fmt;
+#[cfg(feature = "tls")]
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use zookeeper_client::Acl;
 
+use super::security::{Security, SecurityOptions};
 use super::session_failure::SessionFailurePolicy;
 use super::state::ConnectionStateErrorPolicy;
 use super::Framework;
@@ -92,6 +95,7 @@ pub(crate) struct Config {
     pub(crate) max_request_bytes: usize,
     pub(crate) fast_path: bool,
     pub(crate) session_failure_policy: SessionFailurePolicy,
+    pub(crate) security: Security,
 }
 
 /// Builds a [`Framework`]. Setters take and return the builder by value; `build()` validates
@@ -125,6 +129,7 @@ pub struct FrameworkBuilder {
     max_request_bytes: usize,
     fast_path: bool,
     session_failure_policy: SessionFailurePolicy,
+    security: SecurityOptions,
 }
 
 impl FrameworkBuilder {
@@ -144,6 +149,7 @@ impl FrameworkBuilder {
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             fast_path: true,
             session_failure_policy: SessionFailurePolicy::Retry,
+            security: SecurityOptions::default(),
         }
     }
 
@@ -253,14 +259,69 @@ impl FrameworkBuilder {
         self
     }
 
+    /// Connects with TLS, trusting the CA certificates in the PEM file `path` (a bundle may
+    /// hold several). Hosts of the connect string without a scheme then use TLS too; a
+    /// `tcp://` host stays plain and a `tcp+tls://` host needs this option. The file is read
+    /// by [`build`](Self::build), once: new sessions reuse what was read then.
+    ///
+    /// A ZooKeeper server speaks TLS on its `secureClientPort`, with
+    /// `serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory` (the security
+    /// guide, `guide::security`, has the server settings).
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls_ca_file(mut self, path: impl AsRef<Path>) -> Self {
+        self.security.tls_ca_file = Some(path.as_ref().to_path_buf());
+        self
+    }
+
+    /// Presents this client certificate (PEM, the chain from the client's certificate up)
+    /// and its private key (PEM: PKCS#8, PKCS#1 or SEC1) to the servers: mutual TLS, which a
+    /// server with `ssl.clientAuth=need` (its default) requires. Needs
+    /// [`tls_ca_file`](Self::tls_ca_file). Read by [`build`](Self::build), which also checks
+    /// that the key is the certificate's.
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls_client_identity(mut self, cert_file: impl AsRef<Path>, key_file: impl AsRef<Path>) -> Self {
+        self.security.tls_identity = Some((cert_file.as_ref().to_path_buf(), key_file.as_ref().to_path_buf()));
+        self
+    }
+
+    /// Whether a server's certificate must name the host it was reached by (default `true`,
+    /// as ZooKeeper's `zookeeper.ssl.hostnameVerification`): a DNS name or IP address in its
+    /// subject alternative names. With `false`, any certificate the CA signed is accepted
+    /// from any host, so anyone holding one (another service's, say) can pose as the
+    /// ensemble; use it only where each CA signs nothing but the ensemble's certificates.
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls_hostname_verification(mut self, verify: bool) -> Self {
+        self.security.tls_hostname_verification = Some(verify);
+        self
+    }
+
+    /// Authenticates every connection with SASL DIGEST-MD5 as `user` (a `user_<name>` entry
+    /// of the servers' JAAS `DigestLoginModule`; the security guide, `guide::security`, has
+    /// the server settings). The session's identity is then `sasl:<user>`, for ACLs. The
+    /// password never appears in `Debug` output or logs. A wrong user or password ends the
+    /// session at once: `start()` fails with the client's `AuthFailed`.
+    #[cfg(feature = "sasl")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sasl")))]
+    pub fn sasl_digest(mut self, user: &str, password: &str) -> Self {
+        self.security.sasl_digest = Some((user.to_owned(), password.to_owned()));
+        self
+    }
+
     /// Validates the configuration and builds a framework that is not yet connected.
     ///
     /// # Errors
-    /// [`Error::InvalidConnectString`], [`Error::InvalidPath`] (namespace) or
+    /// [`Error::InvalidConnectString`] (also for a `tcp+tls://` host when the crate was built
+    /// without its `tls` feature), [`Error::InvalidPath`] (namespace) or
     /// [`Error::InvalidArgument`] (zero or absurd timeouts, an event capacity of zero or above
-    /// 65,536, a request limit below 1 KiB, a retry policy that refuses its settings).
+    /// 65,536, a request limit below 1 KiB, a retry policy that refuses its settings, TLS
+    /// files that cannot be read or hold no usable certificate or key, a client key that is
+    /// not the client certificate's, TLS options without a CA bundle).
     pub fn build(self) -> Result<Framework> {
         validate_connect_string(&self.connect_string)?;
+        let security = self.security.load(&self.connect_string)?;
         validate_timeout("session_timeout", self.session_timeout)?;
         validate_timeout("connection_timeout", self.connection_timeout)?;
         validate_timeout("close_timeout", self.close_timeout)?;
@@ -295,6 +356,7 @@ impl FrameworkBuilder {
             max_request_bytes: self.max_request_bytes,
             fast_path: self.fast_path,
             session_failure_policy: self.session_failure_policy,
+            security,
         }))
     }
 
@@ -450,5 +512,15 @@ mod tests {
         let shown = format!("{b:?}");
         assert!(!shown.contains("secret-password"), "{shown}");
         assert!(shown.contains("<redacted>"));
+    }
+
+    #[cfg(feature = "sasl")]
+    #[test]
+    fn sasl_password_is_redacted() {
+        let b = FrameworkBuilder::new("h:1").sasl_digest("alice", "secret-password");
+        let framework = b.clone().build().unwrap();
+        for shown in [format!("{b:?}"), format!("{:?}", framework.inner().config)] {
+            assert!(!shown.contains("secret-password") && shown.contains("alice"), "{shown}");
+        }
     }
 }

@@ -13,6 +13,7 @@ mod ops;
 mod read;
 mod reaper;
 mod registry;
+mod security;
 mod server_features;
 mod session;
 pub(crate) mod session_failure;

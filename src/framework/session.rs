@@ -73,7 +73,7 @@ pub(crate) async fn connect(config: &Config) -> Result<Client> {
     for auth in &config.auth {
         connector = connector.with_auth(&auth.scheme, &auth.data);
     }
-    let connecting = connector.connect(&config.connect_string);
+    let connecting = config.security.connect(connector, &config.connect_string);
     let client = match tokio::time::timeout(config.connection_timeout, connecting).await {
         Err(_) => return Err(Error::ConnectionTimeout(config.connection_timeout)),
         Ok(Err(zookeeper_client::Error::Timeout | zookeeper_client::Error::NoHosts)) => {

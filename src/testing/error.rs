@@ -113,6 +113,15 @@ pub enum TestingError {
         detail: String,
     },
 
+    /// A helper program failed (`keytool` or `openssl`, making a TLS server's certificates).
+    #[error("{command} failed ({detail})")]
+    ToolFailed {
+        /// The program and its first argument.
+        command: String,
+        /// Its exit status and output.
+        detail: String,
+    },
+
     /// A builder was given a configuration that cannot work.
     #[error("invalid testing configuration: {0}")]
     InvalidConfig(String),

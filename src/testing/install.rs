@@ -110,9 +110,18 @@ fn classpath_in(dir: &Path) -> Option<Vec<PathBuf>> {
     let debian = dir.join("zookeeper.jar");
     if debian.is_file() {
         let mut classpath = vec![debian];
-        // The manifest's Class-Path covers jute and netty; slf4j-simple is the log binding we
-        // want (stderr, which goes to the server's log file), not a dependency.
-        for extra in ["zookeeper-jute.jar", "slf4j-api.jar", "slf4j-simple.jar"] {
+        // The manifest's Class-Path covers jute and part of netty; slf4j-simple is the log
+        // binding we want (stderr, which goes to the server's log file), not a dependency.
+        // The netty jars the manifest leaves out are those the Netty connection factory
+        // needs for TLS (without netty-codec every TLS connection fails to initialize).
+        for extra in [
+            "zookeeper-jute.jar",
+            "slf4j-api.jar",
+            "slf4j-simple.jar",
+            "netty-codec.jar",
+            "netty-resolver.jar",
+            "netty-transport-native-unix-common.jar",
+        ] {
             let jar = dir.join(extra);
             if jar.is_file() {
                 classpath.push(jar);

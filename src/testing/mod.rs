@@ -14,13 +14,16 @@
 //! | a session that the server expires (Curator's `KillSession`) | [`expire_session`] on a client behind a [`FaultProxy`] |
 //! | how many server requests an operation costs, or which errors the server answered | clients behind a [`CountingProxy`] |
 //! | a request that reached the server but whose reply was lost | [`CountingProxy::lose_reply_to`] |
+//! | a server that speaks TLS, with a CA, server and client certificates made for it | [`TestingServerBuilder::tls`] ([`TlsFiles`]) |
+//! | a server that logs clients in with SASL DIGEST-MD5 | [`TestingServerBuilder::sasl_digest_user`] |
 //!
 //! # Requirements
 //!
 //! Apache ZooKeeper 3.5+ and Java. On Debian and Ubuntu, `apt-get install zookeeper` provides
 //! both (the jars land in `/usr/share/java`). Elsewhere, set `ZOOKEEPER_HOME` to an unpacked
 //! release (jars directly in it or in `lib/`), and `JAVA_HOME` or `PATH` for Java. See
-//! [`Installation`].
+//! [`Installation`]. TLS servers ([`TestingServerBuilder::tls`]) also need the JDK's `keytool`
+//! (Debian's JRE package has it) and `openssl`.
 //!
 //! # Process lifetime
 //!
@@ -49,6 +52,7 @@ mod install;
 mod options;
 mod process;
 mod proxy;
+mod security;
 mod server;
 mod session;
 
@@ -59,6 +63,7 @@ pub use self::counting::{CountingProxy, RequestCounts};
 pub use self::error::TestingError;
 pub use self::install::Installation;
 pub use self::proxy::{FaultProxy, ProxyMode};
+pub use self::security::TlsFiles;
 pub use self::server::{TestingServer, TestingServerBuilder};
 pub use self::session::expire_session;
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::options::{launch_setters, LaunchOptions};
 use super::process::{self, LaunchSpec, ProcessSlot};
+use super::security::{self, TlsFiles};
 use super::TestingError;
 
 /// The class that runs a standalone server.
@@ -30,6 +31,8 @@ pub struct TestingServer {
     process: ProcessSlot,
     spec: LaunchSpec,
     port: u16,
+    /// The TLS port and files, for a server started with [`TestingServerBuilder::tls`].
+    tls: Option<(u16, TlsFiles)>,
     tick_time: Duration,
     start_timeout: Duration,
     dir: tempfile::TempDir,
@@ -62,6 +65,25 @@ impl TestingServer {
     /// The client port (the same across restarts).
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The TLS client port of a server started with [`tls()`](TestingServerBuilder::tls)
+    /// (the same across restarts).
+    pub fn secure_port(&self) -> Option<u16> {
+        self.tls.as_ref().map(|(port, _)| *port)
+    }
+
+    /// The connect string of the TLS port, `tcp+tls://127.0.0.1:PORT`, for a server started
+    /// with [`tls()`](TestingServerBuilder::tls). The plain [`port`](Self::port) keeps
+    /// serving too.
+    pub fn secure_connect_string(&self) -> Option<String> {
+        self.secure_port().map(|port| format!("tcp+tls://{}", process::loopback(port)))
+    }
+
+    /// The CA, client certificate and key made for a server started with
+    /// [`tls()`](TestingServerBuilder::tls).
+    pub fn tls_files(&self) -> Option<&TlsFiles> {
+        self.tls.as_ref().map(|(_, files)| files)
     }
 
     /// The configured `tickTime`; the shortest session the server grants is twice this.
@@ -184,6 +206,8 @@ pub struct TestingServerBuilder {
     options: LaunchOptions,
     min_session_timeout: Option<Duration>,
     port: Option<u16>,
+    tls: bool,
+    sasl_users: Vec<(String, String)>,
 }
 
 impl Default for TestingServerBuilder {
@@ -195,6 +219,8 @@ impl Default for TestingServerBuilder {
             )]),
             min_session_timeout: None,
             port: None,
+            tls: false,
+            sasl_users: Vec::new(),
         }
     }
 }
@@ -214,20 +240,63 @@ impl TestingServerBuilder {
         self
     }
 
+    /// Also serves TLS, on a second client port ([`TestingServer::secure_port`]), through
+    /// ZooKeeper's Netty connection factory, with keystores made at start with the JDK's
+    /// `keytool` (a CA, a server certificate for `127.0.0.1`, a client certificate:
+    /// [`TestingServer::tls_files`]). The server requires the client certificate (mutual
+    /// TLS); `.config("ssl.clientAuth", "none")` makes it optional. The plain port keeps
+    /// serving.
+    ///
+    /// Needs `keytool` (next to `java` or on `PATH`) and `openssl` (to export the client's
+    /// key as PEM); making the files takes a dozen short JVM runs, a few seconds.
+    pub fn tls(mut self) -> Self {
+        self.tls = true;
+        self
+    }
+
+    /// Lets clients log in with SASL DIGEST-MD5 as `user` with `password` (a JAAS `Server`
+    /// section with ZooKeeper's `DigestLoginModule`, and the SASL authentication provider);
+    /// call once per user. A client that logged in has the identity `sasl:<user>` in ACLs.
+    /// Clients without SASL are still accepted (ZooKeeper's default); require SASL with
+    /// `.config("sessionRequireClientSASLAuth", "true")`.
+    ///
+    /// User names are letters, digits, `_`, `-` and `.`; passwords must not hold quotes,
+    /// backslashes or control characters (checked by [`start`](Self::start)).
+    pub fn sasl_digest_user(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
+        self.sasl_users.push((user.into(), password.into()));
+        self
+    }
+
     /// Starts the server and waits until it serves (`srvr` reports `Mode: standalone`).
     ///
     /// # Errors
-    /// As for [`TestingServer::start`]; [`TestingError::InvalidConfig`] for a zero tick time.
+    /// As for [`TestingServer::start`]; [`TestingError::InvalidConfig`] for a zero tick time
+    /// or an unusable SASL user; [`TestingError::ToolFailed`] when `keytool` or `openssl`
+    /// fails while making a TLS server's files.
     ///
     /// # Cancel safety
     /// Cancelling drops the half-started server: the JVM is killed and the directory removed.
     pub async fn start(self) -> Result<TestingServer, TestingError> {
-        let options = &self.options;
+        let mut options = self.options.clone();
         options.check_tick_time()?;
+        for (user, password) in &self.sasl_users {
+            security::check_digest_user(user, password)?;
+        }
         let installation = options.installation()?;
         let dir = LaunchOptions::temp_dir("zk-testing-")?;
         let data_dir = dir.path().join("data");
         std::fs::create_dir(&data_dir).map_err(|e| TestingError::io("creating the data directory", e))?;
+        let tls_files = match self.tls {
+            false => None,
+            true => Some(make_tls_files(dir.path(), installation.java()).await?),
+        };
+        if !self.sasl_users.is_empty() {
+            let jaas = dir.path().join("jaas.conf");
+            security::write_jaas(&jaas, &self.sasl_users)?;
+            options.set_system_property("java.security.auth.login.config", jaas.display().to_string());
+            options.set_config("authProvider.1", "org.apache.zookeeper.server.auth.SASLAuthenticationProvider");
+        }
+        let options = &options;
         let spec = LaunchSpec {
             name: "standalone".to_owned(),
             installation,
@@ -242,6 +311,7 @@ impl TestingServerBuilder {
             process: Mutex::new(None),
             spec,
             port: 0,
+            tls: None,
             tick_time: options.tick_time,
             start_timeout: options.start_timeout,
             dir,
@@ -257,6 +327,11 @@ impl TestingServerBuilder {
             config.extend(options.server_config(&data_dir, server.port));
             if let Some(min) = self.min_session_timeout {
                 config.push(("minSessionTimeout".to_owned(), min.as_millis().to_string()));
+            }
+            if let Some(files) = &tls_files {
+                let secure_port = process::free_port()?;
+                config.extend(files.server_config(secure_port));
+                server.tls = Some((secure_port, files.clone()));
             }
             options.apply_config(&mut config);
             process::write_config(&server.spec.config_file, &config)?;
@@ -279,7 +354,17 @@ impl TestingServerBuilder {
                 Err(err) => return Err(err),
             }
         }
-        tracing::debug!(port = server.port, pid = ?server.pid(), "testing server started");
+        tracing::debug!(port = server.port, secure_port = ?server.secure_port(), pid = ?server.pid(), "testing server started");
         Ok(server)
     }
+}
+
+/// [`TlsFiles::generate`] in `dir/tls`, off the runtime's worker threads.
+async fn make_tls_files(dir: &Path, java: &Path) -> Result<TlsFiles, TestingError> {
+    let tls_dir = dir.join("tls");
+    std::fs::create_dir(&tls_dir).map_err(|e| TestingError::io("creating the TLS directory", e))?;
+    let java = java.to_path_buf();
+    tokio::task::spawn_blocking(move || TlsFiles::generate(&tls_dir, &java))
+        .await
+        .map_err(|e| TestingError::io("making TLS files", std::io::Error::other(e.to_string())))?
 }

@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -24,6 +25,12 @@ pub struct Options {
     pub session_timeout: Duration,
     pub connection_timeout: Duration,
     pub digest: Option<String>,
+    /// `--tls-ca`, `--tls-cert`, `--tls-key`: TLS with this CA bundle, and mutual TLS.
+    pub tls_ca: Option<PathBuf>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    /// `--sasl user:password`: SASL DIGEST-MD5.
+    pub sasl: Option<String>,
 }
 
 impl Options {
@@ -45,6 +52,15 @@ impl Options {
         }
         if let Some(digest) = &self.digest {
             builder = builder.auth("digest", digest.as_bytes());
+        }
+        if let Some(ca) = &self.tls_ca {
+            builder = builder.tls_ca_file(ca);
+        }
+        if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
+            builder = builder.tls_client_identity(cert, key);
+        }
+        if let Some((user, password)) = self.sasl.as_deref().and_then(|sasl| sasl.split_once(':')) {
+            builder = builder.sasl_digest(user, password);
         }
         builder.build().map_err(|e| Failure::from_error(e, "checking the options", connect))
     }

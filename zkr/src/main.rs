@@ -13,6 +13,7 @@ mod locks;
 mod render;
 mod revoke;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -26,7 +27,8 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0  success
   1  any other failure (an unexpected ZooKeeper error)
-  2  bad arguments: usage, or an invalid path, connect string, duration or --digest
+  2  bad arguments: usage, or an invalid path, connect string, duration, --digest, --sasl
+     or TLS file
   3  ZooKeeper unreachable: no connection within --connection-timeout, or it was lost
   4  the path (the lock directory) does not exist
   5  authentication or authorization failure: the node's ACL refuses this client (see --digest)
@@ -58,6 +60,30 @@ struct Cli {
     /// Digest authentication as user:password, sent on connect (never printed)
     #[arg(long, env = "ZK_DIGEST", hide_env_values = true, global = true, help_heading = "Connection", value_parser = parse_digest, value_name = "USER:PASSWORD")]
     digest: Option<String>,
+
+    /// TLS: the CA bundle (PEM) that signed the servers' certificates; hosts without a scheme
+    /// then use TLS too (the servers' secureClientPort)
+    #[arg(long, env = "ZK_TLS_CA", global = true, help_heading = "Connection", value_name = "PEM_FILE")]
+    tls_ca: Option<PathBuf>,
+
+    /// Mutual TLS: this client certificate (PEM), with --tls-key and --tls-ca
+    #[arg(long, env = "ZK_TLS_CERT", global = true, help_heading = "Connection", requires_all = ["tls_key", "tls_ca"], value_name = "PEM_FILE")]
+    tls_cert: Option<PathBuf>,
+
+    /// Mutual TLS: the client certificate's private key (PEM), with --tls-cert
+    #[arg(
+        long,
+        env = "ZK_TLS_KEY",
+        global = true,
+        help_heading = "Connection",
+        requires = "tls_cert",
+        value_name = "PEM_FILE"
+    )]
+    tls_key: Option<PathBuf>,
+
+    /// SASL DIGEST-MD5 login as user:password (a JAAS DigestLoginModule user; never printed)
+    #[arg(long, env = "ZK_SASL", hide_env_values = true, global = true, help_heading = "Connection", value_parser = parse_digest, value_name = "USER:PASSWORD")]
+    sasl: Option<String>,
 
     #[command(subcommand)]
     command: Command,
@@ -119,6 +145,10 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         session_timeout: cli.session_timeout,
         connection_timeout: cli.connection_timeout,
         digest: cli.digest,
+        tls_ca: cli.tls_ca,
+        tls_cert: cli.tls_cert,
+        tls_key: cli.tls_key,
+        sasl: cli.sasl,
     };
     match cli.command {
         Command::Locks(args) => locks::run(&options, args).await,
