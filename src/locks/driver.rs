@@ -2,7 +2,7 @@
 //! (Curator's `LockInternalsDriver`s). Pure functions, no I/O.
 
 use crate::path;
-use crate::protocol::{read_write_sort_key, LATCH_NAME, LOCK_NAME, READ_LOCK_NAME, WRITE_LOCK_NAME};
+use crate::protocol::names::{read_write_sort_key, LATCH_NAME, LOCK_NAME, READ_LOCK_NAME, WRITE_LOCK_NAME};
 
 /// What a contender should do, given the sorted children.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,11 +1,12 @@
 //! The pure decoder: a directory's children in, the recipe and each node's part out, by the
 //! recipes' own drivers (the sort keys and predicates the lock engine acquires with).
 
+use zookeeper_client::Stat;
+
 use super::layout::{Queue, Recipe};
 use super::names::{LATCH_NAME, LEASE_BASE_NAME, LOCK_NAME, READ_LOCK_NAME, REVOKE_MESSAGE, WRITE_LOCK_NAME};
-use crate::locks::{Driver, ReadDriver, Verdict, WriteDriver};
+use crate::locks::driver::{Driver, ReadDriver, Verdict, WriteDriver};
 use crate::path;
-use crate::Stat;
 
 /// Which recipe's nodes `children` (names) are: the one most of them carry the
 /// [`Signature`](super::Signature) of, so a stray child does not change the answer; ties go
