@@ -13,13 +13,8 @@ use common::fixtures::{bounded, children, children_count_becomes, plain_framewor
 use common::timing::{LIMIT, PROMPT, QUIET as BLOCKED, SESSION};
 use tokio::time::{timeout, Instant};
 use zk_recipes::{
-    Error, Framework, InterProcessMutex, InterProcessSemaphore, InterProcessSemaphoreMutex, LockHold, Lockable,
-    MultiLock,
+    Error, InterProcessMutex, InterProcessSemaphore, InterProcessSemaphoreMutex, LockHold, Lockable, MultiLock,
 };
-
-async fn framework(connect: &str) -> Framework {
-    plain_framework(connect, SESSION).await
-}
 
 /// The two Curator test paths, `.../our-lock-1` and `-2`, under a unique parent.
 fn two_paths(name: &str) -> [String; 2] {
@@ -144,8 +139,8 @@ impl Drop for TestHold {
 async fn some_releases_fail() {
     bounded(LIMIT, async {
         let connect = shared_connect().await;
-        let fw = framework(&connect).await;
-        let other = framework(&connect).await;
+        let fw = plain_framework(&connect, SESSION).await;
+        let other = plain_framework(&connect, SESSION).await;
         let path = unique_path("multi", "releases-fail");
         let journal = Arc::new(Journal::default());
         let good = InterProcessMutex::new(&fw, &path).unwrap();
@@ -169,7 +164,7 @@ async fn some_releases_fail() {
 async fn some_locks_fail_to_lock() {
     bounded(LIMIT, async {
         let connect = shared_connect().await;
-        let fw = framework(&connect).await;
+        let fw = plain_framework(&connect, SESSION).await;
         let path = unique_path("multi", "locks-fail");
         let journal = Arc::new(Journal::default());
         let good = InterProcessMutex::new(&fw, &path).unwrap();
@@ -193,7 +188,7 @@ async fn two_clients_exclude() {
     bounded(LIMIT, async {
         let connect = shared_connect().await;
         let [p1, p2] = two_paths("two-clients");
-        let (fw1, fw2) = (framework(&connect).await, framework(&connect).await);
+        let (fw1, fw2) = (plain_framework(&connect, SESSION).await, plain_framework(&connect, SESSION).await);
         let m1 = MultiLock::of_mutexes(&fw1, [&p1, &p2]).unwrap();
         let m2 = MultiLock::of_mutexes(&fw2, [&p1, &p2]).unwrap();
         let g1 = m1.acquire().await.unwrap();
@@ -227,8 +222,8 @@ async fn two_clients_exclude() {
 async fn mixed_kinds_and_reverse_release_order() {
     bounded(LIMIT, async {
         let connect = shared_connect().await;
-        let fw = framework(&connect).await;
-        let other = framework(&connect).await;
+        let fw = plain_framework(&connect, SESSION).await;
+        let other = plain_framework(&connect, SESSION).await;
         let base = unique_path("multi", "mixed");
         let (pm, ps, pl) = (format!("{base}/mutex"), format!("{base}/semmutex"), format!("{base}/semaphore"));
         let journal = Arc::new(Journal::default());
@@ -275,7 +270,7 @@ async fn mixed_kinds_and_reverse_release_order() {
 async fn one_total_deadline_and_rollback() {
     bounded(LIMIT, async {
         let connect = shared_connect().await;
-        let (fw, other) = (framework(&connect).await, framework(&connect).await);
+        let (fw, other) = (plain_framework(&connect, SESSION).await, plain_framework(&connect, SESSION).await);
         let [p1, p2] = two_paths("deadline");
         let blocker = InterProcessMutex::new(&other, &p2).unwrap().acquire().await.unwrap();
         let first = InterProcessMutex::new(&fw, &p1).unwrap();
@@ -305,7 +300,7 @@ async fn one_total_deadline_and_rollback() {
 async fn cancelled_acquire_releases_what_it_took() {
     bounded(LIMIT, async {
         let connect = shared_connect().await;
-        let (fw, other) = (framework(&connect).await, framework(&connect).await);
+        let (fw, other) = (plain_framework(&connect, SESSION).await, plain_framework(&connect, SESSION).await);
         let [p1, p2] = two_paths("cancel");
         let multi = MultiLock::of_mutexes(&fw, [&p1, &p2]).unwrap();
         drop(multi.acquire());
@@ -331,7 +326,7 @@ async fn cancelled_acquire_releases_what_it_took() {
 #[tokio::test]
 async fn nested_multi_locks() {
     bounded(LIMIT, async {
-        let fw = framework(&shared_connect().await).await;
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
         let journal = Arc::new(Journal::default());
         let inner = MultiLock::new([arc(TestLock::new("a", &journal)), arc(TestLock::new("b", &journal))]).unwrap();
         let path = unique_path("multi", "nested");
@@ -348,7 +343,7 @@ async fn nested_multi_locks() {
 #[tokio::test]
 async fn bad_input_gives_typed_errors() {
     bounded(LIMIT, async {
-        let fw = framework(&shared_connect().await).await;
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
         assert!(matches!(MultiLock::new(Vec::new()), Err(Error::InvalidArgument { .. })));
         assert!(matches!(MultiLock::of_mutexes(&fw, Vec::<String>::new()), Err(Error::InvalidArgument { .. })));
         assert!(matches!(MultiLock::of_mutexes(&fw, ["/ok", "bad"]), Err(Error::InvalidPath { .. })));

@@ -1,7 +1,9 @@
 //! `InterProcessMutex` against a real ZooKeeper server (the process-wide shared one; every
 //! test uses its own lock path): Curator's `TestInterProcessMutexBase`/`TestInterProcessMutex`
 //! scenarios (without revocation and schemas), kazoo's `test_lock.py` scenarios, bad input,
-//! foreign children, fencing tokens and `lost()`.
+//! foreign children, fencing tokens and `lost()`. What the base lock suite checks of every
+//! lock (`lock_conformance.rs`) is not repeated here; the Curator scenarios here check what is
+//! the mutex's own (node names, data, participants, nested guards sharing one node).
 //!
 //! Tests that stop servers or cut connections are in `mutex_faults.rs`; cancellation is in
 //! `mutex_cancellation.rs`.

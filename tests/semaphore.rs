@@ -22,10 +22,6 @@ use zk_recipes::testing::{FaultProxy, TestingServer};
 use zk_recipes::zk::CreateMode;
 use zk_recipes::{ConnectionState, Error, Framework, InterProcessMutex, InterProcessSemaphore, SemaphoreLease};
 
-async fn framework(connect: &str) -> Framework {
-    plain_framework(connect, SESSION).await
-}
-
 /// Peak tracking for "never more than N at once".
 #[derive(Default)]
 struct Occupancy {
@@ -69,7 +65,7 @@ async fn poll_then_drop<F: Future>(fut: F, polls: usize) -> Option<F::Output> {
 #[tokio::test]
 async fn simple() {
     bounded(LIMIT, async {
-        let fw = framework(&shared_connect().await).await;
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
         let path = unique_path("sem", "simple");
         let semaphore = InterProcessSemaphore::new(&fw, &path, 1).unwrap();
         let lease = semaphore.acquire_timeout(PROMPT).await.unwrap().expect("first lease");
@@ -90,12 +86,12 @@ async fn simple2() {
         let mut leases = Vec::new();
         let mut frameworks = Vec::new();
         for _ in 0..3 {
-            let fw = framework(&connect).await;
+            let fw = plain_framework(&connect, SESSION).await;
             let semaphore = InterProcessSemaphore::new(&fw, &path, 3).unwrap();
             leases.push(semaphore.acquire_timeout(PROMPT).await.unwrap().expect("lease"));
             frameworks.push(fw);
         }
-        let fw = framework(&connect).await;
+        let fw = plain_framework(&connect, SESSION).await;
         let fourth = InterProcessSemaphore::new(&fw, &path, 3).unwrap();
         assert!(fourth.acquire_timeout(BLOCKED).await.unwrap().is_none());
         leases.pop().unwrap().release().await.unwrap();
@@ -111,7 +107,7 @@ async fn simple2() {
 #[tokio::test]
 async fn participant_nodes_are_the_lease_paths() {
     bounded(LIMIT, async {
-        let fw = framework(&shared_connect().await).await;
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
         let path = unique_path("sem", "participants");
         let semaphore = InterProcessSemaphore::new(&fw, &path, 5).unwrap();
         assert!(semaphore.participant_nodes().await.unwrap().is_empty(), "never used: no participants");
@@ -151,7 +147,7 @@ async fn release_one_at_a_time() {
         let (tx, mut rx) = mpsc::unbounded_channel::<SemaphoreLease>();
         let mut frameworks = Vec::new();
         for _ in 0..CLIENTS {
-            let fw = framework(&connect).await;
+            let fw = plain_framework(&connect, SESSION).await;
             let semaphore = InterProcessSemaphore::new(&fw, &path, MAX).unwrap();
             let tx = tx.clone();
             tokio::spawn(async move {
@@ -201,7 +197,11 @@ async fn release_in_chunks() {
         const MAX: usize = 7;
         let connect = shared_connect().await;
         let path = unique_path("sem", "chunks");
-        let frameworks = [framework(&connect).await, framework(&connect).await, framework(&connect).await];
+        let frameworks = [
+            plain_framework(&connect, SESSION).await,
+            plain_framework(&connect, SESSION).await,
+            plain_framework(&connect, SESSION).await,
+        ];
         let (tx, mut rx) = mpsc::unbounded_channel::<SemaphoreLease>();
         for i in 0..WAITERS {
             let semaphore = InterProcessSemaphore::new(&frameworks[i % 3], &path, MAX).unwrap();
@@ -246,7 +246,7 @@ async fn random_multi_lease_acquires_stay_within_max() {
         let peak = Arc::new(AtomicUsize::new(0));
         let mut tasks = Vec::new();
         for client in 0..CLIENTS {
-            let fw = framework(&connect).await;
+            let fw = plain_framework(&connect, SESSION).await;
             let (held, peak, path) = (held.clone(), peak.clone(), path.clone());
             tasks.push(tokio::spawn(async move {
                 let semaphore = InterProcessSemaphore::new(&fw, &path, MAX).unwrap();
@@ -278,8 +278,8 @@ async fn closing_the_framework_frees_its_leases() {
     bounded(LIMIT, async {
         let connect = shared_connect().await;
         let path = unique_path("sem", "client-close");
-        let fw1 = framework(&connect).await;
-        let fw2 = framework(&connect).await;
+        let fw1 = plain_framework(&connect, SESSION).await;
+        let fw2 = plain_framework(&connect, SESSION).await;
         let s1 = InterProcessSemaphore::new(&fw1, &path, 2).unwrap();
         let s2 = InterProcessSemaphore::new(&fw2, &path, 2).unwrap();
         let leases = s1.acquire_many(2).await.unwrap();
@@ -304,8 +304,8 @@ async fn waiting_lease_deleted_externally_is_recreated() {
         let connect = shared_connect().await;
         let path = unique_path("sem", "no-orphans");
         let leases_dir = format!("{path}/leases");
-        let fw = framework(&connect).await;
-        let admin = framework(&connect).await;
+        let fw = plain_framework(&connect, SESSION).await;
+        let admin = plain_framework(&connect, SESSION).await;
         let semaphore = InterProcessSemaphore::new(&fw, &path, 1).unwrap();
         let first = semaphore.acquire().await.unwrap();
         let waiter = {
@@ -344,7 +344,7 @@ async fn dropped_waiting_acquire_removes_its_lease() {
     bounded(LIMIT, async {
         let connect = shared_connect().await;
         let path = unique_path("sem", "interrupt");
-        let fw = framework(&connect).await;
+        let fw = plain_framework(&connect, SESSION).await;
         let semaphore = InterProcessSemaphore::new(&fw, &path, 1).unwrap();
         let lease = semaphore.acquire().await.unwrap();
         let waiter = {
@@ -378,7 +378,7 @@ async fn loops_carry_on_through_connection_drops() {
         let done = Arc::new(AtomicUsize::new(0));
         let mut tasks = Vec::new();
         for _ in 0..CLIENTS {
-            let fw = framework(&proxy.connect_string()).await;
+            let fw = plain_framework(&proxy.connect_string(), SESSION).await;
             let (occupancy, done, path) = (occupancy.clone(), done.clone(), path.clone());
             tasks.push(tokio::spawn(async move {
                 let semaphore = InterProcessSemaphore::new(&fw, &path, MAX).unwrap();
@@ -427,7 +427,7 @@ async fn loops_carry_on_through_connection_drops() {
         let cuts = cutter.await.unwrap();
         assert!(cuts >= 5, "only {cuts} cuts");
         assert!(occupancy.peak() <= MAX);
-        let admin = framework(&connect).await;
+        let admin = plain_framework(&connect, SESSION).await;
         semaphore_settles(&admin, &path, 0).await;
         drop(frameworks);
     })
@@ -508,8 +508,8 @@ async fn session_expiry_of_holder_and_of_waiter() {
         let proxy = FaultProxy::start(&direct).await.unwrap();
         let path = unique_path("sem", "session-loss");
         let leases = format!("{path}/leases");
-        let proxied = framework(&proxy.connect_string()).await;
-        let other = framework(&direct).await;
+        let proxied = plain_framework(&proxy.connect_string(), SESSION).await;
+        let other = plain_framework(&direct, SESSION).await;
         let s1 = InterProcessSemaphore::new(&proxied, &path, 1).unwrap();
         let s2 = InterProcessSemaphore::new(&other, &path, 1).unwrap();
 
@@ -588,7 +588,7 @@ async fn session_ends_while_connected() {
     // Short, so that the server soon expires the old session and its nodes.
     let short = Duration::from_secs(2);
     let fw = Framework::builder(&direct).session_timeout(short).start().await.unwrap();
-    let other = framework(&direct).await;
+    let other = plain_framework(&direct, SESSION).await;
     let path = unique_path("sem", "ended-while-connected");
     // A plain mutex waiter exercises the engine's retry loop on its own.
     let mutex_path = format!("{path}-mutex");
@@ -631,7 +631,7 @@ async fn session_ends_while_connected() {
 #[tokio::test]
 async fn acquire_many_is_all_or_nothing() {
     bounded(LIMIT, async {
-        let fw = framework(&shared_connect().await).await;
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
         let path = unique_path("sem", "many");
         let semaphore = InterProcessSemaphore::new(&fw, &path, 3).unwrap();
         let two = semaphore.acquire_many(2).await.unwrap();
@@ -653,7 +653,7 @@ async fn acquire_many_is_all_or_nothing() {
 #[tokio::test]
 async fn cancelled_acquire_many_releases_what_it_took() {
     bounded(LIMIT, async {
-        let fw = framework(&shared_connect().await).await;
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
         let path = unique_path("sem", "many-cancel");
         let semaphore = InterProcessSemaphore::new(&fw, &path, 3).unwrap();
         let held = semaphore.acquire().await.unwrap();
@@ -678,7 +678,7 @@ async fn cancelled_acquire_many_releases_what_it_took() {
 #[tokio::test]
 async fn two_tasks_of_one_process_contend() {
     bounded(LIMIT, async {
-        let fw = framework(&shared_connect().await).await;
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
         let path = unique_path("sem", "two-tasks");
         let semaphore = InterProcessSemaphore::new(&fw, &path, 1).unwrap();
         let lease = semaphore.acquire().await.unwrap();
@@ -697,8 +697,8 @@ async fn two_tasks_of_one_process_contend() {
 async fn lease_guard_reports_path_token_and_loss() {
     bounded(LIMIT, async {
         let connect = shared_connect().await;
-        let fw = framework(&connect).await;
-        let admin = framework(&connect).await;
+        let fw = plain_framework(&connect, SESSION).await;
+        let admin = plain_framework(&connect, SESSION).await;
         let path = unique_path("sem", "guard");
         let semaphore = InterProcessSemaphore::with_data(&fw, &path, 2, b"worker-7".to_vec()).unwrap();
         let a = semaphore.acquire().await.unwrap();
@@ -732,7 +732,7 @@ async fn namespace_and_layout() {
         let connect = shared_connect().await;
         let ns = format!("ns-sem-{}", std::process::id());
         let fw = Framework::builder(&connect).namespace(&ns).session_timeout(SESSION).start().await.unwrap();
-        let raw = framework(&connect).await;
+        let raw = plain_framework(&connect, SESSION).await;
         let path = unique_path("sem", "namespace");
         let semaphore = InterProcessSemaphore::new(&fw, &path, 1).unwrap();
         let lease = semaphore.acquire_timeout(PROMPT).await.unwrap().expect("lease");
@@ -760,7 +760,11 @@ async fn fifteen_workers_three_leases() {
         const MAX: usize = 3;
         let connect = shared_connect().await;
         let path = unique_path("sem", "demo");
-        let frameworks = [framework(&connect).await, framework(&connect).await, framework(&connect).await];
+        let frameworks = [
+            plain_framework(&connect, SESSION).await,
+            plain_framework(&connect, SESSION).await,
+            plain_framework(&connect, SESSION).await,
+        ];
         let occupancy = Arc::new(Occupancy::default());
         let ran = Arc::new(AtomicUsize::new(0));
         let mut workers = Vec::new();
@@ -794,8 +798,8 @@ async fn fifteen_workers_three_leases() {
 async fn cancellation_uncontended() {
     bounded(LIMIT, async {
         let connect = shared_connect().await;
-        let fw = framework(&connect).await;
-        let other = framework(&connect).await;
+        let fw = plain_framework(&connect, SESSION).await;
+        let other = plain_framework(&connect, SESSION).await;
         let path = unique_path("sem", "cancel-uncontended");
         let semaphore = InterProcessSemaphore::new(&fw, &path, 1).unwrap();
         let next = InterProcessSemaphore::new(&other, &path, 1).unwrap();
@@ -834,8 +838,8 @@ async fn cancellation_uncontended() {
 async fn cancellation_contended() {
     bounded(LIMIT, async {
         let connect = shared_connect().await;
-        let fw = framework(&connect).await;
-        let other = framework(&connect).await;
+        let fw = plain_framework(&connect, SESSION).await;
+        let other = plain_framework(&connect, SESSION).await;
         let path = unique_path("sem", "cancel-contended");
         let semaphore = InterProcessSemaphore::new(&fw, &path, 1).unwrap();
         let next = InterProcessSemaphore::new(&other, &path, 1).unwrap();
@@ -892,7 +896,7 @@ async fn cancellation_contended() {
 #[tokio::test]
 async fn bad_input_gives_typed_errors() {
     bounded(LIMIT, async {
-        let fw = framework(&shared_connect().await).await;
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
         let path = unique_path("sem", "bad-input");
         let invalid_argument = |r: zk_recipes::Result<_>| matches!(r, Err(Error::InvalidArgument { .. }));
         assert!(invalid_argument(InterProcessSemaphore::new(&fw, &path, 0).map(drop)));
@@ -920,7 +924,7 @@ async fn bad_input_gives_typed_errors() {
 #[tokio::test]
 async fn closed_framework_is_an_error() {
     bounded(LIMIT, async {
-        let fw = framework(&shared_connect().await).await;
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
         let semaphore = InterProcessSemaphore::new(&fw, &unique_path("sem", "closed"), 1).unwrap();
         fw.close().await;
         assert!(matches!(semaphore.acquire().await, Err(Error::Closed)));
@@ -933,7 +937,7 @@ async fn closed_framework_is_an_error() {
 #[tokio::test]
 async fn every_child_of_leases_counts() {
     bounded(LIMIT, async {
-        let fw = framework(&shared_connect().await).await;
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
         let path = unique_path("sem", "foreign-child");
         fw.create(&format!("{path}/leases/junk")).mode(CreateMode::Ephemeral).await.unwrap();
         let semaphore = InterProcessSemaphore::new(&fw, &path, 1).unwrap();

@@ -15,14 +15,10 @@ use common::curator::CuratorPeer;
 use common::fixtures::{bounded, plain_framework, shared_connect, unique_path};
 use common::timing::{INTEROP_EVENT as EVENT, INTEROP_SESSION as SESSION, SLOW_LIMIT as LIMIT};
 use tokio::time::timeout;
-use zk_recipes::{Framework, InterProcessSemaphore, InterProcessSemaphoreMutex, SemaphoreLease};
+use zk_recipes::{InterProcessSemaphore, InterProcessSemaphoreMutex, SemaphoreLease};
 
 /// How long a contender is given to (wrongly) get through when it must not.
 const BLOCKED_MS: u64 = 300;
-
-async fn framework(connect: &str) -> Framework {
-    plain_framework(connect, SESSION).await
-}
 
 /// A log file shared by Java and Rust holders: `enter <who> ...` after acquiring, `exit <who>`
 /// before releasing, one append write per line (so lines from both sides never interleave).
@@ -107,7 +103,7 @@ async fn rust_and_curator_leases_share_one_limit() {
             return;
         };
         let path = unique_path("sem-interop", "leases");
-        let fw = framework(&connect).await;
+        let fw = plain_framework(&connect, SESSION).await;
         let semaphore = InterProcessSemaphore::new(&fw, &path, MAX).unwrap();
         for id in ["J1", "J2"] {
             assert_eq!(java.command(&format!("semaphore {id} {path} {MAX}")).await.unwrap(), "ok");
@@ -152,7 +148,7 @@ async fn rust_and_curator_leases_share_one_limit() {
             let reply = java.command(&format!("loop {id} {CYCLES} {} 2", log.arg())).await.unwrap();
             assert_eq!(reply, format!("loop-started {id}"));
         }
-        let fw2 = framework(&connect).await;
+        let fw2 = plain_framework(&connect, SESSION).await;
         let mut rust = Vec::new();
         for (i, fw) in [&fw, &fw2, &fw2].into_iter().enumerate() {
             let semaphore = InterProcessSemaphore::new(fw, &path, MAX).unwrap();
@@ -187,7 +183,7 @@ async fn rust_and_curator_semaphore_mutexes_exclude_each_other() {
             return;
         };
         let path = unique_path("sem-interop", "semmutex");
-        let fw = framework(&connect).await;
+        let fw = plain_framework(&connect, SESSION).await;
         let mutex = InterProcessSemaphoreMutex::new(&fw, &path).unwrap();
         assert_eq!(java.command(&format!("semmutex M {path}")).await.unwrap(), "ok");
 
@@ -220,7 +216,7 @@ async fn rust_and_curator_semaphore_mutexes_exclude_each_other() {
         const CYCLES: usize = 20;
         let log = SharedLog::new("semmutex");
         assert_eq!(java.command(&format!("loop M {CYCLES} {} 1", log.arg())).await.unwrap(), "loop-started M");
-        let fw2 = framework(&connect).await;
+        let fw2 = plain_framework(&connect, SESSION).await;
         let mut rust = Vec::new();
         for (i, fw) in [&fw, &fw2].into_iter().enumerate() {
             let mutex = InterProcessSemaphoreMutex::new(fw, &path).unwrap();

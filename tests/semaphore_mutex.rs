@@ -12,11 +12,7 @@ use common::fixtures::{
 };
 use common::timing::{LIMIT, PROMPT, QUIET as BLOCKED, SESSION};
 use tokio::time::timeout;
-use zk_recipes::{Error, Framework, InterProcessSemaphoreMutex};
-
-async fn framework(connect: &str) -> Framework {
-    plain_framework(connect, SESSION).await
-}
+use zk_recipes::{Error, InterProcessSemaphoreMutex};
 
 /// test2Clients: two clients exclude each other; the release lets the other in.
 #[tokio::test]
@@ -24,7 +20,7 @@ async fn semaphore_mutex_two_clients() {
     bounded(LIMIT, async {
         let connect = shared_connect().await;
         let path = unique_path("sem", "semmutex-2clients");
-        let (fw1, fw2) = (framework(&connect).await, framework(&connect).await);
+        let (fw1, fw2) = (plain_framework(&connect, SESSION).await, plain_framework(&connect, SESSION).await);
         let m1 = InterProcessSemaphoreMutex::new(&fw1, &path).unwrap();
         let m2 = InterProcessSemaphoreMutex::new(&fw2, &path).unwrap();
         let g1 = m1.acquire().await.unwrap();
@@ -57,7 +53,7 @@ async fn semaphore_mutex_two_clients() {
 #[tokio::test]
 async fn semaphore_mutex_is_not_reentrant_and_releasable_anywhere() {
     bounded(LIMIT, async {
-        let fw = framework(&shared_connect().await).await;
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
         let path = unique_path("sem", "semmutex-reentrant");
         let mutex = InterProcessSemaphoreMutex::new(&fw, &path).unwrap();
         let guard = mutex.acquire_timeout(PROMPT).await.unwrap().expect("locked");
@@ -81,7 +77,7 @@ async fn semaphore_mutex_holder_session_ends() {
     bounded(LIMIT, async {
         let connect = shared_connect().await;
         let path = unique_path("sem", "semmutex-session");
-        let (fw1, fw2) = (framework(&connect).await, framework(&connect).await);
+        let (fw1, fw2) = (plain_framework(&connect, SESSION).await, plain_framework(&connect, SESSION).await);
         let m1 = InterProcessSemaphoreMutex::new(&fw1, &path).unwrap();
         let m2 = InterProcessSemaphoreMutex::new(&fw2, &path).unwrap();
         let g1 = m1.acquire().await.unwrap();
@@ -101,7 +97,7 @@ async fn semaphore_mutex_holder_session_ends() {
 #[tokio::test]
 async fn bad_input_gives_typed_errors() {
     bounded(LIMIT, async {
-        let fw = framework(&shared_connect().await).await;
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
         let path = unique_path("semmutex", "bad-input");
         for bad in ["", "relative", "/trailing/", "/", "/a//b", "/zookeeper/x", "/a/./b"] {
             let e = InterProcessSemaphoreMutex::new(&fw, bad).unwrap_err();

@@ -16,7 +16,7 @@
 //! the directory is deleted (a container is reaped once empty) and created again.
 
 use crate::path;
-use crate::protocol::{read_write_sort_key, LATCH_NAME, LOCK_NAME, READ_LOCK_NAME, WRITE_LOCK_NAME};
+use crate::protocol::names::{read_write_sort_key, LATCH_NAME, LOCK_NAME, READ_LOCK_NAME, WRITE_LOCK_NAME};
 
 /// The number in a sequential suffix as ZooKeeper prints it (`%010d` of a signed 32-bit
 /// counter): digits (ten of them), or, once the directory's counter wrapped past `i32::MAX`, a minus

@@ -1,11 +1,12 @@
 //! The pure decoder: a directory's children in, the recipe and each node's part out, by the
 //! recipes' own drivers (the sort keys and predicates the lock engine acquires with).
 
+use zookeeper_client::Stat;
+
 use super::layout::{Queue, Recipe};
 use super::names::{LATCH_NAME, LEASE_BASE_NAME, LOCK_NAME, READ_LOCK_NAME, REVOKE_MESSAGE, WRITE_LOCK_NAME};
-use crate::locks::{Driver, ReadDriver, Verdict, WriteDriver};
+use crate::locks::driver::{Driver, ReadDriver, Verdict, WriteDriver};
 use crate::path;
-use crate::Stat;
 
 /// Which recipe's nodes `children` (names) are: the one most of them carry the
 /// [`Signature`](super::Signature) of, so a stray child does not change the answer; ties go
@@ -123,7 +124,9 @@ pub struct Decoded {
     pub kind: Kind,
     /// Its part in the queue.
     pub role: Role,
-    /// For a waiter: the child it waits on (the node Curator's contender watches).
+    /// For a waiting recipe node: the child it waits on (the node Curator's contender
+    /// watches). `None` for a holder, a lease, and a foreign child (it waits on nothing, though
+    /// it holds its place in the queue).
     pub waits_on: Option<String>,
     /// The sequence number ZooKeeper appended (its last ten digits), if any.
     pub sequence: Option<i64>,
@@ -183,7 +186,7 @@ impl Queue {
                 Some(Verdict::Watch { index, .. }) if self.is_downgrade_of(&decoded[index], &name, stat.as_ref()) => {
                     (Role::Holder, None)
                 }
-                Some(Verdict::Watch { node, .. }) => (Role::Waiter, Some(node)),
+                Some(Verdict::Watch { node, .. }) => (Role::Waiter, (kind != Kind::Foreign).then_some(node)),
                 // Not reached: the node is in the listing it is judged against.
                 Some(Verdict::Missing) => (Role::Waiter, None),
             };
@@ -296,10 +299,15 @@ mod tests {
 
     #[test]
     fn foreign_children_count_and_may_hold_the_queue() {
-        let decoded = Queue::Mutex.decode(["_c_a-lock-0000000001", "0"]);
+        let decoded = Queue::Mutex.decode(["_c_a-lock-0000000001", "0", "zzz"]);
         assert_eq!(decoded[0].name, "0");
         assert_eq!((decoded[0].role, decoded[0].kind), (Role::Holder, Kind::Foreign));
         assert_eq!((decoded[1].role, decoded[1].kind), (Role::Waiter, Kind::Lock));
+        assert_eq!(decoded[1].waits_on.as_deref(), Some("0"), "the lock node waits on the foreign child");
+        assert_eq!(
+            (decoded[2].role, decoded[2].kind, decoded[2].waits_on.as_deref()),
+            (Role::Waiter, Kind::Foreign, None)
+        );
     }
 
     #[test]

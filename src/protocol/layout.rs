@@ -8,7 +8,7 @@
 use super::names::{
     LATCH_NAME, LEASE_BASE_NAME, LEASE_PARENT, LOCK_NAME, LOCK_PARENT, READ_LOCK_NAME, WRITE_LOCK_NAME,
 };
-use crate::locks::{Driver, ReadDriver, StandardDriver};
+use crate::locks::driver::{Driver, ReadDriver, StandardDriver};
 
 /// A recipe, as its nodes show it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
