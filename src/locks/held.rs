@@ -147,7 +147,7 @@ impl NodeWatch {
 
     /// The client of the node's session, while that session is current.
     fn client(&self) -> Option<zookeeper_client::Client> {
-        self.framework.inner().client_of(self.epoch)
+        self.framework.client_of(self.epoch)
     }
 
     /// Whether the lock can still be trusted: the node is not known to be gone, its session

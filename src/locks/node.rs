@@ -116,7 +116,7 @@ impl Cleanup {
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        let inner = self.framework.inner();
+        let inner = &self.framework;
         match &mut self.target {
             Target::Prefix { dir, prefix } => inner.reap(ReaperCmd::DeleteByPrefix {
                 parent: std::mem::take(dir),
@@ -128,7 +128,7 @@ impl Drop for Cleanup {
                 let path = std::mem::take(path);
                 if let Some(client) = inner.client_of(self.epoch) {
                     let reply = self.send_delete(&client, &path);
-                    let inner = self.framework.inner();
+                    let inner = &self.framework;
                     inner.reap(ReaperCmd::Sent { path, epoch: self.epoch, reply: Box::pin(reply) });
                 }
             }
@@ -199,14 +199,14 @@ impl PendingCreate {
             if adopted.is_none() {
                 let stat = retry_request(framework, || session.client.check_stat(&full)).await?;
                 if let Some(stat) = stat.filter(|s| session.owns(s.ephemeral_owner)) {
-                    framework.inner().note_session_id(session);
+                    framework.note_session_id(session);
                     tracing::debug!(node = %full, "adopted our node after a lost create reply");
                     adopted = Some((name, stat.czxid));
                     continue;
                 }
             }
             // Another create under our prefix (or a stale session's): never a second node of ours.
-            framework.inner().reap(ReaperCmd::Delete { path: full, epoch: session.epoch });
+            framework.reap(ReaperCmd::Delete { path: full, epoch: session.epoch });
         }
         Ok(adopted)
     }
@@ -360,7 +360,7 @@ impl NodeSpec<'_> {
             let error = match created {
                 Ok((stat, assigned)) => {
                     session.learn_id(stat.ephemeral_owner);
-                    self.framework.inner().note_session_id(session);
+                    self.framework.note_session_id(session);
                     let node = match sequence {
                         Some(sequence) => {
                             let name = format!("{}{}{sequence}", pending.prefix, self.marker);

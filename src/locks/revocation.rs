@@ -129,7 +129,7 @@ async fn watch_loop(framework: &Framework, epoch: u64, full_path: &str, node: &N
         let read = {
             // The client is dropped before the wait below: a watch must not keep a closed
             // framework's session open.
-            let Some(client) = framework.inner().client_of(epoch) else { return End::Stopped };
+            let Some(client) = framework.client_of(epoch) else { return End::Stopped };
             let read = || client.get_and_watch_data(full_path);
             framework.retry_loop().run(read, |e| is_zk_retryable(e) && !is_zk_session_lost(e)).await
         };
