@@ -5,6 +5,7 @@
 //! | file | holds |
 //! | --- | --- |
 //! | `node.rs` | a lock node's life as types (pending create, created node) and protected creation |
+//! | `node_watch.rs` | the data watch on a held node, kept through connection trouble (deletion, revocation) |
 //! | `held.rs` | the one release core (`HeldNode`) and the non-owning `NodeWatch` guards observe |
 //! | `driver.rs` | who holds: sort keys and predicates over the children (pure) |
 //! | `internals.rs` | the one wait engine (Curator's `LockInternals`) |
@@ -23,6 +24,7 @@ mod internals;
 mod multi;
 mod mutex;
 mod node;
+mod node_watch;
 mod read_write;
 mod reentrant;
 mod revocation;
