@@ -136,7 +136,9 @@ impl Framework {
     ///
     /// The session ends on the server (its ephemeral nodes, locks included, are deleted at
     /// once) even while clones of the raw client from [`zk_client`](Self::zk_client) are still
-    /// alive: those clones stop working.
+    /// alive: the client closes the session itself once its last clone is gone; when a clone is
+    /// still alive half a second later, the client is stopped (every clone of it stops working)
+    /// and the session is closed from a second connection.
     ///
     /// # Cancel safety
     /// Cancel-safe: the framework is marked closed at the first poll; a cancelled close skips
@@ -263,8 +265,11 @@ impl Framework {
     /// crate does not wrap. It is replaced after `Lost`: fetch it again rather than keep it.
     ///
     /// A clone kept does not keep the session: [`close`](Self::close) ends the session all the
-    /// same (its ephemeral nodes go at once), and the clone's requests fail from then on. A
-    /// clone kept across a `Lost` speaks for the old session, which is gone.
+    /// same (its ephemeral nodes go at once), but it waits half a second for the clone to be
+    /// dropped first; after that, the clone's requests fail, and a watcher it set must not be
+    /// awaited any more (zookeeper-client panics in `OneshotWatcher::changed` once the task
+    /// serving the session is stopped). Drop clones before `close()`. A clone kept across a
+    /// `Lost` speaks for the old session, which is gone.
     ///
     /// # Errors
     /// [`Error::NotStarted`] or [`Error::Closed`].

@@ -215,16 +215,39 @@ async fn open(config: &Config, connector: zookeeper_client::Connector, capture: 
     Ok(client)
 }
 
-/// Ends `session` on the server, whatever clones of its client are still alive elsewhere:
-/// its task is stopped (so no clone can use or revive the connection), and a second client
-/// attached to the same session closes it, which deletes its ephemeral nodes at once. Bounded
-/// by the connection timeout; if the ensemble cannot be reached, the session expires on its
-/// own.
+/// How long [`end`] waits for the client to close the session by itself (it does once its last
+/// clone is dropped: the framework's own clones go as its tasks see the session end) before it
+/// closes the session from a second connection.
+const CLOSE_GRACE: Duration = Duration::from_millis(500);
+
+/// Ends `session` on the server, whatever clones of its client are still alive elsewhere.
+///
+/// Dropping the framework's handle lets the client close the session (CloseSession, once its
+/// last clone is gone). When that has not happened within [`CLOSE_GRACE`] (a clone handed out
+/// by `zk_client()` is still alive, or the client's task is gone), the client's task is
+/// stopped, so that no clone can use or revive the connection (their requests fail, and their
+/// watchers never fire), and a second client attached to the same session closes it: its
+/// ephemeral nodes are deleted at once. Bounded by the connection timeout; if the ensemble
+/// cannot be reached, the session expires on its own.
 pub(crate) async fn end(session: Session, config: &Config) {
+    let mut watcher = session.client.state_watcher();
     let info = session.client.session().clone();
     let id = session.client.session_id();
     let task = session.task.clone();
     drop(session);
+    let by_itself = tokio::time::timeout(CLOSE_GRACE, async {
+        while !watcher.state().is_terminated() {
+            watcher.changed().await;
+        }
+    });
+    if by_itself.await.is_ok() {
+        tracing::debug!(session = format_args!("{:#x}", id.0), "session closed");
+        return;
+    }
+    tracing::info!(
+        session = format_args!("{:#x}", id.0),
+        "the session's client is still in use (a raw client clone?); closing the session from a second connection"
+    );
     task.abort();
     let closing = async {
         // The aborted task's future is dropped once the runtime gets to it; its connection

@@ -76,12 +76,15 @@ pub(crate) async fn watch_data(
         };
         let session_over = state.wait_for(|s| s.epoch != epoch || s.state == ConnectionState::Lost);
         tokio::select! {
+            // The session's end first: a watcher of a client whose task is gone is never
+            // polled again.
+            biased;
+            _ = session_over => return End::SessionOver,
             event = watcher.changed() => match event.event_type {
                 EventType::NodeDeleted => return End::Deleted,
                 EventType::Session => return End::SessionOver,
                 _ => {} // the data changed: read it again
             },
-            _ = session_over => return End::SessionOver,
         }
     }
 }
