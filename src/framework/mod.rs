@@ -4,6 +4,19 @@
 //! Inside, three kinds of private task run per started framework: the state manager (turns the
 //! client's session states into [`ConnectionState`]s and replaces expired sessions), the reaper
 //! (guaranteed deletes), and one task per registered listener.
+//!
+//! | file | holds |
+//! | --- | --- |
+//! | `mod.rs` | the public handle, [`Framework`] |
+//! | `builder.rs` | [`FrameworkBuilder`] and the validated configuration |
+//! | `inner.rs` | what the handle shares with the tasks: session, state channels, lifecycle |
+//! | `heartbeat.rs` | when the state manager last ran and until when it vouches for the session |
+//! | `session.rs` | opening a session, the client task serving it, ending it |
+//! | `state.rs` | connection states and the pure transition function |
+//! | `state_manager.rs` | the task that runs the transitions and replaces lost sessions |
+//! | `reaper.rs` | guaranteed background deletes |
+//! | `listener.rs` | listeners and the state stream |
+//! | `ops.rs`, `listings.rs` | namespaced operations; listings shared by concurrent callers |
 
 mod builder;
 mod heartbeat;
@@ -99,7 +112,9 @@ impl Framework {
     ///
     /// # Errors
     /// [`Error::ConnectionTimeout`] when no server answers within the connection timeout,
-    /// [`Error::Closed`] after `close()`, or the client's error (for example `AuthFailed`).
+    /// [`Error::Closed`] after `close()` (also when `close()` is called while `start()` waits
+    /// for the server: the close wins, and the session just opened is closed), or the client's
+    /// error (for example `AuthFailed`).
     ///
     /// # Cancel safety
     /// Cancel-safe: a cancelled start leaves the framework unstarted (it may be started again)
