@@ -355,8 +355,30 @@ impl RetryPolicy for Restarting {
 
 #[cfg(test)]
 mod tests {
-    use super::Timing;
+    use super::{vouched_for, Timing};
+    use crate::framework::ConnectionStateErrorPolicy;
     use std::time::Duration;
+    use tokio::time::Instant;
+
+    #[test]
+    fn the_session_is_vouched_for_one_timeout_after_the_last_contact() {
+        let t = Timing::of(Duration::from_secs(4));
+        let now = Instant::now() + Duration::from_secs(60);
+        let long_ago = now - Duration::from_secs(30);
+        // Connected, Standard: the contact is now.
+        let standard = t.margin(ConnectionStateErrorPolicy::Standard);
+        assert_eq!(vouched_for(None, long_ago, standard, t, now), Duration::from_secs(4));
+        // Connected, SessionOnly: a client's silence back, unless a round trip was answered since.
+        let session_only = t.margin(ConnectionStateErrorPolicy::SessionOnly);
+        assert_eq!(vouched_for(None, long_ago, session_only, t, now), Duration::from_millis(2200));
+        let just_confirmed = now - Duration::from_millis(100);
+        assert_eq!(vouched_for(None, just_confirmed, session_only, t, now), Duration::from_millis(3900));
+        // Suspended: one timeout after the start of the clock, whatever the policy; none left
+        // once that is over.
+        let since = now - Duration::from_secs(1);
+        assert_eq!(vouched_for(Some(since), long_ago, session_only, t, now), Duration::from_secs(3));
+        assert_eq!(vouched_for(Some(long_ago), long_ago, standard, t, now), Duration::ZERO);
+    }
 
     #[test]
     fn timing_derives_from_the_session_timeout() {
