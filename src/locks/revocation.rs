@@ -8,10 +8,10 @@
 //! holder decides when to release.
 //!
 //! Inside: each revocable node has a [`NodeRevocation`], fed by one watch task per node (the
-//! node's data watch, which is set again after connection trouble) that ends when the node is
-//! deleted or its session ends; guards read it through their
-//! [`NodeWatch`](super::held::NodeWatch), and it also raises the [`Signal`] of the
-//! [`Revocable`] handle the acquire came from.
+//! node's data watch of `node_watch.rs`, which is set again after connection trouble) that
+//! ends when the node is deleted or its session ends; guards read it through their node's
+//! `NodeWatch` (`held.rs`), and it also raises the [`Signal`] of the [`Revocable`] handle the
+//! acquire came from.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
