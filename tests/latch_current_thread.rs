@@ -105,7 +105,7 @@ fn latch_waits_instead_of_spinning_while_the_framework_task_is_late() {
                 assert!(led.is_leader());
                 b.close().await.map_err(|e| e.to_string())?;
                 // Waiting costs a wake-up per beat of the framework (1/20 of the session timeout);
-                // the old loop, which went round without waiting, used 10-25% of the thread.
+                // the old loop, which went round without waiting, used 10-50% of the thread.
                 if cpu > wall / 10 {
                     return Err(format!("{}: the latch spun while the framework's task was late", report.join("; ")));
                 }
