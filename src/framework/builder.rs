@@ -519,7 +519,7 @@ mod tests {
     fn sasl_password_is_redacted() {
         let b = FrameworkBuilder::new("h:1").sasl_digest("alice", "secret-password");
         let framework = b.clone().build().unwrap();
-        for shown in [format!("{b:?}"), format!("{:?}", framework.inner().config)] {
+        for shown in [format!("{b:?}"), format!("{:?}", framework.config())] {
             assert!(!shown.contains("secret-password") && shown.contains("alice"), "{shown}");
         }
     }

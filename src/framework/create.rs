@@ -251,7 +251,7 @@ impl<'a> CreateBuilder<'a> {
         let mut in_doubt = false;
         let mut pending: Option<PendingCreate> = None;
         loop {
-            let session = fw.inner().session()?;
+            let session = fw.session()?;
             if let Some(prefix) = &prefix {
                 if pending.as_ref().map_or(true, |p| p.epoch() != session.epoch) {
                     if let Some(old) = pending.take() {
@@ -275,7 +275,7 @@ impl<'a> CreateBuilder<'a> {
                     }
                     if self.ephemeral() {
                         session.learn_id(stat.ephemeral_owner);
-                        fw.inner().note_session_id(&session);
+                        fw.note_session_id(&session);
                     }
                     let created = if self.sequential() { format!("{target}{sequence}") } else { target };
                     return Ok(Created { path: fw.unfix_path(&created).to_owned(), stat, existed: false });

@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::{FutureExt, Stream};
@@ -12,7 +12,7 @@ use tokio::sync::{broadcast, watch};
 use tokio::task::AbortHandle;
 
 use super::state::StateSnapshot;
-use super::{Framework, Inner};
+use super::{Framework, WeakFramework};
 
 /// Receives connection-state transitions (Curator's `ConnectionStateListener`).
 ///
@@ -83,15 +83,14 @@ impl Drop for ListenerHandle {
 }
 
 pub(crate) async fn run(
-    weak: Weak<Inner>,
+    weak: WeakFramework,
     mut events: broadcast::Receiver<StateSnapshot>,
     current: watch::Receiver<StateSnapshot>,
     listener: Arc<dyn ConnectionStateListener>,
 ) {
     loop {
         let Some(snapshot) = next_event(&mut events, &current).await else { return };
-        let Some(inner) = weak.upgrade() else { return };
-        let framework = Framework::from_inner(inner);
+        let Some(framework) = weak.upgrade() else { return };
         let call = AssertUnwindSafe(listener.state_changed(&framework, snapshot));
         if call.catch_unwind().await.is_err() {
             tracing::error!(state = ?snapshot.state, "connection state listener panicked; it stays registered");

@@ -53,7 +53,7 @@ impl Framework {
         let policy = self.inner.config.session_failure_policy;
         let mut first_epoch = None;
         let on_session = || {
-            let session = self.inner.session().and_then(|s| policy.keep_session(&mut first_epoch, s));
+            let session = self.session().and_then(|s| policy.keep_session(&mut first_epoch, s));
             let reply = session.map(&mut op);
             async move { Ok(reply?.await?) }
         };
@@ -62,7 +62,7 @@ impl Framework {
 
     /// A retry loop under the framework's policy that gives up once the framework closes.
     pub(crate) fn retry_loop(&self) -> RetryLoop<'_> {
-        RetryLoop::new(&*self.inner.config.retry_policy).stop_when(&*self.inner)
+        RetryLoop::new(&*self.config().retry_policy).stop_when(self)
     }
 
     /// The ACL the provider gives a node at `full_path`.
@@ -71,7 +71,7 @@ impl Framework {
     /// [`Error::InvalidArgument`] when the provider returns an empty list: the node must not
     /// be created with an ACL the user did not choose.
     pub(crate) fn acl_for(&self, full_path: &str) -> Result<Vec<Acl>> {
-        let acl = self.inner.config.acl_provider.acl_for_path(full_path);
+        let acl = self.config().acl_provider.acl_for_path(full_path);
         if acl.is_empty() {
             return Err(Error::invalid_argument(
                 "acl_provider",
@@ -100,7 +100,7 @@ impl Framework {
         let acl_bytes: usize = acl.iter().map(|a| 12 + a.auth_id().scheme().len() + a.auth_id().id().len()).sum();
         // xid, type, path length, data length, ACL count, flags: six 4-byte fields.
         let framing = 24 + acl_bytes;
-        let limit = self.inner.config.max_request_bytes.saturating_sub(framing);
+        let limit = self.config().max_request_bytes.saturating_sub(framing);
         let path_len = full_path.len() + extra_path;
         if path_len > limit {
             return Err(Error::TooLarge { name: "path", size: path_len, limit });
@@ -137,7 +137,7 @@ impl Framework {
         let acls: Vec<_> = levels.iter().map(|level| self.acl_for(level)).collect::<Result<_>>()?;
         let levels: Vec<_> = levels.into_iter().zip(&acls).collect();
         let on_session = || {
-            let (session, levels) = (self.inner.session(), &levels);
+            let (session, levels) = (self.session(), &levels);
             async move { Ok(create_levels(&session?.client, mode, levels).await?) }
         };
         // A level that exists when its create is sent can be gone by the time the next

@@ -15,11 +15,16 @@ use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use tokio::sync::{mpsc, Notify};
 
-use super::Inner;
 use crate::error::{is_zk_retryable, is_zk_session_lost, ZkError};
 use crate::path;
 use crate::retry::{Doubling, RetryLoop};
 use crate::sync::Mutex;
+
+/// Where the reaper finds the client of a node's session (the framework's shared state).
+pub(crate) trait Sessions: Send + Sync {
+    /// The client of session `epoch`, while that is the current session.
+    fn client_of(&self, epoch: u64) -> Option<zookeeper_client::Client>;
+}
 
 /// A reply to a request already sent on the session.
 pub(crate) type Reply = Pin<Box<dyn Future<Output = Result<(), ZkError>> + Send>>;
@@ -107,7 +112,7 @@ impl Receiver {
     }
 }
 
-pub(crate) async fn run(weak: Weak<Inner>, mut receiver: Receiver) {
+pub(crate) async fn run(weak: Weak<dyn Sessions>, mut receiver: Receiver) {
     let Some(mut rx) = receiver.rx.take() else { return };
     let mut jobs = FuturesUnordered::new();
     loop {
@@ -127,7 +132,7 @@ const REAPER_BACKOFF: Doubling = Doubling { first: Duration::from_millis(50), ma
 
 /// Sees one delete through. Returns when the node is gone, its session is gone, the framework
 /// is gone, or the server refuses for a reason retrying cannot fix (logged with the path).
-async fn reap(weak: Weak<Inner>, cmd: ReaperCmd) {
+async fn reap(weak: Weak<dyn Sessions>, cmd: ReaperCmd) {
     let (target, epoch, mut sent) = match cmd {
         ReaperCmd::Sent { path, epoch, reply } => (Target::Node(path), epoch, Some(reply)),
         ReaperCmd::Delete { path, epoch } => (Target::Node(path), epoch, None),

@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use super::{registry, ConnectionState, Framework};
+use super::{ConnectionState, Framework};
 use crate::error::{is_zk_connection_error, is_zk_session_lost, ZkError};
 
 /// A path under which no session has ephemeral nodes (nothing may be created under
@@ -96,14 +96,14 @@ impl Framework {
     /// Which session the server knowledge is about: its epoch, and whether it is read-only
     /// now (a read-only session that reaches a read-write server becomes another session).
     fn server_key(&self) -> (u64, bool) {
-        (self.inner().epoch(), self.state() == ConnectionState::ReadOnly)
+        (self.epoch(), self.state() == ConnectionState::ReadOnly)
     }
 
     /// What the current session's server supports, if known; otherwise `None`, and the
     /// probe is sent in the background (once per session).
     pub(crate) fn server_features_now(&self) -> Option<ServerFeatures> {
         let key = self.server_key();
-        let registry = registry::of(self);
+        let registry = self.registry();
         let mut knowledge = registry.server.lock();
         match knowledge.for_session(key) {
             Learned::Known(features) => return Some(features),
@@ -116,7 +116,7 @@ impl Framework {
         let framework = self.clone();
         runtime.spawn(async move {
             let learned = framework.probe_server().await.map_or(Learned::Unknown, Learned::Known);
-            registry::of(&framework).server.lock().set(key, learned);
+            framework.registry().server.lock().set(key, learned);
         });
         None
     }
@@ -124,14 +124,14 @@ impl Framework {
     /// Whether the lock fast path may run on the current session (configured on, and the
     /// server known to be 3.6+). Sends the probe when the server is not known yet.
     pub(crate) fn server_supports_fast_path(&self) -> bool {
-        let configured = self.inner().config.fast_path;
+        let configured = self.config().fast_path;
         fast_path_allowed(configured, configured.then(|| self.server_features_now()).flatten())
     }
 
     /// Whether persistent watches are known to be refused on the current session.
     pub(crate) fn server_refuses_persistent_watches(&self) -> bool {
         let key = self.server_key();
-        let learned = registry::of(self).server.lock().for_session(key);
+        let learned = self.registry().server.lock().for_session(key);
         matches!(learned, Learned::Known(features) if !features.persistent_watches)
     }
 
@@ -139,7 +139,7 @@ impl Framework {
     pub(crate) fn note_persistent_watches_refused(&self, epoch: u64) {
         let key = self.server_key();
         if key.0 == epoch {
-            let registry = registry::of(self);
+            let registry = self.registry();
             let mut knowledge = registry.server.lock();
             let learned = match knowledge.for_session(key) {
                 Learned::Known(features) => ServerFeatures { persistent_watches: false, ..features },
@@ -151,8 +151,8 @@ impl Framework {
 
     /// Asks the current session's server; `None` without an answer.
     async fn probe_server(&self) -> Option<ServerFeatures> {
-        let client = self.inner().session().ok()?.client;
-        let bound = self.inner().config.session_timeout.max(Duration::from_secs(1));
+        let client = self.session().ok()?.client;
+        let bound = self.config().session_timeout.max(Duration::from_secs(1));
         let answer = tokio::time::timeout(bound, client.list_ephemerals(PROBE_PREFIX)).await.ok()?;
         let features = from_probe(answer.as_ref().map(drop));
         tracing::debug!(?features, "learned what the server supports");

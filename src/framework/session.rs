@@ -1,13 +1,28 @@
-//! Opening a ZooKeeper session from the configuration.
+//! Opening a ZooKeeper session from the configuration, keeping hold of the task that serves
+//! it, and ending it.
+//!
+//! zookeeper-client serves each session from a task it spawns while connecting, and closes the
+//! session only when the last clone of its `Client` is dropped. The framework captures that
+//! task when it is spawned (zookeeper-client spawns through the `spawns` crate, whose spawner
+//! can be chosen for the duration of a call), so it can tell when the task is gone (a panic, or
+//! the runtime it ran on shut down) and can end the session itself even while a clone handed
+//! out by [`Framework::zk_client`](super::Framework::zk_client) is still alive.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
+use tokio::sync::watch;
+use tokio::task::AbortHandle;
 use zookeeper_client::{Client, SessionState};
 
+use super::builder::Config;
 use super::listings::Listings;
-use super::Config;
 use crate::error::{Error, Result};
+use crate::sync::Mutex;
 
 /// One ZooKeeper session of the framework: its client and which session it is (the epoch).
 #[derive(Clone, Debug)]
@@ -18,13 +33,30 @@ pub(crate) struct Session {
     id: Arc<AtomicI64>,
     /// Listings shared by concurrent callers (see [`Listings`]).
     pub(crate) listings: Arc<Listings>,
+    /// The client's task serving the session.
+    task: Arc<SessionTask>,
 }
 
 impl Session {
-    pub(crate) fn new(client: Client, epoch: u64) -> Self {
+    pub(crate) fn new(connected: Connected, epoch: u64) -> Self {
+        let Connected { client, task } = connected;
         let read_only = client.state() == SessionState::ConnectedReadOnly;
         let id = if read_only { 0 } else { client.session_id().0 };
-        Self { client, epoch, id: Arc::new(AtomicI64::new(id)), listings: Arc::default() }
+        Self { client, epoch, id: Arc::new(AtomicI64::new(id)), listings: Arc::default(), task }
+    }
+
+    /// Whether the client's task serving the session is gone (it ended, panicked, or the
+    /// runtime it ran on shut down): the client can do nothing more.
+    pub(crate) fn task_ended(&self) -> bool {
+        self.task.is_ended()
+    }
+
+    /// Completes when the client's task serving the session is gone.
+    pub(crate) fn task_end(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut ended = self.task.ended.subscribe();
+        async move {
+            let _ = ended.wait_for(|ended| *ended).await;
+        }
     }
 
     /// The session id as the server knows it (the `ephemeralOwner` of our nodes), or 0 while
@@ -65,15 +97,111 @@ impl Session {
     }
 }
 
+/// zookeeper-client's task serving one session, as captured when the client spawned it.
+#[derive(Debug, Default)]
+struct SessionTask {
+    abort: Mutex<Option<AbortHandle>>,
+    /// True once the task's future is gone (finished, aborted, panicked, or dropped with its
+    /// runtime).
+    ended: watch::Sender<bool>,
+}
+
+impl SessionTask {
+    fn is_ended(&self) -> bool {
+        *self.ended.borrow()
+    }
+
+    /// Stops the task: the connection closes, the client can send nothing more (the session
+    /// itself stays open on the server until it is closed or expires).
+    fn abort(&self) {
+        if let Some(abort) = self.abort.lock().take() {
+            abort.abort();
+        }
+    }
+}
+
+/// Marks its task ended when dropped (with the task's future, whichever way it ends).
+struct EndedOnDrop(Arc<SessionTask>);
+
+impl Drop for EndedOnDrop {
+    fn drop(&mut self) {
+        self.0.ended.send_replace(true);
+    }
+}
+
+/// The spawner in force while the client connects: the task it spawns (the session's) runs on
+/// the caller's runtime, as it would have, with its handle kept.
+struct Capture {
+    task: Arc<SessionTask>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl spawns_core::Spawn for Capture {
+    fn spawn(&self, task: spawns_core::Task) {
+        let ended = EndedOnDrop(self.task.clone());
+        let future = Box::into_pin(task.future);
+        let handle = self.runtime.spawn(async move {
+            let _ended = ended;
+            future.await
+        });
+        *self.task.abort.lock() = Some(handle.abort_handle());
+    }
+}
+
+/// Polls `future` with [`Capture`] as the spawner of everything it spawns.
+struct Capturing<F> {
+    capture: Capture,
+    future: Pin<Box<F>>,
+}
+
+impl<F: Future> Future for Capturing<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.get_mut();
+        let _scope = spawns_core::enter(&this.capture);
+        this.future.as_mut().poll(cx)
+    }
+}
+
+/// A client just connected, with the task serving its session.
+pub(crate) struct Connected {
+    client: Client,
+    task: Arc<SessionTask>,
+}
+
+impl Connected {
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+}
+
 /// Opens a new session, bounded by the configured connection timeout. Authentication is sent
 /// with it (and re-sent by the client on every reconnect of this session).
-pub(crate) async fn connect(config: &Config) -> Result<Client> {
+///
+/// # Panics
+/// Outside a Tokio runtime (zookeeper-client needs one to serve the session).
+pub(crate) async fn connect(config: &Config) -> Result<Connected> {
+    let connector = connector(config);
+    let task = Arc::new(SessionTask::default());
+    let capture = Capture { task: task.clone(), runtime: tokio::runtime::Handle::current() };
+    let client = open(config, connector, capture).await?;
+    tracing::debug!(session = format_args!("{:#x}", client.session_id().0), timeout = ?client.session_timeout(), "session opened");
+    Ok(Connected { client, task })
+}
+
+fn connector(config: &Config) -> zookeeper_client::Connector {
     let mut connector =
         Client::connector().with_session_timeout(config.session_timeout).with_readonly(config.can_be_read_only);
     for auth in &config.auth {
         connector = connector.with_auth(&auth.scheme, &auth.data);
     }
-    let connecting = config.security.connect(connector, &config.connect_string);
+    connector
+}
+
+async fn open(config: &Config, connector: zookeeper_client::Connector, capture: Capture) -> Result<Client> {
+    let connecting =
+        Capturing { capture, future: Box::pin(config.security.connect(connector, &config.connect_string)) };
     let client = match tokio::time::timeout(config.connection_timeout, connecting).await {
         Err(_) => return Err(Error::ConnectionTimeout(config.connection_timeout)),
         Ok(Err(zookeeper_client::Error::Timeout | zookeeper_client::Error::NoHosts)) => {
@@ -85,6 +213,68 @@ pub(crate) async fn connect(config: &Config) -> Result<Client> {
     if client.state() == SessionState::AuthFailed {
         return Err(zookeeper_client::Error::AuthFailed.into());
     }
-    tracing::debug!(session = format_args!("{:#x}", client.session_id().0), timeout = ?client.session_timeout(), "session opened");
     Ok(client)
+}
+
+/// How long [`end`] waits for the client to close the session by itself (it does once its last
+/// clone is dropped: the framework's own clones go as its tasks see the session end) before it
+/// closes the session from a second connection.
+const CLOSE_GRACE: Duration = Duration::from_millis(500);
+
+/// Ends `session` on the server, whatever clones of its client are still alive elsewhere.
+///
+/// Dropping the framework's handle lets the client close the session (CloseSession, once its
+/// last clone is gone). When that has not happened within [`CLOSE_GRACE`] (a clone handed out
+/// by `zk_client()` is still alive, or the client's task is gone), the client's task is
+/// stopped, so that no clone can use or revive the connection (their requests fail, and their
+/// watchers never fire), and a second client attached to the same session closes it: its
+/// ephemeral nodes are deleted at once. Bounded by the connection timeout; if the ensemble
+/// cannot be reached, the session expires on its own.
+pub(crate) async fn end(session: Session, config: &Config) {
+    let mut watcher = session.client.state_watcher();
+    let info = session.client.session().clone();
+    let id = session.client.session_id();
+    let task = session.task.clone();
+    drop(session);
+    let by_itself = tokio::time::timeout(CLOSE_GRACE, async {
+        while !watcher.state().is_terminated() {
+            watcher.changed().await;
+        }
+    });
+    if by_itself.await.is_ok() {
+        tracing::debug!(session = format_args!("{:#x}", id.0), "session closed");
+        return;
+    }
+    tracing::info!(
+        session = format_args!("{:#x}", id.0),
+        "the session's client is still in use (a raw client clone?); closing the session from a second connection"
+    );
+    task.abort();
+    let closing = async {
+        // The aborted task's future is dropped once the runtime gets to it; its connection
+        // closes with it, so the session is free for the attaching client.
+        let _ = task.ended.subscribe().wait_for(|ended| *ended).await;
+        let attach = SessionTask::default();
+        let capture = Capture { task: Arc::new(attach), runtime: tokio::runtime::Handle::current() };
+        let connector = connector(config).with_session(info);
+        let client = open(config, connector, capture).await?;
+        let mut watcher = client.state_watcher();
+        // Dropping the only clone sends CloseSession; the state turns terminal on its answer.
+        drop(client);
+        while !watcher.state().is_terminated() {
+            watcher.changed().await;
+        }
+        Ok::<(), Error>(())
+    };
+    match tokio::time::timeout(config.connection_timeout.max(Duration::from_secs(1)), closing).await {
+        Ok(Ok(())) => tracing::debug!(session = format_args!("{:#x}", id.0), "session closed"),
+        Ok(Err(Error::ZooKeeper(zookeeper_client::Error::SessionExpired))) => {}
+        Ok(Err(error)) => {
+            tracing::warn!(session = format_args!("{:#x}", id.0), %error, "could not close the session; it expires on its own")
+        }
+        Err(_) => tracing::warn!(
+            session = format_args!("{:#x}", id.0),
+            "closing the session timed out; it expires on its own"
+        ),
+    }
 }

@@ -22,8 +22,17 @@
 //! - the task beats every `S`/20; a gap of more than 3/10 `S` between two of its wake-ups means
 //!   its runtime was starved or paused, and the connection is treated as possibly lost until a
 //!   round trip confirms it; the simulated-expiry clock then starts at the last wake-up before
-//!   the gap (the client had reported no trouble by then). [`Framework::snapshot`](super::Framework::snapshot) reports
-//!   `Suspended` as soon as the beat is that late, before this task gets to run.
+//!   the gap (the client had reported no trouble by then; under `SessionOnly`, a client's
+//!   silence before it). [`Framework::snapshot`](super::Framework::snapshot) reports
+//!   `Suspended` as soon as the beat is that late, before this task gets to run;
+//! - with every beat the task tells the framework until when it vouches for the session: one
+//!   `S` after the last contact it vouches for (while connected: now, less a client's silence
+//!   under `SessionOnly`; while not: the start of the simulated-expiry clock). A reader that
+//!   finds that moment passed reads `Lost` without waiting for this task, which reports `Lost`
+//!   itself at the same moment once it runs;
+//! - the client's task serving the session is watched: if it ends without reporting a terminal
+//!   state (it panicked, or the runtime it ran on shut down), the session is lost and a new one
+//!   is opened.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -33,11 +42,11 @@ use std::time::Duration;
 use tokio::time::{Instant, MissedTickBehavior};
 use zookeeper_client::{Client, SessionState, StateWatcher};
 
+use super::inner::Inner;
 use super::session::{self, Session};
 use super::state::{
     first_connection_rule, transition, Confirm, ConnectionState, ConnectionStateErrorPolicy, Observation,
 };
-use super::Inner;
 use crate::retry::{RetryLoop, RetryPolicy};
 
 /// The time spans the state manager works with, derived from the negotiated session timeout.
@@ -66,6 +75,17 @@ impl Timing {
             stall: session * 3 / 10,
         }
     }
+
+    /// How long before the moment it can vouch for the client's last contact lies: under
+    /// `SessionOnly`, whose guards trust a lock until `Lost`, a client's silence (the client
+    /// reports a silent connection that late); under `Standard`, none (Curator's timing; the
+    /// guards were told at `Suspended`).
+    pub(crate) fn margin(&self, policy: ConnectionStateErrorPolicy) -> Duration {
+        match policy {
+            ConnectionStateErrorPolicy::SessionOnly => self.silence,
+            _ => Duration::ZERO,
+        }
+    }
 }
 
 /// A confirming round trip in flight.
@@ -77,6 +97,8 @@ enum Wake {
     Confirm(Result<(), zookeeper_client::Error>),
     Expiry,
     Beat,
+    /// The client's task serving the session is gone.
+    TaskEnded,
 }
 
 pub(crate) async fn run(
@@ -98,12 +120,14 @@ pub(crate) async fn run(
     let mut heartbeat = tokio::time::interval(timing.beat);
     heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut last_wake = Instant::now();
+    let Some(mut task_end) = session_task_end(&weak) else { return };
     loop {
         let expiry = unconfirmed_since.map(|since| since + timing.session);
         let wake = tokio::select! {
             biased;
             () = sleep_until_some(expiry) => Wake::Expiry,
             state = watcher.changed() => Wake::Session(state),
+            () = &mut task_end => Wake::TaskEnded,
             result = poll_confirming(&mut confirming) => Wake::Confirm(result),
             _ = heartbeat.tick() => Wake::Beat,
         };
@@ -111,27 +135,25 @@ pub(crate) async fn run(
         if inner.is_closed() {
             return;
         }
+        let policy = inner.config.error_policy;
+        let margin = timing.margin(policy);
         let now = Instant::now();
         let stalled_since = (now.saturating_duration_since(last_wake) > timing.stall).then_some(last_wake);
         last_wake = now;
-        inner.beat();
 
         let mut observations = Vec::with_capacity(2);
         if let Some(since) = stalled_since {
             tracing::warn!(stalled = ?now - since, "the framework's task did not run for a while; confirming the connection");
             // The client had reported no trouble when this task last ran: the last contact
-            // it vouches for is then (not a client's silence before it, as after a disconnect).
-            observations.push((Observation::Stalled, since));
+            // it vouches for is then (under `SessionOnly`, a client's silence before then).
+            observations.push((Observation::Stalled, since.checked_sub(margin).unwrap_or(last_confirmed)));
         }
         // The last contact before a disconnect: under `SessionOnly`, whose guards trust the
         // lock until `Lost`, the earliest it can be (a client's silence back), so that `Lost`
         // comes before the ensemble can expire the session; under `Standard`, whose guards
         // were told at `Suspended`, the disconnect itself (Curator's timing), so that a
         // session survives an outage (a leader election) shorter than its timeout.
-        let silent_since = match inner.config.error_policy {
-            ConnectionStateErrorPolicy::SessionOnly => now.checked_sub(timing.silence).unwrap_or(last_confirmed),
-            _ => now,
-        };
+        let silent_since = now.checked_sub(margin).unwrap_or(last_confirmed);
         match wake {
             Wake::Session(state) => {
                 if current == ConnectionState::ReadOnly && state == SessionState::SyncConnected {
@@ -141,6 +163,10 @@ pub(crate) async fn run(
                     }
                 }
                 observations.push((Observation::Session(state), silent_since))
+            }
+            Wake::TaskEnded => {
+                tracing::warn!("the ZooKeeper client's session task is gone; the session is lost");
+                observations.push((Observation::Session(SessionState::Closed), silent_since));
             }
             Wake::Expiry => observations.push((Observation::SuspendedTooLong, silent_since)),
             Wake::Confirm(Ok(())) => {
@@ -165,13 +191,26 @@ pub(crate) async fn run(
         }
 
         // Each observation comes with the last contact it lets the framework vouch for.
+        let mut new_session = false;
         for (observed, contact) in observations {
             tracing::debug!(?observed, ?current, "session observation");
             let step = transition(current, observed);
+            if observed == Observation::Confirmed {
+                last_confirmed = now;
+            }
+            let next = step.emit.last().copied().unwrap_or(current);
+            unconfirmed_since = match next {
+                // The clock keeps running through unconfirmed reconnects.
+                ConnectionState::Suspended => Some(unconfirmed_since.unwrap_or(contact.max(last_confirmed))),
+                _ => None,
+            };
+            // A contact whose session timeout is over (a stall that long): lost now.
+            let overdue = unconfirmed_since.is_some_and(|since| since + timing.session <= now);
+            let vouched = vouched_for(unconfirmed_since, last_confirmed, margin, timing, now);
             for state in step.emit {
                 let state = first_connection_rule(state, connected_sent);
                 connected_sent |= state == ConnectionState::Connected;
-                inner.publish(state);
+                inner.publish(state, vouched);
                 current = state;
             }
             match step.confirm {
@@ -183,38 +222,70 @@ pub(crate) async fn run(
                 }
                 Confirm::Stop => confirming = None,
             }
-            if observed == Observation::Confirmed {
-                last_confirmed = now;
-            }
-            unconfirmed_since = match current {
-                // The clock keeps running through unconfirmed reconnects.
-                ConnectionState::Suspended => Some(unconfirmed_since.unwrap_or(contact.max(last_confirmed))),
-                _ => None,
-            };
-            if step.new_session {
-                let Some(session) = open_new_session(&inner).await else { return };
-                watcher = session.client.state_watcher();
-                timing = Timing::of(session.client.session_timeout());
-                let read_only = watcher.state() == SessionState::ConnectedReadOnly;
-                if !inner.install_session(session, timing.stall) {
-                    return; // closed meanwhile: the new session was dropped, which closes it
+            if overdue && !step.new_session {
+                let step = transition(current, Observation::SuspendedTooLong);
+                for state in step.emit {
+                    inner.publish(state, Duration::ZERO);
+                    current = state;
                 }
-                current = match read_only {
-                    true => ConnectionState::ReadOnly,
-                    false => first_connection_rule(ConnectionState::Reconnected, connected_sent),
-                };
-                connected_sent |= current == ConnectionState::Connected;
-                inner.publish(current);
-                last_confirmed = Instant::now();
-                last_wake = last_confirmed;
-                unconfirmed_since = None;
-                confirming = None;
-                heartbeat = tokio::time::interval(timing.beat);
-                heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
+                new_session = true;
+                break;
+            }
+            if step.new_session {
+                new_session = true;
                 break;
             }
         }
+        if !new_session {
+            inner.beat(vouched_for(unconfirmed_since, last_confirmed, margin, timing, Instant::now()));
+            continue;
+        }
+        let Some(session) = open_new_session(&inner).await else { return };
+        watcher = session.client.state_watcher();
+        timing = Timing::of(session.client.session_timeout());
+        task_end = Box::pin(session.task_end());
+        let read_only = watcher.state() == SessionState::ConnectedReadOnly;
+        // Opening the session took a round trip: it is vouched for a whole session timeout.
+        if !inner.install_session(session, timing.stall, timing.session) {
+            return; // closed meanwhile: the new session was dropped, which closes it
+        }
+        current = match read_only {
+            true => ConnectionState::ReadOnly,
+            false => first_connection_rule(ConnectionState::Reconnected, connected_sent),
+        };
+        connected_sent |= current == ConnectionState::Connected;
+        inner.publish(current, timing.session);
+        last_confirmed = Instant::now();
+        last_wake = last_confirmed;
+        unconfirmed_since = None;
+        confirming = None;
+        heartbeat = tokio::time::interval(timing.beat);
+        heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
     }
+}
+
+/// How long from `now` the framework vouches for the session: one session timeout after the
+/// last contact it vouches for (the start of the simulated-expiry clock while not connected;
+/// now less `margin`, and never before the last confirmed round trip, while connected).
+fn vouched_for(
+    unconfirmed_since: Option<Instant>,
+    last_confirmed: Instant,
+    margin: Duration,
+    timing: Timing,
+    now: Instant,
+) -> Duration {
+    let contact = unconfirmed_since.unwrap_or_else(|| now.checked_sub(margin).unwrap_or(now).max(last_confirmed));
+    (contact + timing.session).saturating_duration_since(now)
+}
+
+/// The end of the current session's task, pinned; `None` when the framework is gone.
+fn session_task_end(weak: &Weak<Inner>) -> Option<Pin<Box<dyn Future<Output = ()> + Send>>> {
+    let inner = weak.upgrade()?;
+    let end: Pin<Box<dyn Future<Output = ()> + Send>> = match inner.session() {
+        Ok(session) => Box::pin(session.task_end()),
+        Err(_) => Box::pin(std::future::pending()),
+    };
+    Some(end)
 }
 
 fn is_expiry(observation: Observation) -> bool {
@@ -261,7 +332,7 @@ async fn open_new_session(inner: &Inner) -> Option<Session> {
     let mut retry = RetryLoop::new(&policy).stop_when(inner);
     let connect = || session::connect(&inner.config);
     match retry.run(connect, |_| true).await {
-        Ok(client) => Some(Session::new(client, epoch)),
+        Ok(connected) => Some(Session::new(connected, epoch)),
         Err(error) => {
             tracing::debug!(%error, "no new session: the framework closed");
             None
@@ -284,8 +355,30 @@ impl RetryPolicy for Restarting {
 
 #[cfg(test)]
 mod tests {
-    use super::Timing;
+    use super::{vouched_for, Timing};
+    use crate::framework::ConnectionStateErrorPolicy;
     use std::time::Duration;
+    use tokio::time::Instant;
+
+    #[test]
+    fn the_session_is_vouched_for_one_timeout_after_the_last_contact() {
+        let t = Timing::of(Duration::from_secs(4));
+        let now = Instant::now() + Duration::from_secs(60);
+        let long_ago = now - Duration::from_secs(30);
+        // Connected, Standard: the contact is now.
+        let standard = t.margin(ConnectionStateErrorPolicy::Standard);
+        assert_eq!(vouched_for(None, long_ago, standard, t, now), Duration::from_secs(4));
+        // Connected, SessionOnly: a client's silence back, unless a round trip was answered since.
+        let session_only = t.margin(ConnectionStateErrorPolicy::SessionOnly);
+        assert_eq!(vouched_for(None, long_ago, session_only, t, now), Duration::from_millis(2200));
+        let just_confirmed = now - Duration::from_millis(100);
+        assert_eq!(vouched_for(None, just_confirmed, session_only, t, now), Duration::from_millis(3900));
+        // Suspended: one timeout after the start of the clock, whatever the policy; none left
+        // once that is over.
+        let since = now - Duration::from_secs(1);
+        assert_eq!(vouched_for(Some(since), long_ago, session_only, t, now), Duration::from_secs(3));
+        assert_eq!(vouched_for(Some(long_ago), long_ago, standard, t, now), Duration::ZERO);
+    }
 
     #[test]
     fn timing_derives_from_the_session_timeout() {

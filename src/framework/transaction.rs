@@ -231,7 +231,7 @@ impl<'a> Transaction<'a> {
             size += full.len();
             prepared.push((full, acl));
         }
-        let limit = fw.inner().config.max_request_bytes;
+        let limit = fw.config().max_request_bytes;
         if size > limit {
             return Err(Error::TooLarge { name: "transaction", size, limit });
         }
@@ -259,7 +259,7 @@ impl<'a> Transaction<'a> {
         let fw = self.framework;
         let mut retry = fw.retry_loop();
         loop {
-            let session = fw.inner().session()?;
+            let session = fw.session()?;
             let mut writer = session.client.new_multi_writer();
             for (op, (full, acl)) in self.ops.iter().zip(&prepared) {
                 let added = match op {

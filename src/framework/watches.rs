@@ -16,7 +16,7 @@
 //! queues the `removeWatches` on the client: nothing in `Drop` blocks or spawns.
 
 use std::pin::Pin;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -24,8 +24,8 @@ use futures::Stream;
 use tokio::sync::{mpsc, watch as latest, Notify};
 use zookeeper_client::{AddWatchMode, EventType, PersistentWatcher, SessionState, WatchedEvent};
 
-use super::registry::{self, Registry};
-use super::{ConnectionState, Framework, Inner, Session, StateSnapshot};
+use super::registry::Registry;
+use super::{ConnectionState, Framework, Session, StateSnapshot, WeakFramework};
 use crate::error::{Error, Result, ZkError};
 use crate::retry::Doubling;
 
@@ -231,7 +231,7 @@ impl Framework {
         if self.server_refuses_persistent_watches() {
             return Err(ZkError::Unimplemented.into());
         }
-        let registry = registry::of(self);
+        let registry = self.registry();
         let rearm = Arc::new(Notify::new());
         let registered = {
             let mut table = registry.watches.lock();
@@ -259,7 +259,7 @@ impl Framework {
                 }
             })
             .await
-            .map_err(|e| self.note_refusal(e, self.inner().epoch()))?;
+            .map_err(|e| self.note_refusal(e, self.epoch()))?;
         state.mark_changed();
         let read_only = self.state() == ConnectionState::ReadOnly;
         let (tx, events) = mpsc::channel(BUFFER);
@@ -273,7 +273,7 @@ impl Framework {
     /// watch's creations, and removing the one-shot again removes it).
     #[allow(dead_code)]
     pub(crate) fn has_persistent_watch(&self, full_path: &str) -> bool {
-        registry::of(self).watches.lock().entries.iter().any(|e| e.full_path == full_path)
+        self.registry().watches.lock().entries.iter().any(|e| e.full_path == full_path)
     }
 
     /// Registers the persistent watches on `full_path` again, each yielding
@@ -282,7 +282,7 @@ impl Framework {
     /// either leaves the persistent watch partly silenced).
     #[allow(dead_code)]
     pub(crate) fn rearm_persistent_watches(&self, full_path: &str) {
-        for entry in registry::of(self).watches.lock().entries.iter().filter(|e| e.full_path == full_path) {
+        for entry in self.registry().watches.lock().entries.iter().filter(|e| e.full_path == full_path) {
             entry.rearm.notify_one();
         }
     }
@@ -308,7 +308,7 @@ fn refuses_persistent_watches(error: &ZkError) -> bool {
 
 /// What a watch's task owns.
 struct Task {
-    weak: Weak<Inner>,
+    weak: WeakFramework,
     full_path: String,
     mode: WatchMode,
     tx: mpsc::Sender<Result<WatchEvent>>,
@@ -375,7 +375,7 @@ impl Task {
                 Wake::Consumer | Wake::State(None) => return,
                 Wake::Rearm => resync = Some(ResyncReason::Rearmed),
                 Wake::State(Some(snapshot)) => {
-                    let open = self.weak.upgrade().is_some_and(|inner| !inner.is_closed());
+                    let open = self.weak.upgrade().is_some_and(|framework| !framework.is_closed());
                     if !open {
                         return;
                     }
@@ -417,7 +417,7 @@ impl Task {
 
     /// The event as the user sees it; `None` when the framework is gone.
     fn node_event(&self, kind: EventType, event: WatchedEvent) -> Option<NodeEvent> {
-        let framework = Framework::from_inner(self.weak.upgrade()?);
+        let framework = self.weak.upgrade()?;
         Some(NodeEvent::of(&framework, kind, &event))
     }
 
@@ -428,15 +428,14 @@ impl Task {
         let spacing = Doubling { first: Duration::from_millis(50), max: Duration::from_secs(1) };
         let mut attempt = 0;
         loop {
-            let Some(inner) = self.weak.upgrade() else { return Readd::Stop };
-            let framework = Framework::from_inner(inner);
+            let Some(framework) = self.weak.upgrade() else { return Readd::Stop };
             if framework.is_closed() {
                 return Readd::Stop;
             }
             if framework.server_refuses_persistent_watches() {
                 return Readd::Failed(ZkError::Unimplemented.into());
             }
-            let Ok(session) = framework.inner().session() else { return Readd::Stop };
+            let Ok(session) = framework.session() else { return Readd::Stop };
             // The task must not keep the framework alive while it waits.
             drop(framework);
             let registering = session.client.watch(&self.full_path, self.mode.into());
@@ -447,8 +446,8 @@ impl Task {
             match result {
                 Ok(watcher) => return Readd::Added(session.epoch, watcher),
                 Err(e) if refuses_persistent_watches(&e) => {
-                    if let Some(inner) = self.weak.upgrade() {
-                        Framework::from_inner(inner).note_persistent_watches_refused(session.epoch);
+                    if let Some(framework) = self.weak.upgrade() {
+                        framework.note_persistent_watches_refused(session.epoch);
                     }
                     return Readd::Failed(ZkError::Unimplemented.into());
                 }

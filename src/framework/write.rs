@@ -164,7 +164,7 @@ impl SetData<'_> {
         let fw = self.framework;
         let full = fw.full_path(self.path)?;
         let version = check_version(self.version)?;
-        let limit = fw.inner().config.max_request_bytes.saturating_sub(full.len() + 20);
+        let limit = fw.config().max_request_bytes.saturating_sub(full.len() + 20);
         if self.data.len() > limit {
             return Err(Error::TooLarge { name: "data", size: self.data.len(), limit });
         }
@@ -329,7 +329,7 @@ struct Handover<'a> {
 impl Drop for Handover<'_> {
     fn drop(&mut self) {
         if self.armed {
-            let inner = self.framework.inner();
+            let inner = self.framework;
             let epoch = inner.epoch();
             if epoch != 0 {
                 tracing::debug!(node = %self.path, "guaranteed delete handed to the reaper");

@@ -414,7 +414,11 @@ impl Shared {
                 }
             }
             if !watch.is_held() {
-                continue; // suspended again meanwhile
+                // Suspended again meanwhile, or the framework's task is late (a starved
+                // runtime; it publishes what it finds once it runs): wait for it, never spin,
+                // or a `current_thread` runtime would never run it.
+                self.framework().state_settles().await;
+                continue;
             }
             let Some(untrusted) = self.begin_term(&watch) else {
                 return; // closed: close() deletes the node
@@ -446,7 +450,7 @@ impl Shared {
     /// session, as Curator does).
     async fn still_first(&self, watch: &NodeWatch) -> Result<bool, Failure> {
         let framework = self.framework();
-        let session = framework.inner().session()?;
+        let session = framework.session()?;
         if session.epoch != watch.epoch() {
             return Err(Failure::NodeMissing);
         }

@@ -256,7 +256,7 @@ impl FastPath {
             Err(_) => return Ok(self.fell_back(FastPathFallback::CreateFailed, None)),
         };
         session.learn_id(stat.ephemeral_owner);
-        framework.inner().note_session_id(session);
+        framework.note_session_id(session);
         let node = pending.created(sequence, stat.czxid);
         let observed = Observed {
             read_only: framework.state() == ConnectionState::ReadOnly,
@@ -367,7 +367,7 @@ impl Observed {
 
 /// Whether the framework allows the fast path (`FrameworkBuilder::fast_path`).
 pub(crate) fn enabled(framework: &Framework) -> bool {
-    framework.inner().config.fast_path
+    framework.config().fast_path
 }
 
 #[cfg(test)]

@@ -10,12 +10,13 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
-use zookeeper_client::{EventType, WatchedEvent};
+use futures::future::{BoxFuture, FutureExt, Shared};
+use zookeeper_client::WatchedEvent;
 
 use super::fast_path::SoleHold;
 use super::node::{Cleanup, CreatedNode, DeleteReply, SendDelete};
-use super::revocation::{End, NodeRevocation};
+use super::node_watch::{watch_data, End};
+use super::revocation::NodeRevocation;
 use crate::error::{is_zk_retryable, is_zk_session_lost, Result, ZkError};
 use crate::framework::{ConnectionState, Framework};
 use crate::sync::Mutex;
@@ -52,6 +53,7 @@ impl HeldNode {
             epoch: cleanup.epoch(),
             czxid,
             gone: Arc::default(),
+            deletion: Arc::default(),
             revocation: None,
         };
         Self { cleanup, sole: None, watch, kept_watches: Mutex::default() }
@@ -145,8 +147,23 @@ pub(crate) struct NodeWatch {
     czxid: i64,
     /// Set once this process knows the node is gone (released, or seen deleted).
     gone: Arc<AtomicBool>,
+    /// The node's deletion watch, shared by every `lost()` of every clone.
+    deletion: Arc<DeletionWatch>,
     /// The node's revocation requests, when it was acquired revocably.
     revocation: Option<Arc<NodeRevocation>>,
+}
+
+/// The one deletion watch of a node that is not revocable, set by the first `lost()` and
+/// shared by every later one: it is kept (not dropped) when its callers go away, so any number
+/// of callers, at once or one after another, cost one watch for the node's life.
+#[derive(Default)]
+struct DeletionWatch(Mutex<Option<Shared<BoxFuture<'static, End>>>>);
+
+impl std::fmt::Debug for DeletionWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let set = self.0.lock().is_some();
+        f.debug_struct("DeletionWatch").field("set", &set).finish()
+    }
 }
 
 impl NodeWatch {
@@ -170,7 +187,7 @@ impl NodeWatch {
 
     /// The client of the node's session, while that session is current.
     fn client(&self) -> Option<zookeeper_client::Client> {
-        self.framework.inner().client_of(self.epoch)
+        self.framework.client_of(self.epoch)
     }
 
     /// Whether the lock can still be trusted: the node is not known to be gone, its session
@@ -223,37 +240,34 @@ impl NodeWatch {
         }
     }
 
-    /// Completes when the node is deleted (and records it) or its session ends.
+    /// Completes when the node is deleted (and records it), or when nothing more can be
+    /// learned about it (the server refuses to let us read it); pending once its session is
+    /// over (the state watch decides then).
     ///
     /// A revocable node already has a data watch that reads every change (revocation requests
     /// are data changes): that watch's end is awaited instead of a second watch that would
-    /// read each change again and drop it.
+    /// read each change again and drop it. Any other node gets one deletion watch, shared by
+    /// every caller.
     async fn node_gone(&self) {
-        if let Some(revocation) = &self.revocation {
-            match revocation.ended().await {
-                End::Deleted => self.gone.store(true, Ordering::SeqCst),
-                End::Stopped => std::future::pending().await, // the state watch decides
-            }
-            return;
+        let end = match &self.revocation {
+            Some(revocation) => revocation.ended().await,
+            None => self.deletion_watch().await,
+        };
+        match end {
+            End::Deleted => self.gone.store(true, Ordering::SeqCst),
+            End::Unwatchable => {}
+            End::SessionOver => std::future::pending().await,
         }
-        loop {
-            let Some(client) = self.client() else { return };
-            let watch = || client.get_and_watch_data(&self.full_path);
-            let watched =
-                self.framework.retry_loop().run(watch, |e| is_zk_retryable(e) && !is_zk_session_lost(e)).await;
-            match watched {
-                Err(ZkError::NoNode) => break,
-                // Out of retries or refused: the state watch decides from here.
-                Err(_) => return std::future::pending().await,
-                Ok((_, _, watcher)) => match watcher.changed().await.event_type {
-                    EventType::NodeDeleted => break,
-                    EventType::Session => return,
-                    // Not revocable: data is only informational here (a revoke message
-                    // included: the holder did not ask to hear it). Watch again.
-                    _ => {}
-                },
-            }
-        }
-        self.gone.store(true, Ordering::SeqCst);
+    }
+
+    /// The node's deletion watch, set on the first call. Data changes only set it again (not
+    /// revocable: data is informational here, a revoke message included).
+    fn deletion_watch(&self) -> Shared<BoxFuture<'static, End>> {
+        let mut slot = self.deletion.0.lock();
+        let watch = slot.get_or_insert_with(|| {
+            let (framework, epoch, full_path) = (self.framework.clone(), self.epoch, self.full_path.clone());
+            async move { watch_data(&framework, epoch, &full_path, |_, _| {}).await }.boxed().shared()
+        });
+        watch.clone()
     }
 }

@@ -113,7 +113,7 @@ impl LockInternals {
 
     async fn attempt<M: Mode>(&self, revocable: Option<&Arc<Signal>>) -> Result<M::Out<HeldNode>, Failure> {
         let framework = self.framework();
-        let session = framework.inner().session()?;
+        let session = framework.session()?;
         let list = || self.listing(&session);
         let spec = if revocable.is_some() { self.revocable_spec() } else { self.spec() };
         // Started once the attempt is known to wait or hold (a busy try deletes its node at

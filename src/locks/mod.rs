@@ -8,6 +8,7 @@
 //! | `node.rs` | a lock node's life as types (pending create, created node) and its cleanup |
 //! | `protected.rs` | protected creation and recovery; a directory of protected nodes |
 //! | `fast_path.rs` | the uncontended mutex taken with the create alone, when provably safe |
+//! | `node_watch.rs` | the data watch on a held node, kept through connection trouble (deletion, revocation) |
 //! | `held.rs` | the one release core (`HeldNode`) and the non-owning `NodeWatch` guards observe |
 //! | `internals.rs` | the one wait engine (Curator's `LockInternals`) |
 //! | `start_over.rs` | the start-over loop: a fresh node when the last one went missing |
@@ -26,6 +27,7 @@ mod internals;
 mod multi;
 mod mutex;
 mod node;
+mod node_watch;
 mod protected;
 mod read_write;
 mod reentrant;

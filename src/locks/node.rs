@@ -121,7 +121,7 @@ impl Cleanup {
     pub(crate) fn delete_now_via(&mut self, via: impl FnOnce(SendDelete<'_>) -> DeleteReply) {
         let Target::Node(path) = &self.target else { return };
         // Without a client the session is over: the node went with it.
-        if let Some(client) = self.framework.inner().client_of(self.epoch) {
+        if let Some(client) = self.framework.client_of(self.epoch) {
             let path = path.clone();
             drop(self.send_delete_via(&client, &path, via)); // kept in the target
         }
@@ -131,7 +131,7 @@ impl Cleanup {
 impl Drop for Cleanup {
     fn drop(&mut self) {
         self.delete_now_via(|send| send());
-        let inner = self.framework.inner();
+        let inner = &self.framework;
         match &mut self.target {
             Target::Prefix { dir, prefix } => inner.reap(ReaperCmd::DeleteByPrefix {
                 parent: std::mem::take(dir),

@@ -175,7 +175,7 @@ impl NodeSpec<'_> {
             let error = match created {
                 Ok((stat, assigned)) => {
                     session.learn_id(stat.ephemeral_owner);
-                    self.framework.inner().note_session_id(session);
+                    self.framework.note_session_id(session);
                     let node = match sequence {
                         Some(sequence) => pending.with_sequence(sequence, stat.czxid),
                         None => pending.created(assigned, stat.czxid),
@@ -239,14 +239,14 @@ impl PendingCreate {
             if adopted.is_none() {
                 let stat = retry_request(framework, || session.client.check_stat(&full)).await?;
                 if let Some(stat) = stat.filter(|s| any_owner || session.owns(s.ephemeral_owner)) {
-                    framework.inner().note_session_id(session);
+                    framework.note_session_id(session);
                     tracing::debug!(node = %full, "adopted our node after a lost create reply");
                     adopted = Some((name, stat.czxid));
                     continue;
                 }
             }
             // Another create under our prefix (or a stale session's): never a second node of ours.
-            framework.inner().reap(ReaperCmd::Delete { path: full, epoch: session.epoch });
+            framework.reap(ReaperCmd::Delete { path: full, epoch: session.epoch });
         }
         Ok(adopted)
     }

@@ -172,7 +172,7 @@ impl Shared {
         if write.is_over() {
             return Err(lost());
         }
-        let session = framework.inner().session()?;
+        let session = framework.session()?;
         if session.epoch != write.epoch() {
             return Err(lost());
         }

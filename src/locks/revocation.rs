@@ -7,10 +7,11 @@
 //! the watch, and takes exactly those bytes as a request. Revocation is cooperative: the
 //! holder decides when to release.
 //!
-//! Inside: each revocable node has a [`NodeRevocation`], fed by one watch task per node that
-//! ends when the node is deleted or its session ends; guards read it through their
-//! [`NodeWatch`](super::held::NodeWatch), and it also raises the [`Signal`] of the
-//! [`Revocable`] handle the acquire came from.
+//! Inside: each revocable node has a [`NodeRevocation`], fed by one watch task per node (the
+//! node's data watch of `node_watch.rs`, which is set again after connection trouble) that
+//! ends when the node is deleted or its session ends; guards read it through their node's
+//! `NodeWatch` (`held.rs`), and it also raises the [`Signal`] of the [`Revocable`] handle the
+//! acquire came from.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,22 +19,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
-use zookeeper_client::EventType;
 
 use super::acquire::{self, Acquire, Mode};
-use crate::error::{is_zk_retryable, is_zk_session_lost, Error, Result, ZkError};
-use crate::framework::{ConnectionState, Framework};
+use super::node_watch::{watch_data, End};
+use crate::error::{Error, Result, ZkError};
+use crate::framework::Framework;
 use crate::path;
 use crate::protocol::{LOCK_NAME, READ_LOCK_NAME, REVOKE_MESSAGE, WRITE_LOCK_NAME};
-
-/// Why a node's revocation watch ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum End {
-    /// The node was deleted (released, or deleted by someone).
-    Deleted,
-    /// The node's session ended, or the watch could not be kept (out of retries).
-    Stopped,
-}
 
 #[derive(Debug, Clone, Copy, Default)]
 struct State {
@@ -107,7 +99,7 @@ impl NodeRevocation {
             Ok(state) => state.end,
             Err(_) => None,
         };
-        end.unwrap_or(End::Stopped)
+        end.unwrap_or(End::SessionOver)
     }
 }
 
@@ -115,44 +107,17 @@ impl NodeRevocation {
 /// finds the revoke message in a version not seen before (the first read included: a request
 /// written before the watch was set is not missed). Other data only re-arms the watch.
 async fn watch_node(framework: Framework, epoch: u64, full_path: String, node: Arc<NodeRevocation>) -> End {
-    let end = watch_loop(&framework, epoch, &full_path, &node).await;
+    let mut fired_version: Option<i32> = None;
+    let end = watch_data(&framework, epoch, &full_path, |data, stat| {
+        if data == REVOKE_MESSAGE && fired_version.map_or(true, |v| stat.version > v) {
+            fired_version = Some(stat.version);
+            tracing::debug!(node = %full_path, "revocation requested");
+            node.request();
+        }
+    })
+    .await;
     node.end(end);
     end
-}
-
-async fn watch_loop(framework: &Framework, epoch: u64, full_path: &str, node: &NodeRevocation) -> End {
-    let mut fired_version: Option<i32> = None;
-    let mut state = framework.state_watch();
-    loop {
-        let read = {
-            // The client is dropped before the wait below: a watch must not keep a closed
-            // framework's session open.
-            let Some(client) = framework.inner().client_of(epoch) else { return End::Stopped };
-            let read = || client.get_and_watch_data(full_path);
-            framework.retry_loop().run(read, |e| is_zk_retryable(e) && !is_zk_session_lost(e)).await
-        };
-        let watcher = match read {
-            Ok((data, stat, watcher)) => {
-                if data == REVOKE_MESSAGE && fired_version.map_or(true, |v| stat.version > v) {
-                    fired_version = Some(stat.version);
-                    tracing::debug!(node = %full_path, "revocation requested");
-                    node.request();
-                }
-                watcher
-            }
-            Err(ZkError::NoNode) => return End::Deleted,
-            Err(_) => return End::Stopped,
-        };
-        let session_over = state.wait_for(|s| s.epoch != epoch || s.state == ConnectionState::Lost);
-        tokio::select! {
-            event = watcher.changed() => match event.event_type {
-                EventType::NodeDeleted => return End::Deleted,
-                EventType::Session => return End::Stopped,
-                _ => {} // the data changed: read it again
-            },
-            _ = session_over => return End::Stopped,
-        }
-    }
 }
 
 /// The requests that reached the nodes of one [`Revocable`] handle's acquires.

@@ -280,7 +280,7 @@ impl InterProcessSemaphore {
             Ok(lock) => lock,
             Err(busy) => return Ok(busy),
         };
-        let session = self.framework().inner().session()?;
+        let session = self.framework().session()?;
         if session.epoch != lock.watch().epoch() {
             return Err(Failure::NodeMissing); // the lock went with its session
         }

@@ -41,7 +41,7 @@ where
 /// (a livelock). Regression test:
 /// `tests/semaphore.rs::waiters_survive_a_session_that_ends_while_connected`.
 async fn pause_before_new_attempt(framework: &Framework, delay: Duration) {
-    let client_ended = framework.inner().session().map_or(true, |s| s.client.state().is_terminated());
+    let client_ended = framework.session().map_or(true, |s| s.client.state().is_terminated());
     if client_ended || !framework.state().is_connected() {
         tokio::time::sleep(delay).await;
     } else {
