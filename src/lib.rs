@@ -3,11 +3,13 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub, rust_2018_idioms)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod cache;
 mod error;
 mod framework;
 pub mod guide;
 mod leader;
 mod locks;
+mod mirror;
 pub mod path;
 pub mod retry;
 mod sync;
@@ -15,6 +17,10 @@ mod sync;
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
+pub use cache::{
+    CacheEvent, CacheEventStream, CacheMode, ChildData, CuratorCache, CuratorCacheBuilder, CuratorCacheListener,
+    NodeStream, PathChildrenEvent, PathChildrenStream,
+};
 pub use error::{Error, Result};
 pub use framework::{
     AclProvider, ConnectionState, ConnectionStateErrorPolicy, ConnectionStateListener, ConnectionStateStream,
