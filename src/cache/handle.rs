@@ -44,7 +44,9 @@ use crate::sync::Mutex;
 /// [`CacheMode::SingleNode`]); the path need not exist. Then the cache lists and reads the
 /// subtree, at most 16 reads in flight, and applies the watch's events on top: a created or
 /// changed node costs one read (for its data and stat; the event carries neither), a deletion
-/// none. Events for one path are applied in the order the server applied the changes.
+/// none. Events for one path are applied in the order the server applied the changes; across
+/// paths, a deletion (applied at its event) can be told before an earlier create or change of
+/// another path (applied when its read returns).
 ///
 /// # Through faults
 /// While the connection is down, and after a session is lost, the cache keeps its last view
@@ -279,7 +281,7 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
     }
 }
 
-impl<'a, T: Send + Sync + 'static> IntoIterator for &'a CuratorCache<T> {
+impl<T: Send + Sync + 'static> IntoIterator for &CuratorCache<T> {
     type Item = ChildData<T>;
     type IntoIter = std::vec::IntoIter<ChildData<T>>;
 
