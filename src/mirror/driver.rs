@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use zookeeper_client::{Client, Error as ZkError};
 
 use super::source::SourceItem;
-use super::state::{Mirror, Op, Reads, Reply, Request};
+use super::state::{Mirror, Op, Reads, Reply, Request, Status};
 use crate::framework::Framework;
 
 /// Turns a node's bytes into what the mirror keeps (`None`: keep the stat only).
@@ -82,7 +82,10 @@ pub(crate) async fn run<T, H, S>(
     let mut in_flight: FuturesUnordered<InFlight<T>> = FuturesUnordered::new();
     let mut state = framework.state_watch();
     let mut pause = FIRST_PAUSE;
-    // When to resync without the source asking (a read failed and no resync came since).
+    // The source said `Interrupted` and has not said `Resync` since: it will.
+    let mut source_gap = false;
+    // When to resync without the source asking: a read failed, or the framework was
+    // suspended and is back while the source saw no gap (the watch held).
     let mut resync_at: Option<Instant> = None;
     loop {
         while in_flight.len() < config.concurrency {
@@ -91,23 +94,20 @@ pub(crate) async fn run<T, H, S>(
         }
         let connected = state.borrow().state.is_connected();
         let wake = resync_at.unwrap_or_else(Instant::now);
-        let needs_resync = tokio::select! {
+        tokio::select! {
             biased;
             changed = stop.changed() => {
                 if changed.is_err() || *stop.borrow() {
                     return;
                 }
-                continue;
             }
             item = source.next() => {
                 let Some(item) = item else {
                     host.update(&mut |m| m.interrupt());
                     return;
                 };
-                if matches!(item, SourceItem::Resync { .. }) {
-                    pause = FIRST_PAUSE;
-                }
-                apply(&*host, &config, item, &mut queue)
+                note(&item, &mut source_gap, &mut pause);
+                apply(&*host, &config, item, &mut queue);
             }
             Some((request, reply)) = in_flight.next(), if !in_flight.is_empty() => {
                 // Every event the server sent before this reply is in the source's queue now:
@@ -117,18 +117,16 @@ pub(crate) async fn run<T, H, S>(
                         host.update(&mut |m| m.interrupt());
                         return;
                     };
+                    note(&item, &mut source_gap, &mut pause);
                     apply(&*host, &config, item, &mut queue);
                 }
                 let mut reply = Some(reply);
-                let mut needs = false;
                 host.update(&mut |m| {
                     if let Some(reply) = reply.take() {
                         m.reply(&request, reply);
                     }
                     queue.extend(m.take_requests());
-                    needs = m.needs_resync();
                 });
-                needs
             }
             changed = state.changed() => {
                 if changed.is_err() {
@@ -137,20 +135,20 @@ pub(crate) async fn run<T, H, S>(
                 if !state.borrow().state.is_connected() {
                     host.update(&mut |m| m.interrupt());
                 }
-                continue;
             }
             _ = tokio::time::sleep_until(wake), if resync_at.is_some() && connected && in_flight.is_empty() => {
-                tracing::debug!(root = %config.root, "mirror: a read failed; reading the subtree again");
+                tracing::debug!(root = %config.root, "mirror: reading the subtree again (a read failed, or the framework was suspended)");
                 pause = (pause * 2).min(MAX_PAUSE);
                 resync_at = None;
                 host.update(&mut |m| {
                     m.resync();
                     queue.extend(m.take_requests());
                 });
-                continue;
             }
-        };
-        match (needs_resync, resync_at) {
+        }
+        let mut wants = false;
+        host.update(&mut |m| wants = m.needs_resync() || (m.status() == Status::Incomplete && !source_gap));
+        match (wants, resync_at) {
             (true, None) => resync_at = Some(Instant::now() + pause),
             (false, Some(_)) => resync_at = None,
             _ => {}
@@ -158,9 +156,20 @@ pub(crate) async fn run<T, H, S>(
     }
 }
 
-/// Applies one source item; returns whether the mirror wants a resync of its own.
-fn apply<T, H: Host<T>>(host: &H, config: &Config<T>, item: SourceItem, queue: &mut VecDeque<Request>) -> bool {
-    let mut needs = false;
+/// Tracks the source's gaps: between `Interrupted` and `Resync` the source will resync.
+fn note(item: &SourceItem, source_gap: &mut bool, pause: &mut Duration) {
+    match item {
+        SourceItem::Interrupted => *source_gap = true,
+        SourceItem::Resync { .. } => {
+            *source_gap = false;
+            *pause = FIRST_PAUSE;
+        }
+        SourceItem::Event { .. } => {}
+    }
+}
+
+/// Applies one source item.
+fn apply<T, H: Host<T>>(host: &H, config: &Config<T>, item: SourceItem, queue: &mut VecDeque<Request>) {
     host.update(&mut |m| {
         match &item {
             SourceItem::Event { kind, path, .. } => {
@@ -176,9 +185,7 @@ fn apply<T, H: Host<T>>(host: &H, config: &Config<T>, item: SourceItem, queue: &
             }
         }
         queue.extend(m.take_requests());
-        needs = m.needs_resync();
     });
-    needs
 }
 
 /// Sends one read on the current session and maps its outcome.
