@@ -533,6 +533,35 @@ async fn converges_after_the_session_expires_while_a_writer_mutates() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespaced_cache_speaks_user_paths() {
+    bounded(Duration::from_secs(60), async {
+        let namespace = unique_path("ns").trim_start_matches('/').to_owned();
+        let fw = Framework::builder(&shared_connect().await)
+            .namespace(&namespace)
+            .session_timeout(Duration::from_secs(10))
+            .start()
+            .await
+            .expect("a namespaced framework");
+        let cache = CuratorCache::builder(&fw, "/app").build().unwrap();
+        let mut events = cache.events();
+        cache.start().await.unwrap();
+        expect_events(&mut events, &[s("init")]).await;
+        fw.create("/app/x", b"1", CreateMode::Persistent).await.unwrap();
+        // The parent is created as a container on the way.
+        expect_events(&mut events, &[s("+/app="), s("+/app/x=1")]).await;
+        assert!(cache.get("/app/x").is_some());
+        assert!(
+            cache.get(&format!("/{namespace}/app/x")).is_none(),
+            "paths are the framework's, without the namespace"
+        );
+        cache.close().await;
+        delete_tree(&fw, "/app").await;
+        fw.close().await;
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_a_typed_error() {
     bounded(Duration::from_secs(30), async {
         let fw = framework(&shared_connect().await, Duration::from_secs(10)).await;

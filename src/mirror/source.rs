@@ -183,7 +183,11 @@ impl Source {
                 }
                 Err(crate::Error::Closed) => return None,
                 Err(e) => {
-                    tracing::debug!(path = %self.path, error = %e, "adding the watch failed; trying again");
+                    if e.is_connection_error() || e.is_session_lost() {
+                        tracing::debug!(path = %self.path, error = %e, "adding the watch failed; trying again");
+                    } else {
+                        tracing::warn!(path = %self.path, error = %e, "the server refused the watch; trying again");
+                    }
                     tokio::select! {
                         _ = tokio::time::sleep(pause) => {}
                         changed = self.state.changed() => changed.ok()?,
