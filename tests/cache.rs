@@ -562,6 +562,41 @@ async fn a_namespaced_cache_speaks_user_paths() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn converges_after_the_ensemble_leader_is_killed_while_a_writer_mutates() {
+    bounded(Duration::from_secs(240), async {
+        let mut cluster = testing::TestingCluster::start().await.expect("an ensemble");
+        cluster.settle(Duration::from_secs(60)).await.expect("the ensemble settles");
+        let session_timeout = Duration::from_secs(10);
+        let cached = framework(&cluster.connect_string(), session_timeout).await;
+        let writer = framework(&cluster.connect_string(), session_timeout).await;
+        let root = unique_path("leader");
+        writer.create(&root, b"root", CreateMode::Persistent).await.unwrap();
+        let cache = CuratorCache::builder(&cached, &root).build().unwrap();
+        cache.start().await.unwrap();
+        cache.initialized().await.unwrap();
+
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let writing = tokio::spawn(write_until(writer.clone(), root.clone(), stopped, 0x1ead));
+        tokio::time::sleep(session_timeout / 5).await;
+        let leader = cluster.leader().await.expect("a leader");
+        cluster.kill(leader).await.expect("killing the leader");
+        // Every server drops its clients when the quorum changes: the cache resyncs.
+        tokio::time::sleep(session_timeout / 2).await;
+        resynced(&cache, session_timeout * 3).await;
+        tokio::time::sleep(session_timeout / 5).await;
+        stop.send(true).unwrap();
+        writing.await.unwrap();
+        converges(&cache, &writer, &root, session_timeout * 3).await;
+        watch_is_live(&cache, &writer, &root).await;
+        cache.close().await;
+        delete_tree(&writer, &root).await;
+        cached.close().await;
+        writer.close().await;
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_a_typed_error() {
     bounded(Duration::from_secs(30), async {
         let fw = framework(&shared_connect().await, Duration::from_secs(10)).await;
