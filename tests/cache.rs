@@ -597,6 +597,40 @@ async fn converges_after_the_ensemble_leader_is_killed_while_a_writer_mutates() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn converges_after_the_server_pauses_shorter_and_longer_than_the_session_timeout() {
+    bounded(Duration::from_secs(240), async {
+        let server = TestingServer::start().await.expect("a server");
+        let session_timeout = Duration::from_secs(4);
+        let cached = framework(&server.connect_string(), session_timeout).await;
+        let writer = framework(&server.connect_string(), session_timeout).await;
+        let root = unique_path("pause");
+        writer.create(&root, b"root", CreateMode::Persistent).await.unwrap();
+        let cache = CuratorCache::builder(&cached, &root).build().unwrap();
+        cache.start().await.unwrap();
+        cache.initialized().await.unwrap();
+        for (round, pause) in [session_timeout / 3, session_timeout * 2].into_iter().enumerate() {
+            let (stop, stopped) = tokio::sync::watch::channel(false);
+            let writing = tokio::spawn(write_until(writer.clone(), root.clone(), stopped, 0xa5 + round as u64));
+            tokio::time::sleep(session_timeout / 4).await;
+            server.pause().expect("pausing the server");
+            tokio::time::sleep(pause).await;
+            server.resume().expect("resuming the server");
+            resynced(&cache, session_timeout * 4).await;
+            tokio::time::sleep(session_timeout / 4).await;
+            stop.send(true).unwrap();
+            writing.await.unwrap();
+            converges(&cache, &writer, &root, session_timeout * 4).await;
+            watch_is_live(&cache, &writer, &root).await;
+        }
+        cache.close().await;
+        delete_tree(&writer, &root).await;
+        cached.close().await;
+        writer.close().await;
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_a_typed_error() {
     bounded(Duration::from_secs(30), async {
         let fw = framework(&shared_connect().await, Duration::from_secs(10)).await;
