@@ -31,6 +31,12 @@
 //                                    each round taking ID.write with probability WRITE_PCT %
 //                                    (java.util.Random(SEED)) and ID.read otherwise; the log
 //                                    names the half (`enter java:ID.read ...`)
+//   cache ID PATH                 -> cache ID initialized   (a CuratorCache on PATH, started; the
+//                                    reply waits for its initialized())
+//   cache_dump ID                 -> cache_dump ID <n> <path>:<version>:<hex data>...  (by path)
+//   cache_close ID                -> cache_close ID
+//   tree_write PATH N SEED        -> tree_write PATH <done>   (N random creates, set-datas and
+//                                    deletes one or two levels below PATH, java.util.Random(SEED))
 //   state                         -> state true|false   (ZookeeperClient.isConnected)
 //   session                       -> session 0x<hex session id>
 //   quit                          -> bye, then the process exits 0
@@ -60,6 +66,9 @@ import java.util.Collection;
 import java.util.Deque;
 import java.util.List;
 import java.util.Map;
+import java.util.Random;
+import java.util.TreeMap;
+import java.util.concurrent.CountDownLatch;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedDeque;
@@ -69,6 +78,9 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.cache.ChildData;
+import org.apache.curator.framework.recipes.cache.CuratorCache;
+import org.apache.curator.framework.recipes.cache.CuratorCacheListener;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.leader.LeaderLatchListener;
 import org.apache.curator.framework.recipes.leader.LeaderSelector;
@@ -122,10 +134,12 @@ public final class CuratorPeer {
     private final CuratorFramework client;
     private final Map<String, Handle> handles = new ConcurrentHashMap<>();
     private final Elections elections;
+    private final Caches caches;
 
     private CuratorPeer(CuratorFramework client) {
         this.client = client;
         this.elections = new Elections(client);
+        this.caches = new Caches(client);
     }
 
     static void emit(String line) {
@@ -254,7 +268,7 @@ public final class CuratorPeer {
     }
 
     private boolean dispatch(String[] t) throws Exception {
-        if (elections.dispatch(t)) {
+        if (elections.dispatch(t) || caches.dispatch(t)) {
             return true;
         }
         switch (t[0]) {
@@ -601,6 +615,108 @@ public final class CuratorPeer {
      *                                  each term, closed after N terms (once its node is gone): async
      *                                  `selector-loop-done ID N`
      */
+    /** The CuratorCache commands (see the protocol at the top). */
+    private static final class Caches {
+        private final CuratorFramework client;
+        private final Map<String, CuratorCache> caches = new ConcurrentHashMap<>();
+
+        Caches(CuratorFramework client) {
+            this.client = client;
+        }
+
+        private CuratorCache cache(String id) {
+            CuratorCache c = caches.get(id);
+            if (c == null) {
+                throw new IllegalArgumentException("unknown cache " + id);
+            }
+            return c;
+        }
+
+        private static String hex(byte[] data) {
+            StringBuilder out = new StringBuilder();
+            if (data != null) {
+                for (byte b : data) {
+                    out.append(String.format("%02x", b));
+                }
+            }
+            return out.toString();
+        }
+
+        /** Handles a cache command; false when `t[0]` is not one. */
+        boolean dispatch(String[] t) throws Exception {
+            switch (t[0]) {
+                case "cache": {
+                    need(t, 3, "cache ID PATH");
+                    CuratorCache cache = CuratorCache.build(client, t[2]);
+                    CountDownLatch initialized = new CountDownLatch(1);
+                    cache.listenable().addListener(
+                            CuratorCacheListener.builder().forInitialized(initialized::countDown).build());
+                    caches.put(t[1], cache);
+                    cache.start();
+                    if (!initialized.await(30, TimeUnit.SECONDS)) {
+                        throw new IllegalStateException("cache " + t[1] + " not initialized within 30 s");
+                    }
+                    emit("cache " + t[1] + " initialized");
+                    return true;
+                }
+                case "cache_dump": {
+                    need(t, 2, "cache_dump ID");
+                    TreeMap<String, String> nodes = new TreeMap<>();
+                    for (ChildData d : (Iterable<ChildData>) cache(t[1]).stream()::iterator) {
+                        nodes.put(d.getPath(), d.getStat().getVersion() + ":" + hex(d.getData()));
+                    }
+                    StringBuilder line = new StringBuilder("cache_dump " + t[1] + " " + nodes.size());
+                    nodes.forEach((path, value) -> line.append(' ').append(path).append(':').append(value));
+                    emit(line.toString());
+                    return true;
+                }
+                case "cache_close": {
+                    need(t, 2, "cache_close ID");
+                    cache(t[1]).close();
+                    caches.remove(t[1]);
+                    emit("cache_close " + t[1]);
+                    return true;
+                }
+                case "tree_write": {
+                    need(t, 4, "tree_write PATH N SEED");
+                    String root = t[1];
+                    int n = Integer.parseInt(t[2]);
+                    Random random = new Random(Long.parseLong(t[3]));
+                    String[] names = {"a", "b", "c", "d"};
+                    int done = 0;
+                    for (int i = 0; i < n; i++) {
+                        String path = root + "/" + names[random.nextInt(4)];
+                        if (random.nextBoolean()) {
+                            path += "/" + names[random.nextInt(4)];
+                        }
+                        byte[] data = ("j" + i).getBytes(StandardCharsets.UTF_8);
+                        try {
+                            switch (random.nextInt(3)) {
+                                case 0:
+                                    client.create().creatingParentContainersIfNeeded().forPath(path, data);
+                                    break;
+                                case 1:
+                                    client.setData().forPath(path, data);
+                                    break;
+                                default:
+                                    client.delete().forPath(path);
+                                    break;
+                            }
+                            done++;
+                        } catch (KeeperException.NoNodeException | KeeperException.NodeExistsException
+                                | KeeperException.NotEmptyException e) {
+                            // the random history asked for something the tree does not allow now
+                        }
+                    }
+                    emit("tree_write " + root + " " + done);
+                    return true;
+                }
+                default:
+                    return false;
+            }
+        }
+    }
+
     private static final class Elections {
         private final CuratorFramework client;
         private final Map<String, LeaderLatch> latches = new ConcurrentHashMap<>();

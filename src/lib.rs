@@ -6,11 +6,13 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub, rust_2018_idioms)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod cache;
 mod error;
 mod framework;
 pub mod guide;
 mod leader;
 mod locks;
+mod mirror;
 pub mod path;
 pub mod protocol;
 pub mod retry;
@@ -22,6 +24,10 @@ pub mod testing;
 /// The attribute [`ConnectionStateListener`] is written with: `#[zk_recipes::async_trait]` on an
 /// `impl ConnectionStateListener for ...` block, without a dependency of your own.
 pub use async_trait::async_trait;
+pub use cache::{
+    CacheEvent, CacheEventStream, CacheMode, ChildData, CuratorCache, CuratorCacheBuilder, CuratorCacheListener,
+    NodeStream, PathChildrenEvent, PathChildrenStream,
+};
 pub use error::{Error, Result};
 pub use framework::session_failure::SessionFailurePolicy;
 pub use framework::watches::{NodeEvent, NodeEventKind, PersistentWatch, ResyncReason, WatchEvent, WatchMode};

@@ -1,0 +1,121 @@
+//! Building a [`CuratorCache`]: what it covers, what it keeps, how it decodes.
+
+use std::sync::Arc;
+
+use super::handle::CuratorCache;
+use crate::error::{Error, Result};
+use crate::framework::Framework;
+use crate::mirror::driver::Decode;
+
+/// Which nodes a cache holds (Curator's `CuratorCache.Options` and the old cache classes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum CacheMode {
+    /// The node and all its descendants (Curator's default; the old `TreeCache`).
+    #[default]
+    Tree,
+    /// The node alone (Curator's `SINGLE_NODE_CACHE`; the old `NodeCache`). One persistent,
+    /// non-recursive watch: no event for anything below the node reaches the client.
+    SingleNode,
+    /// The node's direct children, not the node itself (the old `PathChildrenCache`). Events
+    /// below the children still reach the client (the watch is recursive, so that a child's
+    /// data change is seen) and are ignored there.
+    Children,
+}
+
+/// Builds a [`CuratorCache`]; see [`CuratorCache::builder`].
+pub struct CuratorCacheBuilder<T = Vec<u8>> {
+    pub(super) framework: Framework,
+    pub(super) path: String,
+    pub(super) mode: CacheMode,
+    pub(super) stats_only: bool,
+    pub(super) decode: Decode<T>,
+    pub(super) max_reads_in_flight: usize,
+}
+
+impl<T> std::fmt::Debug for CuratorCacheBuilder<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CuratorCacheBuilder")
+            .field("path", &self.path)
+            .field("mode", &self.mode)
+            .field("stats_only", &self.stats_only)
+            .field("max_reads_in_flight", &self.max_reads_in_flight)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Reads in flight at most, by default, during a load or a resync.
+pub(super) const DEFAULT_READS_IN_FLIGHT: usize = 16;
+
+impl CuratorCacheBuilder<Vec<u8>> {
+    pub(super) fn new(framework: &Framework, path: &str) -> Self {
+        CuratorCacheBuilder {
+            framework: framework.clone(),
+            path: path.to_owned(),
+            mode: CacheMode::Tree,
+            stats_only: false,
+            decode: Arc::new(|_, bytes| Some(bytes)),
+            max_reads_in_flight: DEFAULT_READS_IN_FLIGHT,
+        }
+    }
+}
+
+impl<T: Send + Sync + 'static> CuratorCacheBuilder<T> {
+    /// Which nodes to hold (default [`CacheMode::Tree`]).
+    pub fn mode(mut self, mode: CacheMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Keep stats only, no data (Curator's `CuratorCacheStorage.dataNotCached()`). Nodes are
+    /// then read with `exists` (and listings), so data never crosses the network; unlike
+    /// Curator, events carry no data either.
+    pub fn stats_only(mut self) -> Self {
+        self.stats_only = true;
+        self
+    }
+
+    /// Decode each node's bytes once, when read, into what the cache keeps and hands out. A
+    /// node whose bytes the decoder refuses is cached with its stat and no data (and the
+    /// refusal is logged at `warn`).
+    pub fn decoder<U, E, F>(self, decoder: F) -> CuratorCacheBuilder<U>
+    where
+        F: Fn(Vec<u8>) -> std::result::Result<U, E> + Send + Sync + 'static,
+        E: std::fmt::Display,
+    {
+        let decode: Decode<U> = Arc::new(move |path, bytes| match decoder(bytes) {
+            Ok(value) => Some(value),
+            Err(e) => {
+                tracing::warn!(path, error = %e, "cache: the decoder refused the node's data; caching its stat only");
+                None
+            }
+        });
+        CuratorCacheBuilder {
+            framework: self.framework,
+            path: self.path,
+            mode: self.mode,
+            stats_only: self.stats_only,
+            decode,
+            max_reads_in_flight: self.max_reads_in_flight,
+        }
+    }
+
+    /// How many reads a load or a resync keeps in flight at most (default 16).
+    pub fn max_reads_in_flight(mut self, reads: usize) -> Self {
+        self.max_reads_in_flight = reads;
+        self
+    }
+
+    /// Checks the settings; does no I/O.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for a path that is not a valid absolute path;
+    /// [`Error::InvalidArgument`] for zero reads in flight.
+    pub fn build(self) -> Result<CuratorCache<T>> {
+        if self.max_reads_in_flight == 0 {
+            return Err(Error::invalid_argument("max_reads_in_flight", "must be at least 1"));
+        }
+        let full = self.framework.full_path(&self.path)?;
+        Ok(CuratorCache::from_builder(self, full))
+    }
+}

@@ -1,0 +1,313 @@
+//! [`CuratorCache`]: the public handle on one mirror.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tokio::task::AbortHandle;
+use zookeeper_client::AddWatchMode;
+
+use super::builder::{CacheMode, CuratorCacheBuilder};
+use super::hub::{Hub, Phase};
+use super::listener::{self, CacheEventStream, CuratorCacheListener};
+use super::node::{CacheEvent, ChildData};
+use crate::error::{Error, Result};
+use crate::framework::{Framework, ListenerHandle};
+use crate::mirror::driver::{self, Decode};
+use crate::mirror::{source, Reads, Scope};
+use crate::sync::Mutex;
+
+/// A local copy of a ZooKeeper node and (by [`CacheMode`]) its descendants or its children,
+/// kept current by one persistent watch (Curator's `CuratorCache`).
+///
+/// ```no_run
+/// # async fn example(framework: zk_recipes::Framework) -> zk_recipes::Result<()> {
+/// use futures::StreamExt;
+/// use zk_recipes::{CacheEvent, CuratorCache};
+///
+/// let cache = CuratorCache::builder(&framework, "/config").build()?;
+/// let mut events = cache.events();
+/// cache.start().await?;
+/// while let Some(event) = events.next().await {
+///     match event {
+///         CacheEvent::Created(node) => println!("+ {}", node.path()),
+///         CacheEvent::Changed(_, node) => println!("~ {} v{}", node.path(), node.stat().version),
+///         CacheEvent::Deleted(node) => println!("- {}", node.path()),
+///         CacheEvent::Initialized => println!("loaded {} nodes", cache.len()),
+///         _ => {}
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+///
+/// # How it stays current
+/// `start()` adds one persistent recursive watch on the path (a persistent one for
+/// [`CacheMode::SingleNode`]); the path need not exist. Then the cache lists and reads the
+/// subtree, at most 16 reads in flight, and applies the watch's events on top: a created or
+/// changed node costs one read (for its data and stat; the event carries neither), a deletion
+/// none. Events for one path are applied in the order the server applied the changes; across
+/// paths, a deletion (applied at its event) can be told before an earlier create or change of
+/// another path (applied when its read returns).
+///
+/// # Through faults
+/// While the connection is down, and after a session is lost, the cache keeps its last view
+/// and says so: [`is_complete`](Self::is_complete) is false, reads return that last view. When
+/// the connection is back (or a new session is open), the cache adds its watch again, reads
+/// the subtree again and emits the differences as events: nodes gone (for example the old
+/// session's ephemeral nodes) as `Deleted`, changed ones as `Changed`, new ones as `Created`.
+/// Changes made and undone while it was away may not show; it never ends on a stale value.
+/// `Initialized` is sent once, after the first load.
+///
+/// # Servers
+/// Persistent watches need ZooKeeper 3.6 or newer. On a 3.5 server `start()` fails with the
+/// server's refusal, [`Error::ZooKeeper`] with `zk::Error::Unimplemented` (and with
+/// `MarshallingError` on a server whose watch manager cannot keep persistent watches); there
+/// is no fallback to one-shot watches.
+///
+/// Do not mix, on the same framework, a cache on a path and one-shot watches on that same
+/// path (an `exists` or `getData` watch on the cache's root, the lock fast path's directory
+/// watch when the root is a lock directory): ZooKeeper 3.6-3.8 then stops sending the
+/// recursive watch's create events for the path's children (ZOOKEEPER-4466). A second
+/// framework, or a cache on the parent, avoids it.
+///
+/// Nodes the session may not read are left out: their events are not delivered by servers
+/// that filter events by ACL (3.8.4+, 3.9.2+ and some distribution builds), and their reads
+/// are refused.
+///
+/// # Closing
+/// [`close`](Self::close) (or dropping the cache) stops the watch; streams end and listeners
+/// are unregistered; the cache then holds nothing (Curator's default).
+pub struct CuratorCache<T = Vec<u8>> {
+    framework: Framework,
+    path: String,
+    full: String,
+    mode: CacheMode,
+    reads: Reads,
+    decode: Decode<T>,
+    concurrency: usize,
+    hub: Arc<Hub<T>>,
+    lifecycle: Mutex<Lifecycle>,
+}
+
+enum Lifecycle {
+    Built,
+    Starting,
+    Started { stop: watch::Sender<bool>, task: AbortHandle },
+    Closed,
+}
+
+impl<T> std::fmt::Debug for CuratorCache<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CuratorCache")
+            .field("path", &self.path)
+            .field("mode", &self.mode)
+            .field("len", &self.hub.len())
+            .field("complete", &self.hub.is_complete())
+            .finish_non_exhaustive()
+    }
+}
+
+impl CuratorCache<Vec<u8>> {
+    /// A builder for a cache of `path` (and, by default, everything below it).
+    pub fn builder(framework: &Framework, path: &str) -> CuratorCacheBuilder<Vec<u8>> {
+        CuratorCacheBuilder::new(framework, path)
+    }
+}
+
+impl<T: Send + Sync + 'static> CuratorCache<T> {
+    pub(super) fn from_builder(builder: CuratorCacheBuilder<T>, full: String) -> Self {
+        let scope = match builder.mode {
+            CacheMode::Tree => Scope::Tree,
+            CacheMode::SingleNode => Scope::Node,
+            CacheMode::Children => Scope::Children,
+        };
+        let reads = if builder.stats_only { Reads::Stat } else { Reads::Data };
+        CuratorCache {
+            hub: Arc::new(Hub::new(builder.path.clone(), scope, reads)),
+            framework: builder.framework,
+            path: builder.path,
+            full,
+            mode: builder.mode,
+            reads,
+            decode: builder.decode,
+            concurrency: builder.max_reads_in_flight,
+            lifecycle: Mutex::new(Lifecycle::Built),
+        }
+    }
+
+    /// Adds the watch and starts loading; returns once the server accepted the watch (the
+    /// load goes on in the background: see [`initialized`](Self::initialized) and
+    /// [`CacheEvent::Initialized`]). Starting a started cache does nothing.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] after `close()`; [`Error::NotStarted`] when the framework is not
+    /// started; the server's refusal of the watch (`Unimplemented` on ZooKeeper 3.5);
+    /// [`Error::InvalidArgument`] while another `start()` is in progress.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a cancelled start leaves the cache unstarted (it may be started again).
+    pub async fn start(&self) -> Result<()> {
+        {
+            let mut lifecycle = self.lifecycle.lock();
+            match *lifecycle {
+                Lifecycle::Closed => return Err(Error::Closed),
+                Lifecycle::Started { .. } => return Ok(()),
+                Lifecycle::Starting => return Err(Error::invalid_argument("start", "another start() is in progress")),
+                Lifecycle::Built => *lifecycle = Lifecycle::Starting,
+            }
+        }
+        let reset = ResetOnDrop(&self.lifecycle);
+        let mode = match self.mode {
+            CacheMode::SingleNode => AddWatchMode::Persistent,
+            CacheMode::Tree | CacheMode::Children => AddWatchMode::PersistentRecursive,
+        };
+        let first = source::add_watch(&self.framework, &self.full, mode).await?;
+        let events = source::stream(self.framework.clone(), self.full.clone(), mode, first);
+        let config = driver::Config {
+            root: self.full.clone(),
+            reads: self.reads,
+            decode: Arc::clone(&self.decode),
+            concurrency: self.concurrency,
+        };
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(driver::run(self.framework.clone(), Arc::clone(&self.hub), events, config, stopped));
+        std::mem::forget(reset);
+        *self.lifecycle.lock() = Lifecycle::Started { stop, task: task.abort_handle() };
+        tracing::debug!(path = %self.path, mode = ?self.mode, "cache started");
+        Ok(())
+    }
+
+    /// Waits until the initial load is complete (at once if it is).
+    ///
+    /// # Errors
+    /// [`Error::Closed`] when the cache is closed first.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only observes.
+    pub async fn initialized(&self) -> Result<()> {
+        let mut phase = self.hub.phase();
+        match phase.wait_for(|p| *p != Phase::Loading).await.map(|p| *p) {
+            Ok(Phase::Initialized) => Ok(()),
+            _ => Err(Error::Closed),
+        }
+    }
+
+    /// Stops the watch and the background task; every stream ends, every listener is
+    /// unregistered, and the cache forgets what it held. Closing twice does nothing.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: everything is done at the first poll.
+    pub async fn close(&self) {
+        self.shut_down();
+    }
+
+    fn shut_down(&self) {
+        let previous = std::mem::replace(&mut *self.lifecycle.lock(), Lifecycle::Closed);
+        if let Lifecycle::Started { stop, task } = previous {
+            let _ = stop.send(true);
+            task.abort();
+        }
+        self.hub.close();
+    }
+
+    /// The path the cache was built for.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// True while the cache holds every change up to the last event the server sent it: the
+    /// watch is in place and the latest load or resync is done. False before the first load
+    /// completes, while disconnected, after a session loss until the resync is done, and
+    /// after `close()`. A node whose create or change event just arrived shows its previous
+    /// state until its read returns (one round trip).
+    pub fn is_complete(&self) -> bool {
+        self.hub.is_complete()
+    }
+
+    /// The cached node at `path` (a full path, as Curator's `get`).
+    pub fn get(&self, path: &str) -> Option<ChildData<T>> {
+        self.hub.get(path)
+    }
+
+    /// The cached direct children of `path`, in name order.
+    pub fn children(&self, path: &str) -> Vec<ChildData<T>> {
+        self.hub.children(path)
+    }
+
+    /// Every cached node, parents before children, siblings in name order.
+    pub fn nodes(&self) -> Vec<ChildData<T>> {
+        self.hub.nodes()
+    }
+
+    /// How many nodes the cache holds.
+    pub fn len(&self) -> usize {
+        self.hub.len()
+    }
+
+    /// True when the cache holds no node.
+    pub fn is_empty(&self) -> bool {
+        self.hub.len() == 0
+    }
+
+    /// Every change from now on, as a stream, starting with a `Created` for each node held
+    /// now and `Initialized` if the initial load is done. The stream ends when the cache
+    /// closes. It is unbounded: a stream nobody reads grows; drop it when done.
+    pub fn events(&self) -> CacheEventStream<T> {
+        CacheEventStream::new(self.hub.subscribe())
+    }
+
+    /// Registers a listener (Curator's `listenable().addListener`); it is called once per
+    /// event, in order, on its own task, starting with the current nodes as for
+    /// [`events`](Self::events). Dropping the handle unregisters it.
+    ///
+    /// # Errors
+    /// [`Error::NotStarted`] outside a Tokio runtime.
+    pub fn add_listener(&self, listener: Arc<dyn CuratorCacheListener<T>>) -> Result<ListenerHandle> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| Error::NotStarted)?;
+        let events = self.hub.subscribe();
+        let task = runtime.spawn(listener::run(events, listener));
+        Ok(ListenerHandle::new(task.abort_handle()))
+    }
+
+    /// Registers a closure as a listener; see [`add_listener`](Self::add_listener).
+    ///
+    /// # Errors
+    /// As [`add_listener`](Self::add_listener).
+    pub fn on_event<F, Fut>(&self, f: F) -> Result<ListenerHandle>
+    where
+        F: Fn(CacheEvent<T>) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.add_listener(Arc::new(listener::FnListener(f)))
+    }
+}
+
+impl<T: Send + Sync + 'static> IntoIterator for &CuratorCache<T> {
+    type Item = ChildData<T>;
+    type IntoIter = std::vec::IntoIter<ChildData<T>>;
+
+    /// The nodes held now (as [`CuratorCache::nodes`]).
+    fn into_iter(self) -> Self::IntoIter {
+        self.nodes().into_iter()
+    }
+}
+
+impl<T> Drop for CuratorCache<T> {
+    fn drop(&mut self) {
+        if let Lifecycle::Started { task, .. } = std::mem::replace(self.lifecycle.get_mut(), Lifecycle::Closed) {
+            task.abort();
+        }
+        self.hub.close();
+    }
+}
+
+/// Puts a cache whose `start()` was cancelled or failed back to `Built`.
+struct ResetOnDrop<'a>(&'a Mutex<Lifecycle>);
+
+impl Drop for ResetOnDrop<'_> {
+    fn drop(&mut self) {
+        let mut lifecycle = self.0.lock();
+        if matches!(*lifecycle, Lifecycle::Starting) {
+            *lifecycle = Lifecycle::Built;
+        }
+    }
+}

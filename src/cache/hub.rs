@@ -1,0 +1,167 @@
+//! The cache's side of the mirror: the mirror under one lock, and the subscribers (streams and
+//! listeners) that get its changes as [`CacheEvent`]s.
+
+use tokio::sync::{mpsc, watch};
+
+use super::node::{CacheEvent, ChildData};
+use crate::mirror::driver::Host;
+use crate::mirror::{Change, Item, Mirror, Reads, Scope, Status};
+use crate::sync::Mutex;
+
+/// Where the cache's life stands, for `initialized()`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Loading,
+    Initialized,
+    Closed,
+}
+
+pub(crate) struct Hub<T> {
+    state: Mutex<HubState<T>>,
+    phase: watch::Sender<Phase>,
+    /// The root's path as users name it (no namespace).
+    root: String,
+    scope: Scope,
+    reads: Reads,
+}
+
+struct HubState<T> {
+    mirror: Mirror<T>,
+    subscribers: Vec<mpsc::UnboundedSender<CacheEvent<T>>>,
+    initialized: bool,
+    closed: bool,
+}
+
+impl<T> Hub<T> {
+    pub(crate) fn new(root: String, scope: Scope, reads: Reads) -> Self {
+        let state =
+            HubState { mirror: Mirror::new(scope, reads), subscribers: Vec::new(), initialized: false, closed: false };
+        Hub { state: Mutex::new(state), phase: watch::channel(Phase::Loading).0, root, scope, reads }
+    }
+
+    /// The user path of a path relative to the root.
+    pub(crate) fn user_path(&self, rel: &str) -> String {
+        match (self.root.as_str(), rel) {
+            (root, "") => root.to_owned(),
+            ("/", rel) => format!("/{rel}"),
+            (root, rel) => format!("{root}/{rel}"),
+        }
+    }
+
+    /// The path relative to the root of a user path, if it is the root or below it.
+    pub(crate) fn relative<'a>(&self, path: &'a str) -> Option<&'a str> {
+        if path == self.root {
+            return Some("");
+        }
+        let rest = if self.root == "/" {
+            path.strip_prefix('/')
+        } else {
+            path.strip_prefix(self.root.as_str())?.strip_prefix('/')
+        };
+        rest.filter(|r| !r.is_empty())
+    }
+
+    fn child_data(&self, rel: &str, item: &Item<T>) -> ChildData<T> {
+        ChildData::new(self.user_path(rel).into(), item.stat, item.data.clone())
+    }
+
+    pub(crate) fn phase(&self) -> watch::Receiver<Phase> {
+        self.phase.subscribe()
+    }
+
+    pub(crate) fn is_complete(&self) -> bool {
+        let state = self.state.lock();
+        !state.closed && state.mirror.status() == Status::Complete
+    }
+
+    pub(crate) fn get(&self, path: &str) -> Option<ChildData<T>> {
+        let rel = self.relative(path)?;
+        let state = self.state.lock();
+        state.mirror.tree().get(rel).map(|e| self.child_data(rel, &e.item))
+    }
+
+    pub(crate) fn children(&self, path: &str) -> Vec<ChildData<T>> {
+        let Some(rel) = self.relative(path) else { return Vec::new() };
+        let state = self.state.lock();
+        state.mirror.tree().children(rel).into_iter().map(|(rel, e)| self.child_data(&rel, &e.item)).collect()
+    }
+
+    pub(crate) fn nodes(&self) -> Vec<ChildData<T>> {
+        let state = self.state.lock();
+        state.mirror.tree().entries().into_iter().map(|(rel, e)| self.child_data(&rel, &e.item)).collect()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.state.lock().mirror.tree().len()
+    }
+
+    /// A new subscriber: it gets `Created` for every node held now (and `Initialized` if the
+    /// initial load is done) before any later change. After `close()` its stream is empty.
+    pub(crate) fn subscribe(&self) -> mpsc::UnboundedReceiver<CacheEvent<T>> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut state = self.state.lock();
+        if state.closed {
+            return rx;
+        }
+        for (rel, entry) in state.mirror.tree().entries() {
+            let _ = tx.send(CacheEvent::Created(self.child_data(&rel, &entry.item)));
+        }
+        if state.initialized {
+            let _ = tx.send(CacheEvent::Initialized);
+        }
+        state.subscribers.push(tx);
+        rx
+    }
+
+    /// Ends every stream and listener, and forgets what the cache held.
+    pub(crate) fn close(&self) {
+        let mut state = self.state.lock();
+        state.closed = true;
+        state.subscribers.clear();
+        state.mirror = Mirror::new(self.scope, self.reads);
+        drop(state);
+        self.phase.send_replace(Phase::Closed);
+    }
+
+    fn publish(&self, state: &mut HubState<T>, changes: Vec<Change<T>>) {
+        let mut events: Vec<CacheEvent<T>> = changes
+            .into_iter()
+            .map(|change| match change {
+                Change::Created { path, new } => CacheEvent::Created(self.child_data(&path, &new)),
+                Change::Changed { path, old, new } => {
+                    CacheEvent::Changed(self.child_data(&path, &old), self.child_data(&path, &new))
+                }
+                Change::Deleted { path, old } => CacheEvent::Deleted(self.child_data(&path, &old)),
+            })
+            .collect();
+        let initialized_now = !state.initialized && state.mirror.completed() > 0;
+        if initialized_now {
+            state.initialized = true;
+            events.push(CacheEvent::Initialized);
+        }
+        if !events.is_empty() {
+            state.subscribers.retain(|tx| events.iter().all(|event| tx.send(event.clone()).is_ok()));
+        }
+        if initialized_now {
+            self.phase.send_replace(Phase::Initialized);
+        }
+    }
+}
+
+impl<T: Send + Sync + 'static> Host<T> for Hub<T> {
+    fn update(&self, f: &mut dyn FnMut(&mut Mirror<T>)) {
+        let mut state = self.state.lock();
+        if state.closed {
+            return;
+        }
+        f(&mut state.mirror);
+        let changes = state.mirror.take_changes();
+        self.publish(&mut state, changes);
+    }
+}
+
+impl<T> std::fmt::Debug for Hub<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hub").field("root", &self.root).field("scope", &self.scope).finish_non_exhaustive()
+    }
+}

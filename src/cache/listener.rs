@@ -1,0 +1,77 @@
+//! Listeners and the event stream of a cache, both fed by one subscriber channel each.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures::{FutureExt, Stream};
+use tokio::sync::mpsc;
+
+use super::node::CacheEvent;
+
+/// Receives a cache's events (Curator's `CuratorCacheListener`).
+///
+/// Each listener runs on its own task and gets the events in order; there is no ordering
+/// between listeners. A listener that panics is logged and stays registered. Curator's
+/// builder forms map to matching on the event: `forCreates` is `CacheEvent::Created`,
+/// `forChanges` `CacheEvent::Changed`, `forDeletes` `CacheEvent::Deleted`, `forInitialized`
+/// `CacheEvent::Initialized`; `afterInitialized()` is skipping events until `Initialized`.
+#[async_trait::async_trait]
+pub trait CuratorCacheListener<T = Vec<u8>>: Send + Sync + 'static {
+    /// Called once per event.
+    async fn event(&self, event: CacheEvent<T>);
+}
+
+pub(crate) struct FnListener<F>(pub(crate) F);
+
+#[async_trait::async_trait]
+impl<T, F, Fut> CuratorCacheListener<T> for FnListener<F>
+where
+    T: Send + Sync + 'static,
+    F: Fn(CacheEvent<T>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    async fn event(&self, event: CacheEvent<T>) {
+        (self.0)(event).await
+    }
+}
+
+pub(crate) async fn run<T: Send + Sync + 'static>(
+    mut events: mpsc::UnboundedReceiver<CacheEvent<T>>,
+    listener: Arc<dyn CuratorCacheListener<T>>,
+) {
+    while let Some(event) = events.recv().await {
+        if AssertUnwindSafe(listener.event(event)).catch_unwind().await.is_err() {
+            tracing::error!("cache listener panicked; it stays registered");
+        }
+    }
+}
+
+/// A cache's events as a [`Stream`]; see [`CuratorCache::events`](crate::CuratorCache::events).
+///
+/// `StreamExt::next` on it is cancel-safe: no event is lost by dropping a `next()` future.
+pub struct CacheEventStream<T = Vec<u8>> {
+    events: mpsc::UnboundedReceiver<CacheEvent<T>>,
+}
+
+impl<T> CacheEventStream<T> {
+    pub(crate) fn new(events: mpsc::UnboundedReceiver<CacheEvent<T>>) -> Self {
+        CacheEventStream { events }
+    }
+}
+
+impl<T> std::fmt::Debug for CacheEventStream<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CacheEventStream").field("queued", &self.events.len()).finish()
+    }
+}
+
+impl<T> Stream for CacheEventStream<T> {
+    type Item = CacheEvent<T>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<CacheEvent<T>>> {
+        self.events.poll_recv(cx)
+    }
+}

@@ -1,0 +1,437 @@
+//! The mirror itself, as pure logic: what it holds, and how watch events, resyncs and read
+//! replies change it. No I/O here; the driver sends the reads this asks for and feeds back
+//! their replies.
+//!
+//! # Why the result is exact
+//! The watch is (re)added before any read of a resync is sent, so every change after the
+//! reads were answered arrives as an event. A read reply tells how one node was when the
+//! server answered it; it is applied unless an event about that node (or, for a deletion, an
+//! ancestor) was applied after the read was sent: such an event is at least as new as the
+//! reply (the driver applies every event the server sent before a reply first), and where the
+//! event leaves something to learn it asks for a read of its own. Among replies that find a
+//! node, the newer one wins by `(czxid, mzxid)`. A resync ends with a sweep: an entry that no
+//! listing, read or event of the resync confirmed is gone from the server.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use zookeeper_client::Stat;
+
+use super::tree::{self, Entry, Item, Tree};
+
+/// Which nodes under the root the mirror holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// The root alone.
+    Node,
+    /// The root's direct children (not the root).
+    Children,
+    /// The root and every descendant.
+    Tree,
+}
+
+impl Scope {
+    fn holds(self, rel: &str) -> bool {
+        match self {
+            Scope::Node => rel.is_empty(),
+            Scope::Children => tree::depth(rel) == 1,
+            Scope::Tree => true,
+        }
+    }
+}
+
+/// What the mirror learns of each node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reads {
+    /// Only presence, from events and listings: no read per event (stats are unknown). For
+    /// mirrors that only need names, such as a lock directory's.
+    #[cfg_attr(not(test), allow(dead_code))]
+    Presence,
+    /// Stat, read with `exists`/listings.
+    Stat,
+    /// Stat and data, read with `getData`.
+    Data,
+}
+
+/// Whether the mirror can vouch for what it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// Events may have been missed (never resynced, disconnected, a read failed); what it holds
+    /// is the last view, possibly stale.
+    Incomplete,
+    /// The watch is in place and a resync's reads are out.
+    Loading,
+    /// Every change up to the last event applied is in (data of nodes whose read is in flight
+    /// shows its previous state for that round trip).
+    Complete,
+}
+
+/// What a read is about: which resync generation, which event it followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ticket {
+    generation: u64,
+    sent_at: u64,
+    snapshot: bool,
+}
+
+/// The kind of read to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    /// The node's stat (and data under [`Reads::Data`]).
+    Read,
+    /// As `Read`, plus the node's children.
+    Load,
+    /// Only the node's children (its stat is not kept).
+    List,
+}
+
+/// A read the mirror wants sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Request {
+    pub(crate) ticket: Ticket,
+    /// Relative to the mirror's root.
+    pub(crate) path: String,
+    pub(crate) op: Op,
+}
+
+/// A read's outcome.
+#[derive(Debug)]
+pub(crate) enum Reply<T> {
+    Found {
+        stat: Stat,
+        data: Option<Arc<T>>,
+        children: Option<Vec<String>>,
+    },
+    Missing,
+    /// The session may not read the node (ACL): it is not mirrored.
+    Denied,
+    /// The read could not be answered (connection loss, ...): the mirror needs a resync.
+    Failed,
+}
+
+/// The kind of a watch event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EventKind {
+    Created,
+    Deleted,
+    DataChanged,
+}
+
+/// A difference the mirror applied, in the order it applied them.
+#[derive(Debug)]
+pub(crate) enum Change<T> {
+    Created { path: String, new: Item<T> },
+    Changed { path: String, old: Item<T>, new: Item<T> },
+    Deleted { path: String, old: Item<T> },
+}
+
+/// The stat of a node known only by its presence.
+pub(crate) const UNKNOWN_STAT: Stat = Stat {
+    czxid: -1,
+    mzxid: -1,
+    pzxid: -1,
+    ctime: 0,
+    mtime: 0,
+    version: -1,
+    cversion: -1,
+    aversion: -1,
+    ephemeral_owner: 0,
+    data_length: 0,
+    num_children: 0,
+};
+
+/// The last events applied to one path, by sequence number.
+#[derive(Debug, Clone, Copy, Default)]
+struct Touch {
+    any: u64,
+    deleted: u64,
+}
+
+/// The mirror of one subtree.
+#[derive(Debug)]
+pub(crate) struct Mirror<T> {
+    scope: Scope,
+    reads: Reads,
+    tree: Tree<T>,
+    status: Status,
+    /// Events applied so far.
+    seq: u64,
+    /// Resyncs begun so far; replies of an older generation are dropped.
+    generation: u64,
+    /// Snapshot reads of this generation not answered yet.
+    snapshot_outstanding: usize,
+    /// A read of this generation failed: only a new resync can vouch for the mirror again.
+    failed: bool,
+    /// Paths touched by events since the oldest read in flight was sent.
+    touched: HashMap<Box<str>, Touch>,
+    /// Reads in flight by `sent_at` (for pruning `touched`).
+    in_flight: BTreeMap<u64, usize>,
+    /// Resyncs completed (the first one is the initial load).
+    completed: u64,
+    changes: Vec<Change<T>>,
+    requests: Vec<Request>,
+}
+
+impl<T> Mirror<T> {
+    pub(crate) fn new(scope: Scope, reads: Reads) -> Self {
+        Mirror {
+            scope,
+            reads,
+            tree: Tree::default(),
+            status: Status::Incomplete,
+            seq: 0,
+            generation: 0,
+            snapshot_outstanding: 0,
+            failed: false,
+            touched: HashMap::new(),
+            in_flight: BTreeMap::new(),
+            completed: 0,
+            changes: Vec::new(),
+            requests: Vec::new(),
+        }
+    }
+
+    pub(crate) fn status(&self) -> Status {
+        self.status
+    }
+
+    /// How many resyncs completed (1 after the initial load).
+    pub(crate) fn completed(&self) -> u64 {
+        self.completed
+    }
+
+    /// Whether a resync is wanted without the source asking for one (a read failed).
+    pub(crate) fn needs_resync(&self) -> bool {
+        self.failed
+    }
+
+    pub(crate) fn tree(&self) -> &Tree<T> {
+        &self.tree
+    }
+
+    /// The differences applied since the last call, in order.
+    pub(crate) fn take_changes(&mut self) -> Vec<Change<T>> {
+        std::mem::take(&mut self.changes)
+    }
+
+    /// The reads to send, in order.
+    pub(crate) fn take_requests(&mut self) -> Vec<Request> {
+        std::mem::take(&mut self.requests)
+    }
+
+    /// Events may be missing from here on (the connection broke).
+    pub(crate) fn interrupt(&mut self) {
+        self.status = Status::Incomplete;
+    }
+
+    /// The watch was (re)added: reads the mirror's scope again. Replies of earlier reads are
+    /// dropped from now on.
+    pub(crate) fn resync(&mut self) {
+        self.generation += 1;
+        self.touched.clear();
+        self.in_flight.clear();
+        self.snapshot_outstanding = 0;
+        self.failed = false;
+        self.status = Status::Loading;
+        let op = match self.scope {
+            Scope::Node => Op::Read,
+            Scope::Children => Op::List,
+            Scope::Tree => Op::Load,
+        };
+        self.send(String::new(), op, true);
+    }
+
+    fn send(&mut self, path: String, op: Op, snapshot: bool) {
+        let ticket = Ticket { generation: self.generation, sent_at: self.seq, snapshot };
+        if snapshot {
+            self.snapshot_outstanding += 1;
+        }
+        *self.in_flight.entry(self.seq).or_default() += 1;
+        self.requests.push(Request { ticket, path, op });
+    }
+
+    /// Applies a watch event on `rel` (relative to the root).
+    pub(crate) fn event(&mut self, kind: EventKind, rel: &str) {
+        self.seq += 1;
+        if !self.in_flight.is_empty() {
+            let touch = self.touched.entry(rel.into()).or_default();
+            touch.any = self.seq;
+            if kind == EventKind::Deleted {
+                touch.deleted = self.seq;
+            }
+        }
+        if !self.scope.holds(rel) {
+            return;
+        }
+        match kind {
+            EventKind::Deleted => self.remove(rel),
+            EventKind::Created | EventKind::DataChanged => {
+                let generation = self.generation;
+                let present = match self.tree.get_mut(rel) {
+                    Some(entry) => {
+                        entry.mark = generation;
+                        true
+                    }
+                    None => false,
+                };
+                match self.reads {
+                    Reads::Presence => {
+                        if present {
+                            if kind == EventKind::DataChanged {
+                                if let Some(entry) = self.tree.get(rel) {
+                                    let (old, new) = (entry.item.clone(), entry.item.clone());
+                                    self.changes.push(Change::Changed { path: rel.to_owned(), old, new });
+                                }
+                            }
+                        } else if kind == EventKind::Created {
+                            self.insert(rel, Item { stat: UNKNOWN_STAT, data: None });
+                        }
+                    }
+                    Reads::Stat | Reads::Data => self.send(rel.to_owned(), Op::Read, false),
+                }
+            }
+        }
+    }
+
+    /// Whether an event on `rel` (any kind) was applied after `sent_at`.
+    fn touched_since(&self, rel: &str, sent_at: u64) -> bool {
+        self.touched.get(rel).is_some_and(|t| t.any > sent_at)
+    }
+
+    /// Whether `rel` or an ancestor was deleted after `sent_at`.
+    fn deleted_since(&self, rel: &str, sent_at: u64) -> bool {
+        let mut at = Some(rel);
+        while let Some(path) = at {
+            if self.touched.get(path).is_some_and(|t| t.deleted > sent_at) {
+                return true;
+            }
+            at = tree::parent(path);
+        }
+        false
+    }
+
+    /// Applies the reply to `request`.
+    pub(crate) fn reply(&mut self, request: &Request, reply: Reply<T>) {
+        let ticket = request.ticket;
+        if ticket.generation != self.generation {
+            return;
+        }
+        let rel = request.path.as_str();
+        match reply {
+            Reply::Found { stat, data, children } => {
+                if !self.deleted_since(rel, ticket.sent_at) {
+                    if request.op != Op::List && self.scope.holds(rel) {
+                        self.found(rel, Item { stat, data });
+                    }
+                    for name in children.unwrap_or_default() {
+                        let child = tree::join(rel, &name);
+                        if self.deleted_since(&child, ticket.sent_at) {
+                            continue;
+                        }
+                        if !self.scope.holds(&child) {
+                            continue;
+                        }
+                        match (self.reads, self.scope) {
+                            // The listing is all there is to know; below a child, list again.
+                            (Reads::Presence, scope) => {
+                                self.present(&child);
+                                if scope == Scope::Tree {
+                                    self.send(child, Op::List, true);
+                                }
+                            }
+                            (_, Scope::Tree) => self.send(child, Op::Load, true),
+                            (_, Scope::Node | Scope::Children) => self.send(child, Op::Read, true),
+                        }
+                    }
+                }
+            }
+            Reply::Missing | Reply::Denied => {
+                if matches!(reply, Reply::Denied) {
+                    tracing::warn!(path = rel, "mirror: the session may not read this node; it is left out");
+                }
+                if !self.touched_since(rel, ticket.sent_at) {
+                    self.remove(rel);
+                }
+            }
+            Reply::Failed => {
+                self.failed = true;
+                self.status = Status::Incomplete;
+            }
+        }
+        self.settle(ticket.sent_at);
+        if ticket.snapshot {
+            self.snapshot_outstanding -= 1;
+            if self.snapshot_outstanding == 0 && self.status == Status::Loading {
+                self.complete();
+            }
+        }
+    }
+
+    /// A reply of this generation arrived: it is no longer in flight.
+    fn settle(&mut self, sent_at: u64) {
+        if let Some(count) = self.in_flight.get_mut(&sent_at) {
+            *count -= 1;
+            if *count == 0 {
+                self.in_flight.remove(&sent_at);
+            }
+        }
+        match self.in_flight.keys().next() {
+            None => self.touched.clear(),
+            Some(&oldest) if self.touched.len() > 4096 => self.touched.retain(|_, t| t.any > oldest),
+            Some(_) => {}
+        }
+    }
+
+    /// The resync's reads are all answered: whatever it did not confirm is gone.
+    fn complete(&mut self) {
+        for (path, entry) in self.tree.sweep(self.generation) {
+            self.changes.push(Change::Deleted { path, old: entry.item });
+        }
+        self.status = Status::Complete;
+        self.completed += 1;
+    }
+
+    fn found(&mut self, rel: &str, new: Item<T>) {
+        let generation = self.generation;
+        let Some(entry) = self.tree.get_mut(rel) else {
+            self.insert(rel, new);
+            return;
+        };
+        entry.mark = generation;
+        let old = &entry.item.stat;
+        let (old_key, new_key) = ((old.czxid, old.mzxid), (new.stat.czxid, new.stat.mzxid));
+        if new_key < old_key {
+            return;
+        }
+        if new_key == old_key {
+            // Only the child counters can differ: keep the data, refresh the stat.
+            entry.item.stat = new.stat;
+            if entry.item.data.is_none() {
+                entry.item.data = new.data;
+            }
+            return;
+        }
+        let old = std::mem::replace(&mut entry.item, new.clone());
+        self.changes.push(Change::Changed { path: rel.to_owned(), old, new });
+    }
+
+    /// A node known to exist, with nothing more to learn of it (presence mirrors).
+    fn present(&mut self, rel: &str) {
+        let generation = self.generation;
+        match self.tree.get_mut(rel) {
+            Some(entry) => entry.mark = generation,
+            None => self.insert(rel, Item { stat: UNKNOWN_STAT, data: None }),
+        }
+    }
+
+    fn insert(&mut self, rel: &str, item: Item<T>) {
+        self.tree.insert(rel, Entry { item: item.clone(), mark: self.generation });
+        self.changes.push(Change::Created { path: rel.to_owned(), new: item });
+    }
+
+    fn remove(&mut self, rel: &str) {
+        for (path, entry) in self.tree.remove_all_at(rel) {
+            self.changes.push(Change::Deleted { path, old: entry.item });
+        }
+    }
+}
