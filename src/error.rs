@@ -11,10 +11,13 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Everything that can go wrong in this crate.
 ///
 /// Errors from ZooKeeper itself arrive as [`Error::ZooKeeper`] with the client's own error
-/// ([`zk::Error`](crate::zk::Error)) inside,
-/// so a caller can match exact server codes (`NoAuth`, `NoNode`, ...). Use the predicates
+/// (`zk_recipes::zk::Error`) inside, so a caller can match exact server codes. The predicates
+/// name the cases callers test for: one code each ([`is_no_node`](Error::is_no_node),
+/// [`is_node_exists`](Error::is_node_exists), [`is_bad_version`](Error::is_bad_version),
+/// [`is_connection_loss`](Error::is_connection_loss), [`is_session_expired`](Error::is_session_expired),
+/// [`is_lock_lost`](Error::is_lock_lost), ...) and the classes that decide what to do next
 /// ([`is_connection_error`](Error::is_connection_error), [`is_session_lost`](Error::is_session_lost),
-/// [`is_retryable`](Error::is_retryable)) rather than matching transport details.
+/// [`is_retryable`](Error::is_retryable)).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -193,6 +196,73 @@ impl Error {
         }
     }
 
+    /// True when the node does not exist (ZooKeeper's `NoNode`).
+    pub fn is_no_node(&self) -> bool {
+        matches!(self, Error::ZooKeeper(ZkError::NoNode))
+    }
+
+    /// True when the node already exists (ZooKeeper's `NodeExists`).
+    pub fn is_node_exists(&self) -> bool {
+        matches!(self, Error::ZooKeeper(ZkError::NodeExists))
+    }
+
+    /// True when a versioned write found another version (ZooKeeper's `BadVersion`).
+    pub fn is_bad_version(&self) -> bool {
+        matches!(self, Error::ZooKeeper(ZkError::BadVersion))
+    }
+
+    /// True when a node to delete still has children (ZooKeeper's `NotEmpty`).
+    pub fn is_not_empty(&self) -> bool {
+        matches!(self, Error::ZooKeeper(ZkError::NotEmpty))
+    }
+
+    /// True when the node's ACL refuses this client (ZooKeeper's `NoAuth`).
+    pub fn is_no_auth(&self) -> bool {
+        matches!(self, Error::ZooKeeper(ZkError::NoAuth))
+    }
+
+    /// True when the connection broke while the request was in flight (ZooKeeper's
+    /// `ConnectionLoss`, or a transport failure the client reports as `Custom`): its outcome
+    /// on the server is unknown. [`is_connection_error`](Error::is_connection_error) also
+    /// counts [`Error::ConnectionTimeout`].
+    pub fn is_connection_loss(&self) -> bool {
+        matches!(self, Error::ZooKeeper(e) if is_zk_connection_error(e))
+    }
+
+    /// True when the server expired the session (ZooKeeper's `SessionExpired`): its ephemeral
+    /// nodes are gone. [`is_session_lost`](Error::is_session_lost) also counts a closed
+    /// client, failed authentication and [`Error::LockLost`].
+    pub fn is_session_expired(&self) -> bool {
+        matches!(self, Error::ZooKeeper(ZkError::SessionExpired))
+    }
+
+    /// True when no connection came within the allowed time ([`Error::ConnectionTimeout`]).
+    pub fn is_connection_timeout(&self) -> bool {
+        matches!(self, Error::ConnectionTimeout(_))
+    }
+
+    /// True when a lock or lease is no longer held ([`Error::LockLost`]).
+    pub fn is_lock_lost(&self) -> bool {
+        matches!(self, Error::LockLost { .. })
+    }
+
+    /// True when the framework (or the ZooKeeper client under it) was closed.
+    pub fn is_closed(&self) -> bool {
+        matches!(self, Error::Closed | Error::ZooKeeper(ZkError::ClientClosed))
+    }
+
+    /// True when an argument was refused before anything was sent: a path, a connect string,
+    /// another argument, or a request too large.
+    pub fn is_invalid_argument(&self) -> bool {
+        matches!(
+            self,
+            Error::InvalidPath { .. }
+                | Error::InvalidConnectString { .. }
+                | Error::InvalidArgument { .. }
+                | Error::TooLarge { .. }
+        )
+    }
+
     /// The ZooKeeper error inside, if this is one.
     pub fn zk(&self) -> Option<&ZkError> {
         match self {
@@ -255,6 +325,54 @@ mod tests {
         for permanent in [ZkError::NoAuth, ZkError::NoNode, ZkError::BadVersion] {
             assert!(!Error::from(permanent).is_retryable());
         }
+    }
+
+    #[test]
+    fn each_predicate_names_one_case() {
+        type Predicate = fn(&Error) -> bool;
+        let predicates: [(&str, Predicate); 11] = [
+            ("no_node", Error::is_no_node),
+            ("node_exists", Error::is_node_exists),
+            ("bad_version", Error::is_bad_version),
+            ("not_empty", Error::is_not_empty),
+            ("no_auth", Error::is_no_auth),
+            ("connection_loss", Error::is_connection_loss),
+            ("session_expired", Error::is_session_expired),
+            ("connection_timeout", Error::is_connection_timeout),
+            ("lock_lost", Error::is_lock_lost),
+            ("closed", Error::is_closed),
+            ("invalid_argument", Error::is_invalid_argument),
+        ];
+        let cases: Vec<(Error, &[&str])> = vec![
+            (ZkError::NoNode.into(), &["no_node"]),
+            (ZkError::NodeExists.into(), &["node_exists"]),
+            (ZkError::BadVersion.into(), &["bad_version"]),
+            (ZkError::NotEmpty.into(), &["not_empty"]),
+            (ZkError::NoAuth.into(), &["no_auth"]),
+            (ZkError::ConnectionLoss.into(), &["connection_loss"]),
+            (ZkError::SessionExpired.into(), &["session_expired"]),
+            (ZkError::ClientClosed.into(), &["closed"]),
+            (Error::ConnectionTimeout(Duration::from_secs(1)), &["connection_timeout"]),
+            (Error::LockLost { path: "/a".into() }, &["lock_lost"]),
+            (Error::Closed, &["closed"]),
+            (Error::NotStarted, &[]),
+            (Error::InvalidPath { path: "a".into(), reason: "r" }, &["invalid_argument"]),
+            (Error::invalid_argument("n", "r"), &["invalid_argument"]),
+            (Error::TooLarge { name: "data", size: 2, limit: 1 }, &["invalid_argument"]),
+            (Error::UpgradeRefused { path: "/rw".into() }, &[]),
+        ];
+        for (error, expected) in &cases {
+            for (name, predicate) in &predicates {
+                assert_eq!(predicate(error), expected.contains(name), "is_{name}() on {error:?}");
+            }
+        }
+        // The narrow predicates agree with the broad ones.
+        let loss = Error::from(ZkError::ConnectionLoss);
+        assert!(loss.is_connection_loss() && loss.is_connection_error());
+        let timeout = Error::ConnectionTimeout(Duration::from_secs(1));
+        assert!(timeout.is_connection_error() && !timeout.is_connection_loss());
+        let expired = Error::from(ZkError::SessionExpired);
+        assert!(expired.is_session_expired() && expired.is_session_lost());
     }
 
     #[test]

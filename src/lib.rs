@@ -9,12 +9,16 @@ pub mod guide;
 mod leader;
 mod locks;
 pub mod path;
+pub mod protocol;
 pub mod retry;
 mod sync;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
+/// The attribute [`ConnectionStateListener`] is written with: `#[zk_recipes::async_trait]` on an
+/// `impl ConnectionStateListener for ...` block, without a dependency of your own.
+pub use async_trait::async_trait;
 pub use error::{Error, Result};
 pub use framework::{
     AclProvider, ConnectionState, ConnectionStateErrorPolicy, ConnectionStateListener, ConnectionStateStream,
@@ -30,5 +34,10 @@ pub use locks::{InterProcessMutex, MutexGuard};
 pub use locks::{InterProcessReadWriteLock, ReadLock, ReadLockGuard, WriteLock, WriteLockGuard};
 pub use locks::{InterProcessSemaphore, InterProcessSemaphoreMutex, SemaphoreLease, SemaphoreMutexGuard};
 pub use locks::{Revocable, Revoker};
-/// The ZooKeeper client this crate builds on, for its types (`Acl`, `CreateMode`, `Stat`, ...).
+/// The ZooKeeper client this crate builds on, for every type of its own (`Client`, `Error`,
+/// `WatchedEvent`, ...); the ones this crate's API takes or returns are also at the root.
 pub use zookeeper_client as zk;
+/// The client's types that this crate's API takes or returns: [`Framework::create`] takes a
+/// [`CreateMode`], [`Framework::get_data`] and [`Framework::exists`] return a [`Stat`], an
+/// [`AclProvider`] answers with [`Acl`]s (built from a [`Permission`] and an [`AuthId`]).
+pub use zookeeper_client::{Acl, AuthId, CreateMode, Permission, Stat};

@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::fixtures::{framework, init_tracing, unique_path};
+use common::timing::FAULT_SESSION as SESSION;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use history::{Hold, Report, Resource};
@@ -35,9 +36,6 @@ use zk_recipes::{
     ReadLockGuard, SemaphoreLease, WriteLock, WriteLockGuard,
 };
 
-/// The clients' session timeout; above the ensemble's `syncLimit × tickTime` (2 s), as the
-/// README's safety rule asks. Every duration of the schedule derives from it.
-const SESSION: Duration = Duration::from_secs(4);
 /// Clients: the first `DIRECT` connect to the ensemble directly, the rest through one fault
 /// proxy per member.
 const CLIENTS: usize = 4;

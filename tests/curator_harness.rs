@@ -11,13 +11,10 @@ use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::curator::CuratorPeer;
+use common::timing::{INTEROP_EVENT as EVENT, INTEROP_SESSION as SESSION};
 
 /// Upper bound for each whole test.
 const TEST_LIMIT: Duration = Duration::from_secs(120);
-/// Session timeout of the Java client.
-const SESSION: Duration = Duration::from_secs(15);
-/// Bound for one asynchronous event (a blocked acquire going through, a loop finishing).
-const EVENT: Duration = Duration::from_secs(30);
 
 async fn connect_string() -> String {
     zk_recipes::testing::shared_server().await.expect("shared ZooKeeper server").connect_string()
@@ -25,7 +22,7 @@ async fn connect_string() -> String {
 
 /// A Java peer connected to the shared test server, or `None` when Curator is unavailable.
 async fn peer() -> Option<CuratorPeer> {
-    CuratorPeer::start(&connect_string().await, SESSION).await.expect("starting the Curator peer")
+    CuratorPeer::started(&connect_string().await, SESSION).await
 }
 
 /// A lock path no other test (or earlier run) uses.
@@ -40,15 +37,7 @@ async fn bounded(test: impl Future<Output = ()>) {
 
 /// Polls `participants ID` until it lists `n` nodes (a sent acquire creates its node shortly).
 async fn participants_eventually(peer: &mut CuratorPeer, id: &str, n: usize) -> Vec<String> {
-    let deadline = tokio::time::Instant::now() + EVENT;
-    loop {
-        let nodes = peer.participants(id).await.unwrap();
-        if nodes.len() == n || tokio::time::Instant::now() > deadline {
-            assert_eq!(nodes.len(), n, "participants of {id}: {nodes:?}");
-            return nodes;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    peer.participants_become(id, n, EVENT).await.unwrap()
 }
 
 #[tokio::test]

@@ -12,15 +12,10 @@ use std::time::Duration;
 
 use common::curator::CuratorPeer;
 use common::fixtures::*;
+use common::timing::{EVENT, LIMIT, QUIET, SESSION};
 use zk_recipes::testing::{FaultProxy, ProxyMode, TestingServer};
 use zk_recipes::zk::{self, Acl, Acls, AuthId, CreateMode, Permission};
 use zk_recipes::{FastPathFallback, Framework, InterProcessMutex, MutexGuard};
-
-const LIMIT: Duration = Duration::from_secs(90);
-const SESSION: Duration = Duration::from_secs(10);
-const EVENT: Duration = Duration::from_secs(15);
-/// A wait that must not end: several round trips on loopback.
-const QUIET: Duration = Duration::from_millis(300);
 
 /// A server whose container reaper is effectively off, so an empty lock directory stays.
 async fn steady_server() -> String {
@@ -394,7 +389,7 @@ async fn racing_tasks_handles_and_curator_never_overlap() {
                 }
             }));
         }
-        let mut java = CuratorPeer::start(&connect, SESSION).await.expect("starting the Curator peer");
+        let mut java = CuratorPeer::started(&connect, SESSION).await;
         if let Some(java) = java.as_mut() {
             java.command(&format!("mutex j {dir}")).await.unwrap();
             let reply = java.command(&format!("loop j {ROUNDS} {} 0", log.display())).await.unwrap();

@@ -7,13 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::fixtures::{next_event as next, unique_path, wait_for_event as wait_for};
+use common::timing::LIMIT;
 use futures::StreamExt;
 use tokio::time::{timeout, Instant};
 use zk_recipes::testing::{expire_session, shared_server, FaultProxy, ProxyMode, TestingServer};
 use zk_recipes::zk::{Acls, CreateMode};
 use zk_recipes::{ConnectionState, Error, FixedAclProvider, Framework, InterProcessMutex};
-
-const LIMIT: Duration = Duration::from_secs(60);
 
 #[tokio::test]
 async fn connected_once_then_suspended_and_reconnected_on_cut_and_black_hole() {

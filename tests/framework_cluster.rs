@@ -6,13 +6,12 @@ mod common;
 use std::time::Duration;
 
 use common::fixtures::next_event as next;
+use common::timing::SLOW_LIMIT as LIMIT;
 use futures::StreamExt;
 use tokio::time::{timeout, Instant};
 use zk_recipes::testing::{four_letter_word, TestingCluster};
 use zk_recipes::zk::CreateMode;
 use zk_recipes::{ConnectionState, Framework, InterProcessMutex};
-
-const LIMIT: Duration = Duration::from_secs(120);
 
 /// The member whose `cons` output lists our session.
 async fn member_serving(cluster: &TestingCluster, session_id: i64) -> Option<usize> {

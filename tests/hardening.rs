@@ -1,6 +1,8 @@
-//! Hardening of the lock core, one test per failure found in review: each test failed on the
-//! code before its fix. Real servers throughout (the shared one, or a dedicated one where the
-//! test configures or breaks it).
+//! The lock core under conditions that once broke it: throttled and refused deletes, requests
+//! over the server's limit, `Duration::MAX` deadlines, stale guards of one task, a lost create
+//! reply, a parent container reaped between two creates, an empty ACL. Each test's comment
+//! says what went wrong before ("Before: ..."). Real servers throughout (the shared one, or a
+//! dedicated one where the test configures or breaks it).
 
 mod common;
 
@@ -8,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::fixtures::*;
+use common::timing::LIMIT;
 use futures::{FutureExt, StreamExt};
 use zk_recipes::retry::{ExponentialBackoff, RetryForever, RetryNTimes, RetryUntilElapsed};
 use zk_recipes::testing::{CountingProxy, RequestCounts, TestingServer, TestingServerBuilder};
@@ -16,7 +19,6 @@ use zk_recipes::{
     AclProvider, Error, FixedAclProvider, Framework, InterProcessMutex, InterProcessSemaphore, MultiLock, MutexGuard,
 };
 
-const LIMIT: Duration = Duration::from_secs(60);
 /// Long enough that no session of these tests expires unless a test expires it.
 const SESSION: Duration = Duration::from_secs(20);
 

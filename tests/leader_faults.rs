@@ -19,6 +19,7 @@ use common::fixtures::{
     bounded, children, children_count_becomes, framework, init_tracing, unique_path, wait_connected, wait_for_state,
     within, FaultyServer,
 };
+use common::timing::{EVENT, FAULT_SESSION as SESSION, SLOW_LIMIT as LIMIT};
 use futures::StreamExt;
 use tokio::time::Instant;
 use zk_recipes::retry::RetryForever;
@@ -26,13 +27,6 @@ use zk_recipes::testing::{FaultProxy, ProxyMode, TestingCluster, TestingServer};
 use zk_recipes::{
     ConnectionState, ConnectionStateErrorPolicy, Framework, LeaderLatch, LeaderSelector, Leadership, LeadershipEvent,
 };
-
-/// Upper bound for each whole test.
-const LIMIT: Duration = Duration::from_secs(120);
-/// The session timeout the frameworks ask for; every time window below derives from it.
-const SESSION: Duration = Duration::from_secs(4);
-/// Bound for one asynchronous event that needs no timeout to pass (a handoff, a reconnect).
-const EVENT: Duration = Duration::from_secs(20);
 
 fn path(name: &str) -> String {
     unique_path("leader-faults", name)

@@ -15,14 +15,9 @@ use std::time::Duration;
 use common::curator::CuratorPeer;
 use common::election::{follow_latch, handed_over, LeaderLog};
 use common::fixtures::{bounded, framework, init_tracing, shared_connect, unique_path, within};
+use common::timing::{INTEROP_EVENT as EVENT, INTEROP_SESSION as SESSION, SLOW_LIMIT as LIMIT};
 use zk_recipes::path::is_protected;
 use zk_recipes::{Framework, LeaderLatch, LeaderSelector, Participant};
-
-const LIMIT: Duration = Duration::from_secs(150);
-/// Session timeout of the Java client and of our frameworks.
-const SESSION: Duration = Duration::from_secs(15);
-/// Bound for one asynchronous event (a handoff, a loop finishing).
-const EVENT: Duration = Duration::from_secs(30);
 
 fn path(name: &str) -> String {
     unique_path("leader-interop", name)
@@ -30,7 +25,7 @@ fn path(name: &str) -> String {
 
 async fn peer(connect: &str, session: Duration) -> Option<CuratorPeer> {
     init_tracing();
-    CuratorPeer::start(connect, session).await.expect("starting the Curator peer")
+    CuratorPeer::started(connect, session).await
 }
 
 fn pairs(participants: &[Participant]) -> Vec<(String, bool)> {

@@ -12,13 +12,9 @@ use std::time::Duration;
 use common::fixtures::{
     bounded, children, children_count_becomes, framework, init_tracing, shared_connect, unique_path, within,
 };
+use common::timing::{EVENT, LIMIT, SESSION};
 use futures::StreamExt;
 use zk_recipes::{CloseMode, Error, Framework, LeaderLatch, LeaderSelector, LeadershipEvent};
-
-const LIMIT: Duration = Duration::from_secs(90);
-const SESSION: Duration = Duration::from_secs(10);
-/// Bound for one asynchronous event (a handoff, a node appearing).
-const EVENT: Duration = Duration::from_secs(15);
 
 fn path(name: &str) -> String {
     unique_path("leader-latch", name)

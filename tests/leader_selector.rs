@@ -13,13 +13,9 @@ use std::time::Duration;
 use common::fixtures::{
     bounded, children, children_count_becomes, eventually, framework, init_tracing, shared_connect, unique_path, within,
 };
+use common::timing::{EVENT, LIMIT, SESSION};
 use tokio::sync::{mpsc, Mutex as AsyncMutex};
 use zk_recipes::{Framework, LeaderSelector, Leadership};
-
-const LIMIT: Duration = Duration::from_secs(90);
-const SESSION: Duration = Duration::from_secs(10);
-/// Bound for one asynchronous event (a handoff, a closure starting).
-const EVENT: Duration = Duration::from_secs(15);
 
 fn path(name: &str) -> String {
     unique_path("leader-selector", name)

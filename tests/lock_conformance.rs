@@ -14,17 +14,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::fixtures::*;
+use common::timing::{EVENT, LIMIT, QUIET, SESSION};
 use zk_recipes::{
     Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, InterProcessSemaphoreMutex,
     LockHold, Lockable, MultiLock,
 };
-
-const LIMIT: Duration = Duration::from_secs(90);
-const SESSION: Duration = Duration::from_secs(10);
-/// Bound for one asynchronous event (a handoff, a reconnect, a container reaped).
-const EVENT: Duration = Duration::from_secs(20);
-/// A wait that must not end: several round trips on loopback.
-const QUIET: Duration = Duration::from_millis(300);
 
 /// A kind of lock, made into a [`Lockable`] on a path.
 #[derive(Debug, Clone, Copy)]

@@ -10,18 +10,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use common::fixtures::{bounded, children, children_count_becomes, plain_framework, shared_connect, unique_path};
+use common::timing::{LIMIT, PROMPT, QUIET as BLOCKED, SESSION};
 use tokio::time::{timeout, Instant};
 use zk_recipes::{
     Error, Framework, InterProcessMutex, InterProcessSemaphore, InterProcessSemaphoreMutex, LockHold, Lockable,
     MultiLock,
 };
-
-const LIMIT: Duration = Duration::from_secs(60);
-const SESSION: Duration = Duration::from_secs(10);
-/// Bound for one prompt event (a freed lock reaching a waiter, the reaper finishing).
-const PROMPT: Duration = Duration::from_secs(5);
-/// How long a contender is given to (wrongly) get through when it must not.
-const BLOCKED: Duration = Duration::from_millis(300);
 
 async fn framework(connect: &str) -> Framework {
     plain_framework(connect, SESSION).await

@@ -1,7 +1,7 @@
 //! `InterProcessMutex` against a real ZooKeeper server (the process-wide shared one; every
 //! test uses its own lock path): Curator's `TestInterProcessMutexBase`/`TestInterProcessMutex`
-//! scenarios (reference section 8.1-8.2, without revocation and schemas), kazoo's lock
-//! scenarios (8.12), bad input, foreign children, fencing tokens and `lost()`.
+//! scenarios (without revocation and schemas), kazoo's `test_lock.py` scenarios, bad input,
+//! foreign children, fencing tokens and `lost()`.
 //!
 //! Tests that stop servers or cut connections are in `mutex_faults.rs`; cancellation is in
 //! `mutex_cancellation.rs`.
@@ -15,21 +15,12 @@ use common::fixtures::{
     bounded, children, children_become, children_count_becomes, eventually, framework, init_tracing,
     is_curator_lock_name, node_name, sequence_of, shared_connect, unique_path, within, Exclusion,
 };
+use common::timing::{EVENT, LIMIT, QUIET, SESSION};
 use futures::FutureExt;
 use tokio::sync::{mpsc, oneshot, Mutex as AsyncMutex};
 use tokio::time::Instant;
 use zk_recipes::zk::CreateMode;
 use zk_recipes::{Error, Framework, InterProcessMutex};
-
-/// Upper bound for each whole test.
-const LIMIT: Duration = Duration::from_secs(60);
-/// Session timeout of the frameworks here (no faults are injected, so it only bounds cleanup
-/// of sessions a failed test leaves behind).
-const SESSION: Duration = Duration::from_secs(10);
-/// Bound for one asynchronous event (a handoff, a background delete, a watch firing).
-const EVENT: Duration = Duration::from_secs(10);
-/// A wait that must *not* end: long enough for several round trips on loopback.
-const QUIET: Duration = Duration::from_millis(300);
 
 async fn fw() -> Framework {
     init_tracing();
@@ -109,37 +100,6 @@ async fn with_namespace() {
         theirs.release().await.unwrap();
         namespaced.close().await;
         plain.close().await;
-    })
-    .await;
-}
-
-/// testReentrantSingleLock: 10 tasks share one handle (clones) and never hold at once.
-#[tokio::test]
-async fn reentrant_single_handle_ten_tasks_never_overlap() {
-    bounded(LIMIT, async {
-        let fw = fw().await;
-        let mutex = InterProcessMutex::new(&fw, &path("single-handle")).unwrap();
-        let exclusion = Exclusion::default();
-        let mut tasks = Vec::new();
-        for i in 0..10 {
-            let (mutex, exclusion) = (mutex.clone(), exclusion.clone());
-            tasks.push(tokio::spawn(async move {
-                for _ in 0..3 {
-                    let guard = mutex.acquire().await.unwrap();
-                    exclusion.enter(&format!("task {i}"));
-                    assert!(mutex.is_owned_by_current_task());
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                    exclusion.exit();
-                    guard.release().await.unwrap();
-                }
-            }));
-        }
-        for task in tasks {
-            within(EVENT * 2, "a task finishing", task).await.unwrap();
-        }
-        assert_eq!(exclusion.entries(), 30);
-        assert!(!mutex.is_acquired_in_this_process());
-        fw.close().await;
     })
     .await;
 }

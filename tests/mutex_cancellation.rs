@@ -19,13 +19,8 @@ use common::fixtures::{
     bounded, children, children_become, children_count_becomes, framework, init_tracing, shared_connect, unique_path,
     wait_connected, within, FaultyServer,
 };
+use common::timing::{EVENT, LIMIT, SESSION};
 use zk_recipes::{Framework, InterProcessMutex, MutexGuard, Result};
-
-/// Upper bound for each whole test.
-const LIMIT: Duration = Duration::from_secs(90);
-const SESSION: Duration = Duration::from_secs(10);
-/// Bound for the reaper to settle and for one handoff.
-const EVENT: Duration = Duration::from_secs(10);
 
 /// How many polls each drop happens after, with a `yield_now` between polls (the client's I/O
 /// runs on its own reactor, so replies arrive after a varying number of these). 0 drops the

@@ -11,18 +11,12 @@ use common::fixtures::{
     bounded, children_count_becomes, framework, init_tracing, unique_path, wait_connected, wait_for_state, within,
     FaultyServer,
 };
+use common::timing::{EVENT, FAULT_SESSION as SESSION, LIMIT};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use zk_recipes::retry::RetryForever;
 use zk_recipes::testing::{FaultProxy, ProxyMode, TestingServer};
 use zk_recipes::{ConnectionState, ConnectionStateErrorPolicy, Error, Framework, InterProcessMutex};
-
-/// Upper bound for each whole test.
-const LIMIT: Duration = Duration::from_secs(90);
-/// The session timeout the frameworks ask for; every time window below derives from it.
-const SESSION: Duration = Duration::from_secs(4);
-/// Bound for one asynchronous event that needs no timeout to pass (a handoff, a reconnect).
-const EVENT: Duration = Duration::from_secs(15);
 
 fn path(name: &str) -> String {
     unique_path("mutex-faults", name)

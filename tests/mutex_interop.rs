@@ -14,13 +14,8 @@ use common::fixtures::{
     bounded, children_count_becomes, framework, init_tracing, is_curator_lock_name, node_name, shared_connect,
     unique_path, within,
 };
+use common::timing::{INTEROP_EVENT as EVENT, INTEROP_SESSION as SESSION, SLOW_LIMIT as LIMIT};
 use zk_recipes::{Framework, InterProcessMutex};
-
-const LIMIT: Duration = Duration::from_secs(120);
-/// Session timeout of the Java client and of our frameworks.
-const SESSION: Duration = Duration::from_secs(15);
-/// Bound for one asynchronous event (a handoff, a loop finishing).
-const EVENT: Duration = Duration::from_secs(30);
 
 fn path(name: &str) -> String {
     unique_path("mutex-interop", name)
@@ -28,20 +23,12 @@ fn path(name: &str) -> String {
 
 async fn peer(connect: &str) -> Option<CuratorPeer> {
     init_tracing();
-    CuratorPeer::start(connect, SESSION).await.expect("starting the Curator peer")
+    CuratorPeer::started(connect, SESSION).await
 }
 
 /// Polls Curator's `participants ID` until it lists `n` nodes.
 async fn java_participants(java: &mut CuratorPeer, id: &str, n: usize) -> Vec<String> {
-    let deadline = tokio::time::Instant::now() + EVENT;
-    loop {
-        let nodes = java.participants(id).await.unwrap();
-        if nodes.len() == n || tokio::time::Instant::now() > deadline {
-            assert_eq!(nodes.len(), n, "Curator's participants of {id}: {nodes:?}");
-            return nodes;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    java.participants_become(id, n, EVENT).await.unwrap()
 }
 
 /// Java holds, Rust waits; Rust holds, Java waits. Each side sees the other's node in its

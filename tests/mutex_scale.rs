@@ -11,13 +11,11 @@ use common::fixtures::{
     bounded, children, children_count_becomes, eventually, framework, init_tracing, sequence_of, shared_connect,
     unique_path, within, Exclusion,
 };
+use common::timing::{EVENT, LIMIT};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use zk_recipes::testing::four_letter_word;
 use zk_recipes::{Framework, InterProcessMutex};
-
-const LIMIT: Duration = Duration::from_secs(90);
-const EVENT: Duration = Duration::from_secs(15);
 
 fn path(name: &str) -> String {
     unique_path("mutex-scale", name)

@@ -18,15 +18,11 @@ use common::fixtures::{
     bounded, children_count_becomes, framework, init_tracing, is_curator_node_name, node_name, sequence_of,
     shared_connect, unique_path, within,
 };
+use common::timing::{INTEROP_EVENT as EVENT, INTEROP_SESSION as SESSION, SLOW_LIMIT as LIMIT};
 use tokio::sync::oneshot;
 use zk_recipes::zk::CreateMode;
 use zk_recipes::{InterProcessMutex, InterProcessReadWriteLock, Revoker};
 
-const LIMIT: Duration = Duration::from_secs(120);
-/// Session timeout of the Java client and of our frameworks.
-const SESSION: Duration = Duration::from_secs(15);
-/// Bound for one asynchronous event (a handoff, a loop finishing, a request arriving).
-const EVENT: Duration = Duration::from_secs(30);
 /// A wait that must *not* end: long enough for several round trips on loopback.
 const QUIET: Duration = Duration::from_millis(500);
 
@@ -36,7 +32,7 @@ fn path(name: &str) -> String {
 
 async fn peer(connect: &str) -> Option<CuratorPeer> {
     init_tracing();
-    CuratorPeer::start(connect, SESSION).await.expect("starting the Curator peer")
+    CuratorPeer::started(connect, SESSION).await
 }
 
 /// Polls Curator's `participants ID` until it lists `n` nodes.

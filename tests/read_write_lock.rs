@@ -16,19 +16,11 @@ use common::fixtures::{
     bounded, children, children_count_becomes, eventually, framework, init_tracing, is_curator_node_name, node_name,
     sequence_of, shared_connect, unique_path, within, FaultyServer,
 };
+use common::timing::{EVENT, LIMIT, QUIET, SESSION};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use zk_recipes::zk::{Acl, AuthId, CreateMode, Permission};
 use zk_recipes::{Error, FixedAclProvider, Framework, InterProcessReadWriteLock, Lockable, MultiLock};
-
-/// Upper bound for each whole test.
-const LIMIT: Duration = Duration::from_secs(90);
-/// Session timeout of the frameworks here.
-const SESSION: Duration = Duration::from_secs(10);
-/// Bound for one asynchronous event (a handoff, a background delete, a watch firing).
-const EVENT: Duration = Duration::from_secs(10);
-/// A wait that must *not* end: long enough for several round trips on loopback.
-const QUIET: Duration = Duration::from_millis(300);
 
 async fn fw() -> Framework {
     init_tracing();

@@ -6,10 +6,10 @@ mod common;
 use std::time::Duration;
 
 use common::fixtures::*;
+use common::timing::LIMIT;
 use zk_recipes::testing::{four_letter_word, CountingProxy, RequestCounts, TestingServer};
 use zk_recipes::{Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore};
 
-const LIMIT: Duration = Duration::from_secs(60);
 /// Long enough that no ping falls into a measurement (pings are not counted anyway).
 const SESSION: Duration = Duration::from_secs(60);
 const CYCLES: u64 = 20;

@@ -11,16 +11,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::fixtures::{bounded, children_count_becomes, framework, init_tracing, shared_connect, unique_path, within};
+use common::timing::{EVENT, LIMIT, QUIET, SESSION};
 use zk_recipes::{
     Error, Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, Lockable, MultiLock, Revoker,
 };
 
-const LIMIT: Duration = Duration::from_secs(60);
-const SESSION: Duration = Duration::from_secs(10);
-/// Bound for one asynchronous event (a request arriving, a handoff).
-const EVENT: Duration = Duration::from_secs(10);
-/// A wait that must *not* end: long enough for several round trips on loopback.
-const QUIET: Duration = Duration::from_millis(300);
 const REVOKE: &[u8] = b"__REVOKE__";
 
 async fn fw() -> Framework {

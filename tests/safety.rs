@@ -18,15 +18,11 @@ use std::time::Duration;
 use common::fixtures::{
     bounded, children_count_becomes, framework, init_tracing, unique_path, wait_connected, wait_for_state, within,
 };
+use common::timing::{EVENT, SLOW_LIMIT as LIMIT};
 use tokio::time::Instant;
 use zk_recipes::retry::RetryForever;
 use zk_recipes::testing::{FaultProxy, ProxyMode, TestingCluster, TestingServer};
 use zk_recipes::{ConnectionState, ConnectionStateErrorPolicy, Framework, InterProcessMutex, MutexGuard};
-
-/// Upper bound for each whole test.
-const LIMIT: Duration = Duration::from_secs(120);
-/// Bound for one asynchronous event that needs no timeout to pass.
-const EVENT: Duration = Duration::from_secs(20);
 
 fn path(name: &str) -> String {
     unique_path("safety", name)

@@ -1,7 +1,8 @@
-//! `InterProcessSemaphore` and `InterProcessSemaphoreMutex` against a real ZooKeeper server:
-//! ports of Curator's `TestInterProcessSemaphore` and `TestInterProcessSemaphoreMutex`
-//! (the base mutex suite minus reentrancy), kazoo's semaphore scenarios that apply, the
-//! classic 15-workers-on-3-leases demonstration, a cancellation matrix and bad input.
+//! `InterProcessSemaphore` against a real ZooKeeper server: ports of Curator's
+//! `TestInterProcessSemaphore`, kazoo's semaphore scenarios that apply, the classic
+//! 15-workers-on-3-leases demonstration, a cancellation matrix and bad input. The semaphore
+//! mutex is in `semaphore_mutex.rs`; the base lock suite, over a one-lease semaphore too, in
+//! `lock_conformance.rs`.
 
 mod common;
 
@@ -11,35 +12,18 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
-use common::fixtures::{bounded, children, children_count_becomes, plain_framework, shared_connect, unique_path};
+use common::fixtures::{
+    bounded, children, children_count_becomes, plain_framework, semaphore_settles, shared_connect, unique_path,
+};
+use common::timing::{LIMIT, PROMPT, QUIET as BLOCKED, SESSION};
 use tokio::sync::mpsc;
 use tokio::time::{timeout, Instant};
 use zk_recipes::testing::{FaultProxy, TestingServer};
 use zk_recipes::zk::CreateMode;
-use zk_recipes::{
-    ConnectionState, Error, Framework, InterProcessMutex, InterProcessSemaphore, InterProcessSemaphoreMutex,
-    SemaphoreLease,
-};
-
-/// Upper bound for each whole test.
-const LIMIT: Duration = Duration::from_secs(60);
-/// Session timeout of the test frameworks.
-const SESSION: Duration = Duration::from_secs(10);
-/// Bound for one event that should follow promptly (a freed lease reaching a waiter, the
-/// reaper finishing): a fraction of the session timeout, far above what it takes.
-const PROMPT: Duration = Duration::from_secs(5);
-/// How long a waiter is given to (wrongly) get through when it must not. Negative checks cannot
-/// await an event; this is the only fixed wait, and it bounds nothing.
-const BLOCKED: Duration = Duration::from_millis(300);
+use zk_recipes::{ConnectionState, Error, Framework, InterProcessMutex, InterProcessSemaphore, SemaphoreLease};
 
 async fn framework(connect: &str) -> Framework {
     plain_framework(connect, SESSION).await
-}
-
-/// Waits until the semaphore at `path` has no lock node and exactly `leases` lease nodes.
-async fn settle(fw: &Framework, path: &str, leases: usize) {
-    children_count_becomes(fw, &format!("{path}/locks"), 0, PROMPT).await;
-    children_count_becomes(fw, &format!("{path}/leases"), leases, PROMPT).await;
 }
 
 /// Peak tracking for "never more than N at once".
@@ -92,7 +76,7 @@ async fn simple() {
         assert!(semaphore.acquire_timeout(BLOCKED).await.unwrap().is_none());
         assert!(semaphore.try_acquire().await.unwrap().is_none());
         lease.release().await.unwrap();
-        settle(&fw, &path, 0).await;
+        semaphore_settles(&fw, &path, 0).await;
     })
     .await;
 }
@@ -118,7 +102,7 @@ async fn simple2() {
         let lease = fourth.acquire_timeout(PROMPT).await.unwrap().expect("freed lease");
         lease.release().await.unwrap();
         SemaphoreLease::release_all(leases).await.unwrap();
-        settle(&fw, &path, 0).await;
+        semaphore_settles(&fw, &path, 0).await;
     })
     .await;
 }
@@ -150,38 +134,7 @@ async fn participant_nodes_are_the_lease_paths() {
         assert!(semaphore.is_acquired_in_this_process());
         SemaphoreLease::release_all(leases).await.unwrap();
         assert!(!semaphore.is_acquired_in_this_process());
-        settle(&fw, &path, 0).await;
-    })
-    .await;
-}
-
-/// testThreads: ten tasks share one handle with one lease; all finish, one at a time.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tasks_share_one_handle() {
-    bounded(LIMIT, async {
-        let fw = framework(&shared_connect().await).await;
-        let path = unique_path("sem", "threads");
-        let semaphore = InterProcessSemaphore::new(&fw, &path, 1).unwrap();
-        let occupancy = Arc::new(Occupancy::default());
-        let mut tasks = Vec::new();
-        for _ in 0..10 {
-            let (semaphore, occupancy) = (semaphore.clone(), occupancy.clone());
-            tasks.push(tokio::spawn(async move {
-                for _ in 0..3 {
-                    let lease = semaphore.acquire().await.unwrap();
-                    occupancy.enter();
-                    tokio::task::yield_now().await;
-                    occupancy.exit();
-                    lease.release().await.unwrap();
-                }
-            }));
-        }
-        timeout(Duration::from_secs(10), futures::future::try_join_all(tasks))
-            .await
-            .expect("all done in 10 s")
-            .unwrap();
-        assert_eq!(occupancy.peak(), 1);
-        settle(&fw, &path, 0).await;
+        semaphore_settles(&fw, &path, 0).await;
     })
     .await;
 }
@@ -222,7 +175,7 @@ async fn release_one_at_a_time() {
         }
         assert_eq!(held.len(), MAX);
         SemaphoreLease::release_all(held).await.unwrap();
-        settle(&frameworks[0], &path, 0).await;
+        semaphore_settles(&frameworks[0], &path, 0).await;
     })
     .await;
 }
@@ -274,7 +227,7 @@ async fn release_in_chunks() {
         }
         assert!(rx.try_recv().is_err(), "no lease beyond the waiters");
         SemaphoreLease::release_all(held).await.unwrap();
-        settle(&frameworks[0], &path, 0).await;
+        semaphore_settles(&frameworks[0], &path, 0).await;
     })
     .await;
 }
@@ -314,7 +267,7 @@ async fn random_multi_lease_acquires_stay_within_max() {
         }
         let frameworks = futures::future::try_join_all(tasks).await.unwrap();
         assert!(peak.load(Ordering::SeqCst) <= MAX);
-        settle(&frameworks[0], &path, 0).await;
+        semaphore_settles(&frameworks[0], &path, 0).await;
     })
     .await;
 }
@@ -338,7 +291,7 @@ async fn closing_the_framework_frees_its_leases() {
         assert_eq!(got.len(), 2);
         drop(leases); // after close: nothing to send, the session took the nodes
         SemaphoreLease::release_all(got).await.unwrap();
-        settle(&fw2, &path, 0).await;
+        semaphore_settles(&fw2, &path, 0).await;
     })
     .await;
 }
@@ -377,7 +330,7 @@ async fn waiting_lease_deleted_externally_is_recreated() {
         let second = timeout(PROMPT, waiter).await.expect("waiter gets through").unwrap().unwrap();
         children_count_becomes(&admin, &leases_dir, 1, PROMPT).await;
         second.release().await.unwrap();
-        settle(&admin, &path, 0).await;
+        semaphore_settles(&admin, &path, 0).await;
         let again = semaphore.acquire_timeout(PROMPT).await.unwrap().expect("a new acquire works");
         again.release().await.unwrap();
     })
@@ -401,11 +354,11 @@ async fn dropped_waiting_acquire_removes_its_lease() {
         children_count_becomes(&fw, &format!("{path}/leases"), 2, PROMPT).await;
         waiter.abort();
         assert!(waiter.await.unwrap_err().is_cancelled());
-        settle(&fw, &path, 1).await;
+        semaphore_settles(&fw, &path, 1).await;
         lease.release().await.unwrap();
         let next = semaphore.acquire_timeout(PROMPT).await.unwrap().expect("a later acquire works");
         next.release().await.unwrap();
-        settle(&fw, &path, 0).await;
+        semaphore_settles(&fw, &path, 0).await;
     })
     .await;
 }
@@ -475,7 +428,7 @@ async fn loops_carry_on_through_connection_drops() {
         assert!(cuts >= 5, "only {cuts} cuts");
         assert!(occupancy.peak() <= MAX);
         let admin = framework(&connect).await;
-        settle(&admin, &path, 0).await;
+        semaphore_settles(&admin, &path, 0).await;
         drop(frameworks);
     })
     .await;
@@ -600,7 +553,7 @@ async fn session_expiry_of_holder_and_of_waiter() {
         assert!(ours.is_held());
         assert_eq!(proxied.snapshot().epoch, 3);
         ours.release().await.unwrap();
-        settle(&other, &path, 0).await;
+        semaphore_settles(&other, &path, 0).await;
     })
     .await;
 }
@@ -667,7 +620,7 @@ async fn session_ends_while_connected() {
     timeout(limit, w0).await.expect("w0 gets through").unwrap().expect("w0 neither failed nor gave up");
     timeout(limit, w1).await.expect("w1 gets through").unwrap().expect("w1 neither failed nor gave up");
     timeout(limit, w2).await.expect("w2 gets through").unwrap().expect("w2 neither failed nor gave up");
-    settle(&other, &path, 0).await;
+    semaphore_settles(&other, &path, 0).await;
     children_count_becomes(&other, &mutex_path, 0, PROMPT).await;
     fw.close().await;
 }
@@ -684,15 +637,15 @@ async fn acquire_many_is_all_or_nothing() {
         let two = semaphore.acquire_many(2).await.unwrap();
         assert_eq!(two.len(), 2);
         assert!(semaphore.try_acquire_many(2).await.unwrap().is_none());
-        settle(&fw, &path, 2).await;
+        semaphore_settles(&fw, &path, 2).await;
         assert!(semaphore.acquire_many_timeout(2, BLOCKED).await.unwrap().is_none());
-        settle(&fw, &path, 2).await;
+        semaphore_settles(&fw, &path, 2).await;
         let one = semaphore.try_acquire_many(1).await.unwrap().expect("one is free");
         assert_eq!(one.len(), 1);
         SemaphoreLease::release_all(two).await.unwrap();
         let three = semaphore.acquire_many_timeout(2, PROMPT).await.unwrap().expect("two are free");
         SemaphoreLease::release_all(three.into_iter().chain(one)).await.unwrap();
-        settle(&fw, &path, 0).await;
+        semaphore_settles(&fw, &path, 0).await;
     })
     .await;
 }
@@ -712,11 +665,11 @@ async fn cancelled_acquire_many_releases_what_it_took() {
         children_count_becomes(&fw, &format!("{path}/leases"), 4, PROMPT).await;
         waiter.abort();
         let _ = waiter.await;
-        settle(&fw, &path, 1).await;
+        semaphore_settles(&fw, &path, 1).await;
         held.release().await.unwrap();
         let all = semaphore.acquire_many_timeout(3, PROMPT).await.unwrap().expect("all three");
         SemaphoreLease::release_all(all).await.unwrap();
-        settle(&fw, &path, 0).await;
+        semaphore_settles(&fw, &path, 0).await;
     })
     .await;
 }
@@ -735,7 +688,7 @@ async fn two_tasks_of_one_process_contend() {
         // The same task does not get a second lease either: leases are not reentrant.
         assert!(semaphore.acquire_timeout(BLOCKED).await.unwrap().is_none());
         lease.release().await.unwrap();
-        settle(&fw, &path, 0).await;
+        semaphore_settles(&fw, &path, 0).await;
     })
     .await;
 }
@@ -766,7 +719,7 @@ async fn lease_guard_reports_path_token_and_loss() {
         assert!(c.fencing_token() > b.fencing_token());
         // A lease can be released from another task.
         tokio::spawn(async move { SemaphoreLease::release_all([b, c]).await }).await.unwrap().unwrap();
-        settle(&fw, &path, 0).await;
+        semaphore_settles(&fw, &path, 0).await;
     })
     .await;
 }
@@ -792,7 +745,7 @@ async fn namespace_and_layout() {
         let parent = raw.exists(&format!("/{ns}{path}/leases")).await.unwrap().unwrap();
         assert_eq!(parent.ephemeral_owner, 0);
         lease.release().await.unwrap();
-        settle(&raw, &format!("/{ns}{path}"), 0).await;
+        semaphore_settles(&raw, &format!("/{ns}{path}"), 0).await;
     })
     .await;
 }
@@ -827,7 +780,7 @@ async fn fifteen_workers_three_leases() {
         assert_eq!(ran.load(Ordering::SeqCst), WORKERS);
         assert!(occupancy.peak() <= MAX);
         assert!(occupancy.peak() >= 2, "workers ran concurrently (peak {})", occupancy.peak());
-        settle(&frameworks[0], &path, 0).await;
+        semaphore_settles(&frameworks[0], &path, 0).await;
     })
     .await;
 }
@@ -856,7 +809,7 @@ async fn cancellation_uncontended() {
             if let Some(lease) = poll_then_drop(semaphore.acquire(), polls).await {
                 lease.unwrap().release().await.unwrap();
             }
-            settle(&other, &path, 0).await;
+            semaphore_settles(&other, &path, 0).await;
             let lease = next.acquire_timeout(PROMPT).await.unwrap().expect("the next contender acquires");
             lease.release().await.unwrap();
         }
@@ -865,11 +818,11 @@ async fn cancellation_uncontended() {
             if let Ok(lease) = timeout(Duration::from_micros(micros), semaphore.acquire()).await {
                 lease.unwrap().release().await.unwrap();
             }
-            settle(&other, &path, 0).await;
+            semaphore_settles(&other, &path, 0).await;
             let lease = next.acquire_timeout(PROMPT).await.unwrap().expect("the next contender acquires");
             lease.release().await.unwrap();
         }
-        settle(&other, &path, 0).await;
+        semaphore_settles(&other, &path, 0).await;
     })
     .await;
 }
@@ -907,11 +860,11 @@ async fn cancellation_contended() {
             let _ = a.await;
             b.abort();
             let _ = b.await;
-            settle(&other, &path, 1).await;
+            semaphore_settles(&other, &path, 1).await;
             holder.release().await.unwrap();
             let lease = next.acquire_timeout(PROMPT).await.unwrap().expect("the next contender acquires");
             lease.release().await.unwrap();
-            settle(&other, &path, 0).await;
+            semaphore_settles(&other, &path, 0).await;
         }
 
         // Contended drops at arbitrary points, including before the first poll.
@@ -919,16 +872,16 @@ async fn cancellation_contended() {
         drop(semaphore.acquire());
         for polls in [1, 2, 3, 5, 8, 13, 21] {
             assert!(poll_then_drop(semaphore.acquire(), polls).await.is_none(), "cannot acquire while held");
-            settle(&other, &path, 1).await;
+            semaphore_settles(&other, &path, 1).await;
         }
         for millis in [1, 2, 5, 10, 20] {
             assert!(timeout(Duration::from_millis(millis), semaphore.acquire()).await.is_err());
-            settle(&other, &path, 1).await;
+            semaphore_settles(&other, &path, 1).await;
         }
         holder.release().await.unwrap();
         let lease = next.acquire_timeout(PROMPT).await.unwrap().expect("the next contender acquires");
         lease.release().await.unwrap();
-        settle(&other, &path, 0).await;
+        semaphore_settles(&other, &path, 0).await;
     })
     .await;
 }
@@ -946,8 +899,6 @@ async fn bad_input_gives_typed_errors() {
         for bad in ["", "relative", "/trailing/", "/", "/a//b", "/zookeeper/x", "/a/./b"] {
             let e = InterProcessSemaphore::new(&fw, bad, 1).unwrap_err();
             assert!(matches!(e, Error::InvalidPath { .. }), "{bad:?}: {e}");
-            let e = InterProcessSemaphoreMutex::new(&fw, bad).unwrap_err();
-            assert!(matches!(e, Error::InvalidPath { .. }), "{bad:?}: {e}");
         }
         let semaphore = InterProcessSemaphore::new(&fw, &path, 2).unwrap();
         assert!(invalid_argument(semaphore.acquire_many(0).await.map(drop)));
@@ -957,8 +908,6 @@ async fn bad_input_gives_typed_errors() {
         assert!(invalid_argument(semaphore.acquire_many_timeout(3, PROMPT).await.map(drop)));
         assert!(invalid_argument(semaphore.acquire_timeout(Duration::ZERO).await.map(drop)));
         assert!(invalid_argument(semaphore.acquire_many_timeout(1, Duration::ZERO).await.map(drop)));
-        let mutex = InterProcessSemaphoreMutex::new(&fw, &path).unwrap();
-        assert!(invalid_argument(mutex.acquire_timeout(Duration::ZERO).await.map(drop)));
         // Nothing was created by the refused calls.
         assert!(fw.exists(&path).await.unwrap().is_none());
         assert_eq!(semaphore.max_leases(), 2);
@@ -979,88 +928,6 @@ async fn closed_framework_is_an_error() {
     .await;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Curator TestInterProcessSemaphoreMutex: the base mutex suite minus reentrancy
-
-/// test2Clients: two clients exclude each other; the release lets the other in.
-#[tokio::test]
-async fn semaphore_mutex_two_clients() {
-    bounded(LIMIT, async {
-        let connect = shared_connect().await;
-        let path = unique_path("sem", "semmutex-2clients");
-        let (fw1, fw2) = (framework(&connect).await, framework(&connect).await);
-        let m1 = InterProcessSemaphoreMutex::new(&fw1, &path).unwrap();
-        let m2 = InterProcessSemaphoreMutex::new(&fw2, &path).unwrap();
-        let g1 = m1.acquire().await.unwrap();
-        assert!(m1.is_acquired_in_this_process() && !m2.is_acquired_in_this_process());
-        let waiting = {
-            let m2 = m2.clone();
-            tokio::spawn(async move { m2.acquire().await })
-        };
-        assert!(timeout(BLOCKED, async {
-            while !waiting.is_finished() {
-                tokio::task::yield_now().await
-            }
-        })
-        .await
-        .is_err());
-        assert_eq!(m1.participant_nodes().await.unwrap().len(), 2, "holder and waiter");
-        g1.release().await.unwrap();
-        assert!(!m1.is_acquired_in_this_process());
-        let g2 = timeout(PROMPT, waiting).await.expect("other client gets it").unwrap().unwrap();
-        assert!(m2.is_acquired_in_this_process());
-        assert!(g2.lock_path().starts_with(&format!("{path}/leases/")));
-        g2.release().await.unwrap();
-        settle(&fw1, &path, 0).await;
-    })
-    .await;
-}
-
-/// Not reentrant: the holding task's second acquire waits (times out); the lock is released
-/// from another task (CURATOR-530).
-#[tokio::test]
-async fn semaphore_mutex_is_not_reentrant_and_releasable_anywhere() {
-    bounded(LIMIT, async {
-        let fw = framework(&shared_connect().await).await;
-        let path = unique_path("sem", "semmutex-reentrant");
-        let mutex = InterProcessSemaphoreMutex::new(&fw, &path).unwrap();
-        let guard = mutex.acquire_timeout(PROMPT).await.unwrap().expect("locked");
-        assert!(mutex.acquire_timeout(BLOCKED).await.unwrap().is_none(), "a second acquire waits");
-        assert!(mutex.try_acquire().await.unwrap().is_none());
-        assert!(guard.is_held());
-        tokio::spawn(async move { guard.release().await }).await.unwrap().unwrap();
-        assert!(!mutex.is_acquired_in_this_process());
-        let again = mutex.try_acquire().await.unwrap().expect("free again");
-        drop(again); // Drop releases in the background.
-        assert!(!mutex.is_acquired_in_this_process());
-        settle(&fw, &path, 0).await;
-    })
-    .await;
-}
-
-/// testKilledSession-like: the holder's session ends (its framework is closed); a waiter of
-/// another client gets the lock.
-#[tokio::test]
-async fn semaphore_mutex_holder_session_ends() {
-    bounded(LIMIT, async {
-        let connect = shared_connect().await;
-        let path = unique_path("sem", "semmutex-session");
-        let (fw1, fw2) = (framework(&connect).await, framework(&connect).await);
-        let m1 = InterProcessSemaphoreMutex::new(&fw1, &path).unwrap();
-        let m2 = InterProcessSemaphoreMutex::new(&fw2, &path).unwrap();
-        let g1 = m1.acquire().await.unwrap();
-        let waiting = tokio::spawn(async move { m2.acquire().await });
-        children_count_becomes(&fw2, &format!("{path}/leases"), 2, PROMPT).await;
-        fw1.close().await;
-        let g2 = timeout(PROMPT, waiting).await.expect("waiter gets the lock").unwrap().unwrap();
-        assert!(!g1.is_held(), "a closed framework holds nothing");
-        drop(g1);
-        g2.release().await.unwrap();
-        settle(&fw2, &path, 0).await;
-    })
-    .await;
-}
-
 /// A raw Curator-layout check: a foreign, non-lease child under `leases/` counts as a lease,
 /// exactly as Curator counts every child.
 #[tokio::test]
@@ -1073,7 +940,7 @@ async fn every_child_of_leases_counts() {
         assert!(semaphore.try_acquire().await.unwrap().is_none());
         fw.delete(&format!("{path}/leases/junk")).await.unwrap();
         semaphore.try_acquire().await.unwrap().expect("free now").release().await.unwrap();
-        settle(&fw, &path, 0).await;
+        semaphore_settles(&fw, &path, 0).await;
     })
     .await;
 }

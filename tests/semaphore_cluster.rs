@@ -9,13 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::fixtures::{children_count_becomes, framework, plain_framework, unique_path};
+use common::timing::{FAULT_SESSION as SESSION, SLOW_LIMIT as LIMIT};
 use tokio::time::{timeout, Instant};
 use zk_recipes::testing::TestingCluster;
 use zk_recipes::{Error, InterProcessSemaphore};
 
-const LIMIT: Duration = Duration::from_secs(100);
-/// Session timeout of the clients: short, so that sessions lost with the ensemble expire soon.
-const SESSION: Duration = Duration::from_secs(4);
 const CLIENTS: usize = 5;
 const MAX: usize = 2;
 

@@ -13,14 +13,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::curator::CuratorPeer;
 use common::fixtures::{bounded, plain_framework, shared_connect, unique_path};
+use common::timing::{INTEROP_EVENT as EVENT, INTEROP_SESSION as SESSION, SLOW_LIMIT as LIMIT};
 use tokio::time::timeout;
 use zk_recipes::{Framework, InterProcessSemaphore, InterProcessSemaphoreMutex, SemaphoreLease};
 
-const LIMIT: Duration = Duration::from_secs(110);
-/// Session timeout of both the Java and the Rust clients.
-const SESSION: Duration = Duration::from_secs(15);
-/// Bound for one asynchronous event (a freed lease reaching a waiter, a loop finishing).
-const EVENT: Duration = Duration::from_secs(30);
 /// How long a contender is given to (wrongly) get through when it must not.
 const BLOCKED_MS: u64 = 300;
 
@@ -107,7 +103,7 @@ async fn rust_and_curator_leases_share_one_limit() {
     bounded(LIMIT, async {
         const MAX: usize = 3;
         let connect = shared_connect().await;
-        let Some(mut java) = CuratorPeer::start(&connect, SESSION).await.expect("starting the Curator peer") else {
+        let Some(mut java) = CuratorPeer::started(&connect, SESSION).await else {
             return;
         };
         let path = unique_path("sem-interop", "leases");
@@ -187,7 +183,7 @@ async fn rust_and_curator_leases_share_one_limit() {
 async fn rust_and_curator_semaphore_mutexes_exclude_each_other() {
     bounded(LIMIT, async {
         let connect = shared_connect().await;
-        let Some(mut java) = CuratorPeer::start(&connect, SESSION).await.expect("starting the Curator peer") else {
+        let Some(mut java) = CuratorPeer::started(&connect, SESSION).await else {
             return;
         };
         let path = unique_path("sem-interop", "semmutex");

@@ -4,20 +4,11 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Instant;
 
-use crate::classpath::{curator_classpath, find_jdk_tool};
-use crate::options::{Workload, WAITERS_PER_SESSION};
-use crate::report::{json_number, BenchError, BenchResult};
-use crate::workloads::Env;
+use zk_recipes::testing::CountingProxy;
 
-/// `--curator`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CuratorMode {
-    /// Curator lines when java, javac and the Curator jars are there; skipped lines otherwise.
-    Auto,
-    Off,
-    /// Missing java, javac or Curator jars fail the run.
-    Require,
-}
+use crate::classpath::{curator_classpath, find_jdk_tool};
+use crate::options::{CuratorMode, Options, Workload, WAITERS_PER_SESSION};
+use crate::report::{json_number, BenchError, BenchResult};
 
 const CURATOR_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/interop/CuratorBench.java");
 const CURATOR_MAIN: &str = "CuratorBench";
@@ -83,6 +74,18 @@ impl Curator {
     }
 }
 
+/// Where a Curator run goes, and what it is counted through.
+pub(crate) struct Target<'a> {
+    /// What the JVM connects to: the server, or the counting proxy in front of it.
+    pub(crate) connect: &'a str,
+    /// The server itself (for `srvr`).
+    pub(crate) server: &'a str,
+    /// The workload's directory for Curator's nodes.
+    pub(crate) dir: String,
+    /// The counting proxy, when requests are counted.
+    pub(crate) proxy: Option<&'a CountingProxy>,
+}
+
 /// The JSON line of one Curator run.
 pub(crate) struct CuratorLine {
     pub(crate) json: String,
@@ -91,9 +94,8 @@ pub(crate) struct CuratorLine {
 
 impl CuratorBench {
     /// Runs `workload` through Curator in a JVM (default flags: full JIT), with this run's
-    /// options and server, under `<root>/<workload>/curator`. Its stderr goes to ours.
-    pub(crate) async fn run(&self, env: &Env, workload: Workload) -> BenchResult<CuratorLine> {
-        let o = &env.options;
+    /// options, against `target`. Its stderr goes to ours.
+    pub(crate) async fn run(&self, o: &Options, target: Target<'_>, workload: Workload) -> BenchResult<CuratorLine> {
         // The same counting as the Rust lines': mutex-uncontended in total, the others per
         // session (many-waiters divides them among the session's threads, rounded up).
         let (cycles, warmup, hold) = match workload {
@@ -102,22 +104,22 @@ impl CuratorBench {
             Workload::RwLock => (o.cycles, o.warmup_cycles, o.rw_hold),
             _ => (o.cycles, o.warmup_cycles, o.hold),
         };
-        let counts_before = env.proxy.as_ref().map(|p| p.counts());
+        let counts_before = target.proxy.map(|p| p.counts());
         let output = tokio::process::Command::new(&self.java)
             .arg("-cp")
             .arg(&self.classpath)
             .arg(CURATOR_MAIN)
-            .arg(&env.connect)
+            .arg(target.connect)
             .arg(workload.name())
             .args([cycles, warmup, o.clients, o.max_leases].map(|n| n.to_string()))
-            .arg(env.dir(workload, "curator"))
+            .arg(&target.dir)
             .arg(format!("hold-ms={}", hold.as_millis()))
             // With --count-ops the op count must be known (and timing does not matter anyway).
-            .arg(format!("jit-warmup-ms={}", if env.proxy.is_some() { 0 } else { o.curator_warmup.as_millis() }))
+            .arg(format!("jit-warmup-ms={}", if target.proxy.is_some() { 0 } else { o.curator_warmup.as_millis() }))
             .arg(format!("label={}", o.label))
             .arg(format!("read-pct={}", o.read_pct))
             .arg(format!("seed={}", o.seed))
-            .arg(format!("srvr={}", env.server))
+            .arg(format!("srvr={}", target.server))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -143,7 +145,7 @@ impl CuratorBench {
             _ => return Err(BenchError::Failed(format!("{CURATOR_MAIN} failed ({})", output.status))),
         }
         let json = json.ok_or_else(|| BenchError::Failed(format!("{CURATOR_MAIN} printed no JSON line")))?;
-        if let (Some(before), Some(proxy)) = (counts_before, env.proxy.as_ref()) {
+        if let (Some(before), Some(proxy)) = (counts_before, target.proxy) {
             // The JVM's whole run went through the proxy: per op of the warmup and the measured
             // part together (the JIT warm-up's cycles are not counted: it is off with
             // --count-ops), session set-up and close included.

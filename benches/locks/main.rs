@@ -14,10 +14,15 @@
 //! | --- | --- |
 //! | `options.rs` | command line: options, workloads |
 //! | `report.rs` | errors, the exclusion check, measurements and their JSON lines |
-//! | `contenders.rs` | one session's way of taking and giving back a lock, per implementation |
 //! | `raw.rs` | the raw floors: Curator's algorithms with plain zookeeper-client calls |
-//! | `workloads.rs` | the run loop, the environment, and each workload's lines |
+//! | `contenders.rs` | one session's way of taking and giving back a lock, per implementation |
 //! | `curator.rs` | the same workloads through Curator in a JVM |
+//! | `workloads.rs` | the environment, and each workload's lines |
+//! | `main.rs` | the run loop: rounds of each workload, its Curator line, the ratios |
+//!
+//! Each file uses only the files above it in this table (and `classpath.rs`, shared with
+//! the interop tests): `main` -> `workloads` -> `contenders`, `curator` -> `raw`, `report` ->
+//! `options`.
 
 #[path = "../../interop/classpath.rs"]
 mod classpath;
@@ -224,7 +229,7 @@ async fn run_round(env: &Env, curator: &Curator, workload: Workload) -> Result<R
         Curator::Ready(bench) => bench,
     };
     eprintln!("[locks] {} through Curator ...", workload.name());
-    match bench.run(env, workload).await {
+    match bench.run(&env.options, env.curator_target(workload), workload).await {
         Ok(line) => {
             println!("{}", line.json);
             if let Some(theirs) = line.ops_per_sec.filter(|&t| t > 0.0) {

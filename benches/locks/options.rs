@@ -2,8 +2,6 @@
 
 use std::time::Duration;
 
-use crate::curator::CuratorMode;
-
 /// An acquire that takes longer than this is reported as a stall (the run fails, exit code 1).
 pub(crate) const STALL: Duration = Duration::from_secs(60);
 
@@ -47,6 +45,16 @@ usage: locks [options]
 
 // ---------------------------------------------------------------------------------------------
 // Options
+
+/// `--curator`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CuratorMode {
+    /// Curator lines when java, javac and the Curator jars are there; skipped lines otherwise.
+    Auto,
+    Off,
+    /// Missing java, javac or Curator jars fail the run.
+    Require,
+}
 
 #[derive(Debug, Clone)]
 pub(crate) struct Options {

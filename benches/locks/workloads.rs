@@ -10,6 +10,7 @@ use zk_recipes::zk::{self, Acls, CreateMode};
 use zk_recipes::{Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore};
 
 use crate::contenders::{Contender, HalfCounter, Mix, ReleaseStyle};
+use crate::curator;
 use crate::options::{Options, Workload, WAITERS_PER_SESSION};
 use crate::raw::{RawMutex, RawReadWrite, RawSemaphore};
 use crate::report::{BenchError, BenchResult, Exclusion, Halves, Measured, ServerCounters, Tally};
@@ -179,6 +180,16 @@ pub(crate) struct Env {
 impl Env {
     pub(crate) fn dir(&self, workload: Workload, implementation: &str) -> String {
         format!("{}/{}/{}", self.root, workload.name(), implementation)
+    }
+
+    /// Where `workload`'s Curator run goes: this run's server, proxy and directory.
+    pub(crate) fn curator_target(&self, workload: Workload) -> curator::Target<'_> {
+        curator::Target {
+            connect: &self.connect,
+            server: &self.server,
+            dir: self.dir(workload, "curator"),
+            proxy: self.proxy.as_ref(),
+        }
     }
 
     async fn framework(&self) -> BenchResult<Framework> {

@@ -19,6 +19,21 @@ use super::{Framework, Inner};
 /// Each listener runs on its own task and gets the transitions in order; there is no ordering
 /// between different listeners. A listener that falls behind receives the current snapshot in
 /// place of what it missed. A panic is logged and the listener stays registered.
+///
+/// Implement it with the `async_trait` attribute, re-exported as [`crate::async_trait`]:
+///
+/// ```
+/// use zk_recipes::{ConnectionStateListener, Framework, StateSnapshot};
+///
+/// struct Log;
+///
+/// #[zk_recipes::async_trait]
+/// impl ConnectionStateListener for Log {
+///     async fn state_changed(&self, _framework: &Framework, snapshot: StateSnapshot) {
+///         println!("{:?}", snapshot.state);
+///     }
+/// }
+/// ```
 #[async_trait::async_trait]
 pub trait ConnectionStateListener: Send + Sync + 'static {
     /// Called once per transition.

@@ -289,7 +289,8 @@ impl Framework {
 
     /// Every state transition from now on, as a stream. A consumer that falls behind by more
     /// than the event capacity receives the current snapshot in place of what it missed and
-    /// keeps going; the stream ends when the framework closes.
+    /// keeps going; the stream ends when the framework closes. Read it with `.next()` from
+    /// `futures::StreamExt` (crate `futures`).
     pub fn state_changes(&self) -> ConnectionStateStream {
         let events = self.inner.events_tx.lock().as_ref().map(|tx| tx.subscribe());
         ConnectionStateStream::new(events, self.state_watch())

@@ -18,7 +18,7 @@ use crate::sync::Mutex;
 
 /// Curator's `LeaderLatch` ordering: after the last `latch-`, the first node leads and every
 /// other watches the one just ahead of it.
-const LATCH: StandardDriver = StandardDriver { lock_name: "latch-", max_leases: 1 };
+const LATCH: StandardDriver = StandardDriver::LATCH;
 
 /// How many leadership events a slow [`LeadershipEvents`] consumer may fall behind.
 const EVENT_CAPACITY: usize = 64;

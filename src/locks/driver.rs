@@ -2,6 +2,7 @@
 //! (Curator's `LockInternalsDriver`s). Pure functions, no I/O.
 
 use crate::path;
+use crate::protocol::{read_write_sort_key, LATCH_NAME, LOCK_NAME, READ_LOCK_NAME, WRITE_LOCK_NAME};
 
 /// What a contender should do, given the sorted children.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,7 +60,10 @@ pub(crate) struct StandardDriver {
 }
 
 impl StandardDriver {
-    pub(crate) const MUTEX: StandardDriver = StandardDriver { lock_name: "lock-", max_leases: 1 };
+    pub(crate) const MUTEX: StandardDriver = StandardDriver { lock_name: LOCK_NAME, max_leases: 1 };
+    /// Curator's `LeaderLatch` ordering: the first node leads, every other watches the one
+    /// just ahead of it.
+    pub(crate) const LATCH: StandardDriver = StandardDriver { lock_name: LATCH_NAME, max_leases: 1 };
 }
 
 impl Driver for StandardDriver {
@@ -86,19 +90,6 @@ impl Driver for StandardDriver {
     fn first_after_holder_leaves(&self) -> bool {
         self.max_leases == 1
     }
-}
-
-/// The read-write lock's markers (Curator's `InterProcessReadWriteLock`); both 8 characters.
-pub(crate) const READ_LOCK_NAME: &str = "__READ__";
-pub(crate) const WRITE_LOCK_NAME: &str = "__WRIT__";
-
-/// The read-write lock's sort key (Curator's `SortingLockInternalsDriver.fixForSorting`, which
-/// ignores the marker it is given): the text after the last `__READ__`, then after the last
-/// `__WRIT__` in that. Readers and writers therefore share one queue, ordered by sequence. A
-/// downgrade's read node carries its write node's sequence and ties with it; the stable sort
-/// keeps ties in listing order.
-pub(crate) fn read_write_sort_key(name: &str) -> &str {
-    path::sort_key(path::sort_key(name, READ_LOCK_NAME), WRITE_LOCK_NAME)
 }
 
 /// A writer of the read-write lock: a mutex over **all** children, readers and foreign nodes
@@ -232,17 +223,6 @@ mod tests {
         assert_eq!(ReadDriver.verdict(&children, "_c_r9-__READ__0000000009"), Verdict::Missing);
         assert_eq!(WriteDriver.verdict(&children, "_c_w9-__WRIT__0000000009"), Verdict::Missing);
         assert!(!ReadDriver.first_after_holder_leaves() && !WriteDriver.first_after_holder_leaves());
-    }
-
-    #[test]
-    fn read_write_sort_keys_follow_curator() {
-        assert_eq!(read_write_sort_key("_c_x-__READ__0000000007"), "0000000007");
-        assert_eq!(read_write_sort_key("_c_x-__WRIT__0000000007"), "0000000007");
-        // no marker: the whole name (sorts after every sequence starting with a digit)
-        assert_eq!(read_write_sort_key("_c_x-lock-0000000001"), "_c_x-lock-0000000001");
-        // the last marker wins, __READ__ first and then __WRIT__ in what is left
-        assert_eq!(read_write_sort_key("a__WRIT__b__READ__0000000003"), "0000000003");
-        assert_eq!(read_write_sort_key("a__READ__b__WRIT__0000000003"), "0000000003");
     }
 
     #[test]

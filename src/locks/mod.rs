@@ -33,7 +33,7 @@ mod start_over;
 
 // The lock core, for the recipes built on it outside this module (the leader recipes).
 pub(crate) use self::acquire::Block;
-pub(crate) use self::driver::{Driver, StandardDriver, Verdict};
+pub(crate) use self::driver::{Driver, ReadDriver, StandardDriver, Verdict, WriteDriver};
 pub(crate) use self::held::{HeldNode, NodeWatch};
 pub(crate) use self::internals::LockInternals;
 pub(crate) use self::node::{retry_request, Failure, PendingCreate};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use zookeeper_client::Stat;
 
 use super::acquire::{acquire_forms, hold_one_node, Acquire, Mode};
-use super::driver::{read_write_sort_key, ReadDriver, WriteDriver, READ_LOCK_NAME, WRITE_LOCK_NAME};
+use super::driver::{ReadDriver, WriteDriver};
 use super::held::{node_accessors, HeldNode, NodeWatch};
 use super::internals::LockInternals;
 use super::node::{retry_request, Failure};
@@ -15,6 +15,7 @@ use super::revocation::{NodeRevocation, Revocable, RevocableLock, Signal};
 use crate::error::{Error, Result};
 use crate::framework::Framework;
 use crate::path;
+use crate::protocol::{read_write_sort_key, READ_LOCK_NAME, WRITE_LOCK_NAME};
 
 /// A distributed read-write lock, compatible with Curator's `InterProcessReadWriteLock`: any
 /// number of readers at once, or one writer; Rust and Java/Curator processes using the same path

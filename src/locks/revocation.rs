@@ -20,13 +20,10 @@ use tokio::sync::watch;
 use zookeeper_client::EventType;
 
 use super::acquire::{acquire_forms, Acquire, Mode};
-use super::driver::{READ_LOCK_NAME, WRITE_LOCK_NAME};
 use crate::error::{is_zk_retryable, is_zk_session_lost, Error, Result, ZkError};
 use crate::framework::{ConnectionState, Framework};
 use crate::path;
-
-/// The bytes a revoker writes into a lock node (Curator's `Revoker.REVOKE_MESSAGE`).
-pub(crate) const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
+use crate::protocol::{LOCK_NAME, READ_LOCK_NAME, REVOKE_MESSAGE, WRITE_LOCK_NAME};
 
 /// Why a node's revocation watch ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -352,7 +349,7 @@ impl Revoker {
 fn is_lock_node_name(name: &str) -> bool {
     let Some(head) = name.len().checked_sub(10).and_then(|at| name.get(..at)) else { return false };
     path::sequence(name).is_some()
-        && ["lock-", READ_LOCK_NAME, WRITE_LOCK_NAME].iter().any(|marker| head.ends_with(marker))
+        && [LOCK_NAME, READ_LOCK_NAME, WRITE_LOCK_NAME].iter().any(|marker| head.ends_with(marker))
 }
 
 #[cfg(test)]

@@ -17,12 +17,9 @@ use crate::error::{Error, Result};
 use crate::framework::{ConnectionState, Framework, Session};
 use crate::path;
 
-/// The child that holds the semaphore's internal mutex (Curator's `LOCK_PARENT`).
-const LOCKS: &str = "locks";
-/// The child that holds the lease nodes (Curator's `LEASE_PARENT`).
-const LEASES: &str = "leases";
-/// The lease node base name (Curator's `LEASE_BASE_NAME`).
-const LEASE_NAME: &str = "lease-";
+// The child that holds the semaphore's internal mutex, the child that holds the lease nodes,
+// and the lease node base name.
+use crate::protocol::{LEASE_BASE_NAME as LEASE_NAME, LEASE_PARENT as LEASES, LOCK_PARENT as LOCKS};
 /// The most leases one call takes: each is a node and a round trip, so anything larger is a
 /// mistake better reported than attempted.
 pub(crate) const MAX_LEASES_AT_ONCE: usize = 1 << 16;

@@ -209,6 +209,11 @@ pub struct CuratorPeer {
 }
 
 impl CuratorPeer {
+    /// [`start`](Self::start) for a test: panics on an `Err`; `None` means skip the test.
+    pub async fn started(connect: &str, session_timeout: Duration) -> Option<CuratorPeer> {
+        Self::start(connect, session_timeout).await.expect("starting the Curator peer")
+    }
+
     /// Compiles `interop/CuratorPeer.java` (once per test binary and source version) and starts
     /// it against `connect`, returning once its client is connected.
     ///

@@ -168,6 +168,13 @@ pub async fn children_count_becomes(fw: &Framework, path: &str, n: usize, limit:
     .await
 }
 
+/// Polls until the semaphore (or semaphore mutex) at `path` has no node under `locks` and
+/// exactly `leases` under `leases`.
+pub async fn semaphore_settles(fw: &Framework, path: &str, leases: usize) {
+    children_count_becomes(fw, &format!("{path}/locks"), 0, super::timing::PROMPT).await;
+    children_count_becomes(fw, &format!("{path}/leases"), leases, super::timing::PROMPT).await;
+}
+
 /// Whether `name` is a Curator mutex node name: `_c_<36-char lowercase uuid>-lock-<10 digits>`.
 pub fn is_curator_lock_name(name: &str) -> bool {
     is_curator_node_name(name, "lock-")

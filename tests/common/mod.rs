@@ -3,3 +3,4 @@
 pub mod curator;
 pub mod election;
 pub mod fixtures;
+pub mod timing;

@@ -5,12 +5,12 @@ use std::io::{IsTerminal, Write};
 
 use futures::future::join_all;
 use serde::Serialize;
-use zk_recipes::path;
-use zk_recipes::zk::{Error as ZkError, OneshotWatcher, Stat};
-use zk_recipes::{Error, Framework};
+use zk_recipes::protocol::{self, Child, Decoded, Kind, Queue, Recipe, Role};
+use zk_recipes::zk::{Error as ZkError, OneshotWatcher};
+use zk_recipes::{path, Error, Framework, Stat};
 
 use crate::connect::Options;
-use crate::decode::{self, Decoded, Kind, Queue, Recipe, Role};
+use crate::decode;
 use crate::exit::{Code, Failure};
 use crate::render;
 
@@ -36,6 +36,7 @@ pub struct Args {
 pub struct Report {
     /// The lock path (without the namespace).
     pub path: String,
+    #[serde(serialize_with = "decode::recipe")]
     pub recipe: Recipe,
     pub description: &'static str,
     /// Every node in queue order; a semaphore's leases first, then its internal lock's queue.
@@ -49,10 +50,17 @@ pub struct NodeReport {
     pub section: Option<&'static str>,
     pub path: String,
     pub name: String,
+    #[serde(serialize_with = "decode::role")]
     pub role: Role,
+    #[serde(serialize_with = "decode::kind")]
     pub kind: Kind,
     /// The sequence number ZooKeeper appended.
     pub sequence: Option<i64>,
+    /// For a waiter: the node (a name in the same directory) it waits on, as the recipe's
+    /// contender watches it.
+    pub waits_on: Option<String>,
+    /// Whether the node's data is Curator's revocation request (`zkr revoke` wrote it).
+    pub revocation_requested: bool,
     /// The session that owns the (ephemeral) node, `0x...`; `None` for a persistent node.
     pub owner_session: Option<String>,
     /// Creation time, milliseconds since the epoch (server clock).
@@ -217,25 +225,27 @@ impl Lister {
     }
 }
 
-/// Reads `path`: its children, the recipe they make, and each node's stat and data.
+/// Reads `path`: its children, the recipe they make, and each node's stat and data, directory
+/// by directory of the recipe's layout.
 async fn read(framework: &Framework, path: &str, lister: &mut Lister) -> Result<Report, ReadError> {
     let Some(children) = lister.children(framework, path).await? else {
         return Err(ReadError::Zk(ZkError::NoNode.into()));
     };
-    let Some(recipe) = decode::classify(&children) else {
+    let Some(recipe) = protocol::classify(&children) else {
         return Err(ReadError::NotALockDirectory { path: path.to_owned(), children });
     };
     let mut nodes = Vec::new();
-    match recipe.queue() {
-        Some(queue) => nodes.extend(read_queue(framework, path, None, queue, children).await?),
-        None if recipe == Recipe::Semaphore => {
-            for (section, queue) in [(decode::LEASES_DIR, Queue::Leases), (decode::LOCKS_DIR, Queue::Mutex)] {
-                let dir = path::join(path, section);
+    let mut listed = Some(children);
+    for section in recipe.layout().sections {
+        let (dir, names) = match section.dir {
+            None => (path.to_owned(), listed.take().unwrap_or_default()),
+            Some(child) => {
+                let dir = path::join(path, child);
                 let names = lister.children(framework, &dir).await?.unwrap_or_default();
-                nodes.extend(read_queue(framework, &dir, Some(section), queue, names).await?);
+                (dir, names)
             }
-        }
-        None => {}
+        };
+        nodes.extend(read_queue(framework, &dir, section.dir, section.queue, names).await?);
     }
     Ok(Report { path: path.to_owned(), recipe, description: recipe.describe(), nodes })
 }
@@ -249,41 +259,41 @@ async fn read_queue(
     queue: Queue,
     names: Vec<String>,
 ) -> Result<Vec<NodeReport>, Error> {
-    let reads = names.iter().map(|name| read_node(framework, path::join(dir, name)));
-    let mut found = std::collections::HashMap::new();
-    for (name, result) in names.iter().zip(join_all(reads).await) {
-        if let Some(node) = result? {
-            found.insert(name.clone(), node);
+    let read = join_all(names.iter().map(|name| read_node(framework, path::join(dir, name)))).await;
+    let mut present = Vec::with_capacity(names.len());
+    for (name, result) in names.into_iter().zip(read) {
+        if let Some((stat, data)) = result? {
+            present.push(Child::new(name, Some(stat), data));
         }
     }
-    let present: Vec<String> = names.into_iter().filter(|n| found.contains_key(n)).collect();
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    Ok(queue
-        .decode(present)
-        .into_iter()
-        .filter_map(|Decoded { name, role, kind }| {
-            let (stat, data) = found.remove(&name)?;
-            let (data, data_format) = match data {
-                Some(bytes) => render::data(&bytes),
-                None => (None, "unreadable"),
-            };
-            Some(NodeReport {
-                section,
-                path: path::join(dir, &name),
-                sequence: path::sequence(&name),
-                name,
-                role,
-                kind,
-                owner_session: (stat.ephemeral_owner != 0).then(|| format!("{:#x}", stat.ephemeral_owner)),
-                ctime_ms: stat.ctime,
-                age_ms: (now_ms - stat.ctime).max(0),
-                data,
-                data_format,
-            })
-        })
-        .collect())
+    Ok(queue.decode(present).into_iter().map(|node| report(dir, section, node, now_ms)).collect())
+}
+
+/// One decoded node as `zkr` shows it.
+fn report(dir: &str, section: Option<&'static str>, node: Decoded, now_ms: i64) -> NodeReport {
+    let (data, data_format) = match &node.data {
+        Some(bytes) => render::data(bytes),
+        None => (None, "unreadable"),
+    };
+    let (owner, ctime) = node.stat.map_or((0, 0), |stat| (stat.ephemeral_owner, stat.ctime));
+    NodeReport {
+        section,
+        path: path::join(dir, &node.name),
+        role: node.role,
+        kind: node.kind,
+        sequence: node.sequence,
+        waits_on: node.waits_on,
+        revocation_requested: node.revocation_requested,
+        owner_session: (owner != 0).then(|| format!("{owner:#x}")),
+        ctime_ms: ctime,
+        age_ms: (now_ms - ctime).max(0),
+        data,
+        data_format,
+        name: node.name,
+    }
 }
 
 /// A node's stat and data; data `None` when the ACL forbids reading it (the stat needs no
@@ -291,10 +301,8 @@ async fn read_queue(
 async fn read_node(framework: &Framework, node: String) -> Result<Option<(Stat, Option<Vec<u8>>)>, Error> {
     match framework.get_data(&node).await {
         Ok((data, stat)) => Ok(Some((stat, Some(data)))),
-        Err(e) if matches!(e.zk(), Some(ZkError::NoNode)) => Ok(None),
-        Err(e) if matches!(e.zk(), Some(ZkError::NoAuth)) => {
-            Ok(framework.exists(&node).await?.map(|stat| (stat, None)))
-        }
+        Err(e) if e.is_no_node() => Ok(None),
+        Err(e) if e.is_no_auth() => Ok(framework.exists(&node).await?.map(|stat| (stat, None))),
         Err(e) => Err(e),
     }
 }

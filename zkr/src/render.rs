@@ -2,8 +2,8 @@
 
 use std::fmt::Write;
 
-use crate::decode::{Recipe, Role};
 use crate::locks::{NodeReport, Report};
+use zk_recipes::protocol::{Recipe, Role, LEASE_PARENT, LOCK_PARENT};
 
 /// Longest data shown in a table cell (JSON has it all).
 const DATA_WIDTH: usize = 24;
@@ -36,8 +36,8 @@ pub fn table(report: &Report) -> String {
     match report.recipe {
         Recipe::Empty => {}
         Recipe::Semaphore => {
-            let leases: Vec<&NodeReport> = report.nodes.iter().filter(|n| n.section == Some("leases")).collect();
-            let locks: Vec<&NodeReport> = report.nodes.iter().filter(|n| n.section == Some("locks")).collect();
+            let leases: Vec<&NodeReport> = report.nodes.iter().filter(|n| n.section == Some(LEASE_PARENT)).collect();
+            let locks: Vec<&NodeReport> = report.nodes.iter().filter(|n| n.section == Some(LOCK_PARENT)).collect();
             let waiting = locks.iter().filter(|n| n.role == Role::Waiter).count();
             let _ = writeln!(
                 out,
@@ -84,8 +84,8 @@ fn rows(nodes: &[&NodeReport]) -> String {
     let mut lines = vec![header];
     for n in nodes {
         lines.push([
-            format!("{:?}", n.role).to_lowercase(),
-            format!("{:?}", n.kind).to_lowercase(),
+            n.role.id().to_owned(),
+            n.kind.id().to_owned(),
             n.sequence.map_or_else(|| "-".to_owned(), |s| s.to_string()),
             n.owner_session.clone().unwrap_or_else(|| "persistent".to_owned()),
             age(n.age_ms),

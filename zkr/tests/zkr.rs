@@ -10,15 +10,12 @@ use std::time::Duration;
 
 use common::curator::CuratorPeer;
 use common::fixtures::{bounded, children_count_becomes, plain_framework, shared_connect, unique_path, within};
+use common::timing::{SESSION, SLOW_LIMIT as LIMIT};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use zk_recipes::zk::{Acls, CreateMode};
 use zk_recipes::{FixedAclProvider, Framework, InterProcessMutex, InterProcessSemaphore, InterProcessSemaphoreMutex};
 
-/// Bound on each test.
-const LIMIT: Duration = Duration::from_secs(120);
-/// Session timeout of the frameworks the tests hold locks with.
-const SESSION: Duration = Duration::from_secs(10);
 /// Bound on waiting for the contenders to queue up.
 const QUEUE_UP: Duration = Duration::from_secs(20);
 
@@ -83,7 +80,7 @@ fn session_of(framework: &Framework) -> String {
 
 /// Starts the Curator peer, or `None` (the test then skips) when Curator is not installed.
 async fn curator(connect: &str) -> Option<CuratorPeer> {
-    CuratorPeer::start(connect, SESSION).await.expect("starting the Curator peer")
+    CuratorPeer::started(connect, SESSION).await
 }
 
 async fn curator_session(peer: &mut CuratorPeer) -> String {
@@ -133,6 +130,11 @@ async fn mutex_holder_and_waiters_in_queue_order() {
         assert!(sequences.windows(2).all(|w| w[0] < w[1]), "{sequences:?}");
         assert!(list.iter().all(|n| n["age_ms"].as_i64().is_some_and(|age| age >= 0)));
         assert_eq!(a.participant_nodes().await.unwrap(), field(list, "path"), "the library's own order");
+        // Each waiter waits on the node just ahead of it; nobody has asked for a revocation.
+        assert_eq!(list[0]["waits_on"], Value::Null);
+        assert_eq!(list[1]["waits_on"], list[0]["name"]);
+        assert_eq!(list[2]["waits_on"], list[1]["name"]);
+        assert!(list.iter().all(|n| n["revocation_requested"] == false));
 
         // The table says the same.
         let table = zkr(&["--connect", &connect, "locks", &path]).await;
@@ -296,8 +298,8 @@ async fn leader_latch_nodes_and_foreign_children() {
     .await
 }
 
-/// The acceptance test: Rust and Curator contenders in one queue, shown in Curator's
-/// own order with the right owners, and the holder handed over across the two.
+/// Rust and Curator contenders in one queue, shown in Curator's own order with the right
+/// owners, and the holder handed over across the two.
 #[tokio::test(flavor = "multi_thread")]
 async fn mixed_rust_and_curator_queue() {
     bounded(LIMIT, async {
@@ -408,6 +410,9 @@ async fn revoke_asks_a_curator_holder_to_let_go() {
         peer.wait_for("revoke-requested V", QUEUE_UP).await.unwrap();
         let (data, _) = fw.get_data(&node).await.unwrap();
         assert_eq!(data, b"__REVOKE__");
+        let report = locks_json(&connect, &path).await;
+        let shown = &nodes(&report)[0];
+        assert_eq!((&shown["path"], &shown["revocation_requested"]), (&Value::from(node.as_str()), &Value::from(true)));
 
         // Revoking a node that is gone is not an error (Curator's Revoker ignores it too).
         ok(&mut peer, "release V").await;

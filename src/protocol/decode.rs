@@ -1,0 +1,434 @@
+//! The pure decoder: a directory's children in, the recipe and each node's part out, by the
+//! recipes' own drivers (the sort keys and predicates the lock engine acquires with).
+
+use super::layout::{Queue, Recipe};
+use super::names::{LATCH_NAME, LEASE_BASE_NAME, LOCK_NAME, READ_LOCK_NAME, REVOKE_MESSAGE, WRITE_LOCK_NAME};
+use crate::locks::{Driver, ReadDriver, Verdict, WriteDriver};
+use crate::path;
+use crate::Stat;
+
+/// Which recipe's nodes `children` (names) are: the one most of them carry the
+/// [`Signature`](super::Signature) of, so a stray child does not change the answer; ties go
+/// to the first in [`Recipe::ALL`]. [`Recipe::Empty`] for no children; `None` when there are
+/// children and none is a recipe's.
+pub fn classify<S: AsRef<str>>(children: &[S]) -> Option<Recipe> {
+    if children.is_empty() {
+        return Some(Recipe::Empty);
+    }
+    let count = |recipe: &Recipe| {
+        let signature = recipe.layout().signature;
+        children.iter().filter(|c| signature.matches(c.as_ref())).count()
+    };
+    let best = Recipe::ALL.iter().map(count).max().unwrap_or(0);
+    if best == 0 {
+        return None;
+    }
+    Recipe::ALL.iter().copied().find(|r| count(r) == best)
+}
+
+/// One child of a directory, as read from ZooKeeper: its name and, when they were read, its
+/// stat and data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Child {
+    /// The child's name (the last path segment).
+    pub name: String,
+    /// Its stat; `None` when only the name is known.
+    pub stat: Option<Stat>,
+    /// Its data; `None` when it was not read (or the node's ACL forbids reading it).
+    pub data: Option<Vec<u8>>,
+}
+
+impl Child {
+    /// A child with its stat and data.
+    pub fn new(name: impl Into<String>, stat: Option<Stat>, data: Option<Vec<u8>>) -> Child {
+        Child { name: name.into(), stat, data }
+    }
+}
+
+impl From<String> for Child {
+    fn from(name: String) -> Child {
+        Child::new(name, None, None)
+    }
+}
+
+impl From<&str> for Child {
+    fn from(name: &str) -> Child {
+        Child::new(name, None, None)
+    }
+}
+
+/// What a node is, by its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Kind {
+    /// A mutex node (`lock-`).
+    Lock,
+    /// A semaphore lease (`lease-`).
+    Lease,
+    /// A leader latch node (`latch-`).
+    Latch,
+    /// A read-write lock's reader (`__READ__`).
+    Read,
+    /// A read-write lock's writer (`__WRIT__`).
+    Write,
+    /// No recipe's node. Contenders still count it, as Curator's do: a foreign child that
+    /// sorts first blocks every contender.
+    Foreign,
+}
+
+impl Kind {
+    /// A stable lowercase identifier (`lock`, `lease`, `latch`, `read`, `write`, `foreign`).
+    pub fn id(self) -> &'static str {
+        match self {
+            Kind::Lock => "lock",
+            Kind::Lease => "lease",
+            Kind::Latch => "latch",
+            Kind::Read => "read",
+            Kind::Write => "write",
+            Kind::Foreign => "foreign",
+        }
+    }
+}
+
+/// A node's part in its queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Role {
+    /// Holds the lock (or leads, for a latch).
+    Holder,
+    /// Queued behind a holder.
+    Waiter,
+    /// A semaphore lease: it takes one of the semaphore's permits.
+    Lease,
+}
+
+impl Role {
+    /// A stable lowercase identifier (`holder`, `waiter`, `lease`).
+    pub fn id(self) -> &'static str {
+        match self {
+            Role::Holder => "holder",
+            Role::Waiter => "waiter",
+            Role::Lease => "lease",
+        }
+    }
+}
+
+/// One node, decoded: what it is, its part, and what it was read with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Decoded {
+    /// The child's name.
+    pub name: String,
+    /// What the node is, by its name.
+    pub kind: Kind,
+    /// Its part in the queue.
+    pub role: Role,
+    /// For a waiter: the child it waits on (the node Curator's contender watches).
+    pub waits_on: Option<String>,
+    /// The sequence number ZooKeeper appended (its last ten digits), if any.
+    pub sequence: Option<i64>,
+    /// Whether its data is the revocation request ([`REVOKE_MESSAGE`]); false when the data
+    /// was not read.
+    pub revocation_requested: bool,
+    /// Its stat, as given.
+    pub stat: Option<Stat>,
+    /// Its data, as given.
+    pub data: Option<Vec<u8>>,
+}
+
+impl Queue {
+    /// What a child is in this queue.
+    pub fn kind(self, name: &str) -> Kind {
+        match self {
+            // Curator's reader recognises writers by `contains("__WRIT__")`; check that first.
+            Queue::ReadWrite if name.contains(WRITE_LOCK_NAME) => Kind::Write,
+            Queue::ReadWrite if name.contains(READ_LOCK_NAME) => Kind::Read,
+            Queue::Mutex if name.contains(LOCK_NAME) => Kind::Lock,
+            Queue::LeaderLatch if name.contains(LATCH_NAME) => Kind::Latch,
+            Queue::Leases if name.contains(LEASE_BASE_NAME) => Kind::Lease,
+            _ => Kind::Foreign,
+        }
+    }
+
+    /// Sorts `children` into queue order (the recipe's sort key, a stable sort, as Curator's
+    /// `getSortedChildren`) and gives each its part by the recipe's own predicate: a mutex or
+    /// latch node holds at the front and otherwise waits on the one ahead of it; a writer
+    /// likewise over all children; a reader holds when no writer sorts ahead of it and
+    /// otherwise waits on the first writer; every node of a semaphore's leases is a lease.
+    ///
+    /// A Curator 5.5+ downgrade (the write holder taking the read lock) makes a read node
+    /// carrying its write node's sequence; the two tie. The listing order of a tie is the
+    /// server's, so the writer is put first, and the read node holds beside it, as its owner
+    /// was granted it. When both stats are given they must also name the same session.
+    pub fn decode<C: Into<Child>>(self, children: impl IntoIterator<Item = C>) -> Vec<Decoded> {
+        let mut children: Vec<Child> = children.into_iter().map(Into::into).collect();
+        let driver = self.driver();
+        children.sort_by(|a, b| driver.sort_key(&a.name).cmp(driver.sort_key(&b.name)));
+        if self == Queue::ReadWrite {
+            self.put_writers_first_in_ties(&mut children);
+        }
+        let names: Vec<String> = children.iter().map(|c| c.name.clone()).collect();
+        let mut decoded: Vec<Decoded> = Vec::with_capacity(children.len());
+        for Child { name, stat, data } in children {
+            let kind = self.kind(&name);
+            let verdict = match (self, kind) {
+                (Queue::Leases, _) => None,
+                (Queue::ReadWrite, Kind::Read) => Some(ReadDriver.verdict(&names, &name)),
+                (Queue::ReadWrite, _) => Some(WriteDriver.verdict(&names, &name)),
+                _ => Some(driver.verdict(&names, &name)),
+            };
+            let (role, waits_on) = match verdict {
+                None => (Role::Lease, None),
+                Some(Verdict::Acquired) => (Role::Holder, None),
+                Some(Verdict::Watch { index, .. }) if self.is_downgrade_of(&decoded[index], &name, stat.as_ref()) => {
+                    (Role::Holder, None)
+                }
+                Some(Verdict::Watch { node, .. }) => (Role::Waiter, Some(node)),
+                // Not reached: the node is in the listing it is judged against.
+                Some(Verdict::Missing) => (Role::Waiter, None),
+            };
+            let revocation_requested = data.as_deref() == Some(REVOKE_MESSAGE);
+            let sequence = path::sequence(&name);
+            decoded.push(Decoded { name, kind, role, waits_on, sequence, revocation_requested, stat, data });
+        }
+        decoded
+    }
+
+    /// Whether the read node `name` is the downgrade of `watched`, the writer it would wait
+    /// on: a holding writer with the same sequence (and the same session, when known).
+    fn is_downgrade_of(self, watched: &Decoded, name: &str, stat: Option<&Stat>) -> bool {
+        let same_session = match (watched.stat.as_ref(), stat) {
+            (Some(w), Some(r)) => w.ephemeral_owner == r.ephemeral_owner,
+            _ => true,
+        };
+        self == Queue::ReadWrite
+            && self.kind(name) == Kind::Read
+            && watched.kind == Kind::Write
+            && watched.role == Role::Holder
+            && self.sort_key(&watched.name) == self.sort_key(name)
+            && same_session
+    }
+
+    /// Within each run of equal sort keys, writers before readers (stably).
+    fn put_writers_first_in_ties(self, children: &mut [Child]) {
+        let mut start = 0;
+        while start < children.len() {
+            let key = self.sort_key(&children[start].name).to_owned();
+            let len = children[start..].iter().take_while(|c| self.sort_key(&c.name) == key).count();
+            children[start..start + len].sort_by_key(|c| self.kind(&c.name) != Kind::Write);
+            start += len;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roles(decoded: &[Decoded]) -> Vec<(&str, Role)> {
+        decoded.iter().map(|d| (d.name.as_str(), d.role)).collect()
+    }
+
+    fn stat(owner: i64) -> Stat {
+        Stat {
+            czxid: 1,
+            mzxid: 1,
+            ctime: 0,
+            mtime: 0,
+            version: 0,
+            cversion: 0,
+            aversion: 0,
+            ephemeral_owner: owner,
+            data_length: 0,
+            num_children: 0,
+            pzxid: 1,
+        }
+    }
+
+    const U1: &str = "_c_3f1c2b9e-8d6a-4e1f-9b0a-1c2d3e4f5a6b-";
+    const U2: &str = "_c_9b0a1c2d-3e4f-4a6b-8d6a-3f1c2b9e4e1f-";
+
+    #[test]
+    fn classifies_each_layout() {
+        let none: [&str; 0] = [];
+        assert_eq!(classify(&none), Some(Recipe::Empty));
+        assert_eq!(classify(&["_c_a-lock-0000000001"]), Some(Recipe::Mutex));
+        assert_eq!(classify(&["leases", "locks"]), Some(Recipe::Semaphore));
+        assert_eq!(classify(&["leases"]), Some(Recipe::Semaphore));
+        assert_eq!(classify(&["_c_a-__READ__0000000001", "_c_b-__WRIT__0000000002"]), Some(Recipe::ReadWrite));
+        assert_eq!(classify(&["_c_a-latch-0000000001"]), Some(Recipe::LeaderLatch));
+        assert_eq!(classify(&["_c_a-lease-0000000001"]), Some(Recipe::Leases));
+        assert_eq!(classify(&["config", "users"]), None);
+        for recipe in Recipe::ALL {
+            assert_eq!(recipe.layout().recipe, *recipe);
+        }
+    }
+
+    #[test]
+    fn a_stray_child_does_not_change_the_verdict() {
+        assert_eq!(classify(&["_c_a-lock-0000000001", "_c_b-lock-0000000002", "latch-notes"]), Some(Recipe::Mutex));
+        assert_eq!(classify(&["leases", "locks", "junk"]), Some(Recipe::Semaphore));
+    }
+
+    #[test]
+    fn a_mutex_orders_by_the_text_after_the_last_marker() {
+        let decoded = Queue::Mutex.decode([
+            format!("{U2}lock-0000000003"),
+            "lock-0000000002".to_owned(), // unprotected: sorts by its sequence like the others
+            format!("{U1}lock-0000000001"),
+        ]);
+        assert_eq!(
+            roles(&decoded),
+            [
+                (format!("{U1}lock-0000000001").as_str(), Role::Holder),
+                ("lock-0000000002", Role::Waiter),
+                (format!("{U2}lock-0000000003").as_str(), Role::Waiter),
+            ]
+        );
+        // each waiter waits on the one ahead of it
+        assert_eq!(decoded[0].waits_on, None);
+        assert_eq!(decoded[1].waits_on.as_deref(), Some(decoded[0].name.as_str()));
+        assert_eq!(decoded[2].waits_on.as_deref(), Some("lock-0000000002"));
+        assert_eq!(decoded.iter().map(|d| d.sequence).collect::<Vec<_>>(), [Some(1), Some(2), Some(3)]);
+        // only the last `lock-` counts
+        assert_eq!(Queue::Mutex.sort_key("lock-lock-0000000007"), "0000000007");
+    }
+
+    #[test]
+    fn foreign_children_count_and_may_hold_the_queue() {
+        let decoded = Queue::Mutex.decode(["_c_a-lock-0000000001", "0"]);
+        assert_eq!(decoded[0].name, "0");
+        assert_eq!((decoded[0].role, decoded[0].kind), (Role::Holder, Kind::Foreign));
+        assert_eq!((decoded[1].role, decoded[1].kind), (Role::Waiter, Kind::Lock));
+    }
+
+    #[test]
+    fn keys_compare_as_strings_not_numbers() {
+        // an overflowed sequence sorts before the positive ones, as in Curator
+        let decoded = Queue::Mutex.decode(["_c_a-lock-0000000001", "_c_b-lock--2147483648"]);
+        assert_eq!(decoded[0].name, "_c_b-lock--2147483648");
+    }
+
+    #[test]
+    fn the_first_latch_node_leads() {
+        let decoded = Queue::LeaderLatch.decode(["_c_b-latch-0000000002", "_c_a-latch-0000000001"]);
+        assert_eq!(roles(&decoded), [("_c_a-latch-0000000001", Role::Holder), ("_c_b-latch-0000000002", Role::Waiter)]);
+    }
+
+    #[test]
+    fn every_lease_node_is_a_lease() {
+        let decoded = Queue::Leases.decode(["_c_b-lease-0000000002", "_c_a-lease-0000000001", "x"]);
+        assert!(decoded.iter().all(|d| d.role == Role::Lease && d.waits_on.is_none()));
+        assert_eq!(decoded[0].name, "_c_a-lease-0000000001");
+        assert_eq!(decoded[2].kind, Kind::Foreign);
+    }
+
+    #[test]
+    fn readers_share_until_a_writer_queues() {
+        let decoded = Queue::ReadWrite.decode([
+            "_c_r3-__READ__0000000004",
+            "_c_w1-__WRIT__0000000003",
+            "_c_r2-__READ__0000000002",
+            "_c_r1-__READ__0000000001",
+            "_c_w2-__WRIT__0000000005",
+        ]);
+        assert_eq!(
+            roles(&decoded),
+            [
+                ("_c_r1-__READ__0000000001", Role::Holder),
+                ("_c_r2-__READ__0000000002", Role::Holder),
+                ("_c_w1-__WRIT__0000000003", Role::Waiter),
+                ("_c_r3-__READ__0000000004", Role::Waiter),
+                ("_c_w2-__WRIT__0000000005", Role::Waiter),
+            ]
+        );
+        // a writer waits on its immediate predecessor; a reader on the FIRST writer
+        let waits: Vec<Option<&str>> = decoded.iter().map(|d| d.waits_on.as_deref()).collect();
+        assert_eq!(
+            waits,
+            [
+                None,
+                None,
+                Some("_c_r2-__READ__0000000002"),
+                Some("_c_w1-__WRIT__0000000003"),
+                Some("_c_r3-__READ__0000000004")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_writer_holds_at_the_front() {
+        let decoded = Queue::ReadWrite.decode(["_c_r-__READ__0000000002", "_c_w-__WRIT__0000000001"]);
+        assert_eq!(
+            roles(&decoded),
+            [("_c_w-__WRIT__0000000001", Role::Holder), ("_c_r-__READ__0000000002", Role::Waiter)]
+        );
+    }
+
+    #[test]
+    fn a_foreign_child_blocks_writers_only() {
+        let decoded = Queue::ReadWrite.decode(["_c_r-__READ__0000000002", "0", "_c_w-__WRIT__0000000003"]);
+        assert_eq!(
+            roles(&decoded),
+            [("0", Role::Holder), ("_c_r-__READ__0000000002", Role::Holder), ("_c_w-__WRIT__0000000003", Role::Waiter)]
+        );
+    }
+
+    #[test]
+    fn a_downgrade_reader_holds_with_its_writer() {
+        // Curator 5.5+: the write holder's read node carries the write node's sequence.
+        for listing in [
+            ["_c_d-__READ__0000000001", "_c_w-__WRIT__0000000001", "_c_q-__WRIT__0000000002"],
+            ["_c_w-__WRIT__0000000001", "_c_d-__READ__0000000001", "_c_q-__WRIT__0000000002"],
+        ] {
+            let decoded = Queue::ReadWrite.decode(listing);
+            assert_eq!(
+                roles(&decoded),
+                [
+                    ("_c_w-__WRIT__0000000001", Role::Holder),
+                    ("_c_d-__READ__0000000001", Role::Holder),
+                    ("_c_q-__WRIT__0000000002", Role::Waiter),
+                ],
+                "{listing:?}"
+            );
+        }
+        // once the writer released, the downgraded reader still holds and the queued writer waits
+        let decoded = Queue::ReadWrite.decode(["_c_q-__WRIT__0000000002", "_c_d-__READ__0000000001"]);
+        assert_eq!(
+            roles(&decoded),
+            [("_c_d-__READ__0000000001", Role::Holder), ("_c_q-__WRIT__0000000002", Role::Waiter)]
+        );
+    }
+
+    #[test]
+    fn a_tie_across_sessions_is_no_downgrade() {
+        let read = |owner| Child::new("_c_d-__READ__0000000001", Some(stat(owner)), None);
+        let write = Child::new("_c_w-__WRIT__0000000001", Some(stat(7)), None);
+        let decoded = Queue::ReadWrite.decode([read(7), write.clone()]);
+        assert_eq!(decoded[1].role, Role::Holder, "same session: a downgrade");
+        let decoded = Queue::ReadWrite.decode([read(8), write]);
+        assert_eq!(decoded[1].role, Role::Waiter, "another session's read node waits for the writer");
+        assert_eq!(decoded[1].waits_on.as_deref(), Some("_c_w-__WRIT__0000000001"));
+    }
+
+    #[test]
+    fn stat_and_data_travel_with_their_node_and_a_revocation_request_shows() {
+        let decoded = Queue::Mutex.decode([
+            Child::new("_c_b-lock-0000000002", Some(stat(2)), Some(REVOKE_MESSAGE.to_vec())),
+            Child::new("_c_a-lock-0000000001", Some(stat(1)), Some(b"10.0.0.1".to_vec())),
+        ]);
+        assert_eq!(decoded[0].stat.map(|s| s.ephemeral_owner), Some(1));
+        assert_eq!(decoded[0].data.as_deref(), Some(&b"10.0.0.1"[..]));
+        assert!(!decoded[0].revocation_requested);
+        assert_eq!(decoded[1].stat.map(|s| s.ephemeral_owner), Some(2));
+        assert!(decoded[1].revocation_requested);
+    }
+
+    #[test]
+    fn ids_are_stable() {
+        let ids: Vec<&str> = Recipe::ALL.iter().map(|r| r.id()).collect();
+        assert_eq!(ids, ["semaphore", "read-write", "leader-latch", "leases", "mutex", "empty"]);
+        assert_eq!(Role::Holder.id(), "holder");
+        assert_eq!(Kind::Foreign.id(), "foreign");
+    }
+}

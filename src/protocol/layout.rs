@@ -1,0 +1,207 @@
+//! Each recipe's layout: which directories it keeps, how its nodes are queued, and how a
+//! directory is recognised as its.
+//!
+//! A recipe added to the crate describes its layout here (a [`Recipe`] variant, its
+//! [`Layout`], and a [`Queue`] when its nodes queue in a new way); [`classify`](super::classify)
+//! and the decoder then know it, and so does every tool built on them.
+
+use super::names::{
+    LATCH_NAME, LEASE_BASE_NAME, LEASE_PARENT, LOCK_NAME, LOCK_PARENT, READ_LOCK_NAME, WRITE_LOCK_NAME,
+};
+use crate::locks::{Driver, ReadDriver, StandardDriver};
+
+/// A recipe, as its nodes show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Recipe {
+    /// `lock-` nodes: one holder, the rest wait in order ([`InterProcessMutex`](crate::InterProcessMutex),
+    /// a [`LeaderSelector`](crate::LeaderSelector)'s election).
+    Mutex,
+    /// `leases` and `locks` children ([`InterProcessSemaphore`](crate::InterProcessSemaphore),
+    /// [`InterProcessSemaphoreMutex`](crate::InterProcessSemaphoreMutex)).
+    Semaphore,
+    /// `__READ__` and `__WRIT__` nodes in one queue ([`InterProcessReadWriteLock`](crate::InterProcessReadWriteLock)).
+    ReadWrite,
+    /// `latch-` nodes: the first leads ([`LeaderLatch`](crate::LeaderLatch)).
+    LeaderLatch,
+    /// `lease-` nodes: a semaphore's `leases` directory itself.
+    Leases,
+    /// No children: nobody holds or waits (a lock directory between uses, or any other
+    /// childless node).
+    Empty,
+}
+
+/// How one recipe lays its nodes out under the path it is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Layout {
+    /// The recipe.
+    pub recipe: Recipe,
+    /// A stable lowercase identifier (`mutex`, `read-write`, ...), for machine-readable output.
+    pub id: &'static str,
+    /// The recipe and the Curator classes that make this layout, in words.
+    pub description: &'static str,
+    /// What marks a child of the path as this recipe's, for [`classify`](super::classify).
+    pub signature: Signature,
+    /// The directories holding its queues, in the order to show them.
+    pub sections: &'static [Section],
+}
+
+/// What marks a child as one recipe's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Signature {
+    /// Its name is one of these (fixed child directories).
+    Named(&'static [&'static str]),
+    /// Its name contains one of these markers.
+    Contains(&'static [&'static str]),
+    /// Nothing: the layout has no children.
+    Childless,
+}
+
+impl Signature {
+    /// Whether `child` (a name) carries this signature.
+    pub fn matches(self, child: &str) -> bool {
+        match self {
+            Signature::Named(names) => names.contains(&child),
+            Signature::Contains(markers) => markers.iter().any(|m| child.contains(m)),
+            Signature::Childless => false,
+        }
+    }
+}
+
+/// One directory of a layout and the queue its children form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Section {
+    /// The directory, as a child of the recipe's path; `None` for the path itself.
+    pub dir: Option<&'static str>,
+    /// How its children are ordered and admitted.
+    pub queue: Queue,
+}
+
+/// The ordering and admission rule of one directory of nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Queue {
+    /// The first holds, the others wait, each on the one ahead of it (Curator's
+    /// `StandardLockInternalsDriver`, one lease).
+    Mutex,
+    /// The first leads, the others wait, each on the one ahead of it.
+    LeaderLatch,
+    /// Every node is a lease: the semaphore admits by count, not by position.
+    Leases,
+    /// A writer holds at the front; a reader holds when no writer sorts ahead of it.
+    ReadWrite,
+}
+
+const MUTEX: Layout = Layout {
+    recipe: Recipe::Mutex,
+    id: "mutex",
+    description: "mutex (InterProcessMutex, or a LeaderSelector's)",
+    signature: Signature::Contains(&[LOCK_NAME]),
+    sections: &[Section { dir: None, queue: Queue::Mutex }],
+};
+
+const SEMAPHORE: Layout = Layout {
+    recipe: Recipe::Semaphore,
+    id: "semaphore",
+    description: "semaphore (InterProcessSemaphoreV2 or InterProcessSemaphoreMutex)",
+    signature: Signature::Named(&[LEASE_PARENT, LOCK_PARENT]),
+    sections: &[
+        Section { dir: Some(LEASE_PARENT), queue: Queue::Leases },
+        Section { dir: Some(LOCK_PARENT), queue: Queue::Mutex },
+    ],
+};
+
+const READ_WRITE: Layout = Layout {
+    recipe: Recipe::ReadWrite,
+    id: "read-write",
+    description: "read-write lock (InterProcessReadWriteLock)",
+    signature: Signature::Contains(&[READ_LOCK_NAME, WRITE_LOCK_NAME]),
+    sections: &[Section { dir: None, queue: Queue::ReadWrite }],
+};
+
+const LEADER_LATCH: Layout = Layout {
+    recipe: Recipe::LeaderLatch,
+    id: "leader-latch",
+    description: "leader latch (LeaderLatch)",
+    signature: Signature::Contains(&[LATCH_NAME]),
+    sections: &[Section { dir: None, queue: Queue::LeaderLatch }],
+};
+
+const LEASES: Layout = Layout {
+    recipe: Recipe::Leases,
+    id: "leases",
+    description: "a semaphore's leases",
+    signature: Signature::Contains(&[LEASE_BASE_NAME]),
+    sections: &[Section { dir: None, queue: Queue::Leases }],
+};
+
+const EMPTY: Layout = Layout {
+    recipe: Recipe::Empty,
+    id: "empty",
+    description: "no children: nobody holds or waits",
+    signature: Signature::Childless,
+    sections: &[],
+};
+
+impl Recipe {
+    /// Every recipe, in the order [`classify`](super::classify) breaks ties in: the more
+    /// specific signature first (a semaphore's fixed directories, then the read-write markers,
+    /// which no other recipe's names contain, ..., the mutex's `lock-` last).
+    pub const ALL: &'static [Recipe] =
+        &[Recipe::Semaphore, Recipe::ReadWrite, Recipe::LeaderLatch, Recipe::Leases, Recipe::Mutex, Recipe::Empty];
+
+    /// Its layout.
+    pub fn layout(self) -> &'static Layout {
+        match self {
+            Recipe::Mutex => &MUTEX,
+            Recipe::Semaphore => &SEMAPHORE,
+            Recipe::ReadWrite => &READ_WRITE,
+            Recipe::LeaderLatch => &LEADER_LATCH,
+            Recipe::Leases => &LEASES,
+            Recipe::Empty => &EMPTY,
+        }
+    }
+
+    /// The layout's stable identifier (`mutex`, `semaphore`, `read-write`, `leader-latch`,
+    /// `leases`, `empty`).
+    pub fn id(self) -> &'static str {
+        self.layout().id
+    }
+
+    /// The recipe and the Curator classes that make this layout, in words.
+    pub fn describe(self) -> &'static str {
+        self.layout().description
+    }
+}
+
+impl Queue {
+    /// The node names of this queue (a read-write queue has two).
+    pub fn names(self) -> &'static [&'static str] {
+        match self {
+            Queue::Mutex => &[LOCK_NAME],
+            Queue::LeaderLatch => &[LATCH_NAME],
+            Queue::Leases => &[LEASE_BASE_NAME],
+            Queue::ReadWrite => &[READ_LOCK_NAME, WRITE_LOCK_NAME],
+        }
+    }
+
+    /// The recipe's own driver for this queue: its sort key, and for a lock its predicate.
+    pub(crate) fn driver(self) -> &'static dyn Driver {
+        const LEASES: StandardDriver = StandardDriver { lock_name: LEASE_BASE_NAME, max_leases: usize::MAX };
+        match self {
+            Queue::Mutex => &StandardDriver::MUTEX,
+            Queue::LeaderLatch => &StandardDriver::LATCH,
+            Queue::Leases => &LEASES,
+            Queue::ReadWrite => &ReadDriver,
+        }
+    }
+
+    /// Curator's sort key: the text after the last node name (the whole name when it does
+    /// not occur); for a read-write queue, after the last `__READ__` and then after the last
+    /// `__WRIT__`, so both kinds share one queue. Keys compare as plain strings.
+    pub fn sort_key(self, name: &str) -> &str {
+        self.driver().sort_key(name)
+    }
+}
