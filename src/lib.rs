@@ -11,6 +11,7 @@ mod locks;
 pub mod path;
 pub mod protocol;
 pub mod retry;
+mod shared;
 mod sync;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
@@ -34,6 +35,7 @@ pub use locks::{InterProcessMutex, MutexGuard};
 pub use locks::{InterProcessReadWriteLock, ReadLock, ReadLockGuard, WriteLock, WriteLockGuard};
 pub use locks::{InterProcessSemaphore, InterProcessSemaphoreMutex, SemaphoreLease, SemaphoreMutexGuard};
 pub use locks::{Revocable, Revoker};
+pub use shared::{SharedCount, SharedCountChanges, SharedValue, SharedValueChanges, VersionedValue};
 /// The ZooKeeper client this crate builds on, for every type of its own (`Client`, `Error`,
 /// `WatchedEvent`, ...); the ones this crate's API takes or returns are also at the root.
 pub use zookeeper_client as zk;

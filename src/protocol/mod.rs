@@ -29,6 +29,7 @@
 mod decode;
 mod layout;
 mod names;
+pub mod values;
 
 pub use self::decode::{classify, Child, Decoded, Kind, Role};
 pub use self::layout::{Layout, Queue, Recipe, Section, Signature};
