@@ -86,8 +86,8 @@ pub(crate) async fn set_versioned(
 /// What a create of a value node did.
 #[derive(Debug)]
 pub(crate) enum Create {
-    /// Created; its stat.
-    Created(Stat),
+    /// Created.
+    Created,
     /// Someone else's node is there.
     Exists,
 }
@@ -99,7 +99,7 @@ pub(crate) enum Create {
 /// [`Error::OutcomeUnknown`]; the create's other errors.
 pub(crate) async fn create_value(fw: &Framework, path: &str, data: &[u8], operation: &'static str) -> Result<Create> {
     match fw.create(path).data(data).await {
-        Ok(created) => Ok(Create::Created(created.stat)),
+        Ok(_) => Ok(Create::Created),
         Err(Error::ZooKeeper(ZkError::NodeExists)) => Ok(Create::Exists),
         Err(Error::OutcomeUnknown { .. }) => match fw.get_data(path).await {
             Ok((found, stat)) if stat.version == 0 && found != data => Ok(Create::Exists),
