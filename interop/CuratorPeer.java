@@ -35,7 +35,8 @@
 //   session                       -> session 0x<hex session id>
 //   quit                          -> bye, then the process exits 0
 //
-// Leader election commands (LeaderLatch, LeaderSelector) are listed at the `Elections` class below.
+// Leader election commands (LeaderLatch, LeaderSelector) are listed at the `Elections` class below;
+// shared values, atomics, barriers and queues at the `Values` class.
 //
 // Asynchronous lines, interleaved with replies: `connection <STATE>`, `revoke-requested ID`,
 // `loop-done ID N`, `loop-error ID msg`. Startup prints `ready` once connected.
@@ -122,10 +123,12 @@ public final class CuratorPeer {
     private final CuratorFramework client;
     private final Map<String, Handle> handles = new ConcurrentHashMap<>();
     private final Elections elections;
+    private final Values values;
 
     private CuratorPeer(CuratorFramework client) {
         this.client = client;
         this.elections = new Elections(client);
+        this.values = new Values(client);
     }
 
     static void emit(String line) {
@@ -254,7 +257,7 @@ public final class CuratorPeer {
     }
 
     private boolean dispatch(String[] t) throws Exception {
-        if (elections.dispatch(t)) {
+        if (elections.dispatch(t) || values.dispatch(t)) {
             return true;
         }
         switch (t[0]) {
@@ -601,6 +604,182 @@ public final class CuratorPeer {
      *                                  each term, closed after N terms (once its node is gone): async
      *                                  `selector-loop-done ID N`
      */
+    /**
+     * Shared values, atomics, barriers and queues. Every command replies `<verb> ID ...` (or
+     * `error ID msg`) from a thread of its own, so commands that wait do not hold up the others.
+     *
+     *   count_incr ID PATH N          -> count_incr ID done <tries>   SharedCount(seed 0): N
+     *                                    increments by trySetCount loops
+     *   count_get ID PATH             -> count_get ID <count>         SharedCount.getCount
+     *   atomic_incr ID PATH N         -> atomic_incr ID done <tries>  DistributedAtomicLong
+     *                                    (RetryNTimes(1000, 1)): N increments, each succeeded
+     *   atomic_get ID PATH            -> atomic_get ID <value>
+     *   barrier_set ID PATH           -> barrier_set ID ok            DistributedBarrier
+     *   barrier_remove ID PATH        -> barrier_remove ID ok
+     *   barrier_wait ID PATH MS       -> barrier_wait ID true|false
+     *   dbarrier ID PATH N            -> dbarrier ID ok               DistributedDoubleBarrier
+     *   dbarrier_enter ID MS          -> dbarrier_enter ID true|false
+     *   dbarrier_leave ID MS          -> dbarrier_leave ID true|false
+     *   squeue_offer ID PATH TEXT     -> squeue_offer ID ok           SimpleDistributedQueue
+     *   squeue_take ID PATH MS        -> squeue_take ID <text>|none   (poll with a timeout)
+     */
+    private static final class Values {
+        private final CuratorFramework client;
+        private final Map<String, org.apache.curator.framework.recipes.barriers.DistributedDoubleBarrier> doubles =
+                new ConcurrentHashMap<>();
+        private final ExecutorService workers = Executors.newCachedThreadPool(r -> {
+            Thread th = new Thread(r, "peer-values");
+            th.setDaemon(true);
+            return th;
+        });
+
+        Values(CuratorFramework client) {
+            this.client = client;
+        }
+
+        private void async(String reply, Op op) {
+            String id = reply.split(" ")[1];
+            workers.execute(() -> {
+                try {
+                    op.run();
+                } catch (Throwable e) {
+                    emit("error " + id + " " + describe(e));
+                }
+            });
+        }
+
+        boolean dispatch(String[] t) throws Exception {
+            switch (t[0]) {
+                case "count_incr": case "count_get": case "atomic_incr": case "atomic_get":
+                case "barrier_set": case "barrier_remove": case "barrier_wait":
+                case "dbarrier": case "dbarrier_enter": case "dbarrier_leave":
+                case "squeue_offer": case "squeue_take":
+                    break;
+                default:
+                    return false;
+            }
+            need(t, 3, t[0] + " ID ...");
+            String reply = t[0] + " " + t[1];
+            switch (t[0]) {
+                case "count_incr": {
+                    need(t, 4, "count_incr ID PATH N");
+                    int n = Integer.parseInt(t[3]);
+                    async(reply, () -> {
+                        try (org.apache.curator.framework.recipes.shared.SharedCount count =
+                                new org.apache.curator.framework.recipes.shared.SharedCount(client, t[2], 0)) {
+                            count.start();
+                            long tries = 0;
+                            for (int i = 0; i < n; i++) {
+                                while (true) {
+                                    tries++;
+                                    org.apache.curator.framework.recipes.shared.VersionedValue<Integer> seen =
+                                            count.getVersionedValue();
+                                    if (count.trySetCount(seen, seen.getValue() + 1)) {
+                                        break;
+                                    }
+                                }
+                            }
+                            emit(reply + " done " + tries);
+                        }
+                    });
+                    return true;
+                }
+                case "count_get":
+                    async(reply, () -> {
+                        try (org.apache.curator.framework.recipes.shared.SharedCount count =
+                                new org.apache.curator.framework.recipes.shared.SharedCount(client, t[2], 0)) {
+                            count.start();
+                            emit(reply + " " + count.getCount());
+                        }
+                    });
+                    return true;
+                case "atomic_incr": {
+                    need(t, 4, "atomic_incr ID PATH N");
+                    int n = Integer.parseInt(t[3]);
+                    async(reply, () -> {
+                        org.apache.curator.framework.recipes.atomic.DistributedAtomicLong counter =
+                                new org.apache.curator.framework.recipes.atomic.DistributedAtomicLong(
+                                        client, t[2], new org.apache.curator.retry.RetryNTimes(1000, 1));
+                        long tries = 0;
+                        for (int i = 0; i < n; i++) {
+                            org.apache.curator.framework.recipes.atomic.AtomicValue<Long> v = counter.increment();
+                            if (!v.succeeded()) {
+                                throw new IllegalStateException("increment " + i + " did not succeed");
+                            }
+                            tries += v.getStats().getOptimisticTries();
+                        }
+                        emit(reply + " done " + tries);
+                    });
+                    return true;
+                }
+                case "atomic_get":
+                    async(reply, () -> emit(reply + " " + new org.apache.curator.framework.recipes.atomic.DistributedAtomicLong(
+                            client, t[2], new org.apache.curator.retry.RetryNTimes(0, 1)).get().postValue()));
+                    return true;
+                case "barrier_set":
+                    async(reply, () -> {
+                        new org.apache.curator.framework.recipes.barriers.DistributedBarrier(client, t[2]).setBarrier();
+                        emit(reply + " ok");
+                    });
+                    return true;
+                case "barrier_remove":
+                    async(reply, () -> {
+                        new org.apache.curator.framework.recipes.barriers.DistributedBarrier(client, t[2]).removeBarrier();
+                        emit(reply + " ok");
+                    });
+                    return true;
+                case "barrier_wait": {
+                    need(t, 4, "barrier_wait ID PATH MS");
+                    long ms = Long.parseLong(t[3]);
+                    async(reply, () -> emit(reply + " " + new org.apache.curator.framework.recipes.barriers.DistributedBarrier(
+                            client, t[2]).waitOnBarrier(ms, TimeUnit.MILLISECONDS)));
+                    return true;
+                }
+                case "dbarrier": {
+                    need(t, 4, "dbarrier ID PATH N");
+                    if (doubles.putIfAbsent(t[1], new org.apache.curator.framework.recipes.barriers.DistributedDoubleBarrier(
+                            client, t[2], Integer.parseInt(t[3]))) != null) {
+                        throw new IllegalArgumentException("duplicate double barrier " + t[1]);
+                    }
+                    emit(reply + " ok");
+                    return true;
+                }
+                case "dbarrier_enter": case "dbarrier_leave": {
+                    org.apache.curator.framework.recipes.barriers.DistributedDoubleBarrier b = doubles.get(t[1]);
+                    if (b == null) {
+                        throw new IllegalArgumentException("unknown double barrier " + t[1]);
+                    }
+                    long ms = Long.parseLong(t[2]);
+                    boolean enter = t[0].equals("dbarrier_enter");
+                    async(reply, () -> emit(reply + " "
+                            + (enter ? b.enter(ms, TimeUnit.MILLISECONDS) : b.leave(ms, TimeUnit.MILLISECONDS))));
+                    return true;
+                }
+                case "squeue_offer": {
+                    need(t, 4, "squeue_offer ID PATH TEXT");
+                    async(reply, () -> {
+                        new org.apache.curator.framework.recipes.queue.SimpleDistributedQueue(client, t[2])
+                                .offer(t[3].getBytes(StandardCharsets.UTF_8));
+                        emit(reply + " ok");
+                    });
+                    return true;
+                }
+                case "squeue_take": {
+                    need(t, 4, "squeue_take ID PATH MS");
+                    long ms = Long.parseLong(t[3]);
+                    async(reply, () -> {
+                        byte[] item = new org.apache.curator.framework.recipes.queue.SimpleDistributedQueue(client, t[2])
+                                .poll(ms, TimeUnit.MILLISECONDS);
+                        emit(reply + " " + (item == null ? "none" : new String(item, StandardCharsets.UTF_8)));
+                    });
+                    return true;
+                }
+                default:
+                    return false;
+            }
+        }
+    }
+
     private static final class Elections {
         private final CuratorFramework client;
         private final Map<String, LeaderLatch> latches = new ConcurrentHashMap<>();

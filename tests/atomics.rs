@@ -240,3 +240,39 @@ async fn increments_through_a_breaking_connection_are_applied_once_or_reported_u
     })
     .await;
 }
+
+/// Two Curator 5.4 processes and two Rust sessions increment one `DistributedAtomicLong`
+/// N times each: the node ends at exactly 4N, and Curator reads the value Rust wrote.
+#[tokio::test]
+async fn curator_and_rust_incrementing_one_long_add_up_exactly() {
+    use common::curator::CuratorPeer;
+    use common::timing::INTEROP_SESSION;
+    init_tracing();
+    const N: usize = 30;
+    bounded(common::timing::SLOW_LIMIT, async {
+        let connect = shared_connect().await;
+        let Some(mut java_a) = CuratorPeer::started(&connect, INTEROP_SESSION).await else { return };
+        let Some(mut java_b) = CuratorPeer::started(&connect, INTEROP_SESSION).await else { return };
+        let path = unique_path("atomic", "interop");
+        java_a.send(&format!("atomic_incr A {path} {N}")).await.unwrap();
+        java_b.send(&format!("atomic_incr B {path} {N}")).await.unwrap();
+        let rust_a = tokio::spawn(increments(connect.clone(), path.clone(), N, None));
+        let rust_b = tokio::spawn(increments(connect.clone(), path.clone(), N, None));
+        let (rust_a, rust_b) = (rust_a.await.unwrap(), rust_b.await.unwrap());
+        java_a.value_reply("atomic_incr A", LIMIT).await.unwrap();
+        java_b.value_reply("atomic_incr B", LIMIT).await.unwrap();
+        let fw = plain_framework(&connect, SESSION).await;
+        assert_eq!(fw.get_data(&path).await.unwrap().0, (4 * N as i64).to_be_bytes());
+        let mut rust_posts: Vec<i64> = rust_a.0.iter().chain(&rust_b.0).copied().collect();
+        rust_posts.sort_unstable();
+        rust_posts.dedup();
+        assert_eq!(rust_posts.len(), 2 * N, "every Rust increment saw its own value");
+        let seen = java_a.value_command(&format!("atomic_get A {path}"), LIMIT).await.unwrap();
+        assert_eq!(seen, [(4 * N).to_string()]);
+        fw.delete(&path).await.unwrap();
+        fw.close().await;
+        java_a.quit().await.unwrap();
+        java_b.quit().await.unwrap();
+    })
+    .await;
+}

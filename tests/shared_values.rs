@@ -245,3 +245,53 @@ async fn after_a_connection_cut_and_a_new_session_the_copy_is_current() {
     })
     .await;
 }
+
+/// Two Curator 5.4 processes and two Rust sessions increment one `SharedCount` N times each
+/// with `try_set` loops: exactly 4N; and each side reads the other's count.
+#[tokio::test]
+async fn curator_and_rust_incrementing_one_shared_count_add_up_exactly() {
+    use common::curator::CuratorPeer;
+    use common::timing::INTEROP_SESSION;
+    init_tracing();
+    const N: i32 = 25;
+    bounded(common::timing::SLOW_LIMIT, async {
+        let connect = shared_connect().await;
+        let Some(mut java_a) = CuratorPeer::started(&connect, INTEROP_SESSION).await else { return };
+        let Some(mut java_b) = CuratorPeer::started(&connect, INTEROP_SESSION).await else { return };
+        let path = unique_path("shared", "interop");
+        java_a.send(&format!("count_incr A {path} {N}")).await.unwrap();
+        java_b.send(&format!("count_incr B {path} {N}")).await.unwrap();
+        let mut tasks = Vec::new();
+        for _ in 0..2 {
+            let (connect, path) = (connect.clone(), path.clone());
+            tasks.push(tokio::spawn(async move {
+                let fw = plain_framework(&connect, SESSION).await;
+                let count = SharedCount::new(&fw, &path, 0).unwrap();
+                count.start().await.unwrap();
+                for _ in 0..N {
+                    increment(&count).await;
+                }
+                count.close();
+                fw.close().await;
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        java_a.value_reply("count_incr A", LIMIT).await.unwrap();
+        java_b.value_reply("count_incr B", LIMIT).await.unwrap();
+        let fw = plain_framework(&connect, SESSION).await;
+        assert_eq!(fw.get_data(&path).await.unwrap().0, (4 * N).to_be_bytes());
+        assert_eq!(java_a.value_command(&format!("count_get A {path}"), LIMIT).await.unwrap(), [(4 * N).to_string()]);
+        // Curator's seed never overwrites ours either way.
+        let count = SharedCount::new(&fw, &path, 1).unwrap();
+        count.start().await.unwrap();
+        count.set(-7).await.unwrap();
+        assert_eq!(java_b.value_command(&format!("count_get B {path}"), LIMIT).await.unwrap(), ["-7"]);
+        fw.delete(&path).await.unwrap();
+        fw.close().await;
+        java_a.quit().await.unwrap();
+        java_b.quit().await.unwrap();
+    })
+    .await;
+}
