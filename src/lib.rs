@@ -4,6 +4,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod atomic;
+mod barriers;
 mod error;
 mod framework;
 pub mod guide;
@@ -24,6 +25,7 @@ pub use async_trait::async_trait;
 pub use atomic::{
     AtomicStats, AtomicValue, DistributedAtomicInteger, DistributedAtomicLong, DistributedAtomicValue, PromotedToLock,
 };
+pub use barriers::{DistributedBarrier, DistributedDoubleBarrier};
 pub use error::{Error, Result};
 pub use framework::{
     AclProvider, ConnectionState, ConnectionStateErrorPolicy, ConnectionStateListener, ConnectionStateStream,
