@@ -145,6 +145,67 @@ pub fn decode_queue_items(bytes: &[u8]) -> Result<Vec<Vec<u8>>, ValueError> {
     }
 }
 
+/// A recipe whose state is one node's data rather than its children (a node without children
+/// is [`Recipe::Empty`](super::Recipe::Empty) to [`classify`](super::classify): name the
+/// recipe to decode it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ValueLayout {
+    /// `SharedCount`: 4 big-endian bytes.
+    SharedCount,
+    /// `SharedValue`: raw bytes.
+    SharedValue,
+    /// `DistributedAtomicLong`: 8 big-endian bytes (none reads as 0).
+    AtomicLong,
+    /// `DistributedAtomicInteger`: 4 big-endian bytes (none reads as 0).
+    AtomicInteger,
+    /// `DistributedAtomicValue`: raw bytes.
+    AtomicValue,
+    /// `DistributedBarrier`: the node's existence is the barrier; its data (Curator writes the
+    /// setter's IP address) means nothing.
+    Barrier,
+}
+
+/// A value node, decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DecodedValue {
+    /// A count or counter.
+    Number(i64),
+    /// Raw bytes.
+    Bytes(Vec<u8>),
+    /// A barrier that is set (its node exists).
+    Set,
+}
+
+impl ValueLayout {
+    /// A stable lowercase identifier (`shared-count`, `atomic-long`, ...).
+    pub fn id(self) -> &'static str {
+        match self {
+            ValueLayout::SharedCount => "shared-count",
+            ValueLayout::SharedValue => "shared-value",
+            ValueLayout::AtomicLong => "atomic-long",
+            ValueLayout::AtomicInteger => "atomic-integer",
+            ValueLayout::AtomicValue => "atomic-value",
+            ValueLayout::Barrier => "barrier",
+        }
+    }
+
+    /// Decodes an existing node's data.
+    ///
+    /// # Errors
+    /// [`ValueError`] when the bytes do not have the layout.
+    pub fn decode(self, bytes: &[u8]) -> Result<DecodedValue, ValueError> {
+        Ok(match self {
+            ValueLayout::SharedCount => DecodedValue::Number(decode_count(bytes)?.into()),
+            ValueLayout::AtomicInteger => DecodedValue::Number(decode_atomic_int(bytes)?.into()),
+            ValueLayout::AtomicLong => DecodedValue::Number(decode_atomic_long(bytes)?),
+            ValueLayout::SharedValue | ValueLayout::AtomicValue => DecodedValue::Bytes(bytes.to_vec()),
+            ValueLayout::Barrier => DecodedValue::Set,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,6 +235,17 @@ mod tests {
         let err = decode_atomic_long(&[0; 9]).unwrap_err();
         assert_eq!(err.to_string(), "9 bytes, where a 8-byte big-endian long was expected");
         assert!(decode_atomic_long(&[0; 4]).is_err(), "an integer's node is not a long");
+    }
+
+    #[test]
+    fn value_layouts_decode_their_nodes() {
+        assert_eq!(ValueLayout::SharedCount.decode(&[0, 0, 0, 3]), Ok(DecodedValue::Number(3)));
+        assert!(ValueLayout::SharedCount.decode(&[]).is_err());
+        assert_eq!(ValueLayout::AtomicInteger.decode(&[]), Ok(DecodedValue::Number(0)));
+        assert_eq!(ValueLayout::AtomicLong.decode(&encode_long(-5)), Ok(DecodedValue::Number(-5)));
+        assert_eq!(ValueLayout::SharedValue.decode(b"x"), Ok(DecodedValue::Bytes(b"x".to_vec())));
+        assert_eq!(ValueLayout::Barrier.decode(b"10.0.0.5"), Ok(DecodedValue::Set));
+        assert_eq!(ValueLayout::AtomicLong.id(), "atomic-long");
     }
 
     #[test]
