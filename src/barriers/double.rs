@@ -108,12 +108,13 @@ impl DistributedDoubleBarrier {
         let fw = &self.framework;
         let (ready, mut watch) = fw.exists(&self.ready_path).watch().await?;
         let mut undo = Undo { framework: fw, path: Some(fw.fix_path(&self.our_path)) };
-        fw.create(&self.our_path).mode(CreateMode::Ephemeral).parents(Parents::Containers).await.map_err(|e| {
+        let created = fw.create(&self.our_path).mode(CreateMode::Ephemeral).parents(Parents::Containers).await;
+        if let Err(e) = created {
             if e.is_node_exists() {
                 undo.path = None; // an earlier enter's node: not ours to delete here
             }
-            e
-        })?;
+            return Err(e);
+        }
         if ready.is_some() {
             undo.path = None;
             return Ok(true);
