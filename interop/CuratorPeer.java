@@ -622,6 +622,13 @@ public final class CuratorPeer {
      *   dbarrier_leave ID MS          -> dbarrier_leave ID true|false
      *   squeue_offer ID PATH TEXT     -> squeue_offer ID ok           SimpleDistributedQueue
      *   squeue_take ID PATH MS        -> squeue_take ID <text>|none   (poll with a timeout)
+     *   dqueue_put ID PATH TEXT...    -> dqueue_put ID ok             DistributedQueue<String> (UTF-8),
+     *                                    producer only, not in the background; several TEXTs
+     *                                    are one putMulti
+     *   dqueue_consume ID PATH LOCK|- [hold]
+     *                                 -> dqueue_consume ID ok; then per item, async
+     *                                    `dqueue-item ID <text>`; LOCK is the lock path (`-`:
+     *                                    none); `hold` never returns from consumeMessage
      */
     private static final class Values {
         private final CuratorFramework client;
@@ -653,7 +660,7 @@ public final class CuratorPeer {
                 case "count_incr": case "count_get": case "atomic_incr": case "atomic_get":
                 case "barrier_set": case "barrier_remove": case "barrier_wait":
                 case "dbarrier": case "dbarrier_enter": case "dbarrier_leave":
-                case "squeue_offer": case "squeue_take":
+                case "squeue_offer": case "squeue_take": case "dqueue_put": case "dqueue_consume":
                     break;
                 default:
                     return false;
@@ -774,10 +781,80 @@ public final class CuratorPeer {
                     });
                     return true;
                 }
+                case "dqueue_put": {
+                    need(t, 4, "dqueue_put ID PATH TEXT...");
+                    async(reply, () -> {
+                        org.apache.curator.framework.recipes.queue.DistributedQueue<String> q =
+                                org.apache.curator.framework.recipes.queue.QueueBuilder.builder(
+                                        client, null, STRINGS, t[2]).putInBackground(false).buildQueue();
+                        q.start();
+                        if (t.length == 4) {
+                            q.put(t[3]);
+                        } else {
+                            org.apache.curator.framework.recipes.queue.MultiItem<String> items =
+                                    new org.apache.curator.framework.recipes.queue.MultiItem<String>() {
+                                        private int next = 3;
+
+                                        @Override
+                                        public String nextItem() {
+                                            return next < t.length ? t[next++] : null;
+                                        }
+                                    };
+                            q.putMulti(items);
+                        }
+                        q.close();
+                        emit(reply + " ok");
+                    });
+                    return true;
+                }
+                case "dqueue_consume": {
+                    need(t, 4, "dqueue_consume ID PATH LOCK|- [hold]");
+                    String id = t[1];
+                    boolean hold = t.length > 4 && t[4].equals("hold");
+                    org.apache.curator.framework.recipes.queue.QueueConsumer<String> consumer =
+                            new org.apache.curator.framework.recipes.queue.QueueConsumer<String>() {
+                                @Override
+                                public void consumeMessage(String message) throws Exception {
+                                    emit("dqueue-item " + id + " " + message);
+                                    if (hold) {
+                                        Thread.sleep(Long.MAX_VALUE);
+                                    }
+                                }
+
+                                @Override
+                                public void stateChanged(CuratorFramework c,
+                                        org.apache.curator.framework.state.ConnectionState s) {
+                                    // not registered by DistributedQueue (CURATOR-336)
+                                }
+                            };
+                    org.apache.curator.framework.recipes.queue.QueueBuilder<String> builder =
+                            org.apache.curator.framework.recipes.queue.QueueBuilder.builder(
+                                    client, consumer, STRINGS, t[2]);
+                    if (!t[3].equals("-")) {
+                        builder = builder.lockPath(t[3]);
+                    }
+                    org.apache.curator.framework.recipes.queue.DistributedQueue<String> q = builder.buildQueue();
+                    q.start();
+                    emit(reply + " ok");
+                    return true;
+                }
                 default:
                     return false;
             }
         }
+
+        private static final org.apache.curator.framework.recipes.queue.QueueSerializer<String> STRINGS =
+                new org.apache.curator.framework.recipes.queue.QueueSerializer<String>() {
+                    @Override
+                    public byte[] serialize(String item) {
+                        return item.getBytes(StandardCharsets.UTF_8);
+                    }
+
+                    @Override
+                    public String deserialize(byte[] bytes) {
+                        return new String(bytes, StandardCharsets.UTF_8);
+                    }
+                };
     }
 
     private static final class Elections {

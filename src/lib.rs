@@ -42,7 +42,7 @@ pub use locks::{InterProcessMutex, MutexGuard};
 pub use locks::{InterProcessReadWriteLock, ReadLock, ReadLockGuard, WriteLock, WriteLockGuard};
 pub use locks::{InterProcessSemaphore, InterProcessSemaphoreMutex, SemaphoreLease, SemaphoreMutexGuard};
 pub use locks::{Revocable, Revoker};
-pub use queue::SimpleDistributedQueue;
+pub use queue::{DistributedQueue, SimpleDistributedQueue};
 pub use shared::{SharedCount, SharedCountChanges, SharedValue, SharedValueChanges, VersionedValue};
 /// The ZooKeeper client this crate builds on, for every type of its own (`Client`, `Error`,
 /// `WatchedEvent`, ...); the ones this crate's API takes or returns are also at the root.

@@ -1,12 +1,12 @@
 //! `SimpleDistributedQueue`: raw items as `qn-<sequence>` nodes, taken in name order.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
 use zookeeper_client::CreateMode;
 
-use crate::error::{is_zk_connection_error, Error, Result, ZkError};
+use super::delete_taken;
+use crate::error::{Error, Result, ZkError};
 use crate::framework::{Framework, OneshotWatch};
 use crate::path;
 use crate::protocol::SIMPLE_QUEUE_PREFIX;
@@ -195,39 +195,10 @@ impl SimpleDistributedQueue {
                 Err(Error::ZooKeeper(ZkError::NoNode)) => continue,
                 Err(e) => return Err(e),
             };
-            if self.delete(&item).await? {
+            if delete_taken(&self.framework, &item, None).await? {
                 return Ok(Pass::Item(data));
             }
         }
         Ok(Pass::Empty(watch))
-    }
-
-    /// Deletes an item: true when this delete removed it, false when it was gone already.
-    async fn delete(&self, item: &str) -> Result<bool> {
-        let fw = &self.framework;
-        let full = fw.full_path(item)?;
-        let in_doubt = AtomicBool::new(false);
-        let result = {
-            let (full, in_doubt) = (&full, &in_doubt);
-            fw.with_retry(|s| async move {
-                let reply = s.client.delete(full, None).await;
-                if matches!(&reply, Err(e) if is_zk_connection_error(e)) {
-                    in_doubt.store(true, Ordering::Relaxed);
-                }
-                reply
-            })
-            .await
-        };
-        match result {
-            Ok(()) => Ok(true),
-            Err(Error::ZooKeeper(ZkError::NoNode)) if in_doubt.load(Ordering::Relaxed) => {
-                Err(Error::OutcomeUnknown { operation: "take", path: item.to_owned(), error: ZkError::ConnectionLoss })
-            }
-            Err(Error::ZooKeeper(ZkError::NoNode)) => Ok(false),
-            Err(e) if e.is_connection_error() => {
-                Err(Error::OutcomeUnknown { operation: "take", path: item.to_owned(), error: ZkError::ConnectionLoss })
-            }
-            Err(e) => Err(e),
-        }
     }
 }
