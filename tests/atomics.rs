@@ -276,3 +276,53 @@ async fn curator_and_rust_incrementing_one_long_add_up_exactly() {
     })
     .await;
 }
+
+/// The session expires while a session increments: every increment reported applied is in
+/// the final value, none twice; those whose outcome the expiry left unknown are reported so.
+#[tokio::test]
+async fn increments_across_a_session_expiry_are_applied_once_or_reported_unknown() {
+    use common::timing::{EVENT, FAULT_SESSION};
+    init_tracing();
+    bounded(LIMIT, async {
+        const N: usize = 150;
+        let faulty = FaultyServer::start().await;
+        let path = unique_path("atomic", "expiry");
+        let fw = framework(&faulty.proxied(), FAULT_SESSION).await;
+        let worker = {
+            let (fw, path) = (fw.clone(), path.clone());
+            tokio::spawn(async move {
+                let long = DistributedAtomicLong::new(&fw, &path, patient()).unwrap();
+                let (mut applied, mut unknown) = (0u64, 0u64);
+                for _ in 0..N {
+                    match long.increment().await {
+                        Ok(result) if result.succeeded() => applied += 1,
+                        Ok(result) => panic!("the policy gave up: {result:?}"),
+                        Err(Error::OutcomeUnknown { .. }) => unknown += 1,
+                        Err(e) => panic!("increment: {e}"),
+                    }
+                }
+                (applied, unknown)
+            })
+        };
+        let observer = plain_framework(&faulty.direct(), SESSION).await;
+        let value = |data: Vec<u8>| i64::from_be_bytes(data.try_into().unwrap()) as u64;
+        eventually(EVENT, "a third of the increments", || async {
+            match observer.get_data(&path).await {
+                Ok((data, _)) if value(data.clone()) >= N as u64 / 3 => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await;
+        let before = fw.snapshot().epoch;
+        faulty.expire(&fw, EVENT).await;
+        assert!(fw.snapshot().epoch > before, "a new session");
+        let (applied, unknown) = within(LIMIT, "the increments", worker).await.unwrap();
+        let total = value(observer.get_data(&path).await.unwrap().0);
+        eprintln!("applied {applied}, unknown {unknown}, final {total}");
+        assert_eq!(applied + unknown, N as u64);
+        assert!(total >= applied && total <= applied + unknown, "applied {applied}, unknown {unknown}, final {total}");
+        observer.close().await;
+        fw.close().await;
+    })
+    .await;
+}

@@ -295,3 +295,69 @@ async fn curator_and_rust_incrementing_one_shared_count_add_up_exactly() {
     })
     .await;
 }
+
+/// The connection breaks again and again while two sessions increment one `SharedCount` with
+/// `try_set` loops: every increment reported applied is in the final count, none twice, and
+/// the count exceeds them only by those reported as unknown.
+#[tokio::test]
+async fn try_set_increments_through_a_breaking_connection_are_applied_once_or_reported_unknown() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+    init_tracing();
+    bounded(LIMIT, async {
+        const N: usize = 40;
+        let faulty = Arc::new(FaultyServer::start().await);
+        let path = unique_path("shared", "faults");
+        let stop = Arc::new(AtomicBool::new(false));
+        let breaker = {
+            let (stop, faulty) = (stop.clone(), faulty.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    tokio::time::sleep(Duration::from_millis(40)).await;
+                    faulty.proxy.reset_connections();
+                }
+            })
+        };
+        let mut tasks = Vec::new();
+        for _ in 0..2 {
+            let (connect, path) = (faulty.proxied(), path.clone());
+            tasks.push(tokio::spawn(async move {
+                let fw = framework(&connect, SESSION).await;
+                let count = SharedCount::new(&fw, &path, 0).unwrap();
+                count.start().await.unwrap();
+                let (mut applied, mut unknown) = (0u64, 0u64);
+                for _ in 0..N {
+                    loop {
+                        let seen = count.versioned_count().unwrap();
+                        match count.try_set(&seen, seen.value() + 1).await {
+                            Ok(true) => applied += 1,
+                            Ok(false) => continue,
+                            // Not retried: it may have been applied.
+                            Err(Error::OutcomeUnknown { .. }) => unknown += 1,
+                            Err(e) => panic!("try_set: {e}"),
+                        }
+                        break;
+                    }
+                }
+                count.close();
+                fw.close().await;
+                (applied, unknown)
+            }));
+        }
+        let (mut applied, mut unknown) = (0, 0);
+        for task in tasks {
+            let (a, u) = task.await.unwrap();
+            applied += a;
+            unknown += u;
+        }
+        stop.store(true, Ordering::Relaxed);
+        breaker.await.unwrap();
+        let fw = plain_framework(&faulty.direct(), SESSION).await;
+        let total = i32::from_be_bytes(fw.get_data(&path).await.unwrap().0.try_into().unwrap()) as u64;
+        eprintln!("applied {applied}, unknown {unknown}, final {total}");
+        assert_eq!(applied + unknown, 2 * N as u64);
+        assert!(total >= applied && total <= applied + unknown, "applied {applied}, unknown {unknown}, final {total}");
+        fw.close().await;
+    })
+    .await;
+}
