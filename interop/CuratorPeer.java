@@ -9,6 +9,8 @@
 //
 //   mutex ID PATH                 -> ok            InterProcessMutex
 //   semaphore ID PATH MAX         -> ok            InterProcessSemaphoreV2
+//   semaphore_count ID PATH COUNT -> ok            InterProcessSemaphoreV2 sized by a started
+//                                                  SharedCount(COUNT path, seed 1)
 //   semmutex ID PATH              -> ok            InterProcessSemaphoreMutex
 //   rwlock ID PATH                -> ok            InterProcessReadWriteLock; registers the halves
 //                                                  as IDs `ID.read` and `ID.write`
@@ -274,6 +276,17 @@ public final class CuratorPeer {
                 checkFree(t[1]);
                 InterProcessSemaphoreV2 s =
                         new InterProcessSemaphoreV2(client, t[2], Integer.parseInt(t[3]));
+                register(new Handle(t[1], t[2], Kind.SEMAPHORE, null, s, null, newWorker(t[1])));
+                emit("ok");
+                return true;
+            }
+            case "semaphore_count": {
+                need(t, 4, "semaphore_count ID PATH COUNTPATH");
+                checkFree(t[1]);
+                org.apache.curator.framework.recipes.shared.SharedCount count =
+                        new org.apache.curator.framework.recipes.shared.SharedCount(client, t[3], 1);
+                count.start();
+                InterProcessSemaphoreV2 s = new InterProcessSemaphoreV2(client, t[2], count);
                 register(new Handle(t[1], t[2], Kind.SEMAPHORE, null, s, null, newWorker(t[1])));
                 emit("ok");
                 return true;
@@ -611,6 +624,7 @@ public final class CuratorPeer {
      *   count_incr ID PATH N          -> count_incr ID done <tries>   SharedCount(seed 0): N
      *                                    increments by trySetCount loops
      *   count_get ID PATH             -> count_get ID <count>         SharedCount.getCount
+     *   count_set ID PATH N           -> count_set ID ok              SharedCount.setCount
      *   atomic_incr ID PATH N         -> atomic_incr ID done <tries>  DistributedAtomicLong
      *                                    (RetryNTimes(1000, 1)): N increments, each succeeded
      *   atomic_get ID PATH            -> atomic_get ID <value>
@@ -657,7 +671,7 @@ public final class CuratorPeer {
 
         boolean dispatch(String[] t) throws Exception {
             switch (t[0]) {
-                case "count_incr": case "count_get": case "atomic_incr": case "atomic_get":
+                case "count_incr": case "count_get": case "count_set": case "atomic_incr": case "atomic_get":
                 case "barrier_set": case "barrier_remove": case "barrier_wait":
                 case "dbarrier": case "dbarrier_enter": case "dbarrier_leave":
                 case "squeue_offer": case "squeue_take": case "dqueue_put": case "dqueue_consume":
@@ -700,6 +714,19 @@ public final class CuratorPeer {
                         }
                     });
                     return true;
+                case "count_set": {
+                    need(t, 4, "count_set ID PATH N");
+                    int n = Integer.parseInt(t[3]);
+                    async(reply, () -> {
+                        try (org.apache.curator.framework.recipes.shared.SharedCount count =
+                                new org.apache.curator.framework.recipes.shared.SharedCount(client, t[2], 0)) {
+                            count.start();
+                            count.setCount(n);
+                            emit(reply + " ok");
+                        }
+                    });
+                    return true;
+                }
                 case "atomic_incr": {
                     need(t, 4, "atomic_incr ID PATH N");
                     int n = Integer.parseInt(t[3]);

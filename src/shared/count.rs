@@ -138,6 +138,11 @@ impl SharedCount {
         self.value.add_listener(move |v| listener(decode_versioned(&path, v)))
     }
 
+    /// The local copy's raw bytes, for a semaphore sized by this count.
+    pub(crate) fn raw_watch(&self) -> tokio::sync::watch::Receiver<VersionedValue<Vec<u8>>> {
+        self.value.watch()
+    }
+
     /// Every new count from now on, as a stream (see [`SharedValue::changes`]).
     pub fn changes(&self) -> SharedCountChanges {
         SharedCountChanges { path: self.path().to_owned(), inner: self.value.changes() }

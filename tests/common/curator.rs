@@ -155,7 +155,7 @@ impl Expect {
         let mut tokens = line.split_whitespace();
         let verb = tokens.next().ok_or("empty command")?;
         let words: &[&str] = match verb {
-            "mutex" | "semaphore" | "semmutex" | "rwlock" | "revocable" | "revoke" => &["ok"],
+            "mutex" | "semaphore" | "semaphore_count" | "semmutex" | "rwlock" | "revocable" | "revoke" => &["ok"],
             "acquire" | "acquire_many" => &["acquired", "timeout"],
             "release" => &["released"],
             "loop" | "rwloop" => &["loop-started"],
