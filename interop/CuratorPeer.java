@@ -9,6 +9,8 @@
 //
 //   mutex ID PATH                 -> ok            InterProcessMutex
 //   semaphore ID PATH MAX         -> ok            InterProcessSemaphoreV2
+//   semaphore_count ID PATH COUNT -> ok            InterProcessSemaphoreV2 sized by a started
+//                                                  SharedCount(COUNT path, seed 1)
 //   semmutex ID PATH              -> ok            InterProcessSemaphoreMutex
 //   rwlock ID PATH                -> ok            InterProcessReadWriteLock; registers the halves
 //                                                  as IDs `ID.read` and `ID.write`
@@ -41,7 +43,8 @@
 //   session                       -> session 0x<hex session id>
 //   quit                          -> bye, then the process exits 0
 //
-// Leader election commands (LeaderLatch, LeaderSelector) are listed at the `Elections` class below.
+// Leader election commands (LeaderLatch, LeaderSelector) are listed at the `Elections` class below;
+// shared values, atomics, barriers and queues at the `Values` class.
 //
 // Asynchronous lines, interleaved with replies: `connection <STATE>`, `revoke-requested ID`,
 // `loop-done ID N`, `loop-error ID msg`. Startup prints `ready` once connected.
@@ -135,11 +138,13 @@ public final class CuratorPeer {
     private final Map<String, Handle> handles = new ConcurrentHashMap<>();
     private final Elections elections;
     private final Caches caches;
+    private final Values values;
 
     private CuratorPeer(CuratorFramework client) {
         this.client = client;
         this.elections = new Elections(client);
         this.caches = new Caches(client);
+        this.values = new Values(client);
     }
 
     static void emit(String line) {
@@ -268,7 +273,7 @@ public final class CuratorPeer {
     }
 
     private boolean dispatch(String[] t) throws Exception {
-        if (elections.dispatch(t) || caches.dispatch(t)) {
+        if (elections.dispatch(t) || caches.dispatch(t) || values.dispatch(t)) {
             return true;
         }
         switch (t[0]) {
@@ -285,6 +290,17 @@ public final class CuratorPeer {
                 checkFree(t[1]);
                 InterProcessSemaphoreV2 s =
                         new InterProcessSemaphoreV2(client, t[2], Integer.parseInt(t[3]));
+                register(new Handle(t[1], t[2], Kind.SEMAPHORE, null, s, null, newWorker(t[1])));
+                emit("ok");
+                return true;
+            }
+            case "semaphore_count": {
+                need(t, 4, "semaphore_count ID PATH COUNTPATH");
+                checkFree(t[1]);
+                org.apache.curator.framework.recipes.shared.SharedCount count =
+                        new org.apache.curator.framework.recipes.shared.SharedCount(client, t[3], 1);
+                count.start();
+                InterProcessSemaphoreV2 s = new InterProcessSemaphoreV2(client, t[2], count);
                 register(new Handle(t[1], t[2], Kind.SEMAPHORE, null, s, null, newWorker(t[1])));
                 emit("ok");
                 return true;
@@ -715,6 +731,273 @@ public final class CuratorPeer {
                     return false;
             }
         }
+    }
+
+    /**
+     * Shared values, atomics, barriers and queues. Every command replies `<verb> ID ...` (or
+     * `error ID msg`) from a thread of its own, so commands that wait do not hold up the others.
+     *
+     *   count_incr ID PATH N          -> count_incr ID done <tries>   SharedCount(seed 0): N
+     *                                    increments by trySetCount loops
+     *   count_get ID PATH             -> count_get ID <count>         SharedCount.getCount
+     *   count_set ID PATH N           -> count_set ID ok              SharedCount.setCount
+     *   atomic_incr ID PATH N         -> atomic_incr ID done <tries>  DistributedAtomicLong
+     *                                    (RetryNTimes(1000, 1)): N increments, each succeeded
+     *   atomic_get ID PATH            -> atomic_get ID <value>
+     *   barrier_set ID PATH           -> barrier_set ID ok            DistributedBarrier
+     *   barrier_remove ID PATH        -> barrier_remove ID ok
+     *   barrier_wait ID PATH MS       -> barrier_wait ID true|false
+     *   dbarrier ID PATH N            -> dbarrier ID ok               DistributedDoubleBarrier
+     *   dbarrier_enter ID MS          -> dbarrier_enter ID true|false
+     *   dbarrier_leave ID MS          -> dbarrier_leave ID true|false
+     *   squeue_offer ID PATH TEXT     -> squeue_offer ID ok           SimpleDistributedQueue
+     *   squeue_take ID PATH MS        -> squeue_take ID <text>|none   (poll with a timeout)
+     *   dqueue_put ID PATH TEXT...    -> dqueue_put ID ok             DistributedQueue<String> (UTF-8),
+     *                                    producer only, not in the background; several TEXTs
+     *                                    are one putMulti
+     *   dqueue_consume ID PATH LOCK|- [hold]
+     *                                 -> dqueue_consume ID ok; then per item, async
+     *                                    `dqueue-item ID <text>`; LOCK is the lock path (`-`:
+     *                                    none); `hold` never returns from consumeMessage
+     */
+    private static final class Values {
+        private final CuratorFramework client;
+        private final Map<String, org.apache.curator.framework.recipes.barriers.DistributedDoubleBarrier> doubles =
+                new ConcurrentHashMap<>();
+        private final ExecutorService workers = Executors.newCachedThreadPool(r -> {
+            Thread th = new Thread(r, "peer-values");
+            th.setDaemon(true);
+            return th;
+        });
+
+        Values(CuratorFramework client) {
+            this.client = client;
+        }
+
+        private void async(String reply, Op op) {
+            String id = reply.split(" ")[1];
+            workers.execute(() -> {
+                try {
+                    op.run();
+                } catch (Throwable e) {
+                    emit("error " + id + " " + describe(e));
+                }
+            });
+        }
+
+        boolean dispatch(String[] t) throws Exception {
+            switch (t[0]) {
+                case "count_incr": case "count_get": case "count_set": case "atomic_incr": case "atomic_get":
+                case "barrier_set": case "barrier_remove": case "barrier_wait":
+                case "dbarrier": case "dbarrier_enter": case "dbarrier_leave":
+                case "squeue_offer": case "squeue_take": case "dqueue_put": case "dqueue_consume":
+                    break;
+                default:
+                    return false;
+            }
+            need(t, 3, t[0] + " ID ...");
+            String reply = t[0] + " " + t[1];
+            switch (t[0]) {
+                case "count_incr": {
+                    need(t, 4, "count_incr ID PATH N");
+                    int n = Integer.parseInt(t[3]);
+                    async(reply, () -> {
+                        try (org.apache.curator.framework.recipes.shared.SharedCount count =
+                                new org.apache.curator.framework.recipes.shared.SharedCount(client, t[2], 0)) {
+                            count.start();
+                            long tries = 0;
+                            for (int i = 0; i < n; i++) {
+                                while (true) {
+                                    tries++;
+                                    org.apache.curator.framework.recipes.shared.VersionedValue<Integer> seen =
+                                            count.getVersionedValue();
+                                    if (count.trySetCount(seen, seen.getValue() + 1)) {
+                                        break;
+                                    }
+                                }
+                            }
+                            emit(reply + " done " + tries);
+                        }
+                    });
+                    return true;
+                }
+                case "count_get":
+                    async(reply, () -> {
+                        try (org.apache.curator.framework.recipes.shared.SharedCount count =
+                                new org.apache.curator.framework.recipes.shared.SharedCount(client, t[2], 0)) {
+                            count.start();
+                            emit(reply + " " + count.getCount());
+                        }
+                    });
+                    return true;
+                case "count_set": {
+                    need(t, 4, "count_set ID PATH N");
+                    int n = Integer.parseInt(t[3]);
+                    async(reply, () -> {
+                        try (org.apache.curator.framework.recipes.shared.SharedCount count =
+                                new org.apache.curator.framework.recipes.shared.SharedCount(client, t[2], 0)) {
+                            count.start();
+                            count.setCount(n);
+                            emit(reply + " ok");
+                        }
+                    });
+                    return true;
+                }
+                case "atomic_incr": {
+                    need(t, 4, "atomic_incr ID PATH N");
+                    int n = Integer.parseInt(t[3]);
+                    async(reply, () -> {
+                        org.apache.curator.framework.recipes.atomic.DistributedAtomicLong counter =
+                                new org.apache.curator.framework.recipes.atomic.DistributedAtomicLong(
+                                        client, t[2], new org.apache.curator.retry.RetryNTimes(1000, 1));
+                        long tries = 0;
+                        for (int i = 0; i < n; i++) {
+                            org.apache.curator.framework.recipes.atomic.AtomicValue<Long> v = counter.increment();
+                            if (!v.succeeded()) {
+                                throw new IllegalStateException("increment " + i + " did not succeed");
+                            }
+                            tries += v.getStats().getOptimisticTries();
+                        }
+                        emit(reply + " done " + tries);
+                    });
+                    return true;
+                }
+                case "atomic_get":
+                    async(reply, () -> emit(reply + " " + new org.apache.curator.framework.recipes.atomic.DistributedAtomicLong(
+                            client, t[2], new org.apache.curator.retry.RetryNTimes(0, 1)).get().postValue()));
+                    return true;
+                case "barrier_set":
+                    async(reply, () -> {
+                        new org.apache.curator.framework.recipes.barriers.DistributedBarrier(client, t[2]).setBarrier();
+                        emit(reply + " ok");
+                    });
+                    return true;
+                case "barrier_remove":
+                    async(reply, () -> {
+                        new org.apache.curator.framework.recipes.barriers.DistributedBarrier(client, t[2]).removeBarrier();
+                        emit(reply + " ok");
+                    });
+                    return true;
+                case "barrier_wait": {
+                    need(t, 4, "barrier_wait ID PATH MS");
+                    long ms = Long.parseLong(t[3]);
+                    async(reply, () -> emit(reply + " " + new org.apache.curator.framework.recipes.barriers.DistributedBarrier(
+                            client, t[2]).waitOnBarrier(ms, TimeUnit.MILLISECONDS)));
+                    return true;
+                }
+                case "dbarrier": {
+                    need(t, 4, "dbarrier ID PATH N");
+                    if (doubles.putIfAbsent(t[1], new org.apache.curator.framework.recipes.barriers.DistributedDoubleBarrier(
+                            client, t[2], Integer.parseInt(t[3]))) != null) {
+                        throw new IllegalArgumentException("duplicate double barrier " + t[1]);
+                    }
+                    emit(reply + " ok");
+                    return true;
+                }
+                case "dbarrier_enter": case "dbarrier_leave": {
+                    org.apache.curator.framework.recipes.barriers.DistributedDoubleBarrier b = doubles.get(t[1]);
+                    if (b == null) {
+                        throw new IllegalArgumentException("unknown double barrier " + t[1]);
+                    }
+                    long ms = Long.parseLong(t[2]);
+                    boolean enter = t[0].equals("dbarrier_enter");
+                    async(reply, () -> emit(reply + " "
+                            + (enter ? b.enter(ms, TimeUnit.MILLISECONDS) : b.leave(ms, TimeUnit.MILLISECONDS))));
+                    return true;
+                }
+                case "squeue_offer": {
+                    need(t, 4, "squeue_offer ID PATH TEXT");
+                    async(reply, () -> {
+                        new org.apache.curator.framework.recipes.queue.SimpleDistributedQueue(client, t[2])
+                                .offer(t[3].getBytes(StandardCharsets.UTF_8));
+                        emit(reply + " ok");
+                    });
+                    return true;
+                }
+                case "squeue_take": {
+                    need(t, 4, "squeue_take ID PATH MS");
+                    long ms = Long.parseLong(t[3]);
+                    async(reply, () -> {
+                        byte[] item = new org.apache.curator.framework.recipes.queue.SimpleDistributedQueue(client, t[2])
+                                .poll(ms, TimeUnit.MILLISECONDS);
+                        emit(reply + " " + (item == null ? "none" : new String(item, StandardCharsets.UTF_8)));
+                    });
+                    return true;
+                }
+                case "dqueue_put": {
+                    need(t, 4, "dqueue_put ID PATH TEXT...");
+                    async(reply, () -> {
+                        org.apache.curator.framework.recipes.queue.DistributedQueue<String> q =
+                                org.apache.curator.framework.recipes.queue.QueueBuilder.builder(
+                                        client, null, STRINGS, t[2]).putInBackground(false).buildQueue();
+                        q.start();
+                        if (t.length == 4) {
+                            q.put(t[3]);
+                        } else {
+                            org.apache.curator.framework.recipes.queue.MultiItem<String> items =
+                                    new org.apache.curator.framework.recipes.queue.MultiItem<String>() {
+                                        private int next = 3;
+
+                                        @Override
+                                        public String nextItem() {
+                                            return next < t.length ? t[next++] : null;
+                                        }
+                                    };
+                            q.putMulti(items);
+                        }
+                        q.close();
+                        emit(reply + " ok");
+                    });
+                    return true;
+                }
+                case "dqueue_consume": {
+                    need(t, 4, "dqueue_consume ID PATH LOCK|- [hold]");
+                    String id = t[1];
+                    boolean hold = t.length > 4 && t[4].equals("hold");
+                    org.apache.curator.framework.recipes.queue.QueueConsumer<String> consumer =
+                            new org.apache.curator.framework.recipes.queue.QueueConsumer<String>() {
+                                @Override
+                                public void consumeMessage(String message) throws Exception {
+                                    emit("dqueue-item " + id + " " + message);
+                                    if (hold) {
+                                        Thread.sleep(Long.MAX_VALUE);
+                                    }
+                                }
+
+                                @Override
+                                public void stateChanged(CuratorFramework c,
+                                        org.apache.curator.framework.state.ConnectionState s) {
+                                    // not registered by DistributedQueue (CURATOR-336)
+                                }
+                            };
+                    org.apache.curator.framework.recipes.queue.QueueBuilder<String> builder =
+                            org.apache.curator.framework.recipes.queue.QueueBuilder.builder(
+                                    client, consumer, STRINGS, t[2]);
+                    if (!t[3].equals("-")) {
+                        builder = builder.lockPath(t[3]);
+                    }
+                    org.apache.curator.framework.recipes.queue.DistributedQueue<String> q = builder.buildQueue();
+                    q.start();
+                    emit(reply + " ok");
+                    return true;
+                }
+                default:
+                    return false;
+            }
+        }
+
+        private static final org.apache.curator.framework.recipes.queue.QueueSerializer<String> STRINGS =
+                new org.apache.curator.framework.recipes.queue.QueueSerializer<String>() {
+                    @Override
+                    public byte[] serialize(String item) {
+                        return item.getBytes(StandardCharsets.UTF_8);
+                    }
+
+                    @Override
+                    public String deserialize(byte[] bytes) {
+                        return new String(bytes, StandardCharsets.UTF_8);
+                    }
+                };
     }
 
     private static final class Elections {

@@ -151,6 +151,19 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// A recipe's node holds bytes its layout does not allow (a counter that is not exactly 4
+    /// or 8 big-endian bytes, a queue item that is not Curator's item framing, ...). Nothing
+    /// was written.
+    #[error("{path} holds data that is not a valid {expected}: {reason}")]
+    CorruptData {
+        /// The node's path (namespace stripped).
+        path: String,
+        /// What the recipe expected there (`4-byte count`, `8-byte long`, ...).
+        expected: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// An acquire kept losing its node (the session ended, or someone deleted the node) and
     /// the retry policy gave up starting over.
     #[error("gave up acquiring {path} after {attempts} fresh attempts: its node kept vanishing")]

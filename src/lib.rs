@@ -6,6 +6,8 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub, rust_2018_idioms)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod atomic;
+mod barriers;
 mod cache;
 mod error;
 mod framework;
@@ -15,7 +17,9 @@ mod locks;
 mod mirror;
 pub mod path;
 pub mod protocol;
+mod queue;
 pub mod retry;
+mod shared;
 mod sync;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
@@ -24,6 +28,10 @@ pub mod testing;
 /// The attribute [`ConnectionStateListener`] is written with: `#[zk_recipes::async_trait]` on an
 /// `impl ConnectionStateListener for ...` block, without a dependency of your own.
 pub use async_trait::async_trait;
+pub use atomic::{
+    AtomicStats, AtomicValue, DistributedAtomicInteger, DistributedAtomicLong, DistributedAtomicValue, PromotedToLock,
+};
+pub use barriers::{DistributedBarrier, DistributedDoubleBarrier};
 pub use cache::{
     CacheEvent, CacheEventStream, CacheMode, ChildData, CuratorCache, CuratorCacheBuilder, CuratorCacheListener,
     NodeStream, PathChildrenEvent, PathChildrenStream,
@@ -45,6 +53,8 @@ pub use locks::{InterProcessMutex, MutexGuard};
 pub use locks::{InterProcessReadWriteLock, ReadLock, ReadLockGuard, WriteLock, WriteLockGuard};
 pub use locks::{InterProcessSemaphore, InterProcessSemaphoreMutex, SemaphoreLease, SemaphoreMutexGuard};
 pub use locks::{Revocable, Revoker};
+pub use queue::{DistributedQueue, SimpleDistributedQueue};
+pub use shared::{SharedCount, SharedCountChanges, SharedValue, SharedValueChanges, VersionedValue};
 /// The ZooKeeper client this crate builds on, for every type of its own (`Client`, `Error`,
 /// `WatchedEvent`, ...); the ones this crate's API takes or returns are also at the root.
 pub use zookeeper_client as zk;

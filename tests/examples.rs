@@ -71,7 +71,9 @@ async fn run_example(dir: &Path, name: &str, args: &[&str]) -> Result<String, St
 async fn every_example_runs() {
     bounded(Duration::from_secs(300), async {
         let names = example_names();
-        for expected in ["cache", "config_watch", "connection_states", "multi_lock", "mutex", "semaphore"] {
+        for expected in
+            ["barrier", "cache", "config_watch", "connection_states", "counter", "multi_lock", "mutex", "semaphore"]
+        {
             assert!(names.iter().any(|n| n == expected), "examples/{expected}.rs is missing: {names:?}");
         }
         let dir = tokio::task::spawn_blocking(build_examples).await.expect("building the examples");

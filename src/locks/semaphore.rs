@@ -43,7 +43,8 @@ pub(crate) const MAX_LEASES_AT_ONCE: usize = 1 << 16;
 /// over the limit. Parents are container nodes, removed by the server once empty.
 ///
 /// `max_leases` is not stored in ZooKeeper, as in Curator: every process must use the same
-/// value. The handle does not change it later (Curator's `SharedCount` variant is not offered).
+/// value, or read it from the same [`SharedCount`](crate::SharedCount) ([`with_count`](Self::with_count),
+/// Curator's `InterProcessSemaphoreV2(client, path, SharedCountReader)`).
 ///
 /// Waiters queue on `S/locks` in arrival order; only the first of them waits for a free lease.
 ///
@@ -76,9 +77,68 @@ pub struct InterProcessSemaphore {
     shared: Arc<Shared>,
 }
 
+/// Where the number of leases comes from.
+#[derive(Debug)]
+enum Limit {
+    Fixed(usize),
+    /// A [`SharedCount`](crate::SharedCount)'s local copy: read at every admission check, and
+    /// a change wakes the waiting contender.
+    Count(tokio::sync::watch::Receiver<crate::VersionedValue<Vec<u8>>>),
+}
+
+/// A count below 1 (or bytes that are not a count) admits nobody.
+fn leases_of(count: &crate::VersionedValue<Vec<u8>>) -> usize {
+    crate::protocol::values::decode_count(count.value()).ok().and_then(|c| usize::try_from(c).ok()).unwrap_or(0)
+}
+
+impl Limit {
+    /// The limit in force now.
+    fn current(&self) -> usize {
+        match self {
+            Limit::Fixed(n) => *n,
+            Limit::Count(rx) => leases_of(&rx.borrow()),
+        }
+    }
+
+    /// A reader for one acquire: a change is noticed only after the value last read.
+    fn reader(&self) -> LimitReader {
+        match self {
+            Limit::Fixed(n) => LimitReader::Fixed(*n),
+            Limit::Count(rx) => LimitReader::Count(rx.clone()),
+        }
+    }
+}
+
+/// One acquire's view of the limit.
+enum LimitReader {
+    Fixed(usize),
+    Count(tokio::sync::watch::Receiver<crate::VersionedValue<Vec<u8>>>),
+}
+
+impl LimitReader {
+    /// The limit now, marking it read.
+    fn current(&mut self) -> usize {
+        match self {
+            LimitReader::Fixed(n) => *n,
+            LimitReader::Count(rx) => leases_of(&rx.borrow_and_update()),
+        }
+    }
+
+    /// Completes when the limit changed after it was last read; never for a fixed limit (or
+    /// a count whose `SharedCount` is gone).
+    async fn changed(&mut self) {
+        if let LimitReader::Count(rx) = self {
+            if rx.changed().await.is_ok() {
+                return;
+            }
+        }
+        std::future::pending::<()>().await;
+    }
+}
+
 #[derive(Debug)]
 struct Shared {
-    max_leases: usize,
+    max_leases: Limit,
     /// The internal mutex on `S/locks`.
     lock: LockInternals,
     /// The lease directory `S/leases`: counted, never ordered.
@@ -122,12 +182,31 @@ impl InterProcessSemaphore {
         if max_leases == 0 {
             return Err(Error::invalid_argument("max_leases", "must be at least 1"));
         }
+        Self::build(framework, path, Limit::Fixed(max_leases), data)
+    }
+
+    fn build(framework: &Framework, path: &str, limit: Limit, data: Vec<u8>) -> Result<Self> {
         let mutex = Arc::new(StandardDriver::MUTEX);
         // The internal lock is a plain mutex: uncontended, its fast path saves a request.
         let lock = LockInternals::new(framework, &path::join(path, LOCKS), mutex, Vec::new())?.with_fast_path();
         let leases = NodeDir::new(framework, &path::join(path, LEASES), LEASE_NAME, data)?;
-        let shared = Shared { max_leases, lock, leases, held: Arc::default(), path: path.to_owned() };
+        let shared = Shared { max_leases: limit, lock, leases, held: Arc::default(), path: path.to_owned() };
         Ok(Self { shared: Arc::new(shared) })
+    }
+
+    /// A semaphore whose number of leases is `count`'s value, read at every admission
+    /// (Curator's `InterProcessSemaphoreV2(client, path, SharedCountReader)`): raising it wakes
+    /// the waiting contender; lowering it revokes no lease, it only admits nobody new until
+    /// the holders are below it. A count below 1 admits nobody. The count is read from
+    /// `count`'s local copy, which the caller starts and keeps alive; each process compares
+    /// with its own copy, so while a change spreads two processes may briefly use different
+    /// limits (as in Curator).
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
+    pub fn with_count(framework: &Framework, path: &str, count: &crate::SharedCount) -> Result<Self> {
+        path::validate_recipe_path(path)?;
+        Self::build(framework, path, Limit::Count(count.raw_watch()), Vec::new())
     }
 
     /// The semaphore path as given.
@@ -135,9 +214,10 @@ impl InterProcessSemaphore {
         &self.shared.path
     }
 
-    /// The number of leases this handle admits at once.
+    /// The number of leases this handle admits at once (for [`with_count`](Self::with_count),
+    /// the count now).
     pub fn max_leases(&self) -> usize {
-        self.shared.max_leases
+        self.shared.max_leases.current()
     }
 
     /// Waits until a lease is available and takes it.
@@ -249,7 +329,11 @@ impl InterProcessSemaphore {
     }
 
     fn check_count(&self, n: usize) -> Result<()> {
-        let most = self.shared.max_leases.min(MAX_LEASES_AT_ONCE);
+        let most = match &self.shared.max_leases {
+            Limit::Fixed(n) => (*n).min(MAX_LEASES_AT_ONCE),
+            // The count may grow: only the per-call bound applies.
+            Limit::Count(_) => MAX_LEASES_AT_ONCE,
+        };
         if n == 0 || n > most {
             return Err(Error::invalid_argument(
                 "n",
@@ -292,13 +376,14 @@ impl InterProcessSemaphore {
             rest.push(node);
             listing = listed;
         }
+        let mut limit = shared.max_leases.reader();
         loop {
             let (children, watcher) = match listing.take() {
                 Some(listed) => listed,
                 None => retry_request(self.framework(), list).await?,
             };
             let all_listed = std::iter::once(&first).chain(&rest).all(|node| children.iter().any(|c| c == node.name()));
-            let admitted = children.len() <= shared.max_leases;
+            let admitted = children.len() <= limit.current();
             drop(children); // no listing outlives its decision
             if !all_listed {
                 return Err(Failure::NodeMissing);
@@ -317,7 +402,7 @@ impl InterProcessSemaphore {
             if let Some(busy) = M::busy() {
                 return Ok(busy);
             }
-            if !self.wait_for_change(&session, watcher).await {
+            if !self.wait_for_change(&session, watcher, &mut limit).await {
                 return Err(Failure::NodeMissing);
             }
         }
@@ -327,13 +412,15 @@ impl InterProcessSemaphore {
         self.shared.lock.framework()
     }
 
-    /// Waits for the lease list to change. False when the session ended meanwhile.
-    async fn wait_for_change(&self, session: &Session, watcher: OneshotWatcher) -> bool {
+    /// Waits for the lease list (or the count in force) to change. False when the session
+    /// ended meanwhile.
+    async fn wait_for_change(&self, session: &Session, watcher: OneshotWatcher, limit: &mut LimitReader) -> bool {
         let epoch = session.epoch;
         let mut state = self.framework().state_watch();
         let session_ended = state.wait_for(|s| s.epoch != epoch || s.state == ConnectionState::Lost);
         tokio::select! {
             event = watcher.changed() => event.event_type != EventType::Session,
+            () = limit.changed() => true,
             _ = session_ended => false,
         }
     }

@@ -3,8 +3,10 @@
 
 use zookeeper_client::Stat;
 
-use super::layout::{Queue, Recipe};
-use super::names::{LATCH_NAME, LEASE_BASE_NAME, LOCK_NAME, READ_LOCK_NAME, REVOKE_MESSAGE, WRITE_LOCK_NAME};
+use super::layout::{Queue, Recipe, Signature};
+use super::names::{
+    LATCH_NAME, LEASE_BASE_NAME, LOCK_NAME, READY_NODE, READ_LOCK_NAME, REVOKE_MESSAGE, WRITE_LOCK_NAME,
+};
 use crate::locks::driver::{Driver, ReadDriver, Verdict, WriteDriver};
 use crate::path;
 
@@ -72,6 +74,12 @@ pub enum Kind {
     Read,
     /// A read-write lock's writer (`__WRIT__`).
     Write,
+    /// A queue item (`qn-` or `queue-`).
+    Item,
+    /// A double barrier's member (named by a UUID).
+    Member,
+    /// A double barrier's `ready` node.
+    Ready,
     /// No recipe's node. Contenders still count it, as Curator's do: a foreign child that
     /// sorts first blocks every contender.
     Foreign,
@@ -86,6 +94,9 @@ impl Kind {
             Kind::Latch => "latch",
             Kind::Read => "read",
             Kind::Write => "write",
+            Kind::Item => "item",
+            Kind::Member => "member",
+            Kind::Ready => "ready",
             Kind::Foreign => "foreign",
         }
     }
@@ -101,6 +112,11 @@ pub enum Role {
     Waiter,
     /// A semaphore lease: it takes one of the semaphore's permits.
     Lease,
+    /// A queue item: the first in order is taken next.
+    Queued,
+    /// A double barrier's member or its `ready` node: members wait for `ready` while they
+    /// enter, and for each other while they leave.
+    Member,
 }
 
 impl Role {
@@ -110,6 +126,8 @@ impl Role {
             Role::Holder => "holder",
             Role::Waiter => "waiter",
             Role::Lease => "lease",
+            Role::Queued => "queued",
+            Role::Member => "member",
         }
     }
 }
@@ -149,6 +167,9 @@ impl Queue {
             Queue::Mutex if name.contains(LOCK_NAME) => Kind::Lock,
             Queue::LeaderLatch if name.contains(LATCH_NAME) => Kind::Latch,
             Queue::Leases if name.contains(LEASE_BASE_NAME) => Kind::Lease,
+            Queue::Items(prefix) if name.starts_with(prefix) => Kind::Item,
+            Queue::Members if name == READY_NODE => Kind::Ready,
+            Queue::Members if Signature::UuidOr(&[]).matches(name) => Kind::Member,
             _ => Kind::Foreign,
         }
     }
@@ -165,6 +186,9 @@ impl Queue {
     /// was granted it. When both stats are given they must also name the same session.
     pub fn decode<C: Into<Child>>(self, children: impl IntoIterator<Item = C>) -> Vec<Decoded> {
         let mut children: Vec<Child> = children.into_iter().map(Into::into).collect();
+        if let Queue::Items(_) | Queue::Members = self {
+            return self.decode_in_name_order(children);
+        }
         let driver = self.driver();
         children.sort_by(|a, b| driver.sort_key(&a.name).cmp(driver.sort_key(&b.name)));
         if self == Queue::ReadWrite {
@@ -195,6 +219,26 @@ impl Queue {
             decoded.push(Decoded { name, kind, role, waits_on, sequence, revocation_requested, stat, data });
         }
         decoded
+    }
+
+    /// Queue items and barrier members: plain name order, no holder; an item's data is its
+    /// payload (decode a `queue-` item with [`values::decode_queue_items`](super::values::decode_queue_items)).
+    fn decode_in_name_order(self, mut children: Vec<Child>) -> Vec<Decoded> {
+        children.sort_by(|a, b| a.name.cmp(&b.name));
+        let role = if self == Queue::Members { Role::Member } else { Role::Queued };
+        children
+            .into_iter()
+            .map(|Child { name, stat, data }| Decoded {
+                kind: self.kind(&name),
+                role,
+                waits_on: None,
+                sequence: path::sequence(&name),
+                revocation_requested: false,
+                name,
+                stat,
+                data,
+            })
+            .collect()
     }
 
     /// Whether the read node `name` is the downgrade of `watched`, the writer it would wait
@@ -262,6 +306,10 @@ mod tests {
         assert_eq!(classify(&["_c_a-latch-0000000001"]), Some(Recipe::LeaderLatch));
         assert_eq!(classify(&["_c_a-lease-0000000001"]), Some(Recipe::Leases));
         assert_eq!(classify(&["config", "users"]), None);
+        assert_eq!(classify(&["qn-0000000001", "qn-0000000002"]), Some(Recipe::SimpleQueue));
+        assert_eq!(classify(&["queue-0000000001", "queue-|id|0000000002"]), Some(Recipe::DistributedQueue));
+        assert_eq!(classify(&["3f1c2b9e-8d6a-4e1f-9b0a-1c2d3e4f5a6b", "ready"]), Some(Recipe::DoubleBarrier));
+        assert_eq!(classify(&["ready"]), Some(Recipe::DoubleBarrier));
         for recipe in Recipe::ALL {
             assert_eq!(recipe.layout().recipe, *recipe);
         }
@@ -435,8 +483,45 @@ mod tests {
     #[test]
     fn ids_are_stable() {
         let ids: Vec<&str> = Recipe::ALL.iter().map(|r| r.id()).collect();
-        assert_eq!(ids, ["semaphore", "read-write", "leader-latch", "leases", "mutex", "empty"]);
+        assert_eq!(
+            ids,
+            [
+                "semaphore",
+                "read-write",
+                "leader-latch",
+                "leases",
+                "simple-queue",
+                "distributed-queue",
+                "double-barrier",
+                "mutex",
+                "empty"
+            ]
+        );
         assert_eq!(Role::Holder.id(), "holder");
         assert_eq!(Kind::Foreign.id(), "foreign");
+    }
+
+    #[test]
+    fn queue_items_and_barrier_members_are_in_name_order() {
+        let items = Queue::Items("qn-").decode(["qn-0000000002", "notes", "qn-0000000001"]);
+        let names: Vec<(&str, Kind, Role)> = items.iter().map(|d| (d.name.as_str(), d.kind, d.role)).collect();
+        assert_eq!(
+            names,
+            [
+                ("notes", Kind::Foreign, Role::Queued),
+                ("qn-0000000001", Kind::Item, Role::Queued),
+                ("qn-0000000002", Kind::Item, Role::Queued)
+            ]
+        );
+        assert_eq!(items[1].sequence, Some(1));
+        let members = Queue::Members.decode([
+            "ready",
+            "9b0a1c2d-3e4f-4a6b-8d6a-3f1c2b9e4e1f",
+            "3f1c2b9e-8d6a-4e1f-9b0a-1c2d3e4f5a6b",
+        ]);
+        let kinds: Vec<Kind> = members.iter().map(|d| d.kind).collect();
+        assert_eq!(kinds, [Kind::Member, Kind::Member, Kind::Ready]);
+        assert!(members.iter().all(|d| d.role == Role::Member && d.waits_on.is_none()));
+        assert_eq!(Queue::Items("queue-").sort_key("queue-|x|0000000001"), "queue-|x|0000000001");
     }
 }

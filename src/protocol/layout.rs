@@ -6,7 +6,8 @@
 //! and the decoder then know it, and so does every tool built on them.
 
 use super::names::{
-    LATCH_NAME, LEASE_BASE_NAME, LEASE_PARENT, LOCK_NAME, LOCK_PARENT, READ_LOCK_NAME, WRITE_LOCK_NAME,
+    LATCH_NAME, LEASE_BASE_NAME, LEASE_PARENT, LOCK_NAME, LOCK_PARENT, QUEUE_ITEM_NAME, READY_NODE, READ_LOCK_NAME,
+    SIMPLE_QUEUE_PREFIX, WRITE_LOCK_NAME,
 };
 use crate::locks::driver::{Driver, ReadDriver, StandardDriver};
 
@@ -26,6 +27,15 @@ pub enum Recipe {
     LeaderLatch,
     /// `lease-` nodes: a semaphore's `leases` directory itself.
     Leases,
+    /// `qn-` nodes: a [`SimpleDistributedQueue`](crate::SimpleDistributedQueue)'s items, raw
+    /// bytes, taken in name order.
+    SimpleQueue,
+    /// `queue-` nodes: a Curator `DistributedQueue`'s items (or its id, priority or delay
+    /// variant's), each in Curator's item framing ([`values::decode_queue_items`](super::values::decode_queue_items)).
+    DistributedQueue,
+    /// UUID-named ephemeral members and perhaps `ready`: a
+    /// [`DistributedDoubleBarrier`](crate::DistributedDoubleBarrier).
+    DoubleBarrier,
     /// No children: nobody holds or waits (a lock directory between uses, or any other
     /// childless node).
     Empty,
@@ -55,8 +65,19 @@ pub enum Signature {
     Named(&'static [&'static str]),
     /// Its name contains one of these markers.
     Contains(&'static [&'static str]),
+    /// Its name is a UUID (`8-4-4-4-12` hex digits) or one of these.
+    UuidOr(&'static [&'static str]),
     /// Nothing: the layout has no children.
     Childless,
+}
+
+/// Whether `name` has a UUID's form: 36 characters, hex digits with `-` at 8, 13, 18, 23.
+fn is_uuid(name: &str) -> bool {
+    name.len() == 36
+        && name.bytes().enumerate().all(|(i, b)| match i {
+            8 | 13 | 18 | 23 => b == b'-',
+            _ => b.is_ascii_hexdigit(),
+        })
 }
 
 impl Signature {
@@ -65,6 +86,7 @@ impl Signature {
         match self {
             Signature::Named(names) => names.contains(&child),
             Signature::Contains(markers) => markers.iter().any(|m| child.contains(m)),
+            Signature::UuidOr(names) => names.contains(&child) || is_uuid(child),
             Signature::Childless => false,
         }
     }
@@ -92,6 +114,11 @@ pub enum Queue {
     Leases,
     /// A writer holds at the front; a reader holds when no writer sorts ahead of it.
     ReadWrite,
+    /// Queue items (`qn-` for a simple queue, `queue-` for a distributed one), in plain name
+    /// order: the first is the next to be taken.
+    Items(&'static str),
+    /// A double barrier's members (by UUID, in name order) and its `ready` node.
+    Members,
 }
 
 const MUTEX: Layout = Layout {
@@ -137,6 +164,31 @@ const LEASES: Layout = Layout {
     sections: &[Section { dir: None, queue: Queue::Leases }],
 };
 
+const SIMPLE_QUEUE: Layout = Layout {
+    recipe: Recipe::SimpleQueue,
+    id: "simple-queue",
+    description: "simple queue (SimpleDistributedQueue)",
+    signature: Signature::Contains(&[SIMPLE_QUEUE_PREFIX]),
+    sections: &[Section { dir: None, queue: Queue::Items(SIMPLE_QUEUE_PREFIX) }],
+};
+
+const DISTRIBUTED_QUEUE: Layout = Layout {
+    recipe: Recipe::DistributedQueue,
+    id: "distributed-queue",
+    description:
+        "distributed queue (DistributedQueue, DistributedIdQueue, DistributedPriorityQueue or DistributedDelayQueue)",
+    signature: Signature::Contains(&[QUEUE_ITEM_NAME]),
+    sections: &[Section { dir: None, queue: Queue::Items(QUEUE_ITEM_NAME) }],
+};
+
+const DOUBLE_BARRIER: Layout = Layout {
+    recipe: Recipe::DoubleBarrier,
+    id: "double-barrier",
+    description: "double barrier (DistributedDoubleBarrier)",
+    signature: Signature::UuidOr(&[READY_NODE]),
+    sections: &[Section { dir: None, queue: Queue::Members }],
+};
+
 const EMPTY: Layout = Layout {
     recipe: Recipe::Empty,
     id: "empty",
@@ -149,8 +201,17 @@ impl Recipe {
     /// Every recipe, in the order [`classify`](super::classify) breaks ties in: the more
     /// specific signature first (a semaphore's fixed directories, then the read-write markers,
     /// which no other recipe's names contain, ..., the mutex's `lock-` last).
-    pub const ALL: &'static [Recipe] =
-        &[Recipe::Semaphore, Recipe::ReadWrite, Recipe::LeaderLatch, Recipe::Leases, Recipe::Mutex, Recipe::Empty];
+    pub const ALL: &'static [Recipe] = &[
+        Recipe::Semaphore,
+        Recipe::ReadWrite,
+        Recipe::LeaderLatch,
+        Recipe::Leases,
+        Recipe::SimpleQueue,
+        Recipe::DistributedQueue,
+        Recipe::DoubleBarrier,
+        Recipe::Mutex,
+        Recipe::Empty,
+    ];
 
     /// Its layout.
     pub fn layout(self) -> &'static Layout {
@@ -160,12 +221,15 @@ impl Recipe {
             Recipe::ReadWrite => &READ_WRITE,
             Recipe::LeaderLatch => &LEADER_LATCH,
             Recipe::Leases => &LEASES,
+            Recipe::SimpleQueue => &SIMPLE_QUEUE,
+            Recipe::DistributedQueue => &DISTRIBUTED_QUEUE,
+            Recipe::DoubleBarrier => &DOUBLE_BARRIER,
             Recipe::Empty => &EMPTY,
         }
     }
 
     /// The layout's stable identifier (`mutex`, `semaphore`, `read-write`, `leader-latch`,
-    /// `leases`, `empty`).
+    /// `leases`, `simple-queue`, `distributed-queue`, `double-barrier`, `empty`).
     pub fn id(self) -> &'static str {
         self.layout().id
     }
@@ -184,6 +248,9 @@ impl Queue {
             Queue::LeaderLatch => &[LATCH_NAME],
             Queue::Leases => &[LEASE_BASE_NAME],
             Queue::ReadWrite => &[READ_LOCK_NAME, WRITE_LOCK_NAME],
+            Queue::Items(SIMPLE_QUEUE_PREFIX) => &[SIMPLE_QUEUE_PREFIX],
+            Queue::Items(_) => &[QUEUE_ITEM_NAME],
+            Queue::Members => &[READY_NODE],
         }
     }
 
@@ -195,13 +262,19 @@ impl Queue {
             Queue::LeaderLatch => &StandardDriver::LATCH,
             Queue::Leases => &LEASES,
             Queue::ReadWrite => &ReadDriver,
+            // Not a lock: decoded and sorted without a driver (see `sort_key`).
+            Queue::Items(_) | Queue::Members => &StandardDriver::MUTEX,
         }
     }
 
     /// Curator's sort key: the text after the last node name (the whole name when it does
     /// not occur); for a read-write queue, after the last `__READ__` and then after the last
-    /// `__WRIT__`, so both kinds share one queue. Keys compare as plain strings.
+    /// `__WRIT__`, so both kinds share one queue; for queue items and barrier members, the
+    /// whole name (Curator sorts those by plain name). Keys compare as plain strings.
     pub fn sort_key(self, name: &str) -> &str {
-        self.driver().sort_key(name)
+        match self {
+            Queue::Items(_) | Queue::Members => name,
+            _ => self.driver().sort_key(name),
+        }
     }
 }

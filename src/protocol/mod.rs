@@ -31,12 +31,13 @@ mod layout;
 // The lock drivers take their node names from here (and this module takes their rules from
 // them), so they import this file directly.
 pub(crate) mod names;
+pub mod values;
 
 pub use self::decode::{classify, Child, Decoded, Kind, Role};
 pub use self::layout::{Layout, Queue, Recipe, Section, Signature};
 pub use self::names::{
-    read_write_sort_key, LATCH_NAME, LEASE_BASE_NAME, LEASE_PARENT, LOCK_NAME, LOCK_PARENT, READ_LOCK_NAME,
-    REVOKE_MESSAGE, WRITE_LOCK_NAME,
+    read_write_sort_key, LATCH_NAME, LEASE_BASE_NAME, LEASE_PARENT, LOCK_NAME, LOCK_PARENT, QUEUE_ITEM_NAME,
+    READY_NODE, READ_LOCK_NAME, REVOKE_MESSAGE, SIMPLE_QUEUE_PREFIX, WRITE_LOCK_NAME,
 };
 /// Protected names and sequence numbers, which every recipe's nodes share (defined with the
 /// other name handling in [`path`](crate::path)).

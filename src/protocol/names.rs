@@ -26,6 +26,18 @@ pub const LOCK_PARENT: &str = "locks";
 /// The child of a semaphore's path holding its lease nodes (Curator's `LEASE_PARENT`).
 pub const LEASE_PARENT: &str = "leases";
 
+/// The node a double barrier's last arriving member creates under the barrier's path to let
+/// every member in (Curator's `DistributedDoubleBarrier` `READY_NODE`); the other children
+/// are the members, one ephemeral node each, named by a random UUID.
+pub const READY_NODE: &str = "ready";
+
+/// The name of a `SimpleDistributedQueue` item (Curator's `PREFIX`): items are persistent
+/// sequential nodes `qn-<sequence>` under the queue's path, taken in name order.
+pub const SIMPLE_QUEUE_PREFIX: &str = "qn-";
+
+/// The name of a `DistributedQueue` item (Curator's `QUEUE_ITEM_NAME`): `queue-<sequence>`.
+pub const QUEUE_ITEM_NAME: &str = "queue-";
+
 /// The data a revoker writes into a lock node to ask its holder to let go (Curator's
 /// `Revoker.REVOKE_MESSAGE`): the ten ASCII bytes `__REVOKE__`, written whatever the version.
 pub const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";

@@ -155,7 +155,7 @@ impl Expect {
         let mut tokens = line.split_whitespace();
         let verb = tokens.next().ok_or("empty command")?;
         let words: &[&str] = match verb {
-            "mutex" | "semaphore" | "semmutex" | "rwlock" | "revocable" | "revoke" => &["ok"],
+            "mutex" | "semaphore" | "semaphore_count" | "semmutex" | "rwlock" | "revocable" | "revoke" => &["ok"],
             "acquire" | "acquire_many" => &["acquired", "timeout"],
             "release" => &["released"],
             "loop" | "rwloop" => &["loop-started"],
@@ -504,4 +504,36 @@ impl CuratorPeer {
             other => Err(format!("unexpected reply to `{verb} {id}`: {other:?}")),
         }
     }
+}
+
+impl CuratorPeer {
+    /// Sends a value-recipe command (`count_incr ID ...`, `atomic_get ID ...`, `barrier_wait
+    /// ID ...`, ...: the `Values` commands of the peer) and returns the words of its reply after
+    /// the verb and the ID; `Err` for an `error ID msg` reply, a dead peer or no reply within
+    /// `limit`.
+    pub async fn value_command(&mut self, line: &str, limit: Duration) -> Result<Vec<String>, String> {
+        let reply = self.command_within(line, limit).await?;
+        value_reply(&reply)
+    }
+
+    /// Waits for the reply of a value-recipe command sent with [`send`](Self::send): `verb ID`
+    /// is its first two words. As [`value_command`](Self::value_command) returns.
+    pub async fn value_reply(&mut self, verb_and_id: &str, limit: Duration) -> Result<Vec<String>, String> {
+        let id = verb_and_id.split_whitespace().nth(1).unwrap_or("-");
+        let error = format!("error {id}");
+        let what = format!("`{verb_and_id}`");
+        let reply = self
+            .next_matching(Instant::now() + limit, &what, |l| {
+                starts_with_words(l, verb_and_id) || starts_with_words(l, &error)
+            })
+            .await?;
+        value_reply(&reply)
+    }
+}
+
+fn value_reply(reply: &str) -> Result<Vec<String>, String> {
+    if reply.starts_with("error ") {
+        return Err(reply.to_owned());
+    }
+    Ok(reply.split_whitespace().skip(2).map(str::to_owned).collect())
 }

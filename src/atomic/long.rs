@@ -1,0 +1,195 @@
+//! `DistributedAtomicLong`: a 64-bit counter in one node (8 big-endian bytes).
+
+use std::sync::Arc;
+
+use super::engine::{Bytes, Engine};
+use super::result::{AtomicValue, PromotedToLock};
+use crate::error::{Error, Result};
+use crate::framework::Framework;
+use crate::protocol::values::{decode_atomic_long, encode_long, LONG_EXPECTED};
+use crate::retry::RetryPolicy;
+
+/// A 64-bit counter shared by a fleet (Curator's `DistributedAtomicLong`; same node, same 8
+/// big-endian bytes). Every change is a read and a write at the version read (or a create
+/// when the node is missing), repeated under the retry policy and then, if configured, under
+/// a [`PromotedToLock`]. Arithmetic wraps, as Java's does.
+///
+/// A change whose write broke mid-flight is settled by reading the node back when that
+/// proves it was not applied, and otherwise reported as
+/// [`Error::OutcomeUnknown`]: it is never sent again on a guess, so an increment is never
+/// applied twice.
+///
+/// ```no_run
+/// # async fn example(fw: zk_recipes::Framework) -> zk_recipes::Result<()> {
+/// use std::time::Duration;
+/// use zk_recipes::retry::RetryNTimes;
+/// use zk_recipes::DistributedAtomicLong;
+///
+/// let hits = DistributedAtomicLong::new(&fw, "/stats/hits", RetryNTimes::new(10, Duration::from_millis(10)))?;
+/// let result = hits.increment().await?;
+/// if result.succeeded() {
+///     println!("{} -> {}", result.pre_value(), result.post_value());
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct DistributedAtomicLong {
+    engine: Engine,
+}
+
+fn decode(path: &str, bytes: &Bytes) -> Result<i64> {
+    decode_atomic_long(bytes.as_deref().unwrap_or_default()).map_err(|e| Error::CorruptData {
+        path: path.to_owned(),
+        expected: LONG_EXPECTED,
+        reason: e.found,
+    })
+}
+
+impl DistributedAtomicLong {
+    /// A counter at `path`, its optimistic tries under `retry`. Does no I/O.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for an invalid path, the root or a path under `/zookeeper`.
+    pub fn new(framework: &Framework, path: &str, retry: impl RetryPolicy) -> Result<Self> {
+        Ok(DistributedAtomicLong { engine: Engine::new(framework, path, Arc::new(retry), None)? })
+    }
+
+    /// A counter whose operations fall back to `promoted` when the optimistic tries are used
+    /// up (Curator's constructor with a `PromotedToLock`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for an invalid counter or lock path.
+    pub fn with_promotion(
+        framework: &Framework,
+        path: &str,
+        retry: impl RetryPolicy,
+        promoted: PromotedToLock,
+    ) -> Result<Self> {
+        Ok(DistributedAtomicLong { engine: Engine::new(framework, path, Arc::new(retry), Some(promoted))? })
+    }
+
+    /// The counter's path.
+    pub fn path(&self) -> &str {
+        self.engine.path()
+    }
+
+    fn done(&self, value: AtomicValue<Bytes>) -> Result<AtomicValue<i64>> {
+        value.try_map(|bytes| decode(self.path(), &bytes))
+    }
+
+    async fn modify(&self, operation: &'static str, f: impl Fn(i64) -> i64 + Send + Sync) -> Result<AtomicValue<i64>> {
+        let path = self.path();
+        let mut make = |pre: &Bytes| Ok(encode_long(f(decode(path, pre)?)).to_vec());
+        let value = self.engine.modify(&mut make, operation).await?;
+        self.done(value)
+    }
+
+    /// The current value (0 when the node does not exist); one read, always succeeded.
+    ///
+    /// # Errors
+    /// [`Error::CorruptData`] when the node does not hold 8 bytes (or none); the server's
+    /// refusal; a connection error the retry policy gave up on.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read changes nothing.
+    pub async fn get(&self) -> Result<AtomicValue<i64>> {
+        let value = self.engine.read().await?;
+        let value = decode(self.path(), &value)?;
+        Ok(AtomicValue::new(true, value, value, Default::default()))
+    }
+
+    /// Adds 1.
+    ///
+    /// # Errors
+    /// [`Error::OutcomeUnknown`] when a connection loss leaves it unknown whether the write
+    /// was applied (do not retry blindly: it may count twice); [`Error::CorruptData`] when the
+    /// node does not hold a long; the server's refusal; a connection error the retry policy
+    /// gave up on.
+    ///
+    /// # Cancel safety
+    /// A cancelled operation may have been applied on the server (once at most).
+    pub async fn increment(&self) -> Result<AtomicValue<i64>> {
+        self.modify("increment", |v| v.wrapping_add(1)).await
+    }
+
+    /// Subtracts 1.
+    ///
+    /// # Errors
+    /// As [`increment`](Self::increment).
+    ///
+    /// # Cancel safety
+    /// A cancelled operation may have been applied on the server (once at most).
+    pub async fn decrement(&self) -> Result<AtomicValue<i64>> {
+        self.modify("decrement", |v| v.wrapping_sub(1)).await
+    }
+
+    /// Adds `delta`.
+    ///
+    /// # Errors
+    /// As [`increment`](Self::increment).
+    ///
+    /// # Cancel safety
+    /// A cancelled operation may have been applied on the server (once at most).
+    pub async fn add(&self, delta: i64) -> Result<AtomicValue<i64>> {
+        self.modify("add", move |v| v.wrapping_add(delta)).await
+    }
+
+    /// Subtracts `delta`.
+    ///
+    /// # Errors
+    /// As [`increment`](Self::increment).
+    ///
+    /// # Cancel safety
+    /// A cancelled operation may have been applied on the server (once at most).
+    pub async fn subtract(&self, delta: i64) -> Result<AtomicValue<i64>> {
+        self.modify("subtract", move |v| v.wrapping_sub(delta)).await
+    }
+
+    /// Sets `value` whatever the node holds, through the same versioned tries (Curator's
+    /// `trySet`).
+    ///
+    /// # Errors
+    /// As [`increment`](Self::increment).
+    ///
+    /// # Cancel safety
+    /// A cancelled operation may have been applied on the server.
+    pub async fn try_set(&self, value: i64) -> Result<AtomicValue<i64>> {
+        self.modify("try_set", move |_| value).await
+    }
+
+    /// Sets `new` only if the node holds exactly the 8 bytes of `expected`: one read and one
+    /// versioned write, no retry, no lock; a missing node fails (Curator's `compareAndSet`).
+    ///
+    /// # Errors
+    /// As [`increment`](Self::increment).
+    ///
+    /// # Cancel safety
+    /// A cancelled operation may have been applied on the server.
+    pub async fn compare_and_set(&self, expected: i64, new: i64) -> Result<AtomicValue<i64>> {
+        let value = self.engine.compare_and_set(&encode_long(expected), &encode_long(new)).await?;
+        self.done(value)
+    }
+
+    /// Writes `value` unconditionally, creating the node if needed (Curator's `forceSet`).
+    ///
+    /// # Errors
+    /// The server's refusal; a connection error the retry policy gave up on.
+    ///
+    /// # Cancel safety
+    /// A cancelled write may still happen on the server.
+    pub async fn force_set(&self, value: i64) -> Result<()> {
+        self.engine.force_set(&encode_long(value)).await
+    }
+
+    /// Creates the node holding `value`; false when it exists already (never overwrites).
+    ///
+    /// # Errors
+    /// [`Error::OutcomeUnknown`] when a connection loss leaves it unknown whether the node is
+    /// ours; the server's refusal.
+    ///
+    /// # Cancel safety
+    /// A cancelled create may still happen on the server.
+    pub async fn initialize(&self, value: i64) -> Result<bool> {
+        self.engine.initialize(&encode_long(value)).await
+    }
+}

@@ -1,0 +1,14 @@
+//! Atomic values (Curator's `recipes.atomic` package): [`DistributedAtomicLong`] (8 bytes),
+//! [`DistributedAtomicInteger`] (4 bytes) and [`DistributedAtomicValue`] (raw bytes), each
+//! one persistent node changed by versioned writes, optionally promoted to a lock.
+
+mod bytes;
+mod engine;
+mod integer;
+mod long;
+mod result;
+
+pub use self::bytes::DistributedAtomicValue;
+pub use self::integer::DistributedAtomicInteger;
+pub use self::long::DistributedAtomicLong;
+pub use self::result::{AtomicStats, AtomicValue, PromotedToLock};

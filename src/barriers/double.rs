@@ -1,0 +1,254 @@
+//! `DistributedDoubleBarrier`: members enter together once enough have arrived, and leave
+//! together once all have left.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use zookeeper_client::CreateMode;
+
+use super::{deadline_of, wake};
+use crate::error::{Error, Result, ZkError};
+use crate::framework::{Framework, Parents, ReaperCmd};
+use crate::path;
+use crate::protocol::READY_NODE;
+
+/// A double barrier (Curator's `DistributedDoubleBarrier`, same nodes): [`enter`](Self::enter)
+/// waits until `member_quantity` members have entered, and [`leave`](Self::leave) waits until
+/// every member has left.
+///
+/// Under the barrier's path each member has an ephemeral node named by a random UUID chosen
+/// when the handle is made, and the member that completes the group creates the persistent
+/// `ready` node that lets everyone in. A member whose session ends loses its node: before
+/// `ready` it no longer counts toward the quantity, and while members leave it counts as
+/// having left. Unlike Curator 5.4: a timed `enter` re-checks the count after every wake-up
+/// (Curator's may return true early), and an `enter` that times out or fails deletes its
+/// member node, so later arrivals do not count a member that gave up.
+///
+/// ```no_run
+/// # async fn example(fw: zk_recipes::Framework) -> zk_recipes::Result<()> {
+/// use zk_recipes::DistributedDoubleBarrier;
+///
+/// let round = DistributedDoubleBarrier::new(&fw, "/jobs/round-7", 3)?;
+/// round.enter().await?; // all three start together
+/// // ... work ...
+/// round.leave().await?; // and finish together
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct DistributedDoubleBarrier {
+    framework: Framework,
+    path: String,
+    member_quantity: usize,
+    our_path: String,
+    ready_path: String,
+}
+
+impl DistributedDoubleBarrier {
+    /// A double barrier at `path` for `member_quantity` members (Curator's `memberQty`, an
+    /// `int`). Does no I/O.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a quantity below 1; [`Error::InvalidPath`] for an
+    /// invalid path, the root or a path under `/zookeeper`.
+    pub fn new(framework: &Framework, path: &str, member_quantity: i32) -> Result<Self> {
+        path::validate_recipe_path(path)?;
+        let member_quantity = usize::try_from(member_quantity)
+            .ok()
+            .filter(|&q| q >= 1)
+            .ok_or_else(|| Error::invalid_argument("member_quantity", format!("{member_quantity} is below 1")))?;
+        let our_path = path::join(path, &uuid::Uuid::new_v4().to_string());
+        let ready_path = path::join(path, READY_NODE);
+        Ok(DistributedDoubleBarrier {
+            framework: framework.clone(),
+            path: path.to_owned(),
+            member_quantity,
+            our_path,
+            ready_path,
+        })
+    }
+
+    /// The barrier's path.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// This member's node (`<path>/<uuid>`).
+    pub fn member_path(&self) -> &str {
+        &self.our_path
+    }
+
+    /// Enters and waits until `member_quantity` members have (Curator's `enter()`).
+    ///
+    /// # Errors
+    /// `NodeExists` when this handle has entered already; [`Error::LockLost`] when the member
+    /// node went away while waiting (the session ended: enter again); [`Error::Closed`]; the
+    /// server's refusal; a connection error the retry policy gave up on (the member node is
+    /// deleted).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a cancelled enter has its member node deleted in the background.
+    pub async fn enter(&self) -> Result<()> {
+        self.enter_until(None).await.map(drop)
+    }
+
+    /// [`enter`](Self::enter) for at most `timeout`: true when the group is complete, false
+    /// when the time ran out (the member node is then deleted).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zero timeout; otherwise as [`enter`](Self::enter).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`enter`](Self::enter).
+    pub async fn enter_timeout(&self, timeout: Duration) -> Result<bool> {
+        let deadline = deadline_of(timeout)?;
+        self.enter_until(Some(deadline)).await
+    }
+
+    async fn enter_until(&self, deadline: Option<Instant>) -> Result<bool> {
+        let fw = &self.framework;
+        let (ready, mut watch) = fw.exists(&self.ready_path).watch().await?;
+        let mut undo = Undo { framework: fw, path: Some(fw.fix_path(&self.our_path)) };
+        let created = fw.create(&self.our_path).mode(CreateMode::Ephemeral).parents(Parents::Containers).await;
+        if let Err(e) = created {
+            if e.is_node_exists() {
+                undo.path = None; // an earlier enter's node: not ours to delete here
+            }
+            return Err(e);
+        }
+        if ready.is_some() {
+            undo.path = None;
+            return Ok(true);
+        }
+        let our_name = path::node_name(&self.our_path);
+        loop {
+            let members = fw.get_children(&self.path).await?;
+            if !members.iter().any(|m| m == our_name) {
+                // Our session ended (or someone deleted the node): we are no member any more.
+                undo.path = None;
+                return Err(Error::LockLost { path: self.our_path.clone() });
+            }
+            if members.len() >= self.member_quantity {
+                match fw.create(&self.ready_path).parents(Parents::MustExist).await {
+                    Ok(_) | Err(Error::ZooKeeper(ZkError::NodeExists)) | Err(Error::OutcomeUnknown { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+                undo.path = None;
+                return Ok(true);
+            }
+            if !wake(watch, deadline).await? {
+                self.delete_ours().await?;
+                undo.path = None;
+                return Ok(false);
+            }
+            let (ready, next) = fw.exists(&self.ready_path).watch().await?;
+            if ready.is_some() {
+                undo.path = None;
+                return Ok(true);
+            }
+            watch = next;
+        }
+    }
+
+    /// Leaves and waits until every member has (Curator's `leave()`): every member but the
+    /// lowest-named deletes its node and waits for the lowest's to go; the lowest waits until
+    /// it is the last and deletes its own. The last one out deletes `ready`.
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] when this member's node is gone before it left (its session
+    /// ended); [`Error::Closed`]; the server's refusal; a connection error the retry policy
+    /// gave up on.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe in that nothing is left half-written: the member node is either still there
+    /// (leave again) or deleted (it has left).
+    pub async fn leave(&self) -> Result<()> {
+        self.leave_until(None).await.map(drop)
+    }
+
+    /// [`leave`](Self::leave) for at most `timeout`: true when everyone has left, false when
+    /// the time ran out.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zero timeout; otherwise as [`leave`](Self::leave).
+    ///
+    /// # Cancel safety
+    /// As [`leave`](Self::leave).
+    pub async fn leave_timeout(&self, timeout: Duration) -> Result<bool> {
+        let deadline = deadline_of(timeout)?;
+        self.leave_until(Some(deadline)).await
+    }
+
+    async fn leave_until(&self, deadline: Option<Instant>) -> Result<bool> {
+        let fw = &self.framework;
+        let our_name = path::node_name(&self.our_path);
+        let mut ours_exists = true;
+        let left = loop {
+            let mut children = match fw.get_children(&self.path).await {
+                Ok(children) => children,
+                Err(Error::ZooKeeper(ZkError::NoNode)) => Vec::new(),
+                Err(e) => return Err(e),
+            };
+            children.retain(|c| c != READY_NODE);
+            children.sort();
+            if children.is_empty() {
+                break true;
+            }
+            let ours = children.iter().position(|c| c == our_name);
+            if ours.is_none() && ours_exists {
+                return Err(Error::LockLost { path: self.our_path.clone() });
+            }
+            if children.len() == 1 {
+                if ours_exists {
+                    self.delete_ours().await?;
+                }
+                break true;
+            }
+            let (stat, watch) = if ours == Some(0) {
+                let highest = path::join(&self.path, &children[children.len() - 1]);
+                fw.exists(&highest).watch().await?
+            } else {
+                let lowest = path::join(&self.path, &children[0]);
+                let watched = fw.exists(&lowest).watch().await?;
+                if ours_exists {
+                    self.delete_ours().await?;
+                    ours_exists = false;
+                }
+                watched
+            };
+            if stat.is_some() && !wake(watch, deadline).await? {
+                break false;
+            }
+        };
+        match fw.delete(&self.ready_path).await {
+            Ok(()) | Err(Error::ZooKeeper(ZkError::NoNode)) => Ok(left),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn delete_ours(&self) -> Result<()> {
+        match self.framework.delete(&self.our_path).await {
+            Ok(()) | Err(Error::ZooKeeper(ZkError::NoNode)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Deletes the member node in the background unless disarmed: an enter that timed out,
+/// failed or was cancelled leaves no member behind.
+struct Undo<'a> {
+    framework: &'a Framework,
+    /// The full path to delete; `None` when disarmed.
+    path: Option<String>,
+}
+
+impl Drop for Undo<'_> {
+    fn drop(&mut self) {
+        if let Some(path) = self.path.take() {
+            let inner = &self.framework;
+            let epoch = inner.epoch();
+            if epoch != 0 {
+                inner.reap(ReaperCmd::Delete { path, epoch });
+            }
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! Queues (Curator's `recipes.queue` package): [`SimpleDistributedQueue`], raw items as
+//! persistent sequential `qn-` nodes under one path, and [`DistributedQueue`], Curator's framed
+//! items as `queue-` nodes, at most once or (lock-safe) at least once.
+//!
+//! ZooKeeper is no message broker, and Curator says so for every queue it offers: every item
+//! is a node held in every server's memory, a node is at most the server's `jute.maxbuffer`
+//! (1 MiB by default), and listing a parent with very many children can exceed that limit
+//! itself. Keep queues short and items small.
+
+mod distributed;
+mod simple;
+
+pub use self::distributed::DistributedQueue;
+pub use self::simple::SimpleDistributedQueue;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::error::{is_zk_connection_error, Error, Result, ZkError};
+use crate::framework::Framework;
+
+/// Deletes a queue item a consumer read (at `version`, or any): true when this delete removed
+/// it, false when it was gone already (another consumer took it). A delete that broke
+/// mid-flight and then finds the item gone may have been this one: that is reported as
+/// [`Error::OutcomeUnknown`], not as taken (its bytes would be returned twice if another
+/// consumer took it) nor as gone (they would be lost without a word, as Curator loses them).
+pub(crate) async fn delete_taken(fw: &Framework, item: &str, version: Option<i32>) -> Result<bool> {
+    let full = fw.full_path(item)?;
+    let in_doubt = AtomicBool::new(false);
+    let result = {
+        let (full, in_doubt) = (&full, &in_doubt);
+        fw.with_retry(|s| async move {
+            let reply = s.client.delete(full, version).await;
+            if matches!(&reply, Err(e) if is_zk_connection_error(e)) {
+                in_doubt.store(true, Ordering::Relaxed);
+            }
+            reply
+        })
+        .await
+    };
+    let unknown = || Error::OutcomeUnknown { operation: "take", path: item.to_owned(), error: ZkError::ConnectionLoss };
+    match result {
+        Ok(()) => Ok(true),
+        Err(Error::ZooKeeper(ZkError::NoNode | ZkError::BadVersion)) if in_doubt.load(Ordering::Relaxed) => {
+            Err(unknown())
+        }
+        Err(Error::ZooKeeper(ZkError::NoNode | ZkError::BadVersion)) => Ok(false),
+        Err(e) if e.is_connection_error() => Err(unknown()),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,11 @@
+//! Values shared by a fleet (Curator's `recipes.shared` package): [`SharedValue`] (bytes) and
+//! [`SharedCount`] (a 4-byte count), each one persistent node kept current locally, with
+//! compare-and-set on the node's version and change notification.
+
+mod count;
+mod mirror;
+mod value;
+pub(crate) mod versioned;
+
+pub use self::count::{SharedCount, SharedCountChanges};
+pub use self::value::{SharedValue, SharedValueChanges, VersionedValue};

@@ -1,0 +1,280 @@
+//! `SharedValue`: one node's bytes, shared by a fleet, with compare-and-set and change
+//! notification (Curator's `SharedValue`).
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
+use tokio::sync::watch;
+use tokio::task::AbortHandle;
+
+use super::mirror;
+use super::versioned::{set_versioned, Cas};
+use crate::error::{Error, Result, ZkError};
+use crate::framework::{Framework, ListenerHandle};
+use crate::path;
+use crate::sync::Mutex;
+
+/// A value with the node version it was read at (Curator's `VersionedValue`), the argument of
+/// a compare-and-set. Only the recipe makes one, from what it read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionedValue<T> {
+    version: i32,
+    zxid: i64,
+    value: T,
+}
+
+impl<T> VersionedValue<T> {
+    pub(crate) fn new(version: i32, zxid: i64, value: T) -> Self {
+        VersionedValue { version, zxid, value }
+    }
+
+    /// The node's version (`stat.version`) when it held this value; -1 before the node was
+    /// first read.
+    pub fn version(&self) -> i32 {
+        self.version
+    }
+
+    /// The transaction id of the write that made this value (`stat.mzxid`); -1 before the node
+    /// was first read. Values are ordered by it: unlike the version, it never wraps.
+    pub fn zxid(&self) -> i64 {
+        self.zxid
+    }
+
+    /// The value.
+    pub fn value(&self) -> &T {
+        &self.value
+    }
+
+    /// The value, by value.
+    pub fn into_value(self) -> T {
+        self.value
+    }
+
+    pub(crate) fn map<U>(self, f: impl FnOnce(T) -> U) -> VersionedValue<U> {
+        VersionedValue { version: self.version, zxid: self.zxid, value: f(self.value) }
+    }
+}
+
+/// Bytes in one persistent node, shared by every process that opens it, kept current locally
+/// (Curator's `SharedValue`; same node, same bytes, so Rust and Java processes share it).
+///
+/// [`start`](Self::start) creates the node with the seed if it does not exist (an existing
+/// value always wins) and reads it; from then on a background task keeps the local copy
+/// current with one-shot watches, reads again after every reconnection and every new session
+/// (a change made meanwhile is not missed), and follows the node if it is deleted and made
+/// again. Copies are ordered by the node's `mzxid`, so a version that wrapped after
+/// `i32::MAX` writes does not freeze the copy.
+///
+/// ```no_run
+/// # async fn example(fw: zk_recipes::Framework) -> zk_recipes::Result<()> {
+/// use zk_recipes::SharedValue;
+///
+/// let config = SharedValue::new(&fw, "/config/mode", b"normal".to_vec())?;
+/// config.start().await?;
+/// let seen = config.versioned_value();
+/// if !config.try_set(&seen, b"maintenance").await? {
+///     // someone else changed it first; `config.value()` is the newer value
+/// }
+/// config.close();
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct SharedValue {
+    framework: Framework,
+    path: String,
+    seed: Vec<u8>,
+    tx: watch::Sender<VersionedValue<Vec<u8>>>,
+    task: Mutex<Option<AbortHandle>>,
+}
+
+impl SharedValue {
+    /// A shared value at `path`, `seed` being the value the node is created with if it does
+    /// not exist. Does no I/O.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for an invalid path, the root or a path under `/zookeeper`.
+    pub fn new(framework: &Framework, path: &str, seed: Vec<u8>) -> Result<SharedValue> {
+        path::validate_recipe_path(path)?;
+        let (tx, _) = watch::channel(VersionedValue::new(-1, -1, seed.clone()));
+        Ok(SharedValue { framework: framework.clone(), path: path.to_owned(), seed, tx, task: Mutex::new(None) })
+    }
+
+    /// The node's path.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Creates the node with the seed unless it exists (missing parents as containers), reads
+    /// it, and starts following it. Starting a started value does nothing.
+    ///
+    /// # Errors
+    /// [`Error::Closed`]/[`Error::NotStarted`]; [`Error::TooLarge`] for a seed over the request
+    /// limit; the server's refusal (`NoAuth`, ...); a connection error the retry policy gave
+    /// up on.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a cancelled start may have created the node (with the seed, as a later
+    /// start would) but follows nothing; start again.
+    pub async fn start(&self) -> Result<()> {
+        if self.task.lock().is_some() {
+            return Ok(());
+        }
+        match self.framework.create(&self.path).data(&self.seed).await {
+            Ok(_) | Err(Error::ZooKeeper(ZkError::NodeExists)) => {}
+            // Sent again after a connection loss: the node is there, ours or not.
+            Err(Error::OutcomeUnknown { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        self.refresh().await?;
+        let mut task = self.task.lock();
+        if task.is_none() {
+            *task = Some(mirror::spawn(self.framework.clone(), self.path.clone(), self.tx.clone()));
+        }
+        Ok(())
+    }
+
+    /// Stops following the node (the same as dropping the value). The local copy keeps its
+    /// last value; listeners and streams end.
+    pub fn close(&self) {
+        if let Some(task) = self.task.lock().take() {
+            task.abort();
+        }
+    }
+
+    /// The current value (the seed before [`start`](Self::start)).
+    pub fn value(&self) -> Vec<u8> {
+        self.tx.borrow().value.clone()
+    }
+
+    /// The current value with the version it was read at, for [`try_set`](Self::try_set).
+    pub fn versioned_value(&self) -> VersionedValue<Vec<u8>> {
+        self.tx.borrow().clone()
+    }
+
+    /// Writes `value` whatever the node holds (Curator's `setValue`).
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`]; `NoNode` when the node was deleted; the server's refusal; a
+    /// connection error the retry policy gave up on.
+    ///
+    /// # Cancel safety
+    /// A cancelled write may still happen on the server.
+    pub async fn set(&self, value: &[u8]) -> Result<()> {
+        let stat = self.framework.set_data(&self.path, value).await?;
+        mirror::offer(&self.tx, value.to_vec(), &stat);
+        Ok(())
+    }
+
+    /// Writes `value` only if the node still holds `previous` at its version (Curator's
+    /// `trySetValue`): true when written; false when the local copy or the node moved on
+    /// (the local copy is then read again, so [`versioned_value`](Self::versioned_value) gives
+    /// the newer value to retry with). No I/O when `previous` is not the local copy.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `previous` has version -1 (read before the node was, or
+    /// a version that wrapped to -1: ZooKeeper would read it as "any version");
+    /// [`Error::OutcomeUnknown`] when the connection broke while the write was in flight and
+    /// reading back cannot tell whether it was applied (another writer may have written the
+    /// same bytes); `NoNode` when the node was deleted; [`Error::TooLarge`]; the server's
+    /// refusal; a connection error the retry policy gave up on.
+    ///
+    /// # Cancel safety
+    /// A cancelled write may still happen on the server.
+    pub async fn try_set(&self, previous: &VersionedValue<Vec<u8>>, value: &[u8]) -> Result<bool> {
+        {
+            let current = self.tx.borrow();
+            if current.zxid != previous.zxid || current.value != previous.value {
+                return Ok(false);
+            }
+        }
+        match set_versioned(&self.framework, &self.path, value, previous.version, "try_set").await? {
+            Cas::Written(stat) => {
+                mirror::offer(&self.tx, value.to_vec(), &stat);
+                Ok(true)
+            }
+            Cas::Conflict => {
+                self.refresh().await?;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Calls `listener` with every new value from now on, in order, on a task of its own
+    /// (Curator's `SharedValueListener`). A listener that falls behind gets the latest value,
+    /// never a stale one. Dropping the handle removes it; it also ends when the `SharedValue`
+    /// is dropped.
+    ///
+    /// # Errors
+    /// [`Error::NotStarted`] outside a Tokio runtime.
+    pub fn add_listener<F>(&self, listener: F) -> Result<ListenerHandle>
+    where
+        F: Fn(VersionedValue<Vec<u8>>) + Send + Sync + 'static,
+    {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| Error::NotStarted)?;
+        let mut changes = self.changes();
+        let task = runtime.spawn(async move {
+            while let Some(value) = changes.next().await {
+                listener(value);
+            }
+        });
+        Ok(ListenerHandle::new(task.abort_handle()))
+    }
+
+    /// Every new value from now on, as a stream (the latest when the reader falls behind). It
+    /// ends when the `SharedValue` is dropped.
+    pub fn changes(&self) -> SharedValueChanges {
+        SharedValueChanges::new(self.tx.subscribe())
+    }
+
+    /// A `watch` receiver of the current value (for `changed()` / `wait_for()`).
+    pub fn watch(&self) -> watch::Receiver<VersionedValue<Vec<u8>>> {
+        self.tx.subscribe()
+    }
+
+    /// Reads the node and stores what it holds.
+    pub(crate) async fn refresh(&self) -> Result<()> {
+        let (data, stat) = self.framework.get_data(&self.path).await?;
+        mirror::offer(&self.tx, data, &stat);
+        Ok(())
+    }
+}
+
+impl Drop for SharedValue {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// The values of a [`SharedValue`] as they change ([`SharedValue::changes`]).
+#[must_use = "streams do nothing unless polled"]
+pub struct SharedValueChanges {
+    inner: BoxStream<'static, VersionedValue<Vec<u8>>>,
+}
+
+impl std::fmt::Debug for SharedValueChanges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedValueChanges").finish_non_exhaustive()
+    }
+}
+
+impl SharedValueChanges {
+    fn new(mut rx: watch::Receiver<VersionedValue<Vec<u8>>>) -> Self {
+        rx.borrow_and_update();
+        let inner = futures::stream::unfold(rx, |mut rx| async move {
+            rx.changed().await.ok()?;
+            let value = rx.borrow_and_update().clone();
+            Some((value, rx))
+        });
+        SharedValueChanges { inner: inner.boxed() }
+    }
+}
+
+impl Stream for SharedValueChanges {
+    type Item = VersionedValue<Vec<u8>>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.as_mut().poll_next(cx)
+    }
+}
