@@ -15,7 +15,11 @@
 //! - Our create's reply comes after the event of every change ordered before it, and our own
 //!   node's created event comes before that reply. So once our node is in the view, the view
 //!   holds every change before our node (the barrier): deciding earlier could miss a node just
-//!   created ahead of ours.
+//!   created ahead of ours. The barrier knows our node by its name, so it rests on that name
+//!   being unique to its create (the protected prefix's fresh uuid): a view lagging behind a
+//!   reaped and re-created directory could otherwise still show an earlier node of the same
+//!   name, from the earlier incarnation (the model test finds exactly that with repeated names).
+//!   Nodes without a sequence suffix (foreign names) never decide from the view.
 //! - A server can withhold events from a connected session: a child the session may not read
 //!   (ZooKeeper 3.8.4+, 3.9.2+, and builds carrying that fix) sends no event, and on 3.6-3.8 a
 //!   one-shot watch the same session puts on the directory demotes the recursive watch so that
@@ -28,6 +32,10 @@
 //!   listed again. A node that entered through a listing needs no witness.
 //! - Deleting a directory resets its create counter: its deletion and creation events start
 //!   the count over at 0, and names repeat across incarnations.
+//! - Liveness, not safety: the deletion of a listed child the session may not read never
+//!   arrives, so a waiter behind it waits until something re-lists (the directory's deletion
+//!   while the view still shows a child invalidates it); a user of the view must bound that
+//!   wait (for example by the session timeout) and then list or check the predecessor.
 
 #![cfg_attr(not(test), allow(dead_code))]
 
