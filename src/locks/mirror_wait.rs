@@ -19,7 +19,9 @@
 //!   being unique to its create (the protected prefix's fresh uuid): a view lagging behind a
 //!   reaped and re-created directory could otherwise still show an earlier node of the same
 //!   name, from the earlier incarnation (the model test finds exactly that with repeated names).
-//!   Nodes without a sequence suffix (foreign names) never decide from the view.
+//!   Only the session's own sequential nodes are to be asked about (a foreign name has no
+//!   place in the creation order); one without a sequence suffix that entered by its event
+//!   cannot be witnessed and asks for a listing.
 //! - A server can withhold events from a connected session: a child the session may not read
 //!   (ZooKeeper 3.8.4+, 3.9.2+, and builds carrying that fix) sends no event, and on 3.6-3.8 a
 //!   one-shot watch the same session puts on the directory demotes the recursive watch so that
