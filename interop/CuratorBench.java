@@ -5,8 +5,8 @@
 // Usage (benches/locks/ compiles this file with javac and runs it once per workload):
 //
 //   java -cp <classes>:<curator classpath> CuratorBench CONNECT WORKLOAD CYCLES WARMUP CLIENTS
-//       MAX_LEASES BASE_PATH [hold-ms=N] [jit-warmup-ms=N] [label=TEXT] [srvr=HOST:PORT[,..]]
-//       [read-pct=P] [seed=N]
+//       MAX_LEASES BASE_PATH [hold-ms=N] [warm-solo=N] [warm-contended=N] [jit-warmup-ms=N]
+//       [label=TEXT] [srvr=HOST:PORT[,..]] [read-pct=P] [seed=N]
 //
 //   WORKLOAD    mutex-uncontended | mutex-contended | semaphore | many-waiters | rwlock | leader-handoff
 //   CYCLES      measured cycles: mutex-uncontended: in total (the bench's --iters); others: per
@@ -18,9 +18,18 @@
 //   MAX_LEASES  semaphore leases (used by `semaphore` only)
 //   BASE_PATH   the lock's path (the recipe creates it, as containers)
 //   hold-ms     time in the critical section (default 0: no hold)
-//   jit-warmup-ms  unmeasured cycles for this long before the WARMUP cycles (default 5000), so
-//               that the JIT has compiled the hot paths: with only the Rust bench's warmup (20
-//               cycles per session) the measured part ran at about half of Curator's speed
+//   warm-solo   JIT warm-up, first phase: unmeasured uncontended cycles per session (default
+//               8000), each contender on a lock of its own (BASE_PATH-solo-<n>), all sessions at
+//               once; many-waiters splits them over the session's threads, rounded up
+//   warm-contended  JIT warm-up, second phase: unmeasured cycles per session on the measured
+//               lock (default 300), split as CYCLES are
+//   jit-warmup-ms  JIT warm-up, third phase: more contended cycles until this long has passed
+//               since the first phase began (default 0: none)
+//               The JIT warm-up is counted in cycles, not time: a time-based warm-up under
+//               contention (5 s was used) gives fewer cycles, so less compiled code, the slower
+//               the machine is at that moment, and uncontended cycles exercise the request paths
+//               several times faster than contended ones. With only the Rust bench's warmup (20
+//               cycles per session) the measured part ran at about half of Curator's speed.
 //   label       copied into the JSON line
 //   srvr        the servers to ask for `srvr` and `mntr` (request and fsync counts); without it none are printed
 //   read-pct    rwlock: the share of cycles that take the read lock (default 80)
@@ -32,8 +41,9 @@
 // acquire() / release(), acquire() / lease.close(), and readLock() or writeLock() acquire() /
 // release() (rwlock: the half drawn per cycle). leader-handoff: per cycle a new LeaderLatch (a
 // closed latch cannot start again): start(), await(), critical section, close() (the leader
-// resigns at once). Every thread: cycles until jit-warmup-ms have passed, WARMUP
-// cycles, then all threads meet and start the measured cycles together. A cycle is acquire, critical section, release; the critical section
+// resigns at once). Every thread: warm-solo cycles on a lock of its own, warm-contended
+// cycles on the measured lock, more of them until jit-warmup-ms have passed, WARMUP cycles, then
+// all threads meet and start the measured cycles together. A cycle is acquire, critical section, release; the critical section
 // counts the holders in a shared AtomicInteger (more than 1, or MAX_LEASES, or for rwlock a
 // writer beside anyone, is a violation) and
 // yields the thread once so that other contenders run while this one counts as a holder.
@@ -75,7 +85,11 @@ public final class CuratorBench {
     /** many-waiters: threads per session, sharing the session's InterProcessMutex. */
     private static final int WAITERS_PER_SESSION = 8;
     /** jit-warmup-ms when not given. */
-    private static final long DEFAULT_JIT_WARMUP_MS = 5000;
+    private static final long DEFAULT_JIT_WARMUP_MS = 0;
+    /** warm-solo when not given: uncontended JIT warm-up cycles per session. */
+    private static final int DEFAULT_WARM_SOLO = 8000;
+    /** warm-contended when not given: contended JIT warm-up cycles per session. */
+    private static final int DEFAULT_WARM_CONTENDED = 300;
 
     /** What an acquire gives back: how to release it. */
     private interface Held {
@@ -105,6 +119,12 @@ public final class CuratorBench {
     /** One way of taking the lock (a session's recipe object). */
     private interface Lock {
         Held acquire() throws Exception;
+    }
+
+    /** Makes the workload's recipe object for one session, on a path. */
+    private interface Recipe {
+        /** `index` numbers the objects made (the rwlock's read/write generator is seeded with it). */
+        Lock make(CuratorFramework client, String path, int index);
     }
 
     /** More holders at once than the recipe admits. */
@@ -150,9 +170,15 @@ public final class CuratorBench {
     /** One contending thread. */
     private static final class Contender implements Runnable {
         final Lock lock;
+        /** A lock of this contender's own, for the uncontended JIT warm-up. */
+        final Lock solo;
         final Exclusion exclusion;
+        /** A private holder count for `solo` (it is uncontended, but checked all the same). */
+        final Exclusion soloExclusion;
         final CyclicBarrier start;
-        /** System.nanoTime() until which the JIT warm-up runs (before the workload's warmup). */
+        final int warmSolo;
+        final int warmContended;
+        /** System.nanoTime() until which contended JIT warm-up cycles go on (after warmContended). */
         final long jitWarmupUntil;
         final int warmup;
         final long[] samples;
@@ -164,11 +190,16 @@ public final class CuratorBench {
         volatile int done;
         volatile Throwable failure;
 
-        Contender(Lock lock, Exclusion exclusion, CyclicBarrier start, long jitWarmupUntil, int warmup,
-                int cycles, boolean cycleLatency, long holdMs) {
+        Contender(Lock lock, Lock solo, Exclusion exclusion, Exclusion soloExclusion, CyclicBarrier start,
+                int warmSolo, int warmContended, long jitWarmupUntil, int warmup, int cycles,
+                boolean cycleLatency, long holdMs) {
             this.lock = lock;
+            this.solo = solo;
             this.exclusion = exclusion;
+            this.soloExclusion = soloExclusion;
             this.start = start;
+            this.warmSolo = warmSolo;
+            this.warmContended = warmContended;
             this.jitWarmupUntil = jitWarmupUntil;
             this.warmup = warmup;
             this.samples = new long[cycles];
@@ -178,6 +209,10 @@ public final class CuratorBench {
 
         /** Acquire, critical section, release; returns the latency sample in nanoseconds. */
         long cycle() throws Exception {
+            return cycle(lock, exclusion);
+        }
+
+        long cycle(Lock lock, Exclusion exclusion) throws Exception {
             long started = System.nanoTime();
             acquiringSince.set(started);
             Held held = lock.acquire();
@@ -195,6 +230,12 @@ public final class CuratorBench {
         public void run() {
             Throwable failed = null;
             try {
+                for (int i = 0; i < warmSolo; i++) {
+                    cycle(solo, soloExclusion);
+                }
+                for (int i = 0; i < warmContended; i++) {
+                    cycle();
+                }
                 while (System.nanoTime() - jitWarmupUntil < 0) {
                     cycle();
                 }
@@ -245,6 +286,8 @@ public final class CuratorBench {
         String path = args[6];
         long holdMs = 0;
         long jitWarmupMs = DEFAULT_JIT_WARMUP_MS;
+        int warmSolo = DEFAULT_WARM_SOLO;
+        int warmContended = DEFAULT_WARM_CONTENDED;
         String label = "";
         String srvr = null;
         int readPct = 80;
@@ -259,6 +302,12 @@ public final class CuratorBench {
                     break;
                 case "jit-warmup-ms":
                     jitWarmupMs = number(value, "jit-warmup-ms", 0);
+                    break;
+                case "warm-solo":
+                    warmSolo = number(value, "warm-solo", 0);
+                    break;
+                case "warm-contended":
+                    warmContended = number(value, "warm-contended", 0);
                     break;
                 case "label":
                     label = value;
@@ -288,6 +337,9 @@ public final class CuratorBench {
             case "mutex-uncontended":
                 sessions = 1;
                 cycleLatency = true;
+                // One session, uncontended anyway: the measured lock's own cycles warm it.
+                warmContended += warmSolo;
+                warmSolo = 0;
                 break;
             case "mutex-contended":
                 sessions = clients;
@@ -311,6 +363,8 @@ public final class CuratorBench {
                 // The session's budget of cycles is shared by its threads (rounded up).
                 cycles = ceilDiv(cycles, WAITERS_PER_SESSION);
                 warmup = ceilDiv(warmup, WAITERS_PER_SESSION);
+                warmSolo = ceilDiv(warmSolo, WAITERS_PER_SESSION);
+                warmContended = ceilDiv(warmContended, WAITERS_PER_SESSION);
                 break;
             default:
                 usage("unknown workload " + workload);
@@ -343,44 +397,55 @@ public final class CuratorBench {
         });
         List<Contender> contenders = new ArrayList<>();
         long jitWarmupUntil = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(jitWarmupMs);
-        for (int session = 0; session < frameworks.size(); session++) {
-            CuratorFramework client = frameworks.get(session);
-            String id = "c" + session;
-            Lock lock;
-            if (readWrite) {
-                InterProcessReadWriteLock recipe = new InterProcessReadWriteLock(client, path);
-                // One thread per session (threadsPerSession is 1), so one generator per session.
-                java.util.Random random = new java.util.Random(seed * 1000003 + contenders.size());
-                int pct = readPct;
-                lock = () -> {
+        int pct = readPct;
+        long rwSeed = seed;
+        Recipe recipe;
+        if (readWrite) {
+            recipe = (client, at, index) -> {
+                InterProcessReadWriteLock rw = new InterProcessReadWriteLock(client, at);
+                java.util.Random random = new java.util.Random(rwSeed * 1000003 + index);
+                return () -> {
                     boolean writer = random.nextInt(100) >= pct;
-                    InterProcessMutex half = writer ? recipe.writeLock() : recipe.readLock();
+                    InterProcessMutex half = writer ? rw.writeLock() : rw.readLock();
                     half.acquire();
                     return rwHeld(half, writer);
                 };
-            } else if (latch) {
-                lock = () -> {
-                    LeaderLatch candidate = new LeaderLatch(client, path, id);
-                    candidate.start();
-                    candidate.await();
-                    return candidate::close;
-                };
-            } else if (semaphore) {
-                InterProcessSemaphoreV2 recipe = new InterProcessSemaphoreV2(client, path, maxLeases);
-                lock = () -> {
-                    Lease lease = recipe.acquire();
+            };
+        } else if (latch) {
+            recipe = (client, at, index) -> () -> {
+                LeaderLatch candidate = new LeaderLatch(client, at, "c" + index);
+                candidate.start();
+                candidate.await();
+                return candidate::close;
+            };
+        } else if (semaphore) {
+            recipe = (client, at, index) -> {
+                InterProcessSemaphoreV2 leases = new InterProcessSemaphoreV2(client, at, maxLeases);
+                return () -> {
+                    Lease lease = leases.acquire();
                     return lease::close;
                 };
-            } else {
-                InterProcessMutex recipe = new InterProcessMutex(client, path);
-                lock = () -> {
-                    recipe.acquire();
-                    return recipe::release;
+            };
+        } else {
+            recipe = (client, at, index) -> {
+                InterProcessMutex mutex = new InterProcessMutex(client, at);
+                return () -> {
+                    mutex.acquire();
+                    return mutex::release;
                 };
-            }
+            };
+        }
+        for (int session = 0; session < frameworks.size(); session++) {
+            CuratorFramework client = frameworks.get(session);
+            // Per session one recipe object, shared by the session's threads (rwlock: one thread
+            // per session, so one read/write generator per session).
+            Lock lock = recipe.make(client, path, session);
             for (int t = 0; t < threadsPerSession; t++) {
-                contenders.add(new Contender(lock, exclusion, start, jitWarmupUntil, warmup, cycles,
-                        cycleLatency, holdMs));
+                int n = contenders.size();
+                // The uncontended warm-up: a lock of the contender's own, beside the measured one.
+                Lock solo = warmSolo > 0 ? recipe.make(client, path + "-solo-" + n, 1_000_000 + n) : null;
+                contenders.add(new Contender(lock, solo, exclusion, new Exclusion(maxHolders, readWrite), start,
+                        warmSolo, warmContended, jitWarmupUntil, warmup, cycles, cycleLatency, holdMs));
             }
         }
 
@@ -579,7 +644,8 @@ public final class CuratorBench {
         System.err.println("CuratorBench: " + problem);
         System.err.println("usage: CuratorBench CONNECT"
                 + " mutex-uncontended|mutex-contended|semaphore|many-waiters|rwlock|leader-handoff"
-                + " CYCLES WARMUP CLIENTS MAX_LEASES BASE_PATH [hold-ms=N] [jit-warmup-ms=N] [label=TEXT]"
+                + " CYCLES WARMUP CLIENTS MAX_LEASES BASE_PATH [hold-ms=N] [warm-solo=N] [warm-contended=N]"
+                + " [jit-warmup-ms=N] [label=TEXT]"
                 + " [srvr=HOST:PORT] [read-pct=P] [seed=N]");
         System.exit(2);
     }

@@ -105,6 +105,7 @@ impl CuratorBench {
             _ => (o.cycles, o.warmup_cycles, o.hold),
         };
         let counts_before = target.proxy.map(|p| p.counts());
+        let counted = target.proxy.is_some();
         let output = tokio::process::Command::new(&self.java)
             .arg("-cp")
             .arg(&self.classpath)
@@ -114,8 +115,11 @@ impl CuratorBench {
             .args([cycles, warmup, o.clients, o.max_leases].map(|n| n.to_string()))
             .arg(&target.dir)
             .arg(format!("hold-ms={}", hold.as_millis()))
-            // With --count-ops the op count must be known (and timing does not matter anyway).
-            .arg(format!("jit-warmup-ms={}", if target.proxy.is_some() { 0 } else { o.curator_warmup.as_millis() }))
+            // The JIT warm-up (CuratorBench.java's header says why it is shaped so). With
+            // --count-ops the op count must be known (and timing does not matter anyway).
+            .arg(format!("warm-solo={}", if counted { 0 } else { o.curator_warmup_solo }))
+            .arg(format!("warm-contended={}", if counted { 0 } else { o.curator_warmup_contended }))
+            .arg(format!("jit-warmup-ms={}", if counted { 0 } else { o.curator_warmup.as_millis() }))
             .arg(format!("label={}", o.label))
             .arg(format!("read-pct={}", o.read_pct))
             .arg(format!("seed={}", o.seed))

@@ -36,8 +36,13 @@ usage: locks [options]
   --curator MODE            also run each workload through Apache Curator (java, javac and the
                             Curator jars): auto (default: when installed, else a skipped line),
                             off, require (fail when not installed)
-  --curator-warmup-ms MS    Curator: unmeasured cycles for this long first, for the JIT
-                            (default 5000)
+  --curator-warmup-solo N   Curator, JIT warm-up: uncontended cycles per session first, each
+                            contender on a lock of its own (default 8000)
+  --curator-warmup-contended N
+                            Curator, JIT warm-up: then cycles per session on the measured lock
+                            (default 300)
+  --curator-warmup-ms MS    Curator, JIT warm-up: then more of them until this long has passed
+                            since the warm-up began (default 0)
   --server-warmup-ms MS     with the bench's own TestingServer: unmeasured lock traffic for
                             this long before the first line, for the server's JIT (default 5000)
   --count-ops               clients go through a counting proxy; print requests per op by
@@ -79,6 +84,8 @@ pub(crate) struct Options {
     pub(crate) count_ops: bool,
     pub(crate) curator: CuratorMode,
     pub(crate) curator_warmup: Duration,
+    pub(crate) curator_warmup_solo: usize,
+    pub(crate) curator_warmup_contended: usize,
     pub(crate) server_warmup: Duration,
 }
 
@@ -105,7 +112,9 @@ impl Default for Options {
             rounds: 1,
             count_ops: false,
             curator: CuratorMode::Auto,
-            curator_warmup: Duration::from_secs(5),
+            curator_warmup: Duration::ZERO,
+            curator_warmup_solo: 8000,
+            curator_warmup_contended: 300,
             server_warmup: Duration::from_secs(5),
         }
     }
@@ -211,6 +220,8 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
                     other => return Err(format!("--curator: expected auto, off or require, got {other:?}")),
                 }
             }
+            "--curator-warmup-solo" => options.curator_warmup_solo = number(&flag, &value()?)?,
+            "--curator-warmup-contended" => options.curator_warmup_contended = number(&flag, &value()?)?,
             "--curator-warmup-ms" => options.curator_warmup = Duration::from_millis(number(&flag, &value()?)?),
             "--server-warmup-ms" => options.server_warmup = Duration::from_millis(number(&flag, &value()?)?),
             other => return Err(format!("unknown option {other:?}")),

@@ -11,6 +11,7 @@
 //! | `node_watch.rs` | the data watch on a held node, kept through connection trouble (deletion, revocation) |
 //! | `held.rs` | the one release core (`HeldNode`) and the non-owning `NodeWatch` guards observe |
 //! | `internals.rs` | the one wait engine (Curator's `LockInternals`) |
+//! | `mirror_wait.rs` | a session's view of a lock directory from one recursive watch and one listing, and when it may decide in a listing's place (pure; not used by the engine yet) |
 //! | `start_over.rs` | the start-over loop: a fresh node when the last one went missing |
 //! | `reentrant.rs` | per-task reentrancy: the one reentrant acquire core (an owner's acquires take turns; downgrade and upgrade refusal are its hooks), holds, and the ticket guard behind the public guards |
 //! | `acquire.rs` | the one acquire front-end: the acquire forms, `Lockable` and `LockHold` |
@@ -24,6 +25,7 @@ mod fast_path;
 mod fence;
 mod held;
 mod internals;
+mod mirror_wait;
 mod multi;
 mod mutex;
 mod node;

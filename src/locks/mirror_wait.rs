@@ -1,0 +1,260 @@
+//! A session's view of a lock directory built from one persistent recursive watch and one
+//! listing, and when that view may stand in for a listing in a lock decision. Pure logic: the
+//! events, the listing reply and the connection's breaks go in, a decision made with the same
+//! [`Driver`] as the listing path comes out. Not wired into the wait engine yet: the engine
+//! waits with a watch on the predecessor.
+//!
+//! # Why a decision from the view is a listing's decision
+//! - The watch is added before the listing is sent, and a server answers one session's
+//!   requests in order, so the listing plus the events after it are every change the server
+//!   sent. Events that arrive before the listing reply are replayed on top of it (each one sets
+//!   one name's presence; a name's last event decides).
+//! - A break in the connection loses events: the view is invalid until the watch is added
+//!   again and the directory listed again. So is any event that contradicts the view (a create
+//!   of a name present, a delete of a name absent, the directory deleted while not empty).
+//! - Our create's reply comes after the event of every change ordered before it, and our own
+//!   node's created event comes before that reply. So once our node is in the view, the view
+//!   holds every change before our node (the barrier): deciding earlier could miss a node just
+//!   created ahead of ours. The barrier knows our node by its name, so it rests on that name
+//!   being unique to its create (the protected prefix's fresh uuid): a view lagging behind a
+//!   reaped and re-created directory could otherwise still show an earlier node of the same
+//!   name, from the earlier incarnation (the model test finds exactly that with repeated names).
+//!   Only the session's own sequential nodes are to be asked about (a foreign name has no
+//!   place in the creation order); one without a sequence suffix that entered by its event
+//!   cannot be witnessed and asks for a listing.
+//! - A server can withhold events from a connected session: a child the session may not read
+//!   (ZooKeeper 3.8.4+, 3.9.2+, and builds carrying that fix) sends no event, and on 3.6-3.8 a
+//!   one-shot watch the same session puts on the directory demotes the recursive watch so that
+//!   creates stop arriving. The listing shows such a child; the events do not. The witness
+//!   catches it: a sequential child's suffix is the number of child creates in this incarnation
+//!   of the directory before it, and the listing's stat gives that count at the listing
+//!   ((cversion + numChildren) / 2, exact on 3.6+), so when our node entered by its event the
+//!   creates counted since the listing, ours included, must be its suffix + 1. Otherwise a
+//!   create went unseen, perhaps ahead of ours: the view is invalid and the directory is
+//!   listed again. A node that entered through a listing needs no witness.
+//! - Deleting a directory resets its create counter: its deletion and creation events start
+//!   the count over at 0, and names repeat across incarnations.
+//! - Liveness, not safety: the deletion of a listed child the session may not read never
+//!   arrives, so a waiter behind it waits until something re-lists (the directory's deletion
+//!   while the view still shows a child invalidates it); a user of the view must bound that
+//!   wait (for example by the session timeout) and then list or check the predecessor.
+
+#![cfg_attr(not(test), allow(dead_code))]
+
+use std::collections::HashMap;
+
+use super::driver::{parse_sequence, Driver, Verdict};
+
+/// A watch event about the directory or one of its direct children (deeper events are not
+/// passed in; data changes do not change who holds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum DirEvent {
+    ChildCreated(String),
+    ChildDeleted(String),
+    DirCreated,
+    DirDeleted,
+}
+
+/// How a child came into the view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Entry {
+    /// In a listing: the listing vouches for everything before it.
+    Listed,
+    /// By its created event after the listing: the count of creates right after it.
+    Counted(u64),
+    /// By an event replayed on top of a listing that did not show it: no witness is possible
+    /// (a server that reads and writes at the same time would do this; 3.6-3.9 do not).
+    Unwitnessed,
+}
+
+/// Where the view stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    /// Events may have been missed: nothing is decided from the view.
+    Invalid,
+    /// The watch was added, the listing is out: events are kept until its reply.
+    Listing(Vec<DirEvent>),
+    /// Listing plus every event since.
+    Valid,
+}
+
+/// What the view says about one of the session's nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// The view cannot vouch for anything (invalid, or its listing is out): wait for the next
+    /// listing, or decide by a listing of one's own.
+    Unknown,
+    /// Our node is not in the view yet: wait for its created event (the barrier).
+    Barrier,
+    /// The witness failed (a create went unseen), or the suffix cannot be witnessed: the view
+    /// is now invalid; list the directory again.
+    Resync,
+    /// The driver's verdict on the view's children, as a listing now would give it.
+    Verdict(Verdict),
+}
+
+/// One session's view of one lock directory.
+#[derive(Debug)]
+pub(crate) struct DirView {
+    state: State,
+    children: HashMap<String, Entry>,
+    /// Child creates in the directory's current incarnation, as far as the view knows.
+    count: u64,
+    /// Test hooks: decide without the barrier's wait (our node assumed present) or without the
+    /// witness, to show what each guards against.
+    #[cfg(test)]
+    hooks: Hooks,
+}
+
+#[cfg(test)]
+#[derive(Debug, Default, Clone, Copy)]
+struct Hooks {
+    no_barrier: bool,
+    no_witness: bool,
+}
+
+impl Default for DirView {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl DirView {
+    pub(crate) fn new() -> Self {
+        DirView {
+            state: State::Invalid,
+            children: HashMap::new(),
+            count: 0,
+            #[cfg(test)]
+            hooks: Hooks::default(),
+        }
+    }
+
+    /// Whether decisions can be made from the view.
+    pub(crate) fn is_valid(&self) -> bool {
+        self.state == State::Valid
+    }
+
+    /// The connection broke, or the session ended: events may be lost from here on.
+    pub(crate) fn interrupt(&mut self) {
+        self.state = State::Invalid;
+    }
+
+    /// The watch was added on the current connection and the listing is sent after it (the
+    /// two may be pipelined): events are kept for the listing reply from now on.
+    pub(crate) fn watch_added(&mut self) {
+        self.state = State::Listing(Vec::new());
+    }
+
+    /// The listing's reply: the children and the directory's `cversion` and `numChildren`. A
+    /// listing that is not the one the last [`watch_added`](Self::watch_added) announced (the
+    /// view was interrupted since) changes nothing.
+    pub(crate) fn listed(&mut self, children: Vec<String>, cversion: i32, num_children: i32) {
+        if !matches!(self.state, State::Listing(_)) {
+            return;
+        }
+        let State::Listing(buffered) = std::mem::replace(&mut self.state, State::Invalid) else {
+            return;
+        };
+        let stored = (i64::from(cversion) + i64::from(num_children)) / 2;
+        let Ok(count) = u64::try_from(stored) else {
+            // Not a count 3.6+ keeps: nothing can be witnessed.
+            return;
+        };
+        self.children = children.into_iter().map(|name| (name, Entry::Listed)).collect();
+        self.count = count;
+        self.state = State::Valid;
+        // Events from before the reply: the listing already shows their changes (3.6-3.9
+        // answer no read while a write is applied), but replaying them is sound either way.
+        // The count is the listing's.
+        for event in buffered {
+            match event {
+                DirEvent::ChildCreated(name) => {
+                    self.children.entry(name).or_insert(Entry::Unwitnessed);
+                }
+                DirEvent::ChildDeleted(name) => {
+                    self.children.remove(&name);
+                }
+                DirEvent::DirCreated | DirEvent::DirDeleted => {}
+            }
+        }
+    }
+
+    /// The listing found no directory: no children, and the count starts at 0 when it is
+    /// created (its created event arrives through the watch).
+    pub(crate) fn listed_missing(&mut self) {
+        self.listed(Vec::new(), 0, 0);
+    }
+
+    /// A watch event, in the order the session received it.
+    pub(crate) fn event(&mut self, event: DirEvent) {
+        match &mut self.state {
+            State::Invalid => {}
+            State::Listing(buffered) => buffered.push(event),
+            State::Valid => self.apply(event),
+        }
+    }
+
+    fn apply(&mut self, event: DirEvent) {
+        let consistent = match event {
+            DirEvent::ChildCreated(name) => {
+                self.count += 1;
+                self.children.insert(name, Entry::Counted(self.count)).is_none()
+            }
+            DirEvent::ChildDeleted(name) => self.children.remove(&name).is_some(),
+            DirEvent::DirCreated | DirEvent::DirDeleted => {
+                self.count = 0;
+                self.children.is_empty()
+            }
+        };
+        if !consistent {
+            self.state = State::Invalid;
+        }
+    }
+
+    /// What the view says about `our` node (a child name of this session's), with `driver`'s
+    /// order and rule. A failed witness makes the view invalid.
+    pub(crate) fn decide(&mut self, driver: &dyn Driver, our: &str) -> Decision {
+        if self.state != State::Valid {
+            return Decision::Unknown;
+        }
+        #[cfg(test)]
+        if self.hooks.no_barrier && !self.children.contains_key(our) {
+            self.children.insert(our.to_owned(), Entry::Listed);
+        }
+        let witnessed = match self.children.get(our) {
+            None => return Decision::Barrier,
+            Some(Entry::Listed) => true,
+            Some(Entry::Unwitnessed) => false,
+            Some(&Entry::Counted(count)) => {
+                let suffix = parse_sequence(driver.sort_key(our)).filter(|&n| n >= 0);
+                suffix.is_some_and(|n| u64::try_from(n).is_ok_and(|n| n + 1 == count))
+            }
+        };
+        #[cfg(test)]
+        let witnessed = witnessed || self.hooks.no_witness;
+        if !witnessed {
+            self.state = State::Invalid;
+            return Decision::Resync;
+        }
+        // Witnessed once, always: the count right after our node does not change.
+        self.children.insert(our.to_owned(), Entry::Listed);
+        let mut sorted: Vec<String> = self.children.keys().cloned().collect();
+        driver.sort(&mut sorted);
+        if driver.wrapped(&sorted).is_some() {
+            // The order cannot be decided by names: the listing path fails such an acquire.
+            self.state = State::Invalid;
+            return Decision::Resync;
+        }
+        Decision::Verdict(driver.verdict(&sorted, our))
+    }
+
+    #[cfg(test)]
+    fn with_hooks(mut self, no_barrier: bool, no_witness: bool) -> Self {
+        self.hooks = Hooks { no_barrier, no_witness };
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests;

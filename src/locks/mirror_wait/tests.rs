@@ -1,0 +1,437 @@
+//! The view's rules one by one on scripted streams, then a randomized model: the same server
+//! histories decided by the view and by a listing, which must agree.
+
+use super::*;
+use crate::locks::driver::{ReadDriver, StandardDriver, WriteDriver};
+use crate::protocol::names::{READ_LOCK_NAME, WRITE_LOCK_NAME};
+
+const MUTEX: &StandardDriver = &StandardDriver::MUTEX;
+
+fn node(seq: u64) -> String {
+    format!("_c_a-lock-{seq:010}")
+}
+
+fn peer(seq: u64) -> String {
+    format!("_c_b-lock-{seq:010}")
+}
+
+/// A valid view of a directory listed with `children` after `creates` child creates.
+fn listed(children: &[String], creates: i32) -> DirView {
+    let mut view = DirView::new();
+    view.watch_added();
+    let n = children.len() as i32;
+    view.listed(children.to_vec(), 2 * creates - n, n);
+    assert!(view.is_valid());
+    view
+}
+
+fn acquired() -> Decision {
+    Decision::Verdict(Verdict::Acquired)
+}
+
+fn watch(name: String, index: usize) -> Decision {
+    Decision::Verdict(Verdict::Watch { node: name, index })
+}
+
+#[test]
+fn events_before_the_listing_reply_are_replayed_on_it() {
+    let mut view = DirView::new();
+    view.watch_added();
+    // The holder's deletion reached us before the listing's reply, the listing still shows it.
+    view.event(DirEvent::ChildDeleted(peer(0)));
+    view.listed(vec![peer(0), node(1)], 2 * 2 - 2, 2);
+    assert_eq!(view.decide(MUTEX, &node(1)), acquired());
+}
+
+#[test]
+fn a_replayed_create_the_listing_did_not_show_cannot_be_witnessed() {
+    let mut view = DirView::new();
+    view.watch_added();
+    view.event(DirEvent::ChildCreated(node(0)));
+    view.listed(vec![], 0, 0);
+    assert_eq!(view.decide(MUTEX, &node(0)), Decision::Resync);
+    assert!(!view.is_valid());
+}
+
+#[test]
+fn an_interrupted_view_decides_nothing_until_listed_again() {
+    let mut view = listed(&[], 0);
+    view.event(DirEvent::ChildCreated(node(0)));
+    view.interrupt();
+    // During the outage a peer takes a node; its event is lost.
+    view.event(DirEvent::ChildCreated(node(1)));
+    assert_eq!(view.decide(MUTEX, &node(0)), Decision::Unknown);
+    // A listing that was out before the interruption is not the one awaited.
+    view.listed(vec![peer(1), node(2)], 3 * 2 - 2, 2);
+    assert_eq!(view.decide(MUTEX, &node(2)), Decision::Unknown);
+    view.watch_added();
+    view.listed(vec![peer(1), node(2)], 3 * 2 - 2, 2);
+    assert_eq!(view.decide(MUTEX, &node(2)), watch(peer(1), 0));
+}
+
+#[test]
+fn our_node_decides_only_once_its_own_event_is_in() {
+    let mut view = listed(&[], 0);
+    // A peer's create and ours are both done at the server; neither event is applied yet.
+    assert_eq!(view.decide(MUTEX, &node(1)), Decision::Barrier);
+    view.event(DirEvent::ChildCreated(peer(0)));
+    view.event(DirEvent::ChildCreated(node(1)));
+    assert_eq!(view.decide(MUTEX, &node(1)), watch(peer(0), 0));
+}
+
+#[test]
+fn without_the_barrier_a_lagging_view_grants_beside_a_holder() {
+    let mut view = listed(&[], 0).with_hooks(true, false);
+    assert_eq!(view.decide(MUTEX, &node(1)), acquired(), "the hook must show the hazard");
+}
+
+#[test]
+fn a_create_the_server_did_not_send_fails_the_witness() {
+    // A creator-only node of a peer: in listings, never in the events.
+    let mut view = listed(&[], 0);
+    view.event(DirEvent::ChildCreated(node(1)));
+    assert_eq!(view.decide(MUTEX, &node(1)), Decision::Resync);
+    assert!(!view.is_valid());
+    // The listing again shows the peer's node ahead of ours.
+    view.watch_added();
+    view.listed(vec![peer(0), node(1)], 2 * 2 - 2, 2);
+    assert_eq!(view.decide(MUTEX, &node(1)), watch(peer(0), 0));
+}
+
+#[test]
+fn without_the_witness_an_unseen_create_grants_beside_its_holder() {
+    let mut view = listed(&[], 0).with_hooks(false, true);
+    view.event(DirEvent::ChildCreated(node(1)));
+    assert_eq!(view.decide(MUTEX, &node(1)), acquired(), "the hook must show the hazard");
+}
+
+#[test]
+fn a_witnessed_node_keeps_deciding_from_events() {
+    let mut view = listed(&[peer(3)], 4);
+    view.event(DirEvent::ChildCreated(node(4)));
+    assert_eq!(view.decide(MUTEX, &node(4)), watch(peer(3), 0));
+    view.event(DirEvent::ChildCreated(peer(5)));
+    view.event(DirEvent::ChildDeleted(peer(3)));
+    assert_eq!(view.decide(MUTEX, &node(4)), acquired());
+}
+
+#[test]
+fn a_new_incarnation_starts_the_count_over() {
+    let mut view = listed(&[], 0);
+    view.event(DirEvent::ChildCreated(node(0)));
+    assert_eq!(view.decide(MUTEX, &node(0)), acquired());
+    view.event(DirEvent::ChildDeleted(node(0)));
+    // Reaped, created again by a peer, which takes ...0000000000 again and holds.
+    view.event(DirEvent::DirDeleted);
+    view.event(DirEvent::DirCreated);
+    view.event(DirEvent::ChildCreated(peer(0)));
+    view.event(DirEvent::ChildCreated(node(1)));
+    assert_eq!(view.decide(MUTEX, &node(1)), watch(peer(0), 0));
+    assert!(view.is_valid());
+}
+
+#[test]
+fn contradicting_events_invalidate() {
+    let mut view = listed(&[peer(0)], 1);
+    view.event(DirEvent::DirDeleted);
+    assert!(!view.is_valid());
+    let mut view = listed(&[peer(0)], 1);
+    view.event(DirEvent::ChildCreated(peer(0)));
+    assert!(!view.is_valid());
+    let mut view = listed(&[], 1);
+    view.event(DirEvent::ChildDeleted(peer(0)));
+    assert!(!view.is_valid());
+}
+
+#[test]
+fn suffixes_that_cannot_be_witnessed_ask_for_a_listing() {
+    let mut view = listed(&[], 0);
+    view.event(DirEvent::ChildCreated("_c_a-lock--000000001".to_owned()));
+    assert_eq!(view.decide(MUTEX, "_c_a-lock--000000001"), Decision::Resync);
+    let mut view = listed(&[], 0);
+    view.event(DirEvent::ChildCreated("_c_a-lock-x".to_owned()));
+    assert_eq!(view.decide(MUTEX, "_c_a-lock-x"), Decision::Resync);
+}
+
+#[test]
+fn a_listing_of_no_directory_counts_from_its_creation() {
+    let mut view = DirView::new();
+    view.watch_added();
+    view.listed_missing();
+    view.event(DirEvent::DirCreated);
+    view.event(DirEvent::ChildCreated(node(0)));
+    assert_eq!(view.decide(MUTEX, &node(0)), acquired());
+}
+
+// --- the model -------------------------------------------------------------------------------
+
+/// xorshift64*, seeded.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+/// What reaches the session, in order.
+enum Item {
+    Event(DirEvent),
+    /// The reply to a listing sent when the server held these children after these creates;
+    /// `None` when the directory did not exist.
+    Listing(Option<(Vec<String>, u64)>),
+}
+
+/// The server's directory.
+#[derive(Default)]
+struct Server {
+    exists: bool,
+    creates: u64,
+    /// Name, ours, unreadable by our session (sends no event to it).
+    children: Vec<(String, bool, bool)>,
+}
+
+/// A history's settings.
+#[derive(Clone, Copy)]
+struct Model {
+    /// Percent of peer creates our session may not read.
+    hidden: u64,
+    /// Whether the connection breaks now and then.
+    breaks: bool,
+    /// Read and write nodes of the read-write lock (no downgrades) instead of mutex nodes.
+    read_write: bool,
+    hooks: Hooks,
+}
+
+/// The driver a waiter on `name` decides with.
+fn driver_of(name: &str, read_write: bool) -> &'static dyn Driver {
+    match () {
+        _ if !read_write => MUTEX,
+        _ if name.contains(READ_LOCK_NAME) => &ReadDriver,
+        _ => &WriteDriver,
+    }
+}
+
+#[derive(Default, Debug)]
+struct Outcome {
+    /// The view granted a node the listing would not have.
+    wrong_grants: usize,
+    /// The view decided otherwise than a listing of a drained stream would.
+    disagreements: usize,
+    grants: usize,
+    resyncs: usize,
+}
+
+/// Runs one history: peers and our session create and delete lock nodes (and foreign
+/// children), the directory is deleted and created again, the connection breaks; the view is
+/// fed what the session would receive, lagging behind the server by a random amount, and asked
+/// about our nodes all along.
+fn run(seed: u64, model: Model) -> Outcome {
+    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut server = Server { exists: true, ..Server::default() };
+    let mut view = DirView::new();
+    view.hooks = model.hooks;
+    let mut queue: std::collections::VecDeque<Item> = Default::default();
+    let mut connected = true;
+    let mut outcome = Outcome::default();
+    let list = |server: &Server| {
+        server.exists.then(|| (server.children.iter().map(|c| c.0.clone()).collect(), server.creates))
+    };
+    view.watch_added();
+    queue.push_back(Item::Listing(list(&server)));
+    for _ in 0..400 {
+        match rng.below(100) {
+            // A create, by a peer or by us, or a foreign child.
+            0..=29 if server.exists && server.children.len() < 6 => {
+                let foreign = rng.chance(10);
+                let ours = !foreign && rng.chance(40);
+                let seq = server.creates;
+                server.creates += 1;
+                // Our names are unique to their create (the protected prefix's fresh uuid; the
+                // barrier rests on it), a peer's repeat across incarnations.
+                let name = match () {
+                    _ if foreign => format!("foreign-{seq}"),
+                    _ if model.read_write => {
+                        let marker = if rng.chance(70) { READ_LOCK_NAME } else { WRITE_LOCK_NAME };
+                        let owner = if ours { format!("a{}", rng.next()) } else { "b".to_owned() };
+                        format!("_c_{owner}-{marker}{seq:010}")
+                    }
+                    _ if ours => format!("_c_a{}-lock-{seq:010}", rng.next()),
+                    _ => peer(seq),
+                };
+                let hidden = !ours && rng.chance(model.hidden);
+                if connected && !hidden {
+                    queue.push_back(Item::Event(DirEvent::ChildCreated(name.clone())));
+                }
+                server.children.push((name, ours, hidden));
+            }
+            // A delete.
+            30..=44 if !server.children.is_empty() => {
+                let (name, _, hidden) = server.children.remove(rng.below(server.children.len()));
+                if connected && !hidden {
+                    queue.push_back(Item::Event(DirEvent::ChildDeleted(name)));
+                }
+            }
+            // The empty directory is reaped, or created again.
+            45..=47 => {
+                if server.exists && server.children.is_empty() {
+                    server.exists = false;
+                    server.creates = 0;
+                    if connected {
+                        queue.push_back(Item::Event(DirEvent::DirDeleted));
+                    }
+                } else if !server.exists {
+                    server.exists = true;
+                    if connected {
+                        queue.push_back(Item::Event(DirEvent::DirCreated));
+                    }
+                }
+            }
+            // The connection breaks (what was on its way is lost), or comes back (the watch
+            // is added again and the directory listed).
+            48..=50 if model.breaks => {
+                if connected {
+                    connected = false;
+                    queue.clear();
+                    view.interrupt();
+                } else {
+                    connected = true;
+                    view.watch_added();
+                    queue.push_back(Item::Listing(list(&server)));
+                }
+            }
+            // The session applies what it received so far, or part of it.
+            _ => {
+                let n = if rng.chance(50) { queue.len() } else { rng.below(queue.len() + 1) };
+                for item in queue.drain(..n) {
+                    match item {
+                        Item::Event(event) => view.event(event),
+                        Item::Listing(Some((children, creates))) => {
+                            let n = children.len() as i32;
+                            view.listed(children, 2 * creates as i32 - n, n);
+                        }
+                        Item::Listing(None) => view.listed_missing(),
+                    }
+                }
+            }
+        }
+        // Ask the view about each of our nodes, as their waiters would.
+        let drained = queue.is_empty() && connected;
+        let mut truth: Vec<String> = server.children.iter().map(|c| c.0.clone()).collect();
+        // Both lock families sort by the suffix after their marker.
+        driver_of("", model.read_write).sort(&mut truth);
+        let ours: Vec<String> = server.children.iter().filter(|c| c.1).map(|c| c.0.clone()).collect();
+        for our in ours {
+            let driver = driver_of(&our, model.read_write);
+            let listing = driver.verdict(&truth, &our);
+            match view.decide(driver, &our) {
+                Decision::Verdict(verdict) => {
+                    if verdict == Verdict::Acquired {
+                        outcome.grants += 1;
+                        if listing != Verdict::Acquired {
+                            outcome.wrong_grants += 1;
+                        }
+                    }
+                    if drained && model.hidden == 0 && verdict != listing {
+                        outcome.disagreements += 1;
+                    }
+                }
+                Decision::Resync => {
+                    outcome.resyncs += 1;
+                    if connected {
+                        view.watch_added();
+                        queue.push_back(Item::Listing(list(&server)));
+                    }
+                }
+                Decision::Barrier | Decision::Unknown => {
+                    if drained && model.hidden == 0 && view.is_valid() {
+                        outcome.disagreements += 1;
+                    }
+                }
+            }
+        }
+        // Once our session has something to relist for, it does.
+        if connected && !view.is_valid() && !queue.iter().any(|i| matches!(i, Item::Listing(_))) {
+            view.watch_added();
+            queue.push_back(Item::Listing(list(&server)));
+        }
+    }
+    outcome
+}
+
+fn sum(model: Model) -> Outcome {
+    let mut total = Outcome::default();
+    for seed in 0..400 {
+        let o = run(seed, model);
+        total.wrong_grants += o.wrong_grants;
+        total.disagreements += o.disagreements;
+        total.grants += o.grants;
+        total.resyncs += o.resyncs;
+    }
+    total
+}
+
+const SOUND: Hooks = Hooks { no_barrier: false, no_witness: false };
+
+#[test]
+fn the_view_decides_as_a_listing_does() {
+    let o = sum(Model { hidden: 0, breaks: false, read_write: false, hooks: SOUND });
+    assert_eq!((o.wrong_grants, o.disagreements), (0, 0), "{o:?}");
+    // Every create was seen: the witness never fails.
+    assert_eq!(o.resyncs, 0, "{o:?}");
+    assert!(o.grants > 1000, "the histories must grant often: {o:?}");
+}
+
+#[test]
+fn the_view_never_grants_what_a_listing_would_not_through_breaks_and_unseen_creates() {
+    let o = sum(Model { hidden: 20, breaks: true, read_write: false, hooks: SOUND });
+    assert_eq!(o.wrong_grants, 0, "{o:?}");
+    assert!(o.grants > 500 && o.resyncs > 0, "the histories must exercise both: {o:?}");
+    let o = sum(Model { hidden: 0, breaks: true, read_write: false, hooks: SOUND });
+    assert_eq!((o.wrong_grants, o.disagreements), (0, 0), "{o:?}");
+}
+
+#[test]
+fn the_model_finds_the_hazards_each_rule_closes() {
+    let o = sum(Model {
+        hidden: 20,
+        breaks: false,
+        read_write: false,
+        hooks: Hooks { no_barrier: false, no_witness: true },
+    });
+    assert!(o.wrong_grants > 0, "without the witness: {o:?}");
+    let o = sum(Model {
+        hidden: 0,
+        breaks: false,
+        read_write: false,
+        hooks: Hooks { no_barrier: true, no_witness: false },
+    });
+    assert!(o.wrong_grants > 0, "without the barrier: {o:?}");
+}
+
+#[test]
+fn both_halves_of_the_read_write_lock_decide_as_a_listing_does() {
+    let o = sum(Model { hidden: 0, breaks: true, read_write: true, hooks: SOUND });
+    assert_eq!((o.wrong_grants, o.disagreements), (0, 0), "{o:?}");
+    let o = sum(Model { hidden: 20, breaks: true, read_write: true, hooks: SOUND });
+    assert_eq!(o.wrong_grants, 0, "{o:?}");
+    assert!(o.grants > 500 && o.resyncs > 0, "the histories must exercise both: {o:?}");
+    let o = sum(Model {
+        hidden: 20,
+        breaks: false,
+        read_write: true,
+        hooks: Hooks { no_barrier: false, no_witness: true },
+    });
+    assert!(o.wrong_grants > 0, "without the witness: {o:?}");
+}
