@@ -9,6 +9,7 @@
 //       [label=TEXT] [srvr=HOST:PORT[,..]] [read-pct=P] [seed=N]
 //
 //   WORKLOAD    mutex-uncontended | mutex-contended | semaphore | many-waiters | rwlock | leader-handoff
+//               | cache-load | cache-events
 //   CYCLES      measured cycles: mutex-uncontended: in total (the bench's --iters); others: per
 //               session (--cycles); many-waiters splits them over the session's 8 threads,
 //               rounded up, as the Rust bench does
@@ -35,6 +36,26 @@
 //   read-pct    rwlock: the share of cycles that take the read lock (default 80)
 //   seed        rwlock: seed of the read/write choice (default 1); each thread draws from
 //               java.util.Random(seed * 1000003 + thread index)
+//   cache-nodes cache-load: nodes below BASE_PATH (the bench creates the tree; default 10000)
+//   event-nodes, event-passes, writes-in-flight  cache-events: nodes, writes per node, and the
+//               writer's set-data requests in flight (defaults 1000, 10, 32)
+//
+// cache-load: one CuratorFramework; a CuratorCache of BASE_PATH (CuratorCache.build, default
+// options) started and awaited until its initialized() callback, with a listener recording when
+// each node's CREATED came. Before it, loads of fresh caches (at least 3, and until
+// jit-warmup-ms have passed), each closed. Memory: the heap in use after System.gc() with the
+// measured cache held, minus before it was built, per cached node. ops = nodes loaded; latency
+// = when each node arrived, from the start. The end: the cache equals a fresh read of the tree.
+//
+// cache-events: event-nodes nodes under BASE_PATH (data "0"), a CuratorCache of BASE_PATH on one
+// session, and on a second session's raw ZooKeeper handle an asynchronous writer that sets
+// every node's data event-passes times in turn, writes-in-flight at a time (the Rust line's
+// writer is the raw Rust client, the same way). ops = CHANGED events delivered; secs = from
+// the first write to the event of every node's last version; latency per write = from its
+// reply to the first event of its version or a later one. Before it, whole rounds (fresh
+// cache, every pass written) for at least 3 rounds and until jit-warmup-ms have passed. The
+// end: the cache equals a fresh read, and each node's versions in events only ever increased
+// (exit 3 otherwise).
 //
 // Per session one CuratorFramework and one recipe object (InterProcessMutex,
 // InterProcessSemaphoreV2 or InterProcessReadWriteLock), used as a Curator user would:
@@ -72,6 +93,9 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.cache.ChildData;
+import org.apache.curator.framework.recipes.cache.CuratorCache;
+import org.apache.curator.framework.recipes.cache.CuratorCacheListener;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
@@ -292,6 +316,10 @@ public final class CuratorBench {
         String srvr = null;
         int readPct = 80;
         long seed = 1;
+        int cacheNodes = 10000;
+        int eventNodes = 1000;
+        int eventPasses = 10;
+        int writesInFlight = 32;
         for (int i = 7; i < args.length; i++) {
             int eq = args[i].indexOf('=');
             String key = eq < 0 ? args[i] : args[i].substring(0, eq);
@@ -321,9 +349,58 @@ public final class CuratorBench {
                 case "seed":
                     seed = number(value, "seed", 0);
                     break;
+                case "cache-nodes":
+                    cacheNodes = number(value, "cache-nodes", 1);
+                    break;
+                case "event-nodes":
+                    eventNodes = number(value, "event-nodes", 1);
+                    break;
+                case "event-passes":
+                    eventPasses = number(value, "event-passes", 1);
+                    break;
+                case "writes-in-flight":
+                    writesInFlight = number(value, "writes-in-flight", 1);
+                    break;
                 default:
                     usage("unknown option " + args[i]);
             }
+        }
+
+        if (workload.equals("cache-load") || workload.equals("cache-events")) {
+            CuratorFramework client =
+                    CuratorFrameworkFactory.newClient(connect, new ExponentialBackoffRetry(1000, 3));
+            client.start();
+            List<CuratorFramework> one = List.of(client);
+            if (!client.blockUntilConnected(60, TimeUnit.SECONDS)) {
+                fail(one, 1, "could not connect to " + connect);
+            }
+            // cache-events: the writer has a session of its own, as in the Rust line.
+            CuratorFramework writer = client;
+            if (workload.equals("cache-events")) {
+                writer = CuratorFrameworkFactory.newClient(connect, new ExponentialBackoffRetry(1000, 3));
+                writer.start();
+                one = List.of(client, writer);
+                if (!writer.blockUntilConnected(60, TimeUnit.SECONDS)) {
+                    fail(one, 1, "could not connect to " + connect);
+                }
+            }
+            String line;
+            try {
+                line = workload.equals("cache-load")
+                        ? CacheBench.load(client, path, jitWarmupMs, label)
+                        : CacheBench.events(client, writer, path, eventNodes, eventPasses, writesInFlight, jitWarmupMs,
+                                label);
+            } catch (Violation e) {
+                fail(one, 3, "CACHE DIVERGED FROM THE SERVER: " + e.getMessage());
+                return;
+            } catch (Throwable e) {
+                fail(one, 1, describe(e));
+                return;
+            }
+            closeAll(one);
+            System.out.println(line);
+            System.out.flush();
+            System.exit(0);
         }
 
         int sessions;
@@ -643,7 +720,7 @@ public final class CuratorBench {
     private static void usage(String problem) {
         System.err.println("CuratorBench: " + problem);
         System.err.println("usage: CuratorBench CONNECT"
-                + " mutex-uncontended|mutex-contended|semaphore|many-waiters|rwlock|leader-handoff"
+                + " mutex-uncontended|mutex-contended|semaphore|many-waiters|rwlock|leader-handoff|cache-load|cache-events"
                 + " CYCLES WARMUP CLIENTS MAX_LEASES BASE_PATH [hold-ms=N] [warm-solo=N] [warm-contended=N]"
                 + " [jit-warmup-ms=N] [label=TEXT]"
                 + " [srvr=HOST:PORT] [read-pct=P] [seed=N]");
@@ -673,5 +750,252 @@ public final class CuratorBench {
             // exiting anyway
         }
         Runtime.getRuntime().halt(status);
+    }
+
+    /** The cache workloads. */
+    private static final class CacheBench {
+        private CacheBench() {}
+
+        /** A fresh CuratorCache of `path`, started; returns once initialized() was called. */
+        static CuratorCache loadOnce(CuratorFramework client, String path, CuratorCacheListener extra)
+                throws Exception {
+            java.util.concurrent.CountDownLatch initialized = new java.util.concurrent.CountDownLatch(1);
+            CuratorCache cache = CuratorCache.build(client, path);
+            if (extra != null) {
+                cache.listenable().addListener(extra);
+            }
+            cache.listenable().addListener(CuratorCacheListener.builder().forInitialized(initialized::countDown).build());
+            cache.start();
+            if (!initialized.await(60, TimeUnit.SECONDS)) {
+                cache.close();
+                throw new Exception("no initialized() within 60 s");
+            }
+            return cache;
+        }
+
+        static long usedHeapAfterGc() throws InterruptedException {
+            Runtime runtime = Runtime.getRuntime();
+            for (int i = 0; i < 3; i++) {
+                System.gc();
+                Thread.sleep(50);
+            }
+            return runtime.totalMemory() - runtime.freeMemory();
+        }
+
+        /** Everything at and below `path`: path -> {version, data}. */
+        static java.util.Map<String, Object[]> readTree(CuratorFramework client, String path) throws Exception {
+            java.util.Map<String, Object[]> nodes = new java.util.TreeMap<>();
+            java.util.ArrayDeque<String> todo = new java.util.ArrayDeque<>(List.of(path));
+            while (!todo.isEmpty()) {
+                String node = todo.pop();
+                org.apache.zookeeper.data.Stat stat = new org.apache.zookeeper.data.Stat();
+                byte[] data = client.getData().storingStatIn(stat).forPath(node);
+                nodes.put(node, new Object[] {stat.getVersion(), data == null ? new byte[0] : data});
+                for (String child : client.getChildren().forPath(node)) {
+                    todo.push(node.equals("/") ? "/" + child : node + "/" + child);
+                }
+            }
+            return nodes;
+        }
+
+        static void compare(String what, CuratorCache cache, java.util.Map<String, Object[]> server) throws Violation {
+            if (cache.size() != server.size()) {
+                throw new Violation(what + ": the cache holds " + cache.size() + " nodes, the server " + server.size());
+            }
+            for (java.util.Map.Entry<String, Object[]> e : server.entrySet()) {
+                java.util.Optional<ChildData> cached = cache.get(e.getKey());
+                if (cached.isEmpty()) {
+                    throw new Violation(what + ": " + e.getKey() + " missing from the cache");
+                }
+                byte[] data = cached.get().getData() == null ? new byte[0] : cached.get().getData();
+                if (cached.get().getStat().getVersion() != (int) e.getValue()[0]
+                        || !Arrays.equals(data, (byte[]) e.getValue()[1])) {
+                    throw new Violation(what + ": " + e.getKey() + " differs (cache version "
+                            + cached.get().getStat().getVersion() + ", server " + e.getValue()[0] + ")");
+                }
+            }
+        }
+
+        static String load(CuratorFramework client, String path, long jitWarmupMs, String label) throws Exception {
+            long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(jitWarmupMs);
+            int warmups = 0;
+            while (warmups < 3 || System.nanoTime() - until < 0) {
+                loadOnce(client, path, null).close();
+                warmups++;
+            }
+            java.util.Map<String, Object[]> server = readTree(client, path);
+            long heapBefore = usedHeapAfterGc();
+            long[] samples = new long[server.size() + 1];
+            AtomicInteger created = new AtomicInteger();
+            long started = System.nanoTime();
+            CuratorCache cache = loadOnce(client, path, CuratorCacheListener.builder().forCreates(node -> {
+                int i = created.getAndIncrement();
+                if (i < samples.length) {
+                    samples[i] = System.nanoTime() - started;
+                }
+            }).build());
+            double secs = (System.nanoTime() - started) / 1e9;
+            int ops = Math.min(created.get(), samples.length);
+            long heapAfter = usedHeapAfterGc();
+            double perNode = (double) (heapAfter - heapBefore) / Math.max(1, cache.size());
+            compare("cache-load", cache, server);
+            cache.close();
+            System.err.printf(Locale.ROOT, "[locks]   %-20s %d warm-up loads; heap after GC %.0f bytes per cached node%n",
+                    "curator", warmups, perNode);
+            long[] sorted = Arrays.copyOf(samples, ops);
+            Arrays.sort(sorted);
+            return String.format(Locale.ROOT,
+                    "{\"impl\":\"curator\",\"workload\":\"cache-load\",\"ops\":%d,\"secs\":%.3f,\"ops_per_sec\":%.1f,"
+                            + "\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"clients\":1,\"heap_bytes_per_node\":%.0f,\"label\":%s}",
+                    ops, secs, secs > 0 ? ops / secs : 0.0, nearestRank(sorted, 50.0) / 1e6,
+                    nearestRank(sorted, 99.0) / 1e6, perNode, jsonString(label));
+        }
+
+        /** One cache-events round's measurements. */
+        static final class Round {
+            long[][] replied;
+            List<List<long[]>> seen;
+            int delivered;
+            long started;
+            long written;
+            long ended;
+        }
+
+        /** Writes every pass over `paths` (versions base+1 .. base+passes) under a fresh cache. */
+        static Round round(CuratorFramework client, CuratorFramework writer, String path, List<String> paths, int base,
+                int passes, int inFlight, boolean check) throws Exception {
+            java.util.Map<String, Integer> index = new java.util.HashMap<>();
+            for (int i = 0; i < paths.size(); i++) {
+                index.put(paths.get(i), i);
+            }
+            Round r = new Round();
+            r.replied = new long[paths.size()][passes];
+            r.seen = new ArrayList<>();
+            for (int i = 0; i < paths.size(); i++) {
+                r.seen.add(new ArrayList<>());
+            }
+            Object lock = new Object();
+            int last = base + passes;
+            AtomicInteger remaining = new AtomicInteger(paths.size());
+            AtomicInteger delivered = new AtomicInteger();
+            java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(1);
+            AtomicBoolean backwards = new AtomicBoolean();
+            CuratorCacheListener listener = CuratorCacheListener.builder().forChanges((old, node) -> {
+                Integer i = index.get(node.getPath());
+                if (i == null) {
+                    return;
+                }
+                long now = System.nanoTime();
+                int version = node.getStat().getVersion();
+                synchronized (lock) {
+                    List<long[]> list = r.seen.get(i);
+                    if (!list.isEmpty() && list.get(list.size() - 1)[0] >= version) {
+                        backwards.set(true);
+                    }
+                    list.add(new long[] {version, now});
+                }
+                delivered.incrementAndGet();
+                if (version == last && remaining.decrementAndGet() == 0) {
+                    r.ended = System.nanoTime();
+                    done.countDown();
+                }
+            }).build();
+            CuratorCache cache = loadOnce(client, path, listener);
+            org.apache.zookeeper.ZooKeeper zk = writer.getZookeeperClient().getZooKeeper();
+            java.util.concurrent.Semaphore slots = new java.util.concurrent.Semaphore(inFlight);
+            AtomicInteger wrongVersions = new AtomicInteger();
+            AtomicInteger errors = new AtomicInteger();
+            java.util.concurrent.CountDownLatch allWritten = new java.util.concurrent.CountDownLatch(paths.size() * passes);
+            r.started = System.nanoTime();
+            for (int pass = 1; pass <= passes; pass++) {
+                byte[] data = Integer.toString(base + pass).getBytes(StandardCharsets.UTF_8);
+                for (int i = 0; i < paths.size(); i++) {
+                    slots.acquire();
+                    int node = i;
+                    int p = pass;
+                    zk.setData(paths.get(i), data, -1, (rc, at, ctx, stat) -> {
+                        r.replied[node][p - 1] = System.nanoTime();
+                        if (rc != 0) {
+                            errors.incrementAndGet();
+                        } else if (stat.getVersion() != base + p) {
+                            wrongVersions.incrementAndGet();
+                        }
+                        slots.release();
+                        allWritten.countDown();
+                    }, null);
+                }
+            }
+            allWritten.await();
+            r.written = System.nanoTime();
+            if (errors.get() > 0 || wrongVersions.get() > 0) {
+                cache.close();
+                throw new Exception(errors.get() + " writes failed, " + wrongVersions.get()
+                        + " found an unexpected version: is the path in use?");
+            }
+            if (!done.await(60, TimeUnit.SECONDS)) {
+                cache.close();
+                throw new Exception(remaining.get() + " nodes short of their last version after 60 s");
+            }
+            r.delivered = delivered.get();
+            if (backwards.get()) {
+                cache.close();
+                throw new Violation("a node's version went backwards in the events");
+            }
+            if (check) {
+                compare("cache-events", cache, readTree(client, path));
+            }
+            cache.close();
+            return r;
+        }
+
+        static String events(CuratorFramework client, CuratorFramework writer, String path, int nodes, int passes, int inFlight,
+                long jitWarmupMs, String label) throws Exception {
+            client.create().creatingParentsIfNeeded().forPath(path);
+            List<String> paths = new ArrayList<>();
+            for (int i = 0; i < nodes; i++) {
+                String node = String.format(Locale.ROOT, "%s/n%05d", path, i);
+                client.create().forPath(node, "0".getBytes(StandardCharsets.UTF_8));
+                paths.add(node);
+            }
+            long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(jitWarmupMs);
+            int base = 0;
+            int warmups = 0;
+            while (warmups < 3 || System.nanoTime() - until < 0) {
+                round(client, writer, path, paths, base, passes, inFlight, false);
+                base += passes;
+                warmups++;
+            }
+            Round r = round(client, writer, path, paths, base, passes, inFlight, true);
+            long[] samples = new long[nodes * passes];
+            int n = 0;
+            for (int i = 0; i < nodes; i++) {
+                List<long[]> seen = r.seen.get(i);
+                for (int p = 1; p <= passes; p++) {
+                    long at = r.ended;
+                    for (long[] event : seen) {
+                        if (event[0] >= base + p) {
+                            at = event[1];
+                            break;
+                        }
+                    }
+                    samples[n++] = Math.max(0, at - r.replied[i][p - 1]);
+                }
+            }
+            Arrays.sort(samples);
+            double secs = (r.ended - r.started) / 1e9;
+            double writeSecs = (r.written - r.started) / 1e9;
+            System.err.printf(Locale.ROOT, "[locks]   %-20s %d warm-up rounds%n", "curator", warmups);
+            for (String node : paths) {
+                client.delete().forPath(node);
+            }
+            client.delete().forPath(path);
+            return String.format(Locale.ROOT,
+                    "{\"impl\":\"curator\",\"workload\":\"cache-events\",\"ops\":%d,\"secs\":%.3f,\"ops_per_sec\":%.1f,"
+                            + "\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"clients\":1,\"writes\":%d,\"writes_per_sec\":%.1f,"
+                            + "\"label\":%s}",
+                    r.delivered, secs, secs > 0 ? r.delivered / secs : 0.0, nearestRank(samples, 50.0) / 1e6,
+                    nearestRank(samples, 99.0) / 1e6, samples.length, writeSecs > 0 ? samples.length / writeSecs : 0.0,
+                    jsonString(label));
+        }
     }
 }

@@ -647,10 +647,24 @@ async fn bad_input_is_a_typed_error() {
 }
 
 /// Client memory per cached node: RSS before and after loading 10,000 nodes (two levels,
-/// 100-byte data). Run with `--ignored --nocapture`; it prints the figure.
+/// 100-byte data). Run by name with `--ignored --nocapture` (alone: the figure is the whole
+/// process's RSS); it prints the figure.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement: run it by name"]
 async fn memory_per_cached_node() {
+    memory_per_node(100, 99).await;
+}
+
+/// As [`memory_per_cached_node`], with 100,000 nodes (100 parents of 999 children each).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: run it by name"]
+async fn memory_per_cached_node_100k() {
+    memory_per_node(100, 999).await;
+}
+
+/// Loads `parents` nodes of `children` children each (100-byte data) into a cache and prints
+/// the RSS growth per cached node, with the cache held.
+async fn memory_per_node(parents: usize, children: usize) {
     fn rss_kib() -> u64 {
         let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
         status
@@ -659,15 +673,15 @@ async fn memory_per_cached_node() {
             .and_then(|v| v.split_whitespace().next()?.parse().ok())
             .unwrap_or(0)
     }
-    bounded(Duration::from_secs(600), async {
+    bounded(Duration::from_secs(900), async {
         let fw = framework(&shared_connect().await, Duration::from_secs(30)).await;
         let root = unique_path("memory");
         fw.create(&root).data(b"").await.unwrap();
         let data = vec![b'x'; 100];
-        for i in 0..100 {
+        for i in 0..parents {
             let parent = format!("{root}/p{i:03}");
             fw.create(&parent).data(&data).await.unwrap();
-            let creates = (0..99).map(|j| {
+            let creates = (0..children).map(|j| {
                 let (fw, data) = (fw.clone(), data.clone());
                 let path = format!("{parent}/c{j:03}");
                 async move { fw.create(&path).data(&data).await.unwrap() }
@@ -682,6 +696,7 @@ async fn memory_per_cached_node() {
         let load = started.elapsed();
         let after = rss_kib();
         let nodes = cache.len();
+        assert_eq!(nodes, 1 + parents * (1 + children));
         println!(
             "cache-load: {nodes} nodes in {load:?}; RSS {before} KiB -> {after} KiB: {} bytes per cached node",
             (after.saturating_sub(before) * 1024) / nodes as u64

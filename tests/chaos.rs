@@ -9,6 +9,12 @@
 //! with the workload quiesced) and after every client closed (no nodes, no watches left on any
 //! member).
 //!
+//! Beside the locks, a cache workload: one `CuratorCache` per client over one subtree, which
+//! two writer tasks (one direct client, one proxied) mutate through the faults (create,
+//! set-data, delete at two depths). When the faults end and the writers stop, every cache must
+//! equal a fresh read of the server (path, data, version) within a bound derived from the
+//! session timeout, and in each cache's events the `mzxid` of every path must never go back.
+//!
 //! `ZKR_CHAOS_SECS` (default 30) is how long the random part of the schedule runs, after one
 //! step of each kind of fault; `ZKR_CHAOS_SEED` replays a schedule (the seed and the schedule
 //! are printed first). Run with `-- --nocapture` to watch it.
@@ -27,13 +33,14 @@ use common::fixtures::{framework, init_tracing, unique_path};
 use common::timing::FAULT_SESSION as SESSION;
 use futures::future::BoxFuture;
 use futures::FutureExt;
+use futures::StreamExt;
 use history::{Hold, Report, Resource};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use zk_recipes::testing::{expire_session, four_letter_word, FaultProxy, ProxyMode, TestingCluster};
 use zk_recipes::{
-    Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, MutexGuard, ReadLock,
-    ReadLockGuard, SemaphoreLease, WriteLock, WriteLockGuard,
+    CacheEvent, CuratorCache, Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore,
+    MutexGuard, ReadLock, ReadLockGuard, SemaphoreLease, WriteLock, WriteLockGuard,
 };
 
 /// Clients: the first `DIRECT` connect to the ensemble directly, the rest through one fault
@@ -710,6 +717,80 @@ async fn audit_closed(cluster: &TestingCluster, paths: &[(String, &'static [&'st
 
 // ---------------------------------------------------------------------------------------------
 
+/// The cache workload's writer: create, set-data or delete a node at depth 1 or 2 under
+/// `root`, chosen from `seed`, until `stop`; errors (a fault, a missing parent, a node in the
+/// way) only skip the op. Returns the writes that succeeded.
+async fn cache_writer(fw: Framework, root: String, stop: watch::Receiver<bool>, seed: u64) -> u64 {
+    let mut rng = Rng(seed | 1);
+    let names = ["a", "b", "c", "d"];
+    let mut writes = 0;
+    while !*stop.borrow() {
+        let x = rng.next();
+        let mut path = root.clone();
+        for level in 0..1 + (x % 2) as usize {
+            path.push('/');
+            path.push_str(names[((x >> (8 * level + 3)) % 4) as usize]);
+        }
+        let data = format!("{seed:x}-{writes}");
+        let op = async {
+            match (x >> 40) % 3 {
+                0 => fw.create(&path).data(data.as_bytes()).await.map(drop),
+                1 => fw.set_data(&path, data.as_bytes()).await.map(drop),
+                _ => fw.delete(&path).await,
+            }
+        };
+        // Bounded, so that a writer blocked by a fault still sees `stop`.
+        if let Ok(Ok(())) = tokio::time::timeout(SESSION, op).await {
+            writes += 1;
+        }
+        // A pace, so that the writers leave the two cores to the lock tasks too.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    writes
+}
+
+/// Reads a cache's events until its stream ends; returns a problem for each path whose
+/// `mzxid` went back from one event to the next.
+async fn event_order(name: String, mut events: zk_recipes::CacheEventStream) -> Vec<String> {
+    let mut last: BTreeMap<String, i64> = BTreeMap::new();
+    let mut problems = Vec::new();
+    while let Some(event) = events.next().await {
+        let node = match &event {
+            CacheEvent::Created(node) | CacheEvent::Changed(_, node) | CacheEvent::Deleted(node) => node,
+            _ => continue,
+        };
+        let mzxid = node.stat().mzxid;
+        if let Some(previous) = last.insert(node.path().to_owned(), mzxid) {
+            if mzxid < previous {
+                problems
+                    .push(format!("cache of {name}: {} went back from mzxid {previous:#x} to {mzxid:#x}", node.path()));
+            }
+        }
+    }
+    problems
+}
+
+/// Path -> (data, version) of `root` and everything below it, read fresh from the server.
+async fn server_tree(fw: &Framework, root: &str) -> BTreeMap<String, (Vec<u8>, i32)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(path) = stack.pop() {
+        let Ok((data, stat)) = fw.get_data(&path).await else { continue };
+        out.insert(path.clone(), (data, stat.version));
+        let children = fw.get_children(&path).await.unwrap_or_default();
+        stack.extend(children.into_iter().map(|c| format!("{path}/{c}")));
+    }
+    out
+}
+
+fn cache_tree(cache: &CuratorCache) -> BTreeMap<String, (Vec<u8>, i32)> {
+    cache
+        .nodes()
+        .into_iter()
+        .map(|n| (n.path().to_owned(), (n.data().cloned().unwrap_or_default(), n.stat().version)))
+        .collect()
+}
+
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().map(|v| v.trim().parse().unwrap_or_else(|_| panic!("{name}={v:?} is not a number")))
 }
@@ -757,6 +838,30 @@ async fn run(seed: u64, steps: Vec<Step>) {
         clients.push(Client { name: format!("c{c}"), fw, proxies });
     }
     let observer = framework(&direct, SESSION).await;
+
+    // The cache workload: a cache per client, two writers (a direct client, a proxied one).
+    let cache_root = unique_path("chaos", "cache");
+    observer.create(&cache_root).data(b"root").await.unwrap();
+    let mut caches = Vec::new();
+    let mut cache_orders = Vec::new();
+    for client in &clients {
+        let cache = CuratorCache::builder(&client.fw, &cache_root).build().unwrap();
+        cache_orders.push(tokio::spawn(event_order(client.name.clone(), cache.events())));
+        cache.start().await.unwrap();
+        caches.push(cache);
+    }
+    let (writers_stop, writers_stopped) = watch::channel(false);
+    let writers: Vec<_> = [0, DIRECT]
+        .into_iter()
+        .map(|c| {
+            tokio::spawn(cache_writer(
+                clients[c].fw.clone(),
+                cache_root.clone(),
+                writers_stopped.clone(),
+                seed ^ c as u64,
+            ))
+        })
+        .collect();
 
     let workloads = workloads();
     let mut resources: Vec<Resource> = Vec::new();
@@ -874,6 +979,65 @@ async fn run(seed: u64, steps: Vec<Step>) {
     })
     .await;
     eprintln!("after the faults: every task progressed: {}", progress.as_ref().map_or_else(|e| e.as_str(), |()| "yes"));
+
+    // The caches: writers stopped, every cache equals a fresh read of the server within the
+    // bound (a reconnect or a new session, then the resync's listing and reads).
+    writers_stop.send_replace(true);
+    let mut writes = 0;
+    for writer in writers {
+        match tokio::time::timeout(SESSION * 4, writer).await {
+            Ok(joined) => writes += joined.expect("a cache writer panicked"),
+            Err(_) => problems.push("a cache writer did not stop".to_owned()),
+        }
+    }
+    let converge_bound = SESSION * 5;
+    let writers_ended = Instant::now();
+    for (client, cache) in clients.iter().zip(&caches) {
+        let converged = eventually(converge_bound, || async {
+            // Read again each time: a write whose reply the writer gave up on may land late.
+            let truth = server_tree(&observer, &cache_root).await;
+            let held = cache_tree(cache);
+            if cache.is_complete() && held == truth {
+                return Ok(());
+            }
+            let differ: Vec<&String> = truth
+                .iter()
+                .filter(|(k, v)| held.get(*k) != Some(*v))
+                .map(|(k, _)| k)
+                .chain(held.keys().filter(|k| !truth.contains_key(*k)))
+                .collect();
+            Err(format!(
+                "complete {}, {} nodes held of {}, differing {differ:?}",
+                cache.is_complete(),
+                held.len(),
+                truth.len()
+            ))
+        })
+        .await;
+        match converged {
+            Ok(()) => {}
+            Err(e) => problems
+                .push(format!("cache of {}: not equal to the server within {converge_bound:?}: {e}", client.name)),
+        }
+    }
+    eprintln!(
+        "caches: {writes} writes through the faults; {} caches checked against the server, {:.1}s after the writers stopped",
+        caches.len(),
+        writers_ended.elapsed().as_secs_f64()
+    );
+    for cache in &caches {
+        cache.close().await;
+    }
+    for order in cache_orders {
+        match tokio::time::timeout(SESSION, order).await {
+            Ok(joined) => problems.extend(joined.expect("a cache event checker panicked")),
+            Err(_) => problems.push("a cache's event stream did not end after close()".to_owned()),
+        }
+    }
+    let truth = server_tree(&observer, &cache_root).await;
+    for path in truth.keys().rev() {
+        let _ = observer.delete(path).await;
+    }
 
     phase_tx.send_replace(Phase::Stop);
     for task in tasks {

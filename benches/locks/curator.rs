@@ -124,6 +124,10 @@ impl CuratorBench {
             .arg(format!("read-pct={}", o.read_pct))
             .arg(format!("seed={}", o.seed))
             .arg(format!("srvr={}", target.server))
+            .arg(format!("cache-nodes={}", o.cache_nodes))
+            .arg(format!("event-nodes={}", o.event_nodes))
+            .arg(format!("event-passes={}", o.event_passes))
+            .arg(format!("writes-in-flight={}", crate::caches::WRITES_IN_FLIGHT))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -145,6 +149,9 @@ impl CuratorBench {
         }
         match output.status.code() {
             Some(0) => {}
+            Some(3) if matches!(workload, Workload::CacheLoad | Workload::CacheEvents) => {
+                return Err(BenchError::Diverged(format!("{CURATOR_MAIN} (Curator) exited with code 3")))
+            }
             Some(3) => return Err(BenchError::Violation(format!("{CURATOR_MAIN} (Curator) exited with code 3"))),
             _ => return Err(BenchError::Failed(format!("{CURATOR_MAIN} failed ({})", output.status))),
         }

@@ -15,6 +15,7 @@
 //! | `options.rs` | command line: options, workloads |
 //! | `report.rs` | errors, the exclusion check, measurements and their JSON lines |
 //! | `raw.rs` | the raw floors: Curator's algorithms with plain zookeeper-client calls |
+//! | `caches.rs` | the cache workloads: a large tree's load, events under a writer |
 //! | `contenders.rs` | one session's way of taking and giving back a lock, per implementation |
 //! | `curator.rs` | the same workloads through Curator in a JVM |
 //! | `workloads.rs` | the environment, and each workload's lines |
@@ -24,6 +25,7 @@
 //! the interop tests): `main` -> `workloads` -> `contenders`, `curator` -> `raw`, `report` ->
 //! `options`.
 
+mod caches;
 #[path = "../../interop/classpath.rs"]
 mod classpath;
 mod contenders;
@@ -123,7 +125,7 @@ async fn bench(options: Options, curator: Curator) -> ExitCode {
         eprintln!("[locks] warming up the server's JIT for {:?} ...", env.options.server_warmup);
         match warm_up_server(&env, env.options.server_warmup).await {
             Ok(()) => {}
-            Err(e @ BenchError::Violation(_)) => {
+            Err(e) if e.is_violation() => {
                 eprintln!("[locks] server warm-up: {e}");
                 return ExitCode::from(3);
             }
@@ -210,7 +212,7 @@ async fn run_round(env: &Env, curator: &Curator, workload: Workload) -> Result<R
                 print_result(env, &result);
             }
         }
-        Err(e @ BenchError::Violation(_)) => return Err(e),
+        Err(e) if e.is_violation() => return Err(e),
         Err(e) => {
             eprintln!("[locks] {} failed: {e}", workload.name());
             round.failed = true;
@@ -243,7 +245,7 @@ async fn run_round(env: &Env, curator: &Curator, workload: Workload) -> Result<R
                 round.summary = Some(summary);
             }
         }
-        Err(e @ BenchError::Violation(_)) => return Err(e),
+        Err(e) if e.is_violation() => return Err(e),
         Err(e) => {
             eprintln!("[locks] {} (curator) failed: {e}", workload.name());
             round.failed = true;

@@ -18,7 +18,8 @@ usage: locks [options]
   --server-property K=V     without --connect: a Java system property for the started servers
                             (repeatable), e.g. zookeeper.flushDelay=3 for group commit
   --workloads LIST          comma-separated: mutex-uncontended, mutex-contended, semaphore,
-                            rwlock, many-waiters, leader-handoff, or all (default: all)
+                            rwlock, many-waiters, leader-handoff, cache-load, cache-events,
+                            or all (default: all)
   --iters N                 mutex-uncontended measured cycles (default 3000)
   --warmup N                mutex-uncontended warmup cycles (default 1000)
   --clients N               sessions for the contended workloads (default 4)
@@ -30,6 +31,9 @@ usage: locks [options]
   --max-leases N            semaphore leases (default 3)
   --read-pct P              rwlock: percentage of read acquisitions (default 80)
   --seed N                  rwlock: seed of the read/write choice (default 1)
+  --cache-nodes N           cache-load: nodes in the two-level tree (default 10000)
+  --event-nodes N           cache-events: nodes the writer updates (default 1000)
+  --event-passes N          cache-events: writes per node (default 10)
   --label TEXT              copied into every JSON line (default \"\")
   --rounds N                run each workload's lines N times in turn (raw, zk-recipes,
                             Curator, raw, ...) and print the median ratio (default 1)
@@ -79,6 +83,9 @@ pub(crate) struct Options {
     pub(crate) max_leases: usize,
     pub(crate) read_pct: u32,
     pub(crate) seed: u64,
+    pub(crate) cache_nodes: usize,
+    pub(crate) event_nodes: usize,
+    pub(crate) event_passes: usize,
     pub(crate) label: String,
     pub(crate) rounds: usize,
     pub(crate) count_ops: bool,
@@ -108,6 +115,9 @@ impl Default for Options {
             max_leases: 3,
             read_pct: 80,
             seed: 1,
+            cache_nodes: 10_000,
+            event_nodes: 1_000,
+            event_passes: 10,
             label: String::new(),
             rounds: 1,
             count_ops: false,
@@ -128,16 +138,20 @@ pub(crate) enum Workload {
     RwLock,
     ManyWaiters,
     LeaderHandoff,
+    CacheLoad,
+    CacheEvents,
 }
 
 impl Workload {
-    pub(crate) const ALL: [Workload; 6] = [
+    pub(crate) const ALL: [Workload; 8] = [
         Workload::MutexUncontended,
         Workload::MutexContended,
         Workload::Semaphore,
         Workload::RwLock,
         Workload::ManyWaiters,
         Workload::LeaderHandoff,
+        Workload::CacheLoad,
+        Workload::CacheEvents,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -148,6 +162,8 @@ impl Workload {
             Workload::RwLock => "rwlock",
             Workload::ManyWaiters => "many-waiters",
             Workload::LeaderHandoff => "leader-handoff",
+            Workload::CacheLoad => "cache-load",
+            Workload::CacheEvents => "cache-events",
         }
     }
 
@@ -210,6 +226,9 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
             "--max-leases" => options.max_leases = number(&flag, &value()?)?,
             "--read-pct" => options.read_pct = number(&flag, &value()?)?,
             "--seed" => options.seed = number(&flag, &value()?)?,
+            "--cache-nodes" => options.cache_nodes = number(&flag, &value()?)?,
+            "--event-nodes" => options.event_nodes = number(&flag, &value()?)?,
+            "--event-passes" => options.event_passes = number(&flag, &value()?)?,
             "--label" => options.label = value()?,
             "--rounds" => options.rounds = number(&flag, &value()?)?,
             "--curator" => {
@@ -232,8 +251,13 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
         || options.clients == 0
         || options.max_leases == 0
         || options.rounds == 0
+        || options.cache_nodes == 0
+        || options.event_nodes == 0
+        || options.event_passes == 0
     {
-        return Err("--iters, --cycles, --clients, --max-leases and --rounds must be at least 1".into());
+        return Err("--iters, --cycles, --clients, --max-leases, --rounds, --cache-nodes, --event-nodes and \
+                    --event-passes must be at least 1"
+            .into());
     }
     if options.ensemble == Some(0) {
         return Err("--ensemble must be at least 1".into());

@@ -14,13 +14,23 @@ use crate::options::Workload;
 pub(crate) enum BenchError {
     /// More holders at once than the recipe admits.
     Violation(String),
+    /// A cache does not hold what the server does.
+    Diverged(String),
     Failed(String),
+}
+
+impl BenchError {
+    /// A correctness failure (exit code 3), not a mere failure to run.
+    pub(crate) fn is_violation(&self) -> bool {
+        matches!(self, BenchError::Violation(_) | BenchError::Diverged(_))
+    }
 }
 
 impl std::fmt::Display for BenchError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             BenchError::Violation(what) => write!(f, "EXCLUSION VIOLATED: {what}"),
+            BenchError::Diverged(what) => write!(f, "CACHE DIVERGED FROM THE SERVER: {what}"),
             BenchError::Failed(what) => f.write_str(what),
         }
     }
@@ -118,6 +128,10 @@ pub(crate) struct Measured {
     pub(crate) breakdown: Option<String>,
     /// For the read-write lock: the reads and the writes apart.
     pub(crate) halves: Option<Halves>,
+    /// The op count when it is not one per sample (cache-events: events, sampled per write).
+    pub(crate) ops: Option<usize>,
+    /// More fields for the JSON line, each written `,"name":value`.
+    pub(crate) extra: String,
 }
 
 /// The reads and the writes of a read-write lock run, apart.
@@ -198,21 +212,25 @@ impl Tally {
 impl Measured {
     pub(crate) fn ops_per_sec(&self) -> f64 {
         if self.secs > 0.0 {
-            self.samples.len() as f64 / self.secs
+            self.ops() as f64 / self.secs
         } else {
             0.0
         }
     }
 
+    pub(crate) fn ops(&self) -> usize {
+        self.ops.unwrap_or(self.samples.len())
+    }
+
     pub(crate) fn json(&self, label: &str) -> String {
         let mut sorted = self.samples.clone();
         sorted.sort_unstable();
-        let ops = sorted.len();
+        let ops = self.ops();
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
         let ops_per_sec = self.ops_per_sec();
         format!(
             "{{\"impl\":{},\"workload\":{},\"ops\":{},\"secs\":{:.3},\"ops_per_sec\":{:.1},\"p50_ms\":{:.3},\
-             \"p99_ms\":{:.3},\"clients\":{},\"label\":{}}}",
+             \"p99_ms\":{:.3},\"clients\":{}{},\"label\":{}}}",
             json_string(self.implementation),
             json_string(self.workload.name()),
             ops,
@@ -221,6 +239,7 @@ impl Measured {
             ms(nearest_rank(&sorted, 50.0)),
             ms(nearest_rank(&sorted, 99.0)),
             self.clients,
+            self.extra,
             json_string(label),
         )
     }

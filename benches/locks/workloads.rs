@@ -10,10 +10,10 @@ use zk_recipes::zk::{self, Acls, CreateMode};
 use zk_recipes::{Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore};
 
 use crate::contenders::{Contender, HalfCounter, Mix, ReleaseStyle};
-use crate::curator;
 use crate::options::{Options, Workload, WAITERS_PER_SESSION};
 use crate::raw::{RawMutex, RawReadWrite, RawSemaphore};
 use crate::report::{BenchError, BenchResult, Exclusion, Halves, Measured, ServerCounters, Tally};
+use crate::{caches, curator};
 
 /// Every run works under `BENCH_ROOT/<pid>-<millis>`, deleted at the end.
 pub(crate) const BENCH_ROOT: &str = "/zk-recipes-bench";
@@ -162,6 +162,8 @@ async fn run(env: &Env, plan: Plan, contenders: Vec<Contender>) -> BenchResult<M
         fsyncs_per_op,
         breakdown,
         halves,
+        ops: None,
+        extra: String::new(),
     })
 }
 
@@ -182,12 +184,18 @@ impl Env {
         format!("{}/{}/{}", self.root, workload.name(), implementation)
     }
 
+    /// cache-load's tree, created once per run and loaded by every line.
+    pub(crate) fn load_tree(&self) -> String {
+        format!("{}/{}/tree", self.root, Workload::CacheLoad.name())
+    }
+
     /// Where `workload`'s Curator run goes: this run's server, proxy and directory.
     pub(crate) fn curator_target(&self, workload: Workload) -> curator::Target<'_> {
         curator::Target {
             connect: &self.connect,
             server: &self.server,
-            dir: self.dir(workload, "curator"),
+            // cache-load: every line loads the same tree.
+            dir: if workload == Workload::CacheLoad { self.load_tree() } else { self.dir(workload, "curator") },
             proxy: self.proxy.as_ref(),
         }
     }
@@ -313,6 +321,14 @@ pub(crate) async fn run_workload(env: &Env, workload: Workload) -> BenchResult<V
     let o = &env.options;
     let mut results = Vec::new();
     match workload {
+        Workload::CacheLoad => results = caches::cache_load(o, &env.connect, &env.load_tree()).await?,
+        Workload::CacheEvents => {
+            // A fresh set of nodes per line and round (the writer counts versions from 0).
+            let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            let dir = format!("{}-{}", env.dir(workload, "zk-recipes"), stamp.as_millis());
+            results = caches::cache_events(o, &env.connect, &dir).await?;
+            env.remove_tree(&dir).await;
+        }
         Workload::MutexUncontended => {
             let plan = |implementation| Plan {
                 workload,

@@ -12,6 +12,7 @@ mod exit;
 mod locks;
 mod render;
 mod revoke;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -117,6 +118,16 @@ enum Command {
     /// ZooKeeper server unless --connect (or ZK_CONNECT) is given.
     #[command(after_help = EXIT_CODES)]
     Demo(demo::Args),
+
+    /// Print the changes of a subtree as they happen (a CuratorCache's events)
+    ///
+    /// Loads the node and its descendants (or, with --mode, the node alone or its direct
+    /// children), prints a `created` line for each node and `initialized`, then one line per
+    /// change: created, changed (with the version before), deleted. After a reconnect or a new
+    /// session the cache re-reads the subtree and prints the differences. Ends on Ctrl-C, or
+    /// with --count / --for.
+    #[command(after_help = EXIT_CODES)]
+    Watch(watch::Args),
 }
 
 fn main() -> ExitCode {
@@ -154,6 +165,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Locks(args) => locks::run(&options, args).await,
         Command::Revoke(args) => revoke::run(&options, args).await,
         Command::Demo(args) => demo::run(&options, args).await,
+        Command::Watch(args) => watch::run(&options, args).await,
     }
 }
 

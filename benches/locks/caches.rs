@@ -1,0 +1,344 @@
+//! The cache workloads: `cache-load` (the initial load of a large two-level tree) and
+//! `cache-events` (a writer applying set-data at full speed under a cache), through the raw
+//! client (a floor) and `CuratorCache`. Each line checks its result against the server.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use zk_recipes::zk::{self, Acls, CreateMode};
+use zk_recipes::{CacheEvent, CuratorCache, Framework};
+
+use crate::options::{Options, Workload, STALL};
+use crate::report::{BenchError, BenchResult, Measured};
+
+/// Reads (or writes) the raw lines keep in flight: the cache's default for its load.
+const READS_IN_FLIGHT: usize = 16;
+
+/// cache-events: set-data requests the writer keeps in flight.
+pub(crate) const WRITES_IN_FLIGHT: usize = 32;
+
+/// Requests in flight while the trees are created (not measured).
+const SETUP_IN_FLIGHT: usize = 256;
+
+/// Bytes of data per node in `cache-load`.
+pub(crate) const LOAD_DATA_BYTES: usize = 100;
+
+/// What a line read of a node: its version and data.
+type Nodes = BTreeMap<String, (i32, Vec<u8>)>;
+
+/// The shape of cache-load's tree: `parents` children of the root, each with `children`
+/// children of its own (`parents * (1 + children)` nodes below the root, about `nodes`).
+pub(crate) fn load_shape(nodes: usize) -> (usize, usize) {
+    let parents = ((nodes as f64).sqrt().round() as usize).max(1);
+    (parents, (nodes.saturating_sub(parents) / parents).max(1))
+}
+
+/// The data of node `index`: its number, then filler up to [`LOAD_DATA_BYTES`].
+fn load_data(index: usize) -> Vec<u8> {
+    let mut data = format!("{index:08}").into_bytes();
+    data.resize(LOAD_DATA_BYTES, b'x');
+    data
+}
+
+fn persistent() -> zk::CreateOptions<'static> {
+    CreateMode::Persistent.with_acls(Acls::anyone_all())
+}
+
+/// Creates `paths` with their data, [`SETUP_IN_FLIGHT`] at a time; existing nodes are kept.
+async fn create_all(client: &zk::Client, paths: Vec<(String, Vec<u8>)>) -> BenchResult<()> {
+    futures::stream::iter(paths)
+        .map(|(path, data)| {
+            let client = client.clone();
+            async move {
+                match client.create(&path, &data, &persistent()).await {
+                    Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+                    Err(e) => Err(BenchError::from(e)),
+                }
+            }
+        })
+        .buffer_unordered(SETUP_IN_FLIGHT)
+        .try_collect::<()>()
+        .await
+}
+
+/// cache-load's tree under `dir` (created once per run, kept for every line and round).
+pub(crate) async fn ensure_load_tree(client: &zk::Client, dir: &str, nodes: usize) -> BenchResult<()> {
+    let (parents, children) = load_shape(nodes);
+    if let Ok(listed) = client.list_children(dir).await {
+        if listed.len() == parents {
+            return Ok(());
+        }
+    }
+    client.mkdir(dir, &persistent()).await.or_else(|e| if e == zk::Error::NodeExists { Ok(()) } else { Err(e) })?;
+    let parent_paths: Vec<_> = (0..parents).map(|p| (format!("{dir}/p{p:04}"), load_data(p))).collect();
+    create_all(client, parent_paths).await?;
+    let child_paths = (0..parents)
+        .flat_map(|p| (0..children).map(move |c| (p, c)))
+        .map(|(p, c)| (format!("{dir}/p{p:04}/c{c:04}"), load_data(parents + p * children + c)))
+        .collect();
+    create_all(client, child_paths).await
+}
+
+/// Everything below and at `dir`, read with plain calls: the root, then each parent's data
+/// and children, then every child's data, [`READS_IN_FLIGHT`] at a time. Also returns when
+/// each node's read returned, from `started`.
+async fn read_tree(client: &zk::Client, dir: &str, started: Instant) -> BenchResult<(Nodes, Vec<Duration>)> {
+    let mut nodes = Nodes::new();
+    let mut times = Vec::new();
+    let (data, stat) = client.get_data(dir).await?;
+    nodes.insert(dir.to_owned(), (stat.version, data));
+    times.push(started.elapsed());
+    let parents = client.list_children(dir).await?;
+    let read = |path: String, list: bool| {
+        let client = client.clone();
+        async move {
+            let (data, stat) = client.get_data(&path).await?;
+            let children = if list { client.list_children(&path).await? } else { Vec::new() };
+            Ok::<_, BenchError>((path, stat.version, data, children, started.elapsed()))
+        }
+    };
+    let levels: Vec<_> = futures::stream::iter(parents.into_iter().map(|p| read(format!("{dir}/{p}"), true)))
+        .buffer_unordered(READS_IN_FLIGHT)
+        .try_collect()
+        .await?;
+    let mut below = Vec::new();
+    for (path, version, data, children, at) in levels {
+        below.extend(children.into_iter().map(|c| format!("{path}/{c}")));
+        nodes.insert(path, (version, data));
+        times.push(at);
+    }
+    let leaves: Vec<_> = futures::stream::iter(below.into_iter().map(|p| read(p, false)))
+        .buffer_unordered(READS_IN_FLIGHT)
+        .try_collect()
+        .await?;
+    for (path, version, data, _, at) in leaves {
+        nodes.insert(path, (version, data));
+        times.push(at);
+    }
+    Ok((nodes, times))
+}
+
+/// The cache's nodes as `(version, data)` by path.
+fn cached(cache: &CuratorCache) -> Nodes {
+    cache
+        .nodes()
+        .into_iter()
+        .map(|n| (n.path().to_owned(), (n.stat().version, n.data().cloned().unwrap_or_default())))
+        .collect()
+}
+
+/// `Err(Diverged)` unless `cache` holds exactly what `server` says.
+fn compare(what: &str, cache: &Nodes, server: &Nodes) -> BenchResult<()> {
+    if cache == server {
+        return Ok(());
+    }
+    let missing = server.keys().find(|p| !cache.contains_key(*p));
+    let extra = cache.keys().find(|p| !server.contains_key(*p));
+    let different = server.iter().find(|(p, v)| cache.get(*p).is_some_and(|c| c != *v)).map(|(p, _)| p);
+    Err(BenchError::Diverged(format!(
+        "{what}: the cache holds {} nodes, the server {}; first missing {missing:?}, first extra {extra:?}, \
+         first different {different:?}",
+        cache.len(),
+        server.len()
+    )))
+}
+
+/// The process's resident memory in bytes (`VmRSS`), `None` off Linux.
+fn rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: u64 =
+        status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kib * 1024)
+}
+
+fn line(workload: Workload, implementation: &'static str, secs: f64, samples: Vec<Duration>) -> Measured {
+    Measured {
+        implementation,
+        workload,
+        clients: 1,
+        secs,
+        samples,
+        requests_per_op: None,
+        fsyncs_per_op: None,
+        breakdown: None,
+        halves: None,
+        ops: None,
+        extra: String::new(),
+    }
+}
+
+/// cache-load: the raw floor (plain reads of the tree), then `CuratorCache` (a load to
+/// `Initialized`, after one unmeasured load). ops = nodes loaded; the samples are when each
+/// node arrived, from the start.
+pub(crate) async fn cache_load(o: &Options, connect: &str, dir: &str) -> BenchResult<Vec<Measured>> {
+    let client = zk::Client::connect(connect).await?;
+    ensure_load_tree(&client, dir, o.cache_nodes).await?;
+
+    let started = Instant::now();
+    let (server, times) = read_tree(&client, dir, started).await?;
+    let raw = line(Workload::CacheLoad, "raw-floor", started.elapsed().as_secs_f64(), times);
+    let (parents, children) = load_shape(o.cache_nodes);
+    if server.len() != 1 + parents * (1 + children) {
+        return Err(BenchError::Diverged(format!(
+            "raw floor: read {} nodes of {}",
+            server.len(),
+            1 + parents * (1 + children)
+        )));
+    }
+
+    let framework = Framework::connect(connect).await?;
+    // One unmeasured load, as Curator gets its warm-up loads.
+    {
+        let cache = CuratorCache::builder(&framework, dir).build()?;
+        cache.start().await?;
+        tokio::time::timeout(STALL, cache.initialized())
+            .await
+            .map_err(|_| BenchError::Failed("cache-load: no Initialized within 60 s".into()))??;
+        cache.close().await;
+    }
+    let rss_before = rss_bytes();
+    let started = Instant::now();
+    let cache = CuratorCache::builder(&framework, dir).build()?;
+    let mut events = cache.events();
+    cache.start().await?;
+    let mut samples = Vec::with_capacity(server.len());
+    loop {
+        match tokio::time::timeout(STALL, events.next()).await {
+            Ok(Some(CacheEvent::Created(_))) => samples.push(started.elapsed()),
+            Ok(Some(CacheEvent::Initialized)) => break,
+            Ok(Some(_)) => {}
+            Ok(None) => return Err(BenchError::Failed("cache-load: the cache closed during the load".into())),
+            Err(_) => return Err(BenchError::Failed("cache-load: no Initialized within 60 s".into())),
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    drop(events);
+    let rss_after = rss_bytes();
+    let mut ours = line(Workload::CacheLoad, "zk-recipes", secs, samples);
+    // The cache (with its node data) is held while the memory is read.
+    if let (Some(before), Some(after)) = (rss_before, rss_after) {
+        let per_node = after.saturating_sub(before) as f64 / cache.len().max(1) as f64;
+        ours.extra = format!(",\"rss_bytes_per_node\":{per_node:.0}");
+    }
+    // The tree does not change during the run: the raw floor's read of this round is the
+    // server's state.
+    compare("cache-load", &cached(&cache), &server)?;
+    cache.close().await;
+    framework.close().await;
+    Ok(vec![raw, ours])
+}
+
+/// cache-events' nodes under `dir`: `n` children with data `0`, version 0 (a fresh `dir` per
+/// line).
+pub(crate) async fn create_event_nodes(client: &zk::Client, dir: &str, n: usize) -> BenchResult<Vec<String>> {
+    client.mkdir(dir, &persistent()).await.or_else(|e| if e == zk::Error::NodeExists { Ok(()) } else { Err(e) })?;
+    let paths: Vec<String> = (0..n).map(|i| format!("{dir}/n{i:05}")).collect();
+    create_all(client, paths.iter().map(|p| (p.clone(), b"0".to_vec())).collect()).await?;
+    Ok(paths)
+}
+
+/// cache-events: a raw writer session sets the data of `--event-nodes` nodes, `--event-passes`
+/// times each, [`WRITES_IN_FLIGHT`] writes in flight; a `CuratorCache` on another session
+/// receives the changes. ops = `Changed` events delivered (quick writes of one node may
+/// collapse into one); secs = from the first write to the event of the last version of
+/// every node; latency per write = from its reply to the first event showing its version or
+/// a later one (0 when the event came first).
+pub(crate) async fn cache_events(o: &Options, connect: &str, dir: &str) -> BenchResult<Vec<Measured>> {
+    let writer = zk::Client::connect(connect).await?;
+    let paths = create_event_nodes(&writer, dir, o.event_nodes).await?;
+    let index: BTreeMap<String, usize> = paths.iter().enumerate().map(|(i, p)| (p.clone(), i)).collect();
+    let passes = o.event_passes as i32;
+
+    let framework = Framework::connect(connect).await?;
+    let cache = CuratorCache::builder(&framework, dir).build()?;
+    let mut events = cache.events();
+    cache.start().await?;
+    tokio::time::timeout(STALL, cache.initialized())
+        .await
+        .map_err(|_| BenchError::Failed("cache-events: no Initialized within 60 s".into()))??;
+
+    // The events, per node: (version, when).
+    let consumer = tokio::spawn(async move {
+        let mut seen: Vec<Vec<(i32, Instant)>> = vec![Vec::new(); index.len()];
+        let mut remaining = index.len();
+        let mut delivered = 0usize;
+        while remaining > 0 {
+            match tokio::time::timeout(STALL, events.next()).await {
+                Ok(Some(CacheEvent::Changed(_, node))) => {
+                    let Some(&i) = index.get(node.path()) else { continue };
+                    let version = node.stat().version;
+                    if seen[i].last().is_some_and(|(last, _)| *last >= version) {
+                        return Err(BenchError::Diverged(format!(
+                            "cache-events: {} went from version {} to {version}",
+                            node.path(),
+                            seen[i].last().map_or(0, |(v, _)| *v)
+                        )));
+                    }
+                    seen[i].push((version, Instant::now()));
+                    delivered += 1;
+                    if version == passes {
+                        remaining -= 1;
+                    }
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => return Err(BenchError::Failed("cache-events: the cache closed".into())),
+                Err(_) => {
+                    return Err(BenchError::Failed(format!(
+                        "cache-events: {remaining} nodes short of their last version after 60 s without an event"
+                    )))
+                }
+            }
+        }
+        Ok((seen, delivered, Instant::now()))
+    });
+
+    let started = Instant::now();
+    let writes: Vec<(usize, i32, Instant)> =
+        futures::stream::iter((1..=passes).flat_map(|v| (0..paths.len()).map(move |i| (i, v))))
+            .map(|(i, v)| {
+                let (writer, path) = (writer.clone(), paths[i].clone());
+                async move {
+                    let stat = writer.set_data(&path, v.to_string().as_bytes(), None).await?;
+                    if stat.version != v {
+                        return Err(BenchError::Failed(format!(
+                            "cache-events: {path} has version {} after write {v}: is the path in use?",
+                            stat.version
+                        )));
+                    }
+                    Ok::<_, BenchError>((i, v, Instant::now()))
+                }
+            })
+            .buffered(WRITES_IN_FLIGHT)
+            .try_collect()
+            .await?;
+    let written = Instant::now();
+    let (seen, delivered, ended) =
+        consumer.await.map_err(|e| BenchError::Failed(format!("cache-events: the consumer failed: {e}")))??;
+    let mut samples = Vec::with_capacity(writes.len());
+    for (i, v, replied) in &writes {
+        let at = seen[*i].iter().find(|(version, _)| version >= v).map_or(ended, |(_, at)| *at);
+        samples.push(at.saturating_duration_since(*replied));
+    }
+    // The end: the cache equals a fresh read of the server.
+    let mut server = Nodes::new();
+    let (data, stat) = writer.get_data(dir).await?;
+    server.insert(dir.to_owned(), (stat.version, data));
+    for path in &paths {
+        let (data, stat) = writer.get_data(path).await?;
+        server.insert(path.clone(), (stat.version, data));
+    }
+    compare("cache-events", &cached(&cache), &server)?;
+    cache.close().await;
+    framework.close().await;
+
+    let secs = (ended - started).as_secs_f64();
+    let mut ours = line(Workload::CacheEvents, "zk-recipes", secs, samples);
+    ours.ops = Some(delivered);
+    ours.extra = format!(
+        ",\"writes\":{},\"writes_per_sec\":{:.1}",
+        writes.len(),
+        writes.len() as f64 / (written - started).as_secs_f64()
+    );
+    Ok(vec![ours])
+}
