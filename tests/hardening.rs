@@ -339,24 +339,26 @@ async fn a_stale_guard_of_the_same_task_never_ends_a_newer_hold() {
         let fw = framework(&server.proxied(), SESSION).await;
         let observer = framework(&server.direct(), SESSION).await;
         let path = unique_path("hardening", "stale-guard");
-        // The directory exists, so the two creates are answered in the order they were sent.
         observer.create(&path).await.unwrap();
         let mutex = InterProcessMutex::new(&fw, &path).unwrap();
 
-        // The first takes the lock; the second queues behind it on the same session; the
-        // session then expires under the waiting second, which starts over on the new one.
-        let (first, second, ()) = tokio::join!(mutex.acquire(), mutex.acquire(), async {
-            children_count_becomes(&observer, &path, 2, LIMIT).await;
-            server.expire(&fw, LIMIT).await;
-        });
-        let (first, second) = (first.unwrap(), second.unwrap());
+        // The task holds; its session then expires under the hold.
+        let first = mutex.acquire().await.unwrap();
+        server.expire(&fw, LIMIT).await;
+        within(LIMIT, "the stale hold's lost()", first.lost()).await;
         assert!(!first.is_held(), "the first hold went with its session");
-        assert!(second.is_held());
+        // While a guard of the stale hold lives, the task cannot nest in it (someone else may
+        // hold the lock now) and gets no second hold beside it either.
+        let refused = mutex.acquire().await;
+        assert!(matches!(refused, Err(Error::LockLost { .. })), "reentry into a stale hold: {refused:?}");
 
+        // Once the stale guard is gone, the task acquires afresh on the new session; whatever
+        // the stale guard's drop sent went out before, and cannot touch the new node.
         drop(first);
-        // Anything the drop sent went out before this request on the same session.
-        assert!(exists(&fw, second.lock_path()).await, "the stale guard deleted the newer hold's node");
+        let second = mutex.acquire().await.unwrap();
+        assert!(second.is_held());
         deletes_settle(&fw).await;
+        assert!(exists(&fw, second.lock_path()).await, "the stale guard deleted the newer hold's node");
         assert!(exists(&observer, second.lock_path()).await);
         assert!(second.is_held());
         assert!(mutex.is_owned_by_current_task());
