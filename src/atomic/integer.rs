@@ -2,11 +2,10 @@
 
 use std::sync::Arc;
 
-use super::engine::{Bytes, Engine};
+use super::number::{Counter, Number};
 use super::result::{AtomicValue, PromotedToLock};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::framework::Framework;
-use crate::protocol::values::{decode_atomic_int, encode_count, COUNT_EXPECTED};
 use crate::retry::RetryPolicy;
 
 /// A 32-bit counter shared by a fleet (Curator's `DistributedAtomicInteger`; same node, same 4
@@ -16,7 +15,7 @@ use crate::retry::RetryPolicy;
 ///
 /// A change whose write broke mid-flight is settled by reading the node back when that
 /// proves it was not applied, and otherwise reported as
-/// [`Error::OutcomeUnknown`]: it is never sent again on a guess, so an increment is never
+/// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown): it is never sent again on a guess, so an increment is never
 /// applied twice.
 ///
 /// ```no_run
@@ -34,82 +33,61 @@ use crate::retry::RetryPolicy;
 /// ```
 #[derive(Debug)]
 pub struct DistributedAtomicInteger {
-    engine: Engine,
-}
-
-fn decode(path: &str, bytes: &Bytes) -> Result<i32> {
-    decode_atomic_int(bytes.as_deref().unwrap_or_default()).map_err(|e| Error::CorruptData {
-        path: path.to_owned(),
-        expected: COUNT_EXPECTED,
-        reason: e.found,
-    })
+    counter: Counter<i32>,
 }
 
 impl DistributedAtomicInteger {
     /// A counter at `path`, its optimistic tries under `retry`. Does no I/O.
     ///
     /// # Errors
-    /// [`Error::InvalidPath`] for an invalid path, the root or a path under `/zookeeper`.
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) for an invalid path, the root or a path under `/zookeeper`.
     pub fn new(framework: &Framework, path: &str, retry: impl RetryPolicy) -> Result<Self> {
-        Ok(DistributedAtomicInteger { engine: Engine::new(framework, path, Arc::new(retry), None)? })
+        Ok(DistributedAtomicInteger { counter: Counter::new(framework, path, Arc::new(retry), None)? })
     }
 
     /// A counter whose operations fall back to `promoted` when the optimistic tries are used
     /// up (Curator's constructor with a `PromotedToLock`).
     ///
     /// # Errors
-    /// [`Error::InvalidPath`] for an invalid counter or lock path.
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) for an invalid counter or lock path.
     pub fn with_promotion(
         framework: &Framework,
         path: &str,
         retry: impl RetryPolicy,
         promoted: PromotedToLock,
     ) -> Result<Self> {
-        Ok(DistributedAtomicInteger { engine: Engine::new(framework, path, Arc::new(retry), Some(promoted))? })
+        Ok(DistributedAtomicInteger { counter: Counter::new(framework, path, Arc::new(retry), Some(promoted))? })
     }
 
     /// The counter's path.
     pub fn path(&self) -> &str {
-        self.engine.path()
-    }
-
-    fn done(&self, value: AtomicValue<Bytes>) -> Result<AtomicValue<i32>> {
-        value.try_map(|bytes| decode(self.path(), &bytes))
-    }
-
-    async fn modify(&self, operation: &'static str, f: impl Fn(i32) -> i32 + Send + Sync) -> Result<AtomicValue<i32>> {
-        let path = self.path();
-        let mut make = |pre: &Bytes| Ok(encode_count(f(decode(path, pre)?)).to_vec());
-        let value = self.engine.modify(&mut make, operation).await?;
-        self.done(value)
+        self.counter.path()
     }
 
     /// The current value (0 when the node does not exist); one read, always succeeded.
     ///
     /// # Errors
-    /// [`Error::CorruptData`] when the node does not hold 4 bytes (or none); the server's
+    /// [`Error::CorruptData`](crate::Error::CorruptData) when the node does not hold 4 bytes (or none); the server's
     /// refusal; a connection error the retry policy gave up on.
     ///
     /// # Cancel safety
     /// Cancel-safe: a read changes nothing.
     pub async fn get(&self) -> Result<AtomicValue<i32>> {
-        let value = self.engine.read().await?;
-        let value = decode(self.path(), &value)?;
-        Ok(AtomicValue::new(true, value, value, Default::default()))
+        self.counter.get().await
     }
 
     /// Adds 1.
     ///
     /// # Errors
-    /// [`Error::OutcomeUnknown`] when a connection loss leaves it unknown whether the write
-    /// was applied (do not retry blindly: it may count twice); [`Error::CorruptData`] when the
+    /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) when a connection loss leaves it unknown whether the write
+    /// was applied (do not retry blindly: it may count twice); [`Error::CorruptData`](crate::Error::CorruptData) when the
     /// node does not hold an integer; the server's refusal; a connection error the retry policy
     /// gave up on.
     ///
     /// # Cancel safety
     /// A cancelled operation may have been applied on the server (once at most).
     pub async fn increment(&self) -> Result<AtomicValue<i32>> {
-        self.modify("increment", |v| v.wrapping_add(1)).await
+        self.counter.add("increment", Number::ONE).await
     }
 
     /// Subtracts 1.
@@ -120,7 +98,7 @@ impl DistributedAtomicInteger {
     /// # Cancel safety
     /// A cancelled operation may have been applied on the server (once at most).
     pub async fn decrement(&self) -> Result<AtomicValue<i32>> {
-        self.modify("decrement", |v| v.wrapping_sub(1)).await
+        self.counter.subtract("decrement", Number::ONE).await
     }
 
     /// Adds `delta`.
@@ -131,7 +109,7 @@ impl DistributedAtomicInteger {
     /// # Cancel safety
     /// A cancelled operation may have been applied on the server (once at most).
     pub async fn add(&self, delta: i32) -> Result<AtomicValue<i32>> {
-        self.modify("add", move |v| v.wrapping_add(delta)).await
+        self.counter.add("add", delta).await
     }
 
     /// Subtracts `delta`.
@@ -142,7 +120,7 @@ impl DistributedAtomicInteger {
     /// # Cancel safety
     /// A cancelled operation may have been applied on the server (once at most).
     pub async fn subtract(&self, delta: i32) -> Result<AtomicValue<i32>> {
-        self.modify("subtract", move |v| v.wrapping_sub(delta)).await
+        self.counter.subtract("subtract", delta).await
     }
 
     /// Sets `value` whatever the node holds, through the same versioned tries (Curator's
@@ -154,7 +132,7 @@ impl DistributedAtomicInteger {
     /// # Cancel safety
     /// A cancelled operation may have been applied on the server.
     pub async fn try_set(&self, value: i32) -> Result<AtomicValue<i32>> {
-        self.modify("try_set", move |_| value).await
+        self.counter.try_set(value).await
     }
 
     /// Sets `new` only if the node holds exactly the 4 bytes of `expected`: one read and one
@@ -166,8 +144,7 @@ impl DistributedAtomicInteger {
     /// # Cancel safety
     /// A cancelled operation may have been applied on the server.
     pub async fn compare_and_set(&self, expected: i32, new: i32) -> Result<AtomicValue<i32>> {
-        let value = self.engine.compare_and_set(&encode_count(expected), &encode_count(new)).await?;
-        self.done(value)
+        self.counter.compare_and_set(expected, new).await
     }
 
     /// Writes `value` unconditionally, creating the node if needed (Curator's `forceSet`).
@@ -178,18 +155,18 @@ impl DistributedAtomicInteger {
     /// # Cancel safety
     /// A cancelled write may still happen on the server.
     pub async fn force_set(&self, value: i32) -> Result<()> {
-        self.engine.force_set(&encode_count(value)).await
+        self.counter.force_set(value).await
     }
 
     /// Creates the node holding `value`; false when it exists already (never overwrites).
     ///
     /// # Errors
-    /// [`Error::OutcomeUnknown`] when a connection loss leaves it unknown whether the node is
+    /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) when a connection loss leaves it unknown whether the node is
     /// ours; the server's refusal.
     ///
     /// # Cancel safety
     /// A cancelled create may still happen on the server.
     pub async fn initialize(&self, value: i32) -> Result<bool> {
-        self.engine.initialize(&encode_count(value)).await
+        self.counter.initialize(value).await
     }
 }

@@ -6,6 +6,7 @@ mod bytes;
 mod engine;
 mod integer;
 mod long;
+mod number;
 mod result;
 
 pub use self::bytes::DistributedAtomicValue;
