@@ -13,6 +13,7 @@ pub mod guide;
 mod leader;
 mod locks;
 mod mirror;
+mod nodes;
 pub mod path;
 pub mod protocol;
 pub mod retry;
@@ -45,6 +46,7 @@ pub use locks::{InterProcessMutex, MutexGuard};
 pub use locks::{InterProcessReadWriteLock, ReadLock, ReadLockGuard, WriteLock, WriteLockGuard};
 pub use locks::{InterProcessSemaphore, InterProcessSemaphoreMutex, SemaphoreLease, SemaphoreMutexGuard};
 pub use locks::{Revocable, Revoker};
+pub use nodes::{GroupMember, MembershipEvent, MembershipEvents, PersistentNode, PersistentNodeBuilder};
 /// The ZooKeeper client this crate builds on, for every type of its own (`Client`, `Error`,
 /// `WatchedEvent`, ...); the ones this crate's API takes or returns are also at the root.
 pub use zookeeper_client as zk;
