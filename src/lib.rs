@@ -7,6 +7,9 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod cache;
+#[cfg(feature = "discovery")]
+#[cfg_attr(docsrs, doc(cfg(feature = "discovery")))]
+pub mod discovery;
 mod error;
 mod framework;
 pub mod guide;
