@@ -405,6 +405,19 @@ mod tests {
         assert_eq!(raw.payload.unwrap()["@class"], "com.example.InstanceDetails");
     }
 
+    /// Written by Curator 5.4's `new JsonInstanceSerializer<>(Map.class)` for a `LinkedHashMap`
+    /// payload; Curator reads the Rust bytes back as an equal instance.
+    const CURATOR_MAP: &str = r#"{"name":"api","id":"one","address":"10.0.0.5","port":8080,"sslPort":null,"payload":{"@class":"java.util.LinkedHashMap","description":"hello"},"registrationTimeUTC":1700000000123,"serviceType":"DYNAMIC","uriSpec":{"parts":[{"value":"scheme","variable":true},{"value":"://","variable":false},{"value":"address","variable":true},{"value":":","variable":false},{"value":"port","variable":true},{"value":"/api","variable":false}]}}"#;
+
+    #[test]
+    fn a_map_payload_as_curator_writes_it() {
+        let s = JsonInstanceSerializer::new().payload_class("java.util.LinkedHashMap");
+        let mut i = instance().with_id("one").unwrap();
+        i.name = "api".into();
+        assert_eq!(String::from_utf8(s.serialize(&i).unwrap()).unwrap(), CURATOR_MAP);
+        assert_eq!(s.deserialize::<Value>(CURATOR_MAP.as_bytes()).unwrap(), i);
+    }
+
     #[test]
     fn bad_input() {
         assert!(ServiceInstance::<Value>::new("").is_err());

@@ -59,7 +59,7 @@ impl<T: Serialize + DeserializeOwned> ServiceDiscovery<T> {
 
     /// The path of instance `id` of service `name`.
     pub fn instance_path(&self, name: &str, id: &str) -> String {
-        path::join(&path::join(&self.base, name), id)
+        crate::protocol::service_instance_path(&self.base, name, id)
     }
 
     /// Registers `instance` and waits until its node exists (at most twice the negotiated

@@ -33,7 +33,7 @@ mod layout;
 pub(crate) mod names;
 
 pub use self::decode::{classify, Child, Decoded, Kind, Role};
-pub use self::layout::{Layout, Queue, Recipe, Section, Signature};
+pub use self::layout::{service_instance_path, Layout, Queue, Recipe, RegistrationLayout, Section, Signature};
 pub use self::names::{
     read_write_sort_key, LATCH_NAME, LEASE_BASE_NAME, LEASE_PARENT, LOCK_NAME, LOCK_PARENT, READ_LOCK_NAME,
     REVOKE_MESSAGE, WRITE_LOCK_NAME,
