@@ -135,11 +135,13 @@ public final class CuratorPeer {
     private final Map<String, Handle> handles = new ConcurrentHashMap<>();
     private final Elections elections;
     private final Caches caches;
+    private final Discoveries discoveries;
 
     private CuratorPeer(CuratorFramework client) {
         this.client = client;
         this.elections = new Elections(client);
         this.caches = new Caches(client);
+        this.discoveries = new Discoveries(client);
     }
 
     static void emit(String line) {
@@ -268,7 +270,7 @@ public final class CuratorPeer {
     }
 
     private boolean dispatch(String[] t) throws Exception {
-        if (elections.dispatch(t) || caches.dispatch(t)) {
+        if (elections.dispatch(t) || caches.dispatch(t) || discoveries.dispatch(t)) {
             return true;
         }
         switch (t[0]) {
@@ -709,6 +711,87 @@ public final class CuratorPeer {
                         }
                     }
                     emit("tree_write " + root + " " + done);
+                    return true;
+                }
+                default:
+                    return false;
+            }
+        }
+    }
+
+    /**
+     * curator-x-discovery commands (a `ServiceDiscovery<Map>` per base path, Curator's default
+     * serializer; a payload is a `LinkedHashMap` with one `description`):
+     *   disc_register BASE NAME ID ADDRESS PORT DESCRIPTION -> disc_register BASE ID ok
+     *   disc_query BASE NAME  -> disc_query BASE <n> then per instance, by id,
+     *                            id|address|port|sslPort|description|registrationTimeUTC|serviceType|enabled|uri
+     *   disc_close BASE       -> disc_close BASE ok
+     */
+    private static final class Discoveries {
+        private final CuratorFramework client;
+        private final Map<String, org.apache.curator.x.discovery.ServiceDiscovery<Map>> registries =
+                new ConcurrentHashMap<>();
+
+        Discoveries(CuratorFramework client) {
+            this.client = client;
+        }
+
+        private org.apache.curator.x.discovery.ServiceDiscovery<Map> registry(String base) throws Exception {
+            org.apache.curator.x.discovery.ServiceDiscovery<Map> d = registries.get(base);
+            if (d == null) {
+                d = org.apache.curator.x.discovery.ServiceDiscoveryBuilder.builder(Map.class)
+                        .client(client)
+                        .basePath(base)
+                        .serializer(new org.apache.curator.x.discovery.details.JsonInstanceSerializer<>(Map.class))
+                        .build();
+                d.start();
+                registries.put(base, d);
+            }
+            return d;
+        }
+
+        /** Handles a discovery command; false when `t[0]` is not one. */
+        boolean dispatch(String[] t) throws Exception {
+            switch (t[0]) {
+                case "disc_register": {
+                    need(t, 7, "disc_register BASE NAME ID ADDRESS PORT DESCRIPTION");
+                    Map<String, Object> payload = new java.util.LinkedHashMap<>();
+                    payload.put("description", t[6]);
+                    org.apache.curator.x.discovery.ServiceInstance<Map> instance =
+                            org.apache.curator.x.discovery.ServiceInstance.<Map>builder()
+                                    .name(t[2])
+                                    .id(t[3])
+                                    .address(t[4])
+                                    .port(Integer.parseInt(t[5]))
+                                    .payload(payload)
+                                    .uriSpec(new org.apache.curator.x.discovery.UriSpec("{scheme}://{address}:{port}/api"))
+                                    .build();
+                    registry(t[1]).registerService(instance);
+                    emit("disc_register " + t[1] + " " + t[3] + " ok");
+                    return true;
+                }
+                case "disc_query": {
+                    need(t, 3, "disc_query BASE NAME");
+                    TreeMap<String, String> lines = new TreeMap<>();
+                    for (org.apache.curator.x.discovery.ServiceInstance<Map> i : registry(t[1]).queryForInstances(t[2])) {
+                        Object description = i.getPayload() == null ? null : i.getPayload().get("description");
+                        String uri = i.getUriSpec() == null ? "null" : i.getUriSpec().build(i);
+                        lines.put(i.getId(), i.getId() + "|" + i.getAddress() + "|" + i.getPort() + "|" + i.getSslPort()
+                                + "|" + description + "|" + i.getRegistrationTimeUTC() + "|" + i.getServiceType()
+                                + "|" + i.isEnabled() + "|" + uri);
+                    }
+                    StringBuilder line = new StringBuilder("disc_query " + t[1] + " " + lines.size());
+                    lines.values().forEach(l -> line.append(' ').append(l));
+                    emit(line.toString());
+                    return true;
+                }
+                case "disc_close": {
+                    need(t, 2, "disc_close BASE");
+                    org.apache.curator.x.discovery.ServiceDiscovery<Map> d = registries.remove(t[1]);
+                    if (d != null) {
+                        d.close();
+                    }
+                    emit("disc_close " + t[1] + " ok");
                     return true;
                 }
                 default:
