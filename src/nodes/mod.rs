@@ -2,6 +2,7 @@
 //! after deletes and new sessions) and [`GroupMember`] (Curator's group membership on top of it).
 
 mod group;
+#[cfg(feature = "discovery")]
 pub(crate) use self::group::validate_name;
 mod persistent;
 
