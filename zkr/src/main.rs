@@ -12,6 +12,7 @@ mod exit;
 mod locks;
 mod render;
 mod revoke;
+mod services;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -117,6 +118,13 @@ enum Command {
     /// ZooKeeper server unless --connect (or ZK_CONNECT) is given.
     #[command(after_help = EXIT_CODES)]
     Demo(demo::Args),
+
+    /// Show the service instances registered with curator-x-discovery's layout
+    ///
+    /// Reads <base>/<name>/<id> (default base /services), whichever side (Curator or
+    /// zk-recipes) registered them: name, id, address, ports, type, enabled, age and payload.
+    #[command(after_help = EXIT_CODES)]
+    Services(services::Args),
 }
 
 fn main() -> ExitCode {
@@ -154,6 +162,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Locks(args) => locks::run(&options, args).await,
         Command::Revoke(args) => revoke::run(&options, args).await,
         Command::Demo(args) => demo::run(&options, args).await,
+        Command::Services(args) => services::run(&options, args).await,
     }
 }
 
