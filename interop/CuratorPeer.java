@@ -136,12 +136,14 @@ public final class CuratorPeer {
     private final Elections elections;
     private final Caches caches;
     private final Discoveries discoveries;
+    private final Groups groups;
 
     private CuratorPeer(CuratorFramework client) {
         this.client = client;
         this.elections = new Elections(client);
         this.caches = new Caches(client);
         this.discoveries = new Discoveries(client);
+        this.groups = new Groups(client);
     }
 
     static void emit(String line) {
@@ -270,7 +272,7 @@ public final class CuratorPeer {
     }
 
     private boolean dispatch(String[] t) throws Exception {
-        if (elections.dispatch(t) || caches.dispatch(t) || discoveries.dispatch(t)) {
+        if (elections.dispatch(t) || caches.dispatch(t) || discoveries.dispatch(t) || groups.dispatch(t)) {
             return true;
         }
         switch (t[0]) {
@@ -792,6 +794,62 @@ public final class CuratorPeer {
                         d.close();
                     }
                     emit("disc_close " + t[1] + " ok");
+                    return true;
+                }
+                default:
+                    return false;
+            }
+        }
+    }
+
+    /**
+     * GroupMember commands (Curator's `org.apache.curator.framework.recipes.nodes.GroupMember`):
+     *   group ID PATH MEMBER PAYLOAD -> group ID ok          (started)
+     *   group_members ID             -> group_members ID <n> member=payload... (sorted by member)
+     *   group_close ID               -> group_close ID ok
+     */
+    private static final class Groups {
+        private final CuratorFramework client;
+        private final Map<String, org.apache.curator.framework.recipes.nodes.GroupMember> groups =
+                new ConcurrentHashMap<>();
+
+        Groups(CuratorFramework client) {
+            this.client = client;
+        }
+
+        /** Handles a group command; false when `t[0]` is not one. */
+        boolean dispatch(String[] t) throws Exception {
+            switch (t[0]) {
+                case "group": {
+                    need(t, 5, "group ID PATH MEMBER PAYLOAD");
+                    org.apache.curator.framework.recipes.nodes.GroupMember member =
+                            new org.apache.curator.framework.recipes.nodes.GroupMember(
+                                    client, t[2], t[3], t[4].getBytes(StandardCharsets.UTF_8));
+                    member.start();
+                    groups.put(t[1], member);
+                    emit("group " + t[1] + " ok");
+                    return true;
+                }
+                case "group_members": {
+                    need(t, 2, "group_members ID");
+                    org.apache.curator.framework.recipes.nodes.GroupMember member = groups.get(t[1]);
+                    if (member == null) {
+                        throw new IllegalArgumentException("unknown group " + t[1]);
+                    }
+                    TreeMap<String, String> members = new TreeMap<>();
+                    member.getCurrentMembers().forEach((k, v) -> members.put(k, new String(v, StandardCharsets.UTF_8)));
+                    StringBuilder line = new StringBuilder("group_members " + t[1] + " " + members.size());
+                    members.forEach((k, v) -> line.append(' ').append(k).append('=').append(v));
+                    emit(line.toString());
+                    return true;
+                }
+                case "group_close": {
+                    need(t, 2, "group_close ID");
+                    org.apache.curator.framework.recipes.nodes.GroupMember member = groups.remove(t[1]);
+                    if (member != null) {
+                        member.close();
+                    }
+                    emit("group_close " + t[1] + " ok");
                     return true;
                 }
                 default:
