@@ -303,3 +303,32 @@ async fn two_group_members_see_each_other_join_change_and_leave() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn data_set_while_the_first_create_is_cut_off_is_the_data_created() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let servers = FaultyServer::start().await;
+        let fw = framework(&servers.proxied(), FAULT_SESSION).await;
+        let observer = framework(&servers.direct(), FAULT_SESSION).await;
+        let parent = unique_path("pnode", "cutoff");
+        servers.proxy.set_mode(ProxyMode::BlackHole);
+        servers.proxy.drop_connections();
+        let node = PersistentNode::builder(&fw, &format!("{parent}/member-"))
+            .mode(CreateMode::EphemeralSequential)
+            .data(b"old".to_vec())
+            .start()
+            .unwrap();
+        within(EVENT, "set_data while cut off", node.set_data(b"new".to_vec())).await.unwrap();
+        assert!(!node.wait_for_initial_create(Duration::from_millis(200)).await.unwrap());
+        // Shorter than the session timeout: the same session goes on.
+        servers.proxy.set_mode(ProxyMode::Pass);
+        servers.proxy.drop_connections();
+        one_node_with(&observer, &node, &parent, b"new", back_within(FAULT_SESSION)).await;
+        node.close().await.unwrap();
+        assert!(children(&observer, &parent).await.is_empty());
+        fw.close().await;
+        observer.close().await;
+    })
+    .await;
+}

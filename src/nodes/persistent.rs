@@ -393,20 +393,30 @@ impl Engine {
             None => (self.base.clone(), self.mode, self.protected),
             Some(actual) => (actual.clone(), without_sequence(self.mode), false),
         };
-        let mut create = fw.create(&path).mode(mode).data(&self.data).parents(self.parents);
-        if protected {
-            create = create.protected();
-        }
-        if let Some(ttl) = self.ttl {
-            create = create.ttl(ttl);
-        }
-        let created = tokio::select! {
-            created = create => created,
-            command = self.commands.recv() => {
-                // The create is dropped: a protected one has its node deleted by the
-                // framework; an unprotected one is at a known name, deleted here.
-                self.handle_before_node(command, protected.then_some(()).map_or(Some(path), |()| None)).await;
-                return Ok(None);
+        let created = loop {
+            let mut create = fw.create(&path).mode(mode).data(&self.data).parents(self.parents);
+            if protected {
+                create = create.protected();
+            }
+            if let Some(ttl) = self.ttl {
+                create = create.ttl(ttl);
+            }
+            tokio::select! {
+                created = create => break created,
+                command = self.commands.recv() => match command {
+                    // New data while the create is in flight: the create is dropped (a
+                    // protected one has its node deleted by the framework; an unprotected one
+                    // is found at its name) and sent again with the new data.
+                    Some(Command::SetData(data, reply)) => {
+                        self.data = data;
+                        let _ = reply.send(Ok(()));
+                    }
+                    // Closed: an unprotected create is at a known name, deleted here.
+                    other => {
+                        self.handle_before_node(other, (!protected).then_some(path)).await;
+                        return Ok(None);
+                    }
+                },
             }
         };
         match created {
