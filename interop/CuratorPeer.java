@@ -138,12 +138,16 @@ public final class CuratorPeer {
     private final Map<String, Handle> handles = new ConcurrentHashMap<>();
     private final Elections elections;
     private final Caches caches;
+    private final Discoveries discoveries;
+    private final Groups groups;
     private final Values values;
 
     private CuratorPeer(CuratorFramework client) {
         this.client = client;
         this.elections = new Elections(client);
         this.caches = new Caches(client);
+        this.discoveries = new Discoveries(client);
+        this.groups = new Groups(client);
         this.values = new Values(client);
     }
 
@@ -273,7 +277,8 @@ public final class CuratorPeer {
     }
 
     private boolean dispatch(String[] t) throws Exception {
-        if (elections.dispatch(t) || caches.dispatch(t) || values.dispatch(t)) {
+        if (elections.dispatch(t) || caches.dispatch(t) || values.dispatch(t) || discoveries.dispatch(t)
+                || groups.dispatch(t)) {
             return true;
         }
         switch (t[0]) {
@@ -998,6 +1003,143 @@ public final class CuratorPeer {
                         return new String(bytes, StandardCharsets.UTF_8);
                     }
                 };
+    }
+
+    /**
+     * curator-x-discovery commands (a `ServiceDiscovery<Map>` per base path, Curator's default
+     * serializer; a payload is a `LinkedHashMap` with one `description`):
+     *   disc_register BASE NAME ID ADDRESS PORT DESCRIPTION -> disc_register BASE ID ok
+     *   disc_query BASE NAME  -> disc_query BASE <n> then per instance, by id,
+     *                            id|address|port|sslPort|description|registrationTimeUTC|serviceType|enabled|uri
+     *   disc_close BASE       -> disc_close BASE ok
+     */
+    private static final class Discoveries {
+        private final CuratorFramework client;
+        private final Map<String, org.apache.curator.x.discovery.ServiceDiscovery<Map>> registries =
+                new ConcurrentHashMap<>();
+
+        Discoveries(CuratorFramework client) {
+            this.client = client;
+        }
+
+        private org.apache.curator.x.discovery.ServiceDiscovery<Map> registry(String base) throws Exception {
+            org.apache.curator.x.discovery.ServiceDiscovery<Map> d = registries.get(base);
+            if (d == null) {
+                d = org.apache.curator.x.discovery.ServiceDiscoveryBuilder.builder(Map.class)
+                        .client(client)
+                        .basePath(base)
+                        .serializer(new org.apache.curator.x.discovery.details.JsonInstanceSerializer<>(Map.class))
+                        .build();
+                d.start();
+                registries.put(base, d);
+            }
+            return d;
+        }
+
+        /** Handles a discovery command; false when `t[0]` is not one. */
+        boolean dispatch(String[] t) throws Exception {
+            switch (t[0]) {
+                case "disc_register": {
+                    need(t, 7, "disc_register BASE NAME ID ADDRESS PORT DESCRIPTION");
+                    Map<String, Object> payload = new java.util.LinkedHashMap<>();
+                    payload.put("description", t[6]);
+                    org.apache.curator.x.discovery.ServiceInstance<Map> instance =
+                            org.apache.curator.x.discovery.ServiceInstance.<Map>builder()
+                                    .name(t[2])
+                                    .id(t[3])
+                                    .address(t[4])
+                                    .port(Integer.parseInt(t[5]))
+                                    .payload(payload)
+                                    .uriSpec(new org.apache.curator.x.discovery.UriSpec("{scheme}://{address}:{port}/api"))
+                                    .build();
+                    registry(t[1]).registerService(instance);
+                    emit("disc_register " + t[1] + " " + t[3] + " ok");
+                    return true;
+                }
+                case "disc_query": {
+                    need(t, 3, "disc_query BASE NAME");
+                    TreeMap<String, String> lines = new TreeMap<>();
+                    for (org.apache.curator.x.discovery.ServiceInstance<Map> i : registry(t[1]).queryForInstances(t[2])) {
+                        Object description = i.getPayload() == null ? null : i.getPayload().get("description");
+                        String uri = i.getUriSpec() == null ? "null" : i.getUriSpec().build(i);
+                        lines.put(i.getId(), i.getId() + "|" + i.getAddress() + "|" + i.getPort() + "|" + i.getSslPort()
+                                + "|" + description + "|" + i.getRegistrationTimeUTC() + "|" + i.getServiceType()
+                                + "|" + i.isEnabled() + "|" + uri);
+                    }
+                    StringBuilder line = new StringBuilder("disc_query " + t[1] + " " + lines.size());
+                    lines.values().forEach(l -> line.append(' ').append(l));
+                    emit(line.toString());
+                    return true;
+                }
+                case "disc_close": {
+                    need(t, 2, "disc_close BASE");
+                    org.apache.curator.x.discovery.ServiceDiscovery<Map> d = registries.remove(t[1]);
+                    if (d != null) {
+                        d.close();
+                    }
+                    emit("disc_close " + t[1] + " ok");
+                    return true;
+                }
+                default:
+                    return false;
+            }
+        }
+    }
+
+    /**
+     * GroupMember commands (Curator's `org.apache.curator.framework.recipes.nodes.GroupMember`):
+     *   group ID PATH MEMBER PAYLOAD -> group ID ok          (started)
+     *   group_members ID             -> group_members ID <n> member=payload... (sorted by member)
+     *   group_close ID               -> group_close ID ok
+     */
+    private static final class Groups {
+        private final CuratorFramework client;
+        private final Map<String, org.apache.curator.framework.recipes.nodes.GroupMember> groups =
+                new ConcurrentHashMap<>();
+
+        Groups(CuratorFramework client) {
+            this.client = client;
+        }
+
+        /** Handles a group command; false when `t[0]` is not one. */
+        boolean dispatch(String[] t) throws Exception {
+            switch (t[0]) {
+                case "group": {
+                    need(t, 5, "group ID PATH MEMBER PAYLOAD");
+                    org.apache.curator.framework.recipes.nodes.GroupMember member =
+                            new org.apache.curator.framework.recipes.nodes.GroupMember(
+                                    client, t[2], t[3], t[4].getBytes(StandardCharsets.UTF_8));
+                    member.start();
+                    groups.put(t[1], member);
+                    emit("group " + t[1] + " ok");
+                    return true;
+                }
+                case "group_members": {
+                    need(t, 2, "group_members ID");
+                    org.apache.curator.framework.recipes.nodes.GroupMember member = groups.get(t[1]);
+                    if (member == null) {
+                        throw new IllegalArgumentException("unknown group " + t[1]);
+                    }
+                    TreeMap<String, String> members = new TreeMap<>();
+                    member.getCurrentMembers().forEach((k, v) -> members.put(k, new String(v, StandardCharsets.UTF_8)));
+                    StringBuilder line = new StringBuilder("group_members " + t[1] + " " + members.size());
+                    members.forEach((k, v) -> line.append(' ').append(k).append('=').append(v));
+                    emit(line.toString());
+                    return true;
+                }
+                case "group_close": {
+                    need(t, 2, "group_close ID");
+                    org.apache.curator.framework.recipes.nodes.GroupMember member = groups.remove(t[1]);
+                    if (member != null) {
+                        member.close();
+                    }
+                    emit("group_close " + t[1] + " ok");
+                    return true;
+                }
+                default:
+                    return false;
+            }
+        }
     }
 
     private static final class Elections {

@@ -17,6 +17,9 @@ const CURATOR_JARS: &[&str] = &[
     "guava.jar",
     "slf4j-api.jar",
 ];
+/// curator-x-discovery and its Jackson (package `libcurator-discovery-java`), added when present.
+const DISCOVERY_JARS: &[&str] =
+    &["curator-x-discovery.jar", "jackson-databind.jar", "jackson-core.jar", "jackson-annotations.jar"];
 /// slf4j bindings, first found wins (without one, slf4j falls back to no logging).
 const SLF4J_BINDINGS: &[&str] = &["slf4j-simple.jar", "slf4j-nop.jar"];
 
@@ -38,6 +41,9 @@ pub fn curator_classpath() -> Result<String, String> {
         }
         jars.push(path.display().to_string());
     }
+    jars.extend(
+        DISCOVERY_JARS.iter().map(|jar| dir.join(jar)).filter(|p| p.is_file()).map(|p| p.display().to_string()),
+    );
     if let Some(binding) = SLF4J_BINDINGS.iter().map(|jar| dir.join(jar)).find(|p| p.is_file()) {
         jars.push(binding.display().to_string());
     }

@@ -21,4 +21,4 @@ RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links" cargo doc -p zk-recipes --no-d
 
 # A missing Curator must fail the interop tests rather than skip them.
 export ZKR_REQUIRE_CURATOR=1
-cargo test --features testing,tls,sasl "$@"
+cargo test --features testing,tls,sasl,discovery "$@"

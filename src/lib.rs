@@ -9,12 +9,16 @@
 mod atomic;
 mod barriers;
 mod cache;
+#[cfg(feature = "discovery")]
+#[cfg_attr(docsrs, doc(cfg(feature = "discovery")))]
+pub mod discovery;
 mod error;
 mod framework;
 pub mod guide;
 mod leader;
 mod locks;
 mod mirror;
+mod nodes;
 pub mod path;
 pub mod protocol;
 mod queue;
@@ -53,6 +57,7 @@ pub use locks::{InterProcessMutex, MutexGuard};
 pub use locks::{InterProcessReadWriteLock, ReadLock, ReadLockGuard, WriteLock, WriteLockGuard};
 pub use locks::{InterProcessSemaphore, InterProcessSemaphoreMutex, SemaphoreLease, SemaphoreMutexGuard};
 pub use locks::{Revocable, Revoker};
+pub use nodes::{GroupMember, MembershipEvent, MembershipEvents, PersistentNode, PersistentNodeBuilder};
 pub use queue::{DistributedQueue, SimpleDistributedQueue};
 pub use shared::{SharedCount, SharedCountChanges, SharedValue, SharedValueChanges, VersionedValue};
 /// The ZooKeeper client this crate builds on, for every type of its own (`Client`, `Error`,

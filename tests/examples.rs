@@ -34,7 +34,7 @@ fn build_examples() -> PathBuf {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = std::process::Command::new(cargo);
     command
-        .args(["build", "--quiet", "--package", "zk-recipes", "--examples", "--features", "testing"])
+        .args(["build", "--quiet", "--package", "zk-recipes", "--examples", "--features", "testing,discovery"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .stdin(Stdio::null());
     if !cfg!(debug_assertions) {
@@ -71,9 +71,18 @@ async fn run_example(dir: &Path, name: &str, args: &[&str]) -> Result<String, St
 async fn every_example_runs() {
     bounded(Duration::from_secs(300), async {
         let names = example_names();
-        for expected in
-            ["barrier", "cache", "config_watch", "connection_states", "counter", "multi_lock", "mutex", "semaphore"]
-        {
+        for expected in [
+            "barrier",
+            "cache",
+            "config_watch",
+            "connection_states",
+            "counter",
+            "discovery",
+            "multi_lock",
+            "mutex",
+            "registration",
+            "semaphore",
+        ] {
             assert!(names.iter().any(|n| n == expected), "examples/{expected}.rs is missing: {names:?}");
         }
         let dir = tokio::task::spawn_blocking(build_examples).await.expect("building the examples");

@@ -278,3 +278,49 @@ impl Queue {
         }
     }
 }
+
+/// The layout of a recipe whose node names are the caller's (a member id, a service name), so
+/// that no signature tells its directories apart: described for tools, not classified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RegistrationLayout {
+    /// A stable lowercase identifier.
+    pub id: &'static str,
+    /// The node's path, with the caller's parts in braces.
+    pub path: &'static str,
+    /// Its node mode and data, in words.
+    pub description: &'static str,
+}
+
+impl RegistrationLayout {
+    /// Curator's `PersistentNode` ([`PersistentNode`](crate::PersistentNode)).
+    pub const PERSISTENT_NODE: RegistrationLayout = RegistrationLayout {
+        id: "persistent-node",
+        path: "{path}, or {parent}/_c_{uuid}-{name} when protected, with {seq10} for the sequential modes",
+        description: "one node of the mode asked for, the caller's data; a re-create reuses the exact name \
+                      (a sequential node keeps its sequence number); parents are containers",
+    };
+    /// Curator's `GroupMember` ([`GroupMember`](crate::GroupMember)).
+    pub const GROUP_MEMBER: RegistrationLayout = RegistrationLayout {
+        id: "group-member",
+        path: "{membership path}/{member id}",
+        description: "an ephemeral node per member, unprotected, the member's payload as data; parents are containers",
+    };
+    /// curator-x-discovery's `ServiceDiscovery` (feature `discovery`).
+    pub const SERVICE_INSTANCE: RegistrationLayout = RegistrationLayout {
+        id: "service-instance",
+        path: "{base}/{service name}/{instance id}",
+        description: "the instance's JSON (JsonInstanceSerializer); ephemeral for DYNAMIC, persistent for STATIC \
+                      and PERMANENT; {base} and {base}/{name} are containers",
+    };
+
+    /// Every registration layout.
+    pub const ALL: &'static [RegistrationLayout] =
+        &[RegistrationLayout::PERSISTENT_NODE, RegistrationLayout::GROUP_MEMBER, RegistrationLayout::SERVICE_INSTANCE];
+}
+
+/// The path of instance `id` of service `name` under the discovery base `base`
+/// (curator-x-discovery's default `DiscoveryPathConstructor`).
+pub fn service_instance_path(base: &str, name: &str, id: &str) -> String {
+    crate::path::join(&crate::path::join(base, name), id)
+}

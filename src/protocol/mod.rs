@@ -34,7 +34,7 @@ pub(crate) mod names;
 pub mod values;
 
 pub use self::decode::{classify, Child, Decoded, Kind, Role};
-pub use self::layout::{Layout, Queue, Recipe, Section, Signature};
+pub use self::layout::{service_instance_path, Layout, Queue, Recipe, RegistrationLayout, Section, Signature};
 pub use self::names::{
     read_write_sort_key, LATCH_NAME, LEASE_BASE_NAME, LEASE_PARENT, LOCK_NAME, LOCK_PARENT, QUEUE_ITEM_NAME,
     READY_NODE, READ_LOCK_NAME, REVOKE_MESSAGE, SIMPLE_QUEUE_PREFIX, WRITE_LOCK_NAME,

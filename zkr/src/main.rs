@@ -12,6 +12,7 @@ mod exit;
 mod locks;
 mod render;
 mod revoke;
+mod services;
 mod watch;
 
 use std::path::PathBuf;
@@ -128,6 +129,12 @@ enum Command {
     /// with --count / --for.
     #[command(after_help = EXIT_CODES)]
     Watch(watch::Args),
+    /// Show the service instances registered with curator-x-discovery's layout
+    ///
+    /// Reads <base>/<name>/<id> (default base /services), whichever side (Curator or
+    /// zk-recipes) registered them: name, id, address, ports, type, enabled, age and payload.
+    #[command(after_help = EXIT_CODES)]
+    Services(services::Args),
 }
 
 fn main() -> ExitCode {
@@ -166,6 +173,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Revoke(args) => revoke::run(&options, args).await,
         Command::Demo(args) => demo::run(&options, args).await,
         Command::Watch(args) => watch::run(&options, args).await,
+        Command::Services(args) => services::run(&options, args).await,
     }
 }
 

@@ -1,0 +1,431 @@
+//! [`ServiceInstance`] and its JSON, byte for byte what curator-x-discovery's
+//! `JsonInstanceSerializer` writes: a compact object with the fields in Curator's declaration
+//! order (`name`, `id`, `address`, `port`, `sslPort`, `payload`, `registrationTimeUTC`,
+//! `serviceType`, `uriSpec`, then `enabled` only outside the compatible mode), a structured
+//! payload led by Jackson's `"@class"` property.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::nodes::validate_name;
+
+/// How an instance is registered (Curator's `ServiceType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum ServiceType {
+    /// An ephemeral node, made again after every new session (the default).
+    #[default]
+    Dynamic,
+    /// A persistent node.
+    Static,
+    /// A persistent node.
+    Permanent,
+}
+
+impl ServiceType {
+    /// The JSON name (`DYNAMIC`, `STATIC`, `PERMANENT`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServiceType::Dynamic => "DYNAMIC",
+            ServiceType::Static => "STATIC",
+            ServiceType::Permanent => "PERMANENT",
+        }
+    }
+
+    fn parse(s: &str) -> Result<ServiceType> {
+        match s {
+            "DYNAMIC" => Ok(ServiceType::Dynamic),
+            "STATIC" => Ok(ServiceType::Static),
+            "PERMANENT" => Ok(ServiceType::Permanent),
+            other => Err(Error::invalid_argument("serviceType", format!("{other:?} is not supported"))),
+        }
+    }
+}
+
+/// One part of a [`UriSpec`]: literal text, or a `{variable}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct UriPart {
+    /// The text, or the variable's name.
+    pub value: String,
+    /// True for a `{variable}`.
+    pub variable: bool,
+}
+
+/// A URI template (Curator's `UriSpec`): `"{scheme}://{address}:{port}/api"`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct UriSpec {
+    /// The parts in order.
+    pub parts: Vec<UriPart>,
+}
+
+impl UriSpec {
+    /// Parses a template: `{name}` tokens become variable parts, the rest literal parts.
+    pub fn new(template: &str) -> UriSpec {
+        let mut parts = Vec::new();
+        let mut current = String::new();
+        let mut in_variable = false;
+        for c in template.chars() {
+            match c {
+                '{' if !in_variable => {
+                    if !current.is_empty() {
+                        parts.push(UriPart { value: std::mem::take(&mut current), variable: false });
+                    }
+                    in_variable = true;
+                }
+                '}' if in_variable => {
+                    parts.push(UriPart { value: std::mem::take(&mut current), variable: true });
+                    in_variable = false;
+                }
+                c => current.push(c),
+            }
+        }
+        if !current.is_empty() {
+            parts.push(UriPart { value: current, variable: in_variable });
+        }
+        UriSpec { parts }
+    }
+
+    fn to_json_string(&self) -> String {
+        let parts: Vec<String> = self
+            .parts
+            .iter()
+            .map(|p| format!("{{\"value\":{},\"variable\":{}}}", Value::String(p.value.clone()), p.variable))
+            .collect();
+        format!("{{\"parts\":[{}]}}", parts.join(","))
+    }
+
+    fn from_json(v: &Value) -> Result<UriSpec> {
+        let bad = || Error::invalid_argument("uriSpec", "expected {\"parts\":[{\"value\":..,\"variable\":..}]}");
+        let parts = match v.get("parts") {
+            None | Some(Value::Null) => return Ok(UriSpec::default()),
+            Some(Value::Array(parts)) => parts,
+            Some(_) => return Err(bad()),
+        };
+        let parts = parts
+            .iter()
+            .map(|p| {
+                let value = p.get("value").and_then(Value::as_str).ok_or_else(bad)?.to_owned();
+                let variable = p.get("variable").and_then(Value::as_bool).unwrap_or(false);
+                Ok(UriPart { value, variable })
+            })
+            .collect::<Result<_>>()?;
+        Ok(UriSpec { parts })
+    }
+}
+
+/// One registered instance of a service (Curator's `ServiceInstance<T>`), with a payload of
+/// type `T` (`serde_json::Value` for a raw JSON payload, the default).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ServiceInstance<T = Value> {
+    /// The service's name (a node name: no `/`).
+    pub name: String,
+    /// The instance's id (a node name: no `/`).
+    pub id: String,
+    /// Its address.
+    pub address: Option<String>,
+    /// Its port.
+    pub port: Option<u16>,
+    /// Its TLS port.
+    pub ssl_port: Option<u16>,
+    /// Its payload.
+    pub payload: Option<T>,
+    /// When it was registered, in milliseconds since the Unix epoch.
+    pub registration_time_utc: i64,
+    /// How it is registered.
+    pub service_type: ServiceType,
+    /// Its URI template.
+    pub uri_spec: Option<UriSpec>,
+    /// Whether providers hand it out (a missing field reads as true).
+    pub enabled: bool,
+}
+
+impl<T> ServiceInstance<T> {
+    /// An instance of service `name` with a random UUID id, registered now, dynamic, enabled.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty name or one that is not a node name.
+    pub fn new(name: &str) -> Result<ServiceInstance<T>> {
+        validate_name("name", name)?;
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+        Ok(ServiceInstance {
+            name: name.to_owned(),
+            id: uuid::Uuid::new_v4().to_string(),
+            address: None,
+            port: None,
+            ssl_port: None,
+            payload: None,
+            registration_time_utc: now,
+            service_type: ServiceType::Dynamic,
+            uri_spec: None,
+            enabled: true,
+        })
+    }
+
+    /// Sets the id.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty id or one that is not a node name.
+    pub fn with_id(mut self, id: &str) -> Result<Self> {
+        validate_name("id", id)?;
+        self.id = id.to_owned();
+        Ok(self)
+    }
+
+    /// Sets the address.
+    pub fn with_address(mut self, address: &str) -> Self {
+        self.address = Some(address.to_owned());
+        self
+    }
+
+    /// Sets the port.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a port above 65535.
+    pub fn with_port(mut self, port: u32) -> Result<Self> {
+        self.port = Some(check_port("port", port)?);
+        Ok(self)
+    }
+
+    /// Sets the TLS port.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a port above 65535.
+    pub fn with_ssl_port(mut self, port: u32) -> Result<Self> {
+        self.ssl_port = Some(check_port("ssl_port", port)?);
+        Ok(self)
+    }
+
+    /// Sets the payload.
+    pub fn with_payload(mut self, payload: T) -> Self {
+        self.payload = Some(payload);
+        self
+    }
+
+    /// Sets the service type.
+    pub fn with_service_type(mut self, service_type: ServiceType) -> Self {
+        self.service_type = service_type;
+        self
+    }
+
+    /// Sets the URI template.
+    pub fn with_uri_spec(mut self, uri_spec: UriSpec) -> Self {
+        self.uri_spec = Some(uri_spec);
+        self
+    }
+
+    /// Sets whether providers hand it out.
+    pub fn with_enabled(mut self, enabled: bool) -> Self {
+        self.enabled = enabled;
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        validate_name("name", &self.name)?;
+        validate_name("id", &self.id)
+    }
+}
+
+fn check_port(name: &'static str, port: u32) -> Result<u16> {
+    u16::try_from(port).map_err(|_| Error::invalid_argument(name, format!("{port} is not a port (0 to 65535)")))
+}
+
+/// Curator's `JsonInstanceSerializer`: the JSON of a [`ServiceInstance`].
+#[derive(Debug, Clone, Default)]
+pub struct JsonInstanceSerializer {
+    payload_class: Option<String>,
+    write_enabled: bool,
+}
+
+impl JsonInstanceSerializer {
+    /// Curator's default (`new JsonInstanceSerializer<>(cls)`, compatible mode): no `enabled`
+    /// field, the payload as serde writes it.
+    pub fn new() -> JsonInstanceSerializer {
+        JsonInstanceSerializer::default()
+    }
+
+    /// The Java class of a structured payload: written as the payload's leading `"@class"`
+    /// property (Jackson's type id, which a Java reader needs to rebuild its payload class) and
+    /// removed before a typed payload is read.
+    pub fn payload_class(mut self, class: &str) -> Self {
+        self.payload_class = Some(class.to_owned());
+        self
+    }
+
+    /// Writes the `enabled` field (Curator's `new JsonInstanceSerializer<>(cls, false)`).
+    pub fn with_enabled_field(mut self) -> Self {
+        self.write_enabled = true;
+        self
+    }
+
+    /// The JSON bytes of `instance`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the payload cannot be written as JSON.
+    pub fn serialize<T: Serialize>(&self, instance: &ServiceInstance<T>) -> Result<Vec<u8>> {
+        // Written field by field: serde_json's own map would sort the keys, and Curator's
+        // readers do not care but its writers (and byte-for-byte tests) keep this order.
+        let json = |v: &Value| v.to_string();
+        let opt_str = |s: &Option<String>| json(&s.clone().map_or(Value::Null, Value::String));
+        let opt_port = |p: Option<u16>| json(&p.map_or(Value::Null, Value::from));
+        let payload = match &instance.payload {
+            None => "null".to_owned(),
+            Some(p) => {
+                // The payload's own order is kept (a struct's fields as declared).
+                let text = serde_json::to_string(p).map_err(|e| Error::invalid_argument("payload", e.to_string()))?;
+                match &self.payload_class {
+                    Some(class) if text.starts_with('{') && !text.starts_with("{\"@class\"") => {
+                        let class = json(&Value::String(class.clone()));
+                        if text == "{}" {
+                            format!("{{\"@class\":{class}}}")
+                        } else {
+                            format!("{{\"@class\":{class},{}", &text[1..])
+                        }
+                    }
+                    _ => text,
+                }
+            }
+        };
+        let mut out = String::with_capacity(256 + payload.len());
+        out.push_str(&format!(
+            "{{\"name\":{},\"id\":{},\"address\":{},\"port\":{},\"sslPort\":{},\"payload\":{},\"registrationTimeUTC\":{},\"serviceType\":\"{}\",\"uriSpec\":{}",
+            json(&Value::String(instance.name.clone())),
+            json(&Value::String(instance.id.clone())),
+            opt_str(&instance.address),
+            opt_port(instance.port),
+            opt_port(instance.ssl_port),
+            payload,
+            instance.registration_time_utc,
+            instance.service_type.as_str(),
+            instance.uri_spec.as_ref().map_or_else(|| "null".to_owned(), |u| u.to_json_string()),
+        ));
+        if self.write_enabled {
+            out.push_str(if instance.enabled { ",\"enabled\":true" } else { ",\"enabled\":false" });
+        }
+        out.push('}');
+        Ok(out.into_bytes())
+    }
+
+    /// The instance in `bytes` (missing fields take Curator's defaults; unknown ones are
+    /// ignored).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for bytes that are not such JSON, or a payload that is not a `T`.
+    pub fn deserialize<T: DeserializeOwned>(&self, bytes: &[u8]) -> Result<ServiceInstance<T>> {
+        let v: Value = serde_json::from_slice(bytes).map_err(|e| Error::invalid_argument("instance", e.to_string()))?;
+        let Value::Object(o) = v else {
+            return Err(Error::invalid_argument("instance", "not a JSON object"));
+        };
+        let string = |k: &str| o.get(k).and_then(Value::as_str).map(str::to_owned);
+        let port = |k: &'static str| -> Result<Option<u16>> {
+            match o.get(k) {
+                None | Some(Value::Null) => Ok(None),
+                Some(v) => v
+                    .as_u64()
+                    .and_then(|p| u16::try_from(p).ok())
+                    .map(Some)
+                    .ok_or_else(|| Error::invalid_argument(k, format!("{v} is not a port"))),
+            }
+        };
+        let payload = match o.get("payload") {
+            None | Some(Value::Null) => None,
+            Some(p) => {
+                let mut p = p.clone();
+                if self.payload_class.is_some() {
+                    if let Value::Object(fields) = &mut p {
+                        fields.remove("@class");
+                    }
+                }
+                Some(serde_json::from_value(p).map_err(|e| Error::invalid_argument("payload", e.to_string()))?)
+            }
+        };
+        Ok(ServiceInstance {
+            name: string("name").unwrap_or_default(),
+            id: string("id").unwrap_or_default(),
+            address: string("address"),
+            port: port("port")?,
+            ssl_port: port("sslPort")?,
+            payload,
+            registration_time_utc: o.get("registrationTimeUTC").and_then(Value::as_i64).unwrap_or(0),
+            service_type: match o.get("serviceType").and_then(Value::as_str) {
+                None => ServiceType::Dynamic,
+                Some(s) => ServiceType::parse(s)?,
+            },
+            uri_spec: match o.get("uriSpec") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(UriSpec::from_json(v)?),
+            },
+            enabled: o.get("enabled").and_then(Value::as_bool).unwrap_or(true),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Map;
+
+    /// The bytes Curator 5.4's default serializer writes for this instance.
+    const CURATOR: &str = r#"{"name":"test","id":"5c2a9e-1111-2222-3333-444455556666","address":"10.0.0.5","port":8080,"sslPort":null,"payload":{"@class":"com.example.InstanceDetails","description":"hello"},"registrationTimeUTC":1700000000123,"serviceType":"DYNAMIC","uriSpec":{"parts":[{"value":"scheme","variable":true},{"value":"://","variable":false},{"value":"address","variable":true},{"value":":","variable":false},{"value":"port","variable":true},{"value":"/api","variable":false}]}}"#;
+
+    fn instance() -> ServiceInstance<Value> {
+        let mut details = Map::new();
+        details.insert("description".into(), Value::String("hello".into()));
+        let mut i = ServiceInstance::new("test")
+            .unwrap()
+            .with_id("5c2a9e-1111-2222-3333-444455556666")
+            .unwrap()
+            .with_address("10.0.0.5")
+            .with_port(8080)
+            .unwrap()
+            .with_payload(Value::Object(details))
+            .with_uri_spec(UriSpec::new("{scheme}://{address}:{port}/api"));
+        i.registration_time_utc = 1_700_000_000_123;
+        i
+    }
+
+    #[test]
+    fn writes_curators_bytes() {
+        let s = JsonInstanceSerializer::new().payload_class("com.example.InstanceDetails");
+        assert_eq!(String::from_utf8(s.serialize(&instance()).unwrap()).unwrap(), CURATOR);
+        let with_enabled = s.clone().with_enabled_field().serialize(&instance()).unwrap();
+        assert!(String::from_utf8(with_enabled).unwrap().ends_with(r#"]},"enabled":true}"#));
+    }
+
+    #[test]
+    fn reads_curators_bytes_back() {
+        let s = JsonInstanceSerializer::new().payload_class("com.example.InstanceDetails");
+        let read: ServiceInstance<Value> = s.deserialize(CURATOR.as_bytes()).unwrap();
+        assert_eq!(read, instance());
+        let raw: ServiceInstance<Value> = JsonInstanceSerializer::new().deserialize(CURATOR.as_bytes()).unwrap();
+        assert_eq!(raw.payload.unwrap()["@class"], "com.example.InstanceDetails");
+    }
+
+    /// Written by Curator 5.4's `new JsonInstanceSerializer<>(Map.class)` for a `LinkedHashMap`
+    /// payload; Curator reads the Rust bytes back as an equal instance.
+    const CURATOR_MAP: &str = r#"{"name":"api","id":"one","address":"10.0.0.5","port":8080,"sslPort":null,"payload":{"@class":"java.util.LinkedHashMap","description":"hello"},"registrationTimeUTC":1700000000123,"serviceType":"DYNAMIC","uriSpec":{"parts":[{"value":"scheme","variable":true},{"value":"://","variable":false},{"value":"address","variable":true},{"value":":","variable":false},{"value":"port","variable":true},{"value":"/api","variable":false}]}}"#;
+
+    #[test]
+    fn a_map_payload_as_curator_writes_it() {
+        let s = JsonInstanceSerializer::new().payload_class("java.util.LinkedHashMap");
+        let mut i = instance().with_id("one").unwrap();
+        i.name = "api".into();
+        assert_eq!(String::from_utf8(s.serialize(&i).unwrap()).unwrap(), CURATOR_MAP);
+        assert_eq!(s.deserialize::<Value>(CURATOR_MAP.as_bytes()).unwrap(), i);
+    }
+
+    #[test]
+    fn bad_input() {
+        assert!(ServiceInstance::<Value>::new("").is_err());
+        assert!(ServiceInstance::<Value>::new("a/b").is_err());
+        assert!(ServiceInstance::<Value>::new("a").unwrap().with_port(70000).is_err());
+        assert!(ServiceInstance::<Value>::new("a").unwrap().with_id("x/y").is_err());
+        let s = JsonInstanceSerializer::new();
+        assert!(s.deserialize::<Value>(b"{not json").is_err());
+        assert!(s.deserialize::<Value>(br#"{"port":70000}"#).is_err());
+    }
+}

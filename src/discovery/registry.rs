@@ -1,0 +1,244 @@
+//! [`ServiceDiscovery`]: registering instances and querying the registry.
+
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use zookeeper_client::CreateMode;
+
+use super::cache::ServiceCache;
+use super::instance::{JsonInstanceSerializer, ServiceInstance, ServiceType};
+use crate::error::{Error, Result};
+use crate::framework::Framework;
+use crate::nodes::{validate_name, PersistentNode};
+use crate::path;
+
+/// Registers service instances and reads the registry (Curator's `ServiceDiscovery<T>`),
+/// under `base` with Curator's layout `<base>/<name>/<id>`.
+///
+/// Each registration is a [`PersistentNode`] at its instance's path: a dynamic instance's
+/// ephemeral node is made again after a delete or a new session (with the data of the last
+/// [`update`](Self::update)); static and permanent instances are persistent nodes.
+#[derive(Debug)]
+pub struct ServiceDiscovery<T = serde_json::Value> {
+    framework: Framework,
+    base: String,
+    serializer: JsonInstanceSerializer,
+    registered: Mutex<HashMap<String, Arc<PersistentNode>>>,
+    _payload: PhantomData<fn() -> T>,
+}
+
+impl<T: Serialize + DeserializeOwned> ServiceDiscovery<T> {
+    /// A registry under `base` (namespace applied) reading and writing JSON with `serializer`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`].
+    pub fn new(framework: &Framework, base: &str, serializer: JsonInstanceSerializer) -> Result<Self> {
+        path::validate_recipe_path(base)?;
+        Ok(ServiceDiscovery {
+            framework: framework.clone(),
+            base: base.to_owned(),
+            serializer,
+            registered: Mutex::new(HashMap::new()),
+            _payload: PhantomData,
+        })
+    }
+
+    /// The base path.
+    pub fn base_path(&self) -> &str {
+        &self.base
+    }
+
+    /// The serializer.
+    pub fn serializer(&self) -> &JsonInstanceSerializer {
+        &self.serializer
+    }
+
+    /// The path of instance `id` of service `name`.
+    pub fn instance_path(&self, name: &str, id: &str) -> String {
+        crate::protocol::service_instance_path(&self.base, name, id)
+    }
+
+    /// Registers `instance` and waits until its node exists (at most twice the negotiated
+    /// session timeout: an ephemeral node of another session at that path is waited out).
+    /// Registering an id again replaces the registration.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a name or id that is not a node name or a payload that
+    /// cannot be written as JSON (nothing is registered then); [`Error::ConnectionTimeout`] when
+    /// the node was not made in time (the registration stays and is retried in the background);
+    /// the refusal that stopped it (`NoAuth`, ...).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe in the sense that the registration is kept once started: it is made in the
+    /// background and [`unregister`](Self::unregister) removes it.
+    pub async fn register(&self, instance: &ServiceInstance<T>) -> Result<()> {
+        instance.validate()?;
+        let data = self.serializer.serialize(instance)?;
+        let mode = match instance.service_type {
+            ServiceType::Dynamic => CreateMode::Ephemeral,
+            ServiceType::Static | ServiceType::Permanent => CreateMode::Persistent,
+        };
+        let path = self.instance_path(&instance.name, &instance.id);
+        path::validate(&path)?;
+        let k = key(&instance.name, &instance.id);
+        let old = self.lock().remove(&k);
+        if let Some(old) = old {
+            // Registered again: the old registration's node goes first (it is at the same path).
+            old.close().await?;
+        }
+        let node = PersistentNode::builder(&self.framework, &path).mode(mode).protected(false).data(data).start()?;
+        let node = Arc::new(node);
+        self.lock().insert(k, node.clone());
+        let bound = self.framework.negotiated_session_timeout().unwrap_or(Duration::from_secs(30)) * 2;
+        match node.wait_for_initial_create(bound).await? {
+            true => Ok(()),
+            false => Err(Error::ConnectionTimeout(bound)),
+        }
+    }
+
+    /// Writes `instance`'s new JSON to its node (unversioned) and keeps it for re-creates.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] as for `register`, or when the instance is not registered
+    /// here; the write's error.
+    ///
+    /// # Cancel safety
+    /// A cancelled update may still be written.
+    pub async fn update(&self, instance: &ServiceInstance<T>) -> Result<()> {
+        instance.validate()?;
+        let data = self.serializer.serialize(instance)?;
+        let node = self.lock().get(&key(&instance.name, &instance.id)).cloned();
+        match node {
+            Some(node) => node.set_data(data).await,
+            None => Err(Error::invalid_argument(
+                "instance",
+                format!("{}/{} is not registered here", instance.name, instance.id),
+            )),
+        }
+    }
+
+    /// Removes the registration of `name`/`id` and deletes its node (guaranteed).
+    ///
+    /// # Errors
+    /// The delete's error (the reaper still deletes the node).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: the registration is removed at once and its node deleted in the background.
+    pub async fn unregister(&self, name: &str, id: &str) -> Result<()> {
+        let node = self.lock().remove(&key(name, id));
+        match node {
+            Some(node) => node.close().await,
+            None => Ok(()),
+        }
+    }
+
+    /// Unregisters every instance registered here (Curator's `close`).
+    ///
+    /// # Errors
+    /// The first delete error.
+    ///
+    /// # Cancel safety
+    /// As [`unregister`](Self::unregister).
+    pub async fn close(&self) -> Result<()> {
+        let nodes: Vec<Arc<PersistentNode>> = self.lock().drain().map(|(_, n)| n).collect();
+        let mut result = Ok(());
+        for node in nodes {
+            if let Err(e) = node.close().await {
+                if result.is_ok() {
+                    result = Err(e);
+                }
+            }
+        }
+        result
+    }
+
+    /// The registered service names (Curator's `queryForNames`).
+    ///
+    /// # Errors
+    /// The read's error (a missing base reads as no names).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read changes nothing.
+    pub async fn query_for_names(&self) -> Result<Vec<String>> {
+        match self.framework.get_children(&self.base).await {
+            Ok(mut names) => {
+                names.sort();
+                Ok(names)
+            }
+            Err(e) if e.is_no_node() => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The instances of service `name`, by id (Curator's `queryForInstances`). Nodes whose
+    /// data is not an instance's JSON are left out (and logged).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a name that is not a node name; a read's error.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: reads change nothing.
+    pub async fn query_for_instances(&self, name: &str) -> Result<Vec<ServiceInstance<T>>> {
+        validate_name("name", name)?;
+        let dir = path::join(&self.base, name);
+        let mut ids = match self.framework.get_children(&dir).await {
+            Ok(ids) => ids,
+            Err(e) if e.is_no_node() => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        ids.sort();
+        let mut instances = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(instance) = self.query_for_instance(name, &id).await? {
+                instances.push(instance);
+            }
+        }
+        Ok(instances)
+    }
+
+    /// Instance `id` of service `name` (Curator's `queryForInstance`): `None` when missing or
+    /// not an instance's JSON.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a name or id that is not a node name; the read's error.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read changes nothing.
+    pub async fn query_for_instance(&self, name: &str, id: &str) -> Result<Option<ServiceInstance<T>>> {
+        validate_name("name", name)?;
+        validate_name("id", id)?;
+        let path = self.instance_path(name, id);
+        match self.framework.get_data(&path).await {
+            Ok((data, _)) => match self.serializer.deserialize(&data) {
+                Ok(instance) => Ok(Some(instance)),
+                Err(e) => {
+                    tracing::warn!(path, error = %e, "discovery: not an instance's JSON");
+                    Ok(None)
+                }
+            },
+            Err(e) if e.is_no_node() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A cache of service `name`'s instances (start it with [`ServiceCache::start`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a name that is not a node name.
+    pub fn service_cache(&self, name: &str) -> Result<ServiceCache<T>> {
+        validate_name("name", name)?;
+        ServiceCache::new(&self.framework, &path::join(&self.base, name), self.serializer.clone())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<PersistentNode>>> {
+        self.registered.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn key(name: &str, id: &str) -> String {
+    format!("{name}/{id}")
+}

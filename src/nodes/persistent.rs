@@ -1,0 +1,665 @@
+//! [`PersistentNode`]: one node that a background task keeps in existence (Curator's
+//! `PersistentNode`).
+//!
+//! The task creates the node, then watches it with a one-shot `exists` watch. It creates the
+//! node again when the watch reports a deletion, when the watch's session ended (a new session
+//! lost every ephemeral node of the old one) and after a reconnect (it checks the node). The
+//! first create of a sequential or ephemeral node is protected, so a create whose answer was
+//! lost never leaves a second node; every later create reuses the exact name of the first (a
+//! sequential node keeps its sequence number, as in Curator). A node found at that name is
+//! adopted (its data set to ours) when it is persistent or belongs to the current session; an
+//! ephemeral node of another session (an old session of ours that the server has not expired
+//! yet, or another client) is watched until it goes, then created again. Commands
+//! (`set_data`, `close`) go through the task, so the data a re-create writes is always the
+//! latest.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, watch};
+use zookeeper_client::{CreateMode, Stat};
+
+use crate::error::{Error, Result, ZkError};
+use crate::framework::watches::NodeEventKind;
+use crate::framework::{Framework, Parents};
+use crate::path;
+
+/// How long the task waits before trying again after a create or read failed for a reason
+/// retrying may cure (the framework's retry policy already ran out), growing to the maximum.
+const PAUSE_FIRST: Duration = Duration::from_millis(100);
+const PAUSE_MAX: Duration = Duration::from_secs(2);
+
+/// Options of a [`PersistentNode`], from [`PersistentNode::builder`].
+#[must_use = "a builder does nothing until `start` is called"]
+#[derive(Debug)]
+pub struct PersistentNodeBuilder {
+    framework: Framework,
+    path: String,
+    mode: CreateMode,
+    data: Vec<u8>,
+    protected: Option<bool>,
+    ttl: Option<Duration>,
+    parents: Parents,
+}
+
+impl PersistentNodeBuilder {
+    /// The node's mode (default [`CreateMode::Ephemeral`]): ephemeral, ephemeral sequential,
+    /// persistent, persistent sequential (a TTL node with [`ttl`](Self::ttl)) or container.
+    pub fn mode(mut self, mode: CreateMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// The node's data (default none).
+    pub fn data(mut self, data: impl Into<Vec<u8>>) -> Self {
+        self.data = data.into();
+        self
+    }
+
+    /// Whether the first create is protected (Curator's `useProtection`: the name gets the
+    /// `_c_<uuid>-` prefix, and a create whose answer was lost is found by it). Default: on for
+    /// the sequential and ephemeral modes, off for the others. Sequential modes are always
+    /// protected (`false` is refused by [`start`](Self::start)): without it a lost answer
+    /// could leave two nodes.
+    pub fn protected(mut self, protected: bool) -> Self {
+        self.protected = Some(protected);
+        self
+    }
+
+    /// A TTL (persistent and persistent-sequential modes; the server needs extended types).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// How missing parents are made (default: containers, as Curator's `useParentCreation`).
+    pub fn parents(mut self, parents: Parents) -> Self {
+        self.parents = parents;
+        self
+    }
+
+    /// Starts the task that creates and keeps the node (Curator's `start()`); it returns at
+    /// once. [`PersistentNode::wait_for_initial_create`] waits for the node.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] (also for the root and `/zookeeper`), [`Error::InvalidArgument`]
+    /// for a TTL on another mode, a zero TTL or a sequential mode without protection,
+    /// [`Error::Closed`]. Nothing is created then.
+    ///
+    /// # Panics
+    /// Outside a Tokio runtime.
+    pub fn start(self) -> Result<PersistentNode> {
+        path::validate_recipe_path(&self.path)?;
+        if self.framework.is_closed() {
+            return Err(Error::Closed);
+        }
+        let sequential = is_sequential(self.mode);
+        let protected = self.protected.unwrap_or(sequential || is_ephemeral(self.mode));
+        if sequential && !protected {
+            return Err(Error::invalid_argument(
+                "protected",
+                "a sequential persistent node is always protected (a lost answer could leave two nodes)",
+            ));
+        }
+        if let Some(ttl) = self.ttl {
+            if !matches!(self.mode, CreateMode::Persistent | CreateMode::PersistentSequential) {
+                return Err(Error::invalid_argument(
+                    "ttl",
+                    format!("a TTL needs a persistent mode, not {:?}", self.mode),
+                ));
+            }
+            if ttl < Duration::from_millis(1) {
+                return Err(Error::invalid_argument("ttl", "must be at least one millisecond"));
+            }
+        }
+        let (status_tx, status_rx) = watch::channel(Status::default());
+        let (commands_tx, commands_rx) = mpsc::unbounded_channel();
+        let failure = Arc::new(Mutex::new(None));
+        let engine = Engine {
+            framework: self.framework.clone(),
+            base: self.path.clone(),
+            mode: self.mode,
+            protected,
+            ttl: self.ttl,
+            parents: self.parents,
+            data: self.data,
+            actual: None,
+            status: status_tx,
+            commands: commands_rx,
+            failure: failure.clone(),
+        };
+        tokio::spawn(engine.run());
+        Ok(PersistentNode { base: self.path, status: status_rx, commands: commands_tx, failure })
+    }
+}
+
+/// What the task last knew about the node.
+#[derive(Debug, Clone, Default)]
+struct Status {
+    /// The node's actual path (namespace stripped), once created.
+    path: Option<String>,
+    /// True while the node exists and is ours.
+    registered: bool,
+    /// True once the task has stopped (closed, or a refusal it cannot cure).
+    stopped: bool,
+}
+
+enum Command {
+    SetData(Vec<u8>, oneshot::Sender<Result<()>>),
+    Close(oneshot::Sender<Result<()>>),
+}
+
+/// A node kept in existence by a background task (Curator's `PersistentNode`, which also
+/// stands for the deprecated `PersistentEphemeralNode`): created at start, created again when
+/// anyone deletes it and after the session's end, with its data kept as last set.
+///
+/// ```no_run
+/// # async fn example(fw: zk_recipes::Framework) -> zk_recipes::Result<()> {
+/// use std::time::Duration;
+/// use zk_recipes::{CreateMode, PersistentNode};
+///
+/// let node = PersistentNode::builder(&fw, "/services/api/instance-")
+///     .mode(CreateMode::EphemeralSequential)
+///     .data(b"10.0.0.7:8080".to_vec())
+///     .start()?;
+/// if node.wait_for_initial_create(Duration::from_secs(10)).await? {
+///     println!("registered as {}", node.actual_path().unwrap());
+/// }
+/// node.close().await?;
+/// # Ok(()) }
+/// ```
+///
+/// Dropping the handle without [`close`](Self::close) also stops the task and deletes the
+/// node (guaranteed), in the background.
+///
+/// The task watches the node with a one-shot `exists` watch: do not watch the node's own path
+/// with a persistent (non-recursive) watch of the same framework (see the crate's Watches
+/// section on ZooKeeper 3.6 to 3.8).
+#[derive(Debug)]
+pub struct PersistentNode {
+    base: String,
+    status: watch::Receiver<Status>,
+    commands: mpsc::UnboundedSender<Command>,
+    failure: Arc<Mutex<Option<Error>>>,
+}
+
+impl PersistentNode {
+    /// Options for a node at `path` (namespace applied; for sequential modes the name prefix).
+    pub fn builder(framework: &Framework, path: &str) -> PersistentNodeBuilder {
+        PersistentNodeBuilder {
+            framework: framework.clone(),
+            path: path.to_owned(),
+            mode: CreateMode::Ephemeral,
+            data: Vec::new(),
+            protected: None,
+            ttl: None,
+            parents: Parents::default(),
+        }
+    }
+
+    /// The path given to the builder.
+    pub fn base_path(&self) -> &str {
+        &self.base
+    }
+
+    /// The node's actual path (with the protected prefix and the sequence number), once it has
+    /// been created (Curator's `getActualPath`).
+    pub fn actual_path(&self) -> Option<String> {
+        self.status.borrow().path.clone()
+    }
+
+    /// True while the node exists and is this handle's (as last seen by the task).
+    pub fn is_registered(&self) -> bool {
+        self.status.borrow().registered
+    }
+
+    /// Follows [`is_registered`](Self::is_registered): the receiver holds true while the node
+    /// exists and is ours, false while it is being created again (after a delete, during a
+    /// new session, while another session's node is waited out) and after close.
+    pub fn registered(&self) -> watch::Receiver<bool> {
+        let mut status = self.status.clone();
+        let (tx, rx) = watch::channel(status.borrow().registered);
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    changed = status.changed() => {
+                        if changed.is_err() {
+                            tx.send_replace(false);
+                            return;
+                        }
+                        let now = status.borrow_and_update().registered;
+                        tx.send_if_modified(|v| std::mem::replace(v, now) != now);
+                    }
+                    () = tx.closed() => return,
+                }
+            }
+        });
+        rx
+    }
+
+    /// Waits until the node has been created the first time (Curator's `waitForInitialCreate`):
+    /// true when it was, false when `timeout` passed first.
+    ///
+    /// # Errors
+    /// The refusal that stopped the task (`NoAuth`, `NoNode` with [`Parents::MustExist`],
+    /// [`Error::Unsupported`] for a TTL on a server without extended types), or
+    /// [`Error::Closed`] when the node was closed first.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only waits.
+    pub async fn wait_for_initial_create(&self, timeout: Duration) -> Result<bool> {
+        let mut status = self.status.clone();
+        let waited = tokio::time::timeout(timeout, status.wait_for(|s| s.path.is_some() || s.stopped)).await;
+        match waited {
+            Err(_) => Ok(false),
+            Ok(Err(_)) => Err(self.stop_reason()),
+            Ok(Ok(s)) if s.path.is_some() => Ok(true),
+            Ok(Ok(_)) => Err(self.stop_reason()),
+        }
+    }
+
+    /// Sets the node's data (unversioned), now and for every later re-create (Curator's
+    /// `setData`). Before the node exists the data is only kept for the create.
+    ///
+    /// # Errors
+    /// A write error (the data is still kept for the next re-create), [`Error::TooLarge`],
+    /// or [`Error::Closed`] after close.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe in the sense that the data is taken: a cancelled call may still write it.
+    pub async fn set_data(&self, data: impl Into<Vec<u8>>) -> Result<()> {
+        let (tx, rx) = oneshot::channel();
+        self.commands.send(Command::SetData(data.into(), tx)).map_err(|_| self.stop_reason())?;
+        rx.await.map_err(|_| self.stop_reason())?
+    }
+
+    /// Stops the task and deletes the node (guaranteed: after a failure the framework's reaper
+    /// keeps deleting it while the session lasts). Later calls are `Ok`.
+    ///
+    /// # Errors
+    /// The delete's error when it failed (the reaper still deletes the node).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: once called, the task closes and deletes the node whether or not the call
+    /// is awaited to the end.
+    pub async fn close(&self) -> Result<()> {
+        let (tx, rx) = oneshot::channel();
+        if self.commands.send(Command::Close(tx)).is_err() {
+            return Ok(());
+        }
+        rx.await.unwrap_or(Ok(()))
+    }
+
+    fn stop_reason(&self) -> Error {
+        match &*self.failure.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(e) => copy_error(e),
+            None => Error::Closed,
+        }
+    }
+}
+
+/// A copy of the task's stopping error for each caller that asks.
+fn copy_error(e: &Error) -> Error {
+    match e {
+        Error::ZooKeeper(z) => Error::ZooKeeper(z.clone()),
+        Error::Unsupported { feature, reason } => Error::Unsupported { feature, reason },
+        Error::InvalidPath { path, reason } => Error::InvalidPath { path: path.clone(), reason },
+        Error::Closed => Error::Closed,
+        other => Error::invalid_argument("node", other.to_string()),
+    }
+}
+
+fn is_sequential(mode: CreateMode) -> bool {
+    matches!(mode, CreateMode::PersistentSequential | CreateMode::EphemeralSequential)
+}
+
+fn is_ephemeral(mode: CreateMode) -> bool {
+    matches!(mode, CreateMode::Ephemeral | CreateMode::EphemeralSequential)
+}
+
+/// The mode of a re-create at the first node's exact name.
+fn without_sequence(mode: CreateMode) -> CreateMode {
+    match mode {
+        CreateMode::EphemeralSequential => CreateMode::Ephemeral,
+        CreateMode::PersistentSequential => CreateMode::Persistent,
+        other => other,
+    }
+}
+
+/// What the task does next.
+enum Next {
+    /// Create (or check) the node again.
+    Ensure,
+    /// Watch the node again (its data changed): nothing to create.
+    Rewatch,
+    /// Stop: closed, or a refusal retrying cannot cure.
+    Stop,
+}
+
+struct Engine {
+    framework: Framework,
+    base: String,
+    mode: CreateMode,
+    protected: bool,
+    ttl: Option<Duration>,
+    parents: Parents,
+    data: Vec<u8>,
+    actual: Option<String>,
+    status: watch::Sender<Status>,
+    commands: mpsc::UnboundedReceiver<Command>,
+    failure: Arc<Mutex<Option<Error>>>,
+}
+
+impl Engine {
+    async fn run(mut self) {
+        let mut pause = PAUSE_FIRST;
+        let mut rewatch: Option<String> = None;
+        loop {
+            let (path, fresh) = match rewatch.take() {
+                Some(path) => (path, false),
+                None => match self.ensure().await {
+                    Ok(Some(found)) => found,
+                    Ok(None) => return,
+                    Err(e) if is_fatal(&e, self.parents) => {
+                        tracing::warn!(path = %self.base, error = %e, "persistent node: stopped by a refusal");
+                        *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                        self.stop();
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::debug!(path = %self.base, error = %e, "persistent node: create failed; trying again");
+                        if let Next::Stop = self.pause(pause).await {
+                            return;
+                        }
+                        pause = (pause * 2).min(PAUSE_MAX);
+                        continue;
+                    }
+                },
+            };
+            pause = PAUSE_FIRST;
+            match self.watch(&path, fresh).await {
+                Next::Stop => return,
+                Next::Rewatch => rewatch = Some(path),
+                Next::Ensure => {}
+            }
+        }
+    }
+
+    /// Creates the node (or finds its name taken): its path and whether this create made it,
+    /// `None` when closed meanwhile.
+    async fn ensure(&mut self) -> Result<Option<(String, bool)>> {
+        let fw = self.framework.clone();
+        let (path, mode, protected) = match &self.actual {
+            None => (self.base.clone(), self.mode, self.protected),
+            Some(actual) => (actual.clone(), without_sequence(self.mode), false),
+        };
+        let created = loop {
+            let mut create = fw.create(&path).mode(mode).data(&self.data).parents(self.parents);
+            if protected {
+                create = create.protected();
+            }
+            if let Some(ttl) = self.ttl {
+                create = create.ttl(ttl);
+            }
+            tokio::select! {
+                created = create => break created,
+                command = self.commands.recv() => match command {
+                    // New data while the create is in flight: the create is dropped (a
+                    // protected one has its node deleted by the framework; an unprotected one
+                    // is found at its name) and sent again with the new data.
+                    Some(Command::SetData(data, reply)) => {
+                        self.data = data;
+                        let _ = reply.send(Ok(()));
+                    }
+                    // Closed: an unprotected create is at a known name, deleted here.
+                    other => {
+                        self.handle_before_node(other, (!protected).then_some(path)).await;
+                        return Ok(None);
+                    }
+                },
+            }
+        };
+        match created {
+            Ok(created) => {
+                self.actual = Some(created.path.clone());
+                Ok(Some((created.path, !created.existed)))
+            }
+            Err(e) if e.is_node_exists() => {
+                // The name is taken (a re-create, or a plain name): the watch decides whether
+                // the node is ours; adopting it sets our data.
+                if self.actual.is_none() {
+                    self.actual = Some(path.clone());
+                }
+                Ok(Some((path, false)))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A command that came while no node was known to be ours: a close ends the task
+    /// (deleting `path` when given), data is kept for the create.
+    async fn handle_before_node(&mut self, command: Option<Command>, path: Option<String>) {
+        match command {
+            Some(Command::SetData(data, reply)) => {
+                // The create in flight was dropped with the old data; the next round uses these.
+                self.data = data;
+                let _ = reply.send(Ok(()));
+            }
+            Some(Command::Close(reply)) => {
+                let result = match path.or_else(|| self.actual.clone()) {
+                    Some(path) => self.delete(&path).await,
+                    None => Ok(()),
+                };
+                self.stop();
+                let _ = reply.send(result);
+            }
+            None => {
+                if let Some(path) = path.or_else(|| self.actual.clone()) {
+                    let _ = self.delete(&path).await;
+                }
+                self.stop();
+            }
+        }
+    }
+
+    /// Watches the node at `path` until it must be created again (or the task stops).
+    async fn watch(&mut self, path: &str, fresh: bool) -> Next {
+        let fw = self.framework.clone();
+        let mut states = fw.state_watch();
+        let epoch = states.borrow_and_update().epoch;
+        let (stat, watch) = match fw.exists(path).watch().await {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::debug!(path, error = %e, "persistent node: exists failed");
+                return self.pause(PAUSE_FIRST).await;
+            }
+        };
+        let ours = match stat {
+            None => {
+                self.set_registered(false);
+                return Next::Ensure;
+            }
+            Some(stat) => self.is_ours(&stat),
+        };
+        if ours {
+            // A node found existing (adopted, or after a reconnect) gets our data.
+            let written = if !fresh && !self.status.borrow().registered {
+                fw.set_data(path, &self.data).await.map(|_| ())
+            } else {
+                Ok(())
+            };
+            if let Err(e) = written {
+                tracing::debug!(path, error = %e, "persistent node: writing the data failed");
+            }
+            self.status.send_modify(|s| {
+                s.path = Some(path.to_owned());
+                s.registered = true;
+            });
+        } else {
+            tracing::debug!(path, "persistent node: another session's node has the name; waiting for it to go");
+            self.set_registered(false);
+        }
+        let mut changed = Box::pin(watch.changed());
+        loop {
+            tokio::select! {
+                event = &mut changed => {
+                    return match event {
+                        Ok(event) if event.kind == NodeEventKind::Deleted => {
+                            self.set_registered(false);
+                            Next::Ensure
+                        }
+                        // Data changed (by anyone): watch again, nothing to create.
+                        Ok(_) => Next::Rewatch,
+                        Err(e) => {
+                            // The session ended: its ephemeral nodes with it.
+                            tracing::debug!(path, error = %e, "persistent node: the watch's session ended");
+                            self.set_registered(false);
+                            self.wait_connected().await
+                        }
+                    };
+                }
+                command = self.commands.recv() => match command {
+                    Some(Command::SetData(data, reply)) => {
+                        self.data = data;
+                        let result = if ours { fw.set_data(path, &self.data).await.map(|_| ()) } else { Ok(()) };
+                        let _ = reply.send(result);
+                    }
+                    Some(Command::Close(reply)) => {
+                        let result = if ours { self.delete(path).await } else { Ok(()) };
+                        self.stop();
+                        let _ = reply.send(result);
+                        return Next::Stop;
+                    }
+                    None => {
+                        if ours {
+                            let _ = self.delete(path).await;
+                        }
+                        self.stop();
+                        return Next::Stop;
+                    }
+                },
+                changed = states.changed() => {
+                    if changed.is_err() {
+                        self.stop();
+                        return Next::Stop;
+                    }
+                    let now = *states.borrow_and_update();
+                    if !now.state.is_connected() && now.epoch != epoch {
+                        self.set_registered(false);
+                    }
+                    if now.state.is_connected() && now.epoch != epoch {
+                        // A new session: check (and create) at once rather than wait for the
+                        // old session's watch to report its end.
+                        self.set_registered(false);
+                        return Next::Ensure;
+                    }
+                }
+            }
+        }
+    }
+
+    /// True when a node found at the path is this node's to keep.
+    fn is_ours(&self, stat: &Stat) -> bool {
+        if !is_ephemeral(self.mode) {
+            return true;
+        }
+        stat.ephemeral_owner != 0 && stat.ephemeral_owner == self.framework.snapshot().session_id
+    }
+
+    fn set_registered(&self, registered: bool) {
+        self.status.send_if_modified(|s| std::mem::replace(&mut s.registered, registered) != registered);
+    }
+
+    fn stop(&self) {
+        self.status.send_modify(|s| {
+            s.registered = false;
+            s.stopped = true;
+        });
+    }
+
+    async fn delete(&self, path: &str) -> Result<()> {
+        match self.framework.delete(path).guaranteed().await {
+            Err(e) if e.is_no_node() => Ok(()),
+            Err(Error::Closed) => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Waits `pause` (or until connected again), serving commands meanwhile.
+    async fn pause(&mut self, pause: Duration) -> Next {
+        let sleep = tokio::time::sleep(pause);
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                () = &mut sleep => return if self.framework.is_closed() { self.stop(); Next::Stop } else { Next::Ensure },
+                command = self.commands.recv() => {
+                    let close = !matches!(command, Some(Command::SetData(..)));
+                    self.handle_before_node(command, None).await;
+                    if close {
+                        return Next::Stop;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits until the framework is connected again, serving commands meanwhile.
+    async fn wait_connected(&mut self) -> Next {
+        let mut states = self.framework.state_watch();
+        loop {
+            if states.borrow_and_update().state.is_connected() {
+                return Next::Ensure;
+            }
+            tokio::select! {
+                changed = states.changed() => if changed.is_err() { self.stop(); return Next::Stop; },
+                command = self.commands.recv() => {
+                    let close = !matches!(command, Some(Command::SetData(..)));
+                    self.handle_before_node(command, None).await;
+                    if close {
+                        return Next::Stop;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Refusals that creating again cannot cure.
+fn is_fatal(e: &Error, parents: Parents) -> bool {
+    match e {
+        Error::ZooKeeper(ZkError::NoNode) => parents == Parents::MustExist,
+        Error::ZooKeeper(z) => {
+            matches!(
+                z,
+                ZkError::NoAuth | ZkError::NoChildrenForEphemerals | ZkError::Unimplemented | ZkError::InvalidAcl
+            )
+        }
+        Error::Closed
+        | Error::InvalidPath { .. }
+        | Error::InvalidArgument { .. }
+        | Error::Unsupported { .. }
+        | Error::TooLarge { .. } => true,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sequential_node_comes_back_under_its_name_without_a_new_sequence() {
+        assert_eq!(without_sequence(CreateMode::EphemeralSequential), CreateMode::Ephemeral);
+        assert_eq!(without_sequence(CreateMode::PersistentSequential), CreateMode::Persistent);
+        assert_eq!(without_sequence(CreateMode::Ephemeral), CreateMode::Ephemeral);
+    }
+
+    #[test]
+    fn refusals_that_stop_the_task() {
+        assert!(is_fatal(&Error::ZooKeeper(ZkError::NoAuth), Parents::Containers));
+        assert!(is_fatal(&Error::ZooKeeper(ZkError::NoNode), Parents::MustExist));
+        assert!(!is_fatal(&Error::ZooKeeper(ZkError::NoNode), Parents::Containers));
+        assert!(!is_fatal(&Error::ZooKeeper(ZkError::ConnectionLoss), Parents::Containers));
+        assert!(!is_fatal(&Error::ZooKeeper(ZkError::SessionExpired), Parents::Containers));
+    }
+}

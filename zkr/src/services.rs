@@ -1,0 +1,98 @@
+//! `zkr services [<name>]`: the instances registered with curator-x-discovery's layout
+//! (`<base>/<name>/<id>`, the instance's JSON), whichever side wrote them.
+
+use serde_json::Value;
+use zk_recipes::discovery::{JsonInstanceSerializer, ServiceDiscovery, ServiceInstance};
+
+use crate::connect::Options;
+use crate::exit::Failure;
+use crate::render;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// One service's instances (default: every service under the base)
+    name: Option<String>,
+    /// The discovery base path (Curator's `basePath`)
+    #[arg(long, default_value = "/services")]
+    base: String,
+    /// One JSON array of instances (the fields of Curator's JSON, `enabled` included)
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(options: &Options, args: Args) -> Result<(), Failure> {
+    let connect = options.connect_string();
+    zk_recipes::path::validate_recipe_path(&args.base)
+        .map_err(|e| Failure::from_error(e, "checking the base path", connect))?;
+    let framework = options.build(connect)?;
+    options.start(&framework, connect).await?;
+    // A raw payload: `@class` and all, as the registering side wrote it.
+    let discovery: ServiceDiscovery<Value> =
+        ServiceDiscovery::new(&framework, &args.base, JsonInstanceSerializer::new())
+            .map_err(|e| Failure::from_error(e, "checking the base path", connect))?;
+    let found = list(&discovery, args.name.as_deref()).await;
+    framework.close().await;
+    let instances = found.map_err(|e| Failure::from_error(e, &format!("reading {}", args.base), connect))?;
+    if args.json {
+        let with_enabled = JsonInstanceSerializer::new().with_enabled_field();
+        let values: Vec<Value> = instances
+            .iter()
+            .filter_map(|i| with_enabled.serialize(i).ok())
+            .filter_map(|bytes| serde_json::from_slice(&bytes).ok())
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&values).unwrap_or_else(|_| "[]".into()));
+    } else {
+        print!("{}", table(&instances));
+    }
+    Ok(())
+}
+
+async fn list(discovery: &ServiceDiscovery<Value>, name: Option<&str>) -> zk_recipes::Result<Vec<ServiceInstance>> {
+    let names = match name {
+        Some(name) => vec![name.to_owned()],
+        None => discovery.query_for_names().await?,
+    };
+    let mut instances = Vec::new();
+    for name in names {
+        instances.extend(discovery.query_for_instances(&name).await?);
+    }
+    Ok(instances)
+}
+
+fn table(instances: &[ServiceInstance]) -> String {
+    if instances.is_empty() {
+        return "no instances\n".to_owned();
+    }
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    let header = ["NAME", "ID", "ADDRESS", "PORT", "SSL", "TYPE", "ENABLED", "AGE", "PAYLOAD"].map(str::to_owned);
+    let opt = |p: Option<u16>| p.map_or("-".to_owned(), |p| p.to_string());
+    let rows: Vec<[String; 9]> = instances
+        .iter()
+        .map(|i| {
+            [
+                i.name.clone(),
+                i.id.clone(),
+                i.address.clone().unwrap_or_else(|| "-".into()),
+                opt(i.port),
+                opt(i.ssl_port),
+                i.service_type.as_str().to_owned(),
+                i.enabled.to_string(),
+                render::age(now - i.registration_time_utc),
+                i.payload.as_ref().map_or("-".to_owned(), Value::to_string),
+            ]
+        })
+        .collect();
+    let mut widths = header.clone().map(|h| h.len());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in std::iter::once(&header).chain(rows.iter()) {
+        let cells: Vec<String> = row.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
