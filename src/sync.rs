@@ -13,9 +13,7 @@ impl<T> Mutex<T> {
         Self(std::sync::Mutex::new(value))
     }
 
-    /// The value, through exclusive access (no locking), ignoring poisoning. Only the testing
-    /// servers need it, so it exists only with that feature.
-    #[cfg(feature = "testing")]
+    /// The value, through exclusive access (no locking), ignoring poisoning.
     pub(crate) fn get_mut(&mut self) -> &mut T {
         self.0.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
