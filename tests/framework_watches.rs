@@ -165,6 +165,47 @@ async fn bad_input_is_refused_before_anything_is_sent() {
     .await
 }
 
+/// A one-shot watch of the same session on a persistently watched path silences the persistent
+/// watch on ZooKeeper 3.6-3.8: the framework refuses the watched read instead of sending it.
+#[tokio::test]
+async fn a_watched_read_on_a_persistently_watched_path_is_refused() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let proxy = CountingProxy::start(&connect).await.unwrap();
+        let fw = Framework::connect(&proxy.connect_string()).await.unwrap();
+        let path = unique_path("watch", "kinds");
+        fw.create(&path).data(b"v").await.unwrap();
+        let persistent = fw.watch(&path, WatchMode::PersistentRecursive).await.unwrap();
+        let before = proxy.counts();
+        let data = fw.get_data(&path).watch().await;
+        assert!(matches!(data, Err(Error::InvalidArgument { name: "path", .. })), "{data:?}");
+        let exists = fw.exists(&path).watch().await;
+        assert!(matches!(exists, Err(Error::InvalidArgument { name: "path", .. })), "{exists:?}");
+        let children = fw.get_children(&path).watch().await;
+        assert!(matches!(children, Err(Error::InvalidArgument { name: "path", .. })), "{children:?}");
+        assert_eq!(proxy.counts().since(&before).requests(), 0, "nothing is sent");
+        // Reads without a watch are fine, and so is a one-shot watch once the persistent one is gone.
+        assert_eq!(fw.get_data(&path).await.unwrap().0, b"v");
+        // The persistent watch goes with its task (which removes it from the server), after
+        // the drop returns: until then the refusal stands.
+        drop(persistent);
+        let accepted = within(LIMIT, "a one-shot watch once the persistent one is gone", async {
+            loop {
+                match fw.get_data(&path).watch().await {
+                    Ok((_, _, watch)) => return watch,
+                    Err(Error::InvalidArgument { .. }) => tokio::time::sleep(Duration::from_millis(20)).await,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        })
+        .await;
+        drop(accepted);
+        fw.close().await;
+    })
+    .await
+}
+
 /// `wchc` lists the server's watches by session: whether `path` is among them.
 async fn server_watches(server: &str, path: &str) -> bool {
     let wchc = four_letter_word(server, "wchc", Duration::from_secs(5)).await.expect("wchc");

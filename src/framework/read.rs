@@ -117,6 +117,28 @@ pub struct GetChildrenWatched<'a> {
 }
 
 impl Framework {
+    /// The full path of `path`, for a read that sets a one-shot watch there.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`]; [`Error::InvalidArgument`] when this framework watches the path
+    /// persistently: on ZooKeeper 3.6 to 3.8 a one-shot watch of the same session on the same
+    /// path silences the persistent watch's creations below it, and removing the one-shot
+    /// before it fired removes half of the persistent one (ZOOKEEPER-4466, -4472), so the two
+    /// kinds are kept apart per framework and path.
+    fn oneshot_watchable(&self, path: &str) -> Result<String> {
+        let full = self.full_path(path)?;
+        if self.has_persistent_watch(&full) {
+            return Err(Error::InvalidArgument {
+                name: "path",
+                reason: format!(
+                    "{path} is watched persistently by this framework; a one-shot watch there would silence it \
+                     (ZooKeeper 3.6-3.8): read it without .watch(), or from another framework"
+                ),
+            });
+        }
+        Ok(full)
+    }
+
     /// Reads a node's data and stat when awaited; `.watch()` adds a one-shot watch.
     ///
     /// ```no_run
@@ -224,7 +246,7 @@ impl<'a> IntoFuture for GetDataWatched<'a> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let fw = self.framework;
-            let full = fw.full_path(self.path)?;
+            let full = fw.oneshot_watchable(self.path)?;
             let full = &full;
             let (data, stat, watcher) =
                 fw.with_retry(|s| async move { s.client.get_and_watch_data(full).await }).await?;
@@ -263,7 +285,7 @@ impl<'a> IntoFuture for ExistsWatched<'a> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let fw = self.framework;
-            let full = fw.full_path(self.path)?;
+            let full = fw.oneshot_watchable(self.path)?;
             let full = &full;
             let (stat, watcher) = fw.with_retry(|s| async move { s.client.check_and_watch_stat(full).await }).await?;
             Ok((stat, OneshotWatch::new(fw, watcher)))
@@ -319,7 +341,7 @@ impl<'a> IntoFuture for GetChildrenWatched<'a> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let fw = self.framework;
-            let full = fw.full_path(self.path)?;
+            let full = fw.oneshot_watchable(self.path)?;
             let full = &full;
             let (children, stat, watcher) =
                 fw.with_retry(|s| async move { s.client.get_and_watch_children(full).await }).await?;

@@ -271,7 +271,6 @@ impl Framework {
     /// Whether a persistent watch of this framework is set on `full_path` (for code that is
     /// about to set a one-shot watch there: on ZooKeeper 3.6-3.8 that silences the persistent
     /// watch's creations, and removing the one-shot again removes it).
-    #[allow(dead_code)]
     pub(crate) fn has_persistent_watch(&self, full_path: &str) -> bool {
         self.registry().watches.lock().entries.iter().any(|e| e.full_path == full_path)
     }
