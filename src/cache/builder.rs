@@ -3,24 +3,16 @@
 use std::sync::Arc;
 
 use super::handle::CuratorCache;
+use super::mode::CacheMode;
 use crate::error::{Error, Result};
 use crate::framework::Framework;
 use crate::mirror::driver::Decode;
 
-/// Which nodes a cache holds (Curator's `CuratorCache.Options` and the old cache classes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum CacheMode {
-    /// The node and all its descendants (Curator's default; the old `TreeCache`).
-    #[default]
-    Tree,
-    /// The node alone (Curator's `SINGLE_NODE_CACHE`; the old `NodeCache`). One persistent,
-    /// non-recursive watch: no event for anything below the node reaches the client.
-    SingleNode,
-    /// The node's direct children, not the node itself (the old `PathChildrenCache`). Events
-    /// below the children still reach the client (the watch is recursive, so that a child's
-    /// data change is seen) and are ignored there.
-    Children,
+impl CuratorCache<Vec<u8>> {
+    /// A builder for a cache of `path` (and, by default, everything below it).
+    pub fn builder(framework: &Framework, path: &str) -> CuratorCacheBuilder<Vec<u8>> {
+        CuratorCacheBuilder::new(framework, path)
+    }
 }
 
 /// Builds a [`CuratorCache`]; see [`CuratorCache::builder`].
@@ -116,6 +108,7 @@ impl<T: Send + Sync + 'static> CuratorCacheBuilder<T> {
             return Err(Error::invalid_argument("max_reads_in_flight", "must be at least 1"));
         }
         let full = self.framework.full_path(&self.path)?;
-        Ok(CuratorCache::from_builder(self, full))
+        let Self { framework, path, mode, stats_only, decode, max_reads_in_flight } = self;
+        Ok(CuratorCache::from_parts(framework, path, full, mode, stats_only, decode, max_reads_in_flight))
     }
 }

@@ -6,9 +6,9 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use zookeeper_client::AddWatchMode;
 
-use super::builder::{CacheMode, CuratorCacheBuilder};
 use super::hub::{Hub, Phase};
 use super::listener::{self, CacheEventStream, CuratorCacheListener};
+use super::mode::CacheMode;
 use super::node::{CacheEvent, ChildData};
 use crate::error::{Error, Result};
 use crate::framework::{Framework, ListenerHandle};
@@ -106,30 +106,31 @@ impl<T> std::fmt::Debug for CuratorCache<T> {
     }
 }
 
-impl CuratorCache<Vec<u8>> {
-    /// A builder for a cache of `path` (and, by default, everything below it).
-    pub fn builder(framework: &Framework, path: &str) -> CuratorCacheBuilder<Vec<u8>> {
-        CuratorCacheBuilder::new(framework, path)
-    }
-}
-
 impl<T: Send + Sync + 'static> CuratorCache<T> {
-    pub(super) fn from_builder(builder: CuratorCacheBuilder<T>, full: String) -> Self {
-        let scope = match builder.mode {
+    pub(super) fn from_parts(
+        framework: Framework,
+        path: String,
+        full: String,
+        mode: CacheMode,
+        stats_only: bool,
+        decode: Decode<T>,
+        concurrency: usize,
+    ) -> Self {
+        let scope = match mode {
             CacheMode::Tree => Scope::Tree,
             CacheMode::SingleNode => Scope::Node,
             CacheMode::Children => Scope::Children,
         };
-        let reads = if builder.stats_only { Reads::Stat } else { Reads::Data };
+        let reads = if stats_only { Reads::Stat } else { Reads::Data };
         CuratorCache {
-            hub: Arc::new(Hub::new(builder.path.clone(), scope, reads)),
-            framework: builder.framework,
-            path: builder.path,
+            hub: Arc::new(Hub::new(path.clone(), scope, reads)),
+            framework,
+            path,
             full,
-            mode: builder.mode,
+            mode,
             reads,
-            decode: builder.decode,
-            concurrency: builder.max_reads_in_flight,
+            decode,
+            concurrency,
             lifecycle: Mutex::new(Lifecycle::Built),
         }
     }

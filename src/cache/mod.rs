@@ -20,11 +20,13 @@ mod builder;
 mod handle;
 mod hub;
 mod listener;
+mod mode;
 mod node;
 mod views;
 
-pub use self::builder::{CacheMode, CuratorCacheBuilder};
+pub use self::builder::CuratorCacheBuilder;
 pub use self::handle::CuratorCache;
 pub use self::listener::{CacheEventStream, CuratorCacheListener};
+pub use self::mode::CacheMode;
 pub use self::node::{CacheEvent, ChildData};
 pub use self::views::{NodeStream, PathChildrenEvent, PathChildrenStream};

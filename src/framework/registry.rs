@@ -1,6 +1,8 @@
 //! Per-framework state of the data plane, kept in the framework's shared core: what each
 //! session's server supports, and the live persistent watches.
 
+use std::sync::Arc;
+
 use super::server_features::Knowledge;
 use super::watches::Table;
 use crate::sync::Mutex;
@@ -11,5 +13,5 @@ pub(crate) struct Registry {
     /// What the current session's server supports.
     pub(crate) server: Mutex<Knowledge>,
     /// The live persistent watches.
-    pub(crate) watches: Mutex<Table>,
+    pub(crate) watches: Arc<Mutex<Table>>,
 }

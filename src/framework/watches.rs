@@ -24,10 +24,10 @@ use futures::Stream;
 use tokio::sync::{mpsc, watch as latest, Notify};
 use zookeeper_client::{AddWatchMode, EventType, PersistentWatcher, SessionState, WatchedEvent};
 
-use super::registry::Registry;
 use super::{ConnectionState, Framework, Session, StateSnapshot, WeakFramework};
 use crate::error::{Error, Result, ZkError};
 use crate::retry::Doubling;
+use crate::sync::Mutex;
 
 /// How much a watch's stream buffers before its task waits for the consumer (the events
 /// then wait in the client's own unbounded queue).
@@ -180,13 +180,13 @@ struct Entry {
 
 /// Removes a watch's entry from the table when its task ends.
 struct Registered {
-    registry: Arc<Registry>,
+    table: Arc<Mutex<Table>>,
     id: u64,
 }
 
 impl Drop for Registered {
     fn drop(&mut self) {
-        self.registry.watches.lock().entries.retain(|e| e.id != self.id);
+        self.table.lock().entries.retain(|e| e.id != self.id);
     }
 }
 
@@ -247,7 +247,7 @@ impl Framework {
             table.next_id += 1;
             let id = table.next_id;
             table.entries.push(Entry { id, full_path: full_path.clone(), mode, rearm: rearm.clone() });
-            Registered { registry: registry.clone(), id }
+            Registered { table: registry.watches.clone(), id }
         };
         let mut state = self.state_watch();
         let (epoch, watcher) = self

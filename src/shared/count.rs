@@ -6,7 +6,8 @@ use std::task::{Context, Poll};
 
 use futures::{Stream, StreamExt};
 
-use super::value::{SharedValue, SharedValueChanges, VersionedValue};
+use super::value::{SharedValue, SharedValueChanges};
+use super::version::VersionedValue;
 use crate::error::{Error, Result};
 use crate::framework::{Framework, ListenerHandle};
 use crate::protocol::values::{decode_count, encode_count, COUNT_EXPECTED};

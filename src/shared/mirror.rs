@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use zookeeper_client::Stat;
 
-use super::value::VersionedValue;
+use super::version::VersionedValue;
 use crate::error::{Error, ZkError};
 use crate::framework::{Framework, OneshotWatch, StateSnapshot};
 

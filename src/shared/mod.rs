@@ -5,7 +5,9 @@
 mod count;
 mod mirror;
 mod value;
+mod version;
 pub(crate) mod versioned;
 
 pub use self::count::{SharedCount, SharedCountChanges};
-pub use self::value::{SharedValue, SharedValueChanges, VersionedValue};
+pub use self::value::{SharedValue, SharedValueChanges};
+pub use self::version::VersionedValue;

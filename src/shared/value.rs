@@ -10,52 +10,12 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
 use super::mirror;
+use super::version::VersionedValue;
 use super::versioned::{set_versioned, Cas};
 use crate::error::{Error, Result, ZkError};
 use crate::framework::{Framework, ListenerHandle};
 use crate::path;
 use crate::sync::Mutex;
-
-/// A value with the node version it was read at (Curator's `VersionedValue`), the argument of
-/// a compare-and-set. Only the recipe makes one, from what it read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VersionedValue<T> {
-    version: i32,
-    zxid: i64,
-    value: T,
-}
-
-impl<T> VersionedValue<T> {
-    pub(crate) fn new(version: i32, zxid: i64, value: T) -> Self {
-        VersionedValue { version, zxid, value }
-    }
-
-    /// The node's version (`stat.version`) when it held this value; -1 before the node was
-    /// first read.
-    pub fn version(&self) -> i32 {
-        self.version
-    }
-
-    /// The transaction id of the write that made this value (`stat.mzxid`); -1 before the node
-    /// was first read. Values are ordered by it: unlike the version, it never wraps.
-    pub fn zxid(&self) -> i64 {
-        self.zxid
-    }
-
-    /// The value.
-    pub fn value(&self) -> &T {
-        &self.value
-    }
-
-    /// The value, by value.
-    pub fn into_value(self) -> T {
-        self.value
-    }
-
-    pub(crate) fn map<U>(self, f: impl FnOnce(T) -> U) -> VersionedValue<U> {
-        VersionedValue { version: self.version, zxid: self.zxid, value: f(self.value) }
-    }
-}
 
 /// Bytes in one persistent node, shared by every process that opens it, kept current locally
 /// (Curator's `SharedValue`; same node, same bytes, so Rust and Java processes share it).
