@@ -193,6 +193,12 @@ async fn increments_through_a_breaking_connection_are_applied_once_or_reported_u
         const N: usize = 60;
         let faulty = Arc::new(FaultyServer::start().await);
         let path = unique_path("atomic", "faults");
+        // Both sessions are open before the connection starts breaking (a start that keeps
+        // being reset only times out).
+        let mut frameworks = Vec::new();
+        for _ in 0..2 {
+            frameworks.push(framework(&faulty.proxied(), SESSION).await);
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let breaker = {
             let (stop, faulty) = (stop.clone(), faulty.clone());
@@ -204,10 +210,9 @@ async fn increments_through_a_breaking_connection_are_applied_once_or_reported_u
             })
         };
         let mut tasks = Vec::new();
-        for _ in 0..2 {
-            let (connect, path) = (faulty.proxied(), path.clone());
+        for fw in frameworks {
+            let path = path.clone();
             tasks.push(tokio::spawn(async move {
-                let fw = framework(&connect, SESSION).await;
                 let long = DistributedAtomicLong::new(&fw, &path, patient()).unwrap();
                 let (mut applied, mut unknown) = (0u64, 0u64);
                 for _ in 0..N {

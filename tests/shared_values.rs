@@ -308,6 +308,15 @@ async fn try_set_increments_through_a_breaking_connection_are_applied_once_or_re
         const N: usize = 40;
         let faulty = Arc::new(FaultyServer::start().await);
         let path = unique_path("shared", "faults");
+        // Both sessions are open and their counts started before the connection starts
+        // breaking (a start that keeps being reset only times out).
+        let mut counts = Vec::new();
+        for _ in 0..2 {
+            let fw = framework(&faulty.proxied(), SESSION).await;
+            let count = SharedCount::new(&fw, &path, 0).unwrap();
+            count.start().await.unwrap();
+            counts.push((fw, count));
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let breaker = {
             let (stop, faulty) = (stop.clone(), faulty.clone());
@@ -319,12 +328,8 @@ async fn try_set_increments_through_a_breaking_connection_are_applied_once_or_re
             })
         };
         let mut tasks = Vec::new();
-        for _ in 0..2 {
-            let (connect, path) = (faulty.proxied(), path.clone());
+        for (fw, count) in counts {
             tasks.push(tokio::spawn(async move {
-                let fw = framework(&connect, SESSION).await;
-                let count = SharedCount::new(&fw, &path, 0).unwrap();
-                count.start().await.unwrap();
                 let (mut applied, mut unknown) = (0u64, 0u64);
                 for _ in 0..N {
                     loop {
