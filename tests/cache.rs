@@ -416,6 +416,9 @@ async fn write_until(fw: Framework, root: String, stop: tokio::sync::watch::Rece
             Err(Error::ZooKeeper(
                 zk_recipes::zk::Error::NoNode | zk_recipes::zk::Error::NodeExists | zk_recipes::zk::Error::NotEmpty,
             )) => {}
+            // A write whose reply was lost: the server may or may not have it, and the
+            // cache is compared with the server at the end either way.
+            Err(Error::OutcomeUnknown { .. }) => {}
             Err(e) if e.is_retryable() => {}
             Err(e) => panic!("writer: {path}: {e}"),
         }
