@@ -236,10 +236,11 @@ impl FastPath {
                 }
                 // Without the watch armed before the delete, quiet, the create alone cannot
                 // win: list with it instead (and arm a watch in the same round trip).
-                Some(_) if !server_ok => Some(FastPathFallback::NoRecord),
+                // Until the server is known to be 3.6+ (learned per session), no create alone.
                 Some(record) => match slot.recorded_watch(record) {
                     WatchState::Missing => Some(FastPathFallback::WatchMissing),
                     WatchState::Fired => Some(FastPathFallback::WatchFired),
+                    WatchState::Quiet if !server_ok => Some(FastPathFallback::NoRecord),
                     WatchState::Quiet => None,
                 },
             };
