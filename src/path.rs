@@ -149,13 +149,21 @@ pub fn sort_key<'a>(name: &'a str, lock_name: &str) -> &'a str {
     }
 }
 
-/// The sequence number ZooKeeper appended to `name` (its last ten digits), if any.
+/// The sequence number ZooKeeper appended to `name`, if any: its last ten characters, ten
+/// digits or (once the parent's create counter wrapped past `i32::MAX`) a minus sign and nine
+/// digits, as `%010d` prints a signed 32-bit counter.
+///
+/// A counter below -999,999,999 prints eleven characters (`-2147483648`), which cannot be told
+/// from a name ending in `-` followed by ten digits without knowing the name's prefix; this
+/// reads those ten digits. Lock nodes are read by their sort key instead, which knows the
+/// prefix.
 pub fn sequence(name: &str) -> Option<i64> {
     if name.len() < 10 || !name.is_char_boundary(name.len() - 10) {
         return None;
     }
     let tail = &name[name.len() - 10..];
-    if tail.bytes().all(|b| b.is_ascii_digit()) {
+    let digits = tail.strip_prefix('-').unwrap_or(tail);
+    if digits.bytes().all(|b| b.is_ascii_digit()) {
         tail.parse().ok()
     } else {
         None
@@ -233,5 +241,7 @@ mod tests {
         assert_eq!(sequence("_c_x-lock-0000000012"), Some(12));
         assert_eq!(sequence("lock-"), None);
         assert_eq!(sequence("abc"), None);
+        assert_eq!(sequence("lock--000000012"), Some(-12));
+        assert_eq!(sequence("lock-00000-0012"), None);
     }
 }

@@ -117,9 +117,6 @@ async fn bad_transactions_are_refused_before_anything_is_sent() {
         assert!(matches!(empty, Err(Error::InvalidArgument { name: "transaction", .. })), "{empty:?}");
         let node = format!("{base}/n");
         let cases = [
-            fw.transaction().create(&node, b"", CreateMode::Persistent).set_data(&node, b"", -2),
-            fw.transaction().create(&node, b"", CreateMode::Persistent).delete(&node, -3),
-            fw.transaction().create(&node, b"", CreateMode::Persistent).check(&node, -9),
             fw.transaction().create_with_ttl(&node, b"", CreateMode::Ephemeral, Duration::from_secs(1)),
             fw.transaction().create_with_ttl(&node, b"", CreateMode::Persistent, Duration::ZERO),
             fw.transaction().create_with_acl(&node, b"", CreateMode::Persistent, Vec::new()),

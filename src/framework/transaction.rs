@@ -177,15 +177,6 @@ impl<'a> Transaction<'a> {
         let mut prepared = Vec::with_capacity(self.ops.len());
         for op in &self.ops {
             let full = fw.full_path(op.path())?;
-            let check_version = |version: i32| {
-                if version < -1 {
-                    return Err(Error::invalid_argument(
-                        "version",
-                        format!("{version} is below -1 (-1 means any version)"),
-                    ));
-                }
-                Ok(())
-            };
             let acl = match op {
                 Op::Create { mode, ttl, acl, data, .. } => {
                     if op.path() == "/" {
@@ -209,21 +200,18 @@ impl<'a> Transaction<'a> {
                     size += data.len() + 24 + acl.len() * 40;
                     Some(acl)
                 }
-                Op::SetData { version, data, .. } => {
-                    check_version(*version)?;
+                Op::SetData { data, .. } => {
                     size += data.len() + 16;
                     None
                 }
-                Op::Delete { version, .. } => {
+                Op::Delete { .. } => {
                     if op.path() == "/" {
                         return Err(Error::InvalidPath { path: "/".into(), reason: "the root node cannot be deleted" });
                     }
-                    check_version(*version)?;
                     size += 16;
                     None
                 }
-                Op::Check { version, .. } => {
-                    check_version(*version)?;
+                Op::Check { .. } => {
                     size += 16;
                     None
                 }
@@ -246,7 +234,7 @@ impl<'a> Transaction<'a> {
     /// It is retried when it was refused without being applied (session expired, throttled).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an empty transaction, a version below -1, a TTL misuse or
+    /// [`Error::InvalidArgument`] for an empty transaction, a TTL misuse or
     /// an empty ACL; [`Error::InvalidPath`]; [`Error::TooLarge`] (all operations together);
     /// [`Error::LockLost`] when a fence's check failed; [`Error::TransactionFailed`] with the
     /// failing operation's index, path and error; [`Error::OutcomeUnknown`];
@@ -328,7 +316,7 @@ impl<'a> Transaction<'a> {
 }
 
 fn version_of(version: i32) -> Option<i32> {
-    (version >= 0).then_some(version)
+    (version != -1).then_some(version)
 }
 
 fn ttl_unsupported() -> Error {

@@ -16,13 +16,12 @@ use super::{Framework, ReaperCmd};
 use crate::error::{is_zk_connection_error, Error, Result, ZkError};
 use crate::path;
 
-/// Checks an expected version: `-1` (any) or a version a node can have.
-fn check_version(version: i32) -> Result<Option<i32>> {
-    match version {
-        -1 => Ok(None),
-        v if v >= 0 => Ok(Some(v)),
-        v => Err(Error::invalid_argument("version", format!("{v} is below -1 (-1 means any version)"))),
-    }
+/// An expected version as the server takes it: `-1` means any version; every other value is
+/// compared with the node's. Versions below -1 are real: a node's version is a signed 32-bit
+/// counter that wraps past `i32::MAX` (Curator's CURATOR-688), so refusing them would leave a
+/// busy node impossible to write with a version.
+fn check_version(version: i32) -> Option<i32> {
+    (version != -1).then_some(version)
 }
 
 /// Passes `reply` on, noting in `in_doubt` a connection error (the request may have been
@@ -72,8 +71,7 @@ impl Framework {
     /// ```
     ///
     /// # Errors
-    /// When awaited: [`Error::InvalidPath`]; [`Error::InvalidArgument`] for a version below
-    /// -1; [`Error::TooLarge`]; [`Error::BadVersion`]; [`Error::OutcomeUnknown`] for a
+    /// When awaited: [`Error::InvalidPath`]; [`Error::TooLarge`]; [`Error::BadVersion`]; [`Error::OutcomeUnknown`] for a
     /// versioned write that found another version after a connection loss (perhaps its own
     /// first send); or the server's refusal (`NoNode`, `NoAuth`).
     ///
@@ -89,8 +87,8 @@ impl Framework {
     ///
     /// # Errors
     /// When awaited: [`Error::InvalidPath`] (the root cannot be deleted);
-    /// [`Error::InvalidArgument`] for a version below -1; [`Error::BadVersion`]; or the
-    /// server's refusal (`NoNode`, `NotEmpty` without `recursive`, `NoAuth`). After a connection
+    /// [`Error::BadVersion`]; or the server's refusal (`NoNode`, `NotEmpty` without
+    /// `recursive`, `NoAuth`). After a connection
     /// loss, `NoNode` counts as done (the first send may have deleted it).
     ///
     /// # Cancel safety
@@ -131,14 +129,14 @@ impl Framework {
     /// expected ACL version (`stat.aversion`), -1 for any.
     ///
     /// # Errors
-    /// [`Error::InvalidPath`]; [`Error::InvalidArgument`] for an empty ACL or a version below
-    /// -1; [`Error::BadVersion`]; or the server's refusal (`NoNode`, `NoAuth`, `InvalidAcl`).
+    /// [`Error::InvalidPath`]; [`Error::InvalidArgument`] for an empty ACL;
+    /// [`Error::BadVersion`]; or the server's refusal (`NoNode`, `NoAuth`, `InvalidAcl`).
     ///
     /// # Cancel safety
     /// A cancelled write may still happen on the server.
     pub async fn set_acl(&self, path: &str, acl: &[Acl], acl_version: i32) -> Result<Stat> {
         let full = self.full_path(path)?;
-        let version = check_version(acl_version)?;
+        let version = check_version(acl_version);
         if acl.is_empty() {
             return Err(Error::invalid_argument("acl", "an ACL needs at least one entry"));
         }
@@ -163,7 +161,7 @@ impl SetData<'_> {
     async fn run(self) -> Result<Stat> {
         let fw = self.framework;
         let full = fw.full_path(self.path)?;
-        let version = check_version(self.version)?;
+        let version = check_version(self.version);
         let limit = fw.config().max_request_bytes.saturating_sub(full.len() + 20);
         if self.data.len() > limit {
             return Err(Error::TooLarge { name: "data", size: self.data.len(), limit });
@@ -199,8 +197,7 @@ impl<'a> IntoFuture for SetData<'a> {
     /// Sends the write.
     ///
     /// # Errors
-    /// [`Error::InvalidPath`]; [`Error::InvalidArgument`] for a version below -1;
-    /// [`Error::TooLarge`]; [`Error::BadVersion`]; [`Error::OutcomeUnknown`] for a versioned
+    /// [`Error::InvalidPath`]; [`Error::TooLarge`]; [`Error::BadVersion`]; [`Error::OutcomeUnknown`] for a versioned
     /// write that found another version after a connection loss; or the server's refusal
     /// (`NoNode`, `NoAuth`).
     ///
@@ -239,7 +236,7 @@ impl Delete<'_> {
     async fn run(self) -> Result<()> {
         let fw = self.framework;
         let full = fw.full_path(self.path)?;
-        let version = check_version(self.version)?;
+        let version = check_version(self.version);
         if self.path == "/" {
             return Err(Error::InvalidPath { path: self.path.to_owned(), reason: "the root node cannot be deleted" });
         }
@@ -346,9 +343,8 @@ impl<'a> IntoFuture for Delete<'a> {
     /// Sends the delete(s).
     ///
     /// # Errors
-    /// [`Error::InvalidPath`] (the root cannot be deleted); [`Error::InvalidArgument`] for a
-    /// version below -1; [`Error::BadVersion`]; or the server's refusal (`NoNode`, `NotEmpty`
-    /// without `recursive`, `NoAuth`).
+    /// [`Error::InvalidPath`] (the root cannot be deleted); [`Error::BadVersion`]; or the
+    /// server's refusal (`NoNode`, `NotEmpty` without `recursive`, `NoAuth`).
     ///
     /// # Cancel safety
     /// A cancelled delete may still happen on the server; a cancelled `guaranteed()` delete is
@@ -363,12 +359,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn versions_below_minus_one_are_refused() {
-        assert_eq!(check_version(-1).unwrap(), None);
-        assert_eq!(check_version(0).unwrap(), Some(0));
-        assert_eq!(check_version(i32::MAX).unwrap(), Some(i32::MAX));
-        for bad in [-2, -100, i32::MIN] {
-            assert!(matches!(check_version(bad), Err(Error::InvalidArgument { name: "version", .. })), "{bad}");
+    fn minus_one_is_any_version_and_wrapped_versions_are_sent() {
+        assert_eq!(check_version(-1), None);
+        assert_eq!(check_version(0), Some(0));
+        assert_eq!(check_version(i32::MAX), Some(i32::MAX));
+        for wrapped in [-2, -100, i32::MIN] {
+            assert_eq!(check_version(wrapped), Some(wrapped));
         }
     }
 }

@@ -456,6 +456,11 @@ impl Shared {
         }
         let dir = self.internals.dir();
         let mut children = retry_request(framework, || session.client.list_children(dir)).await?;
+        // A wrapped suffix sorts out of creation order: the listing cannot say who is first
+        // (as for every acquire: see `Error::SequenceWrapped`).
+        if LATCH.wrapped(&children).is_some() {
+            return Err(Error::SequenceWrapped { path: self.internals.path().to_owned() }.into());
+        }
         LATCH.sort(&mut children);
         match LATCH.verdict(&children, path::node_name(watch.user_path())) {
             Verdict::Acquired => Ok(true),

@@ -7,7 +7,7 @@ use super::layout::{Queue, Recipe, Signature};
 use super::names::{
     LATCH_NAME, LEASE_BASE_NAME, LOCK_NAME, READY_NODE, READ_LOCK_NAME, REVOKE_MESSAGE, WRITE_LOCK_NAME,
 };
-use crate::locks::driver::{Driver, ReadDriver, Verdict, WriteDriver};
+use crate::locks::driver::{parse_sequence, Driver, ReadDriver, Verdict, WriteDriver};
 use crate::path;
 
 /// Which recipe's nodes `children` (names) are: the one most of them carry the
@@ -215,7 +215,8 @@ impl Queue {
                 Some(Verdict::Missing) => (Role::Waiter, None),
             };
             let revocation_requested = data.as_deref() == Some(REVOKE_MESSAGE);
-            let sequence = path::sequence(&name);
+            let key = driver.sort_key(&name);
+            let sequence = if key.len() < name.len() { parse_sequence(key) } else { path::sequence(&name) };
             decoded.push(Decoded { name, kind, role, waits_on, sequence, revocation_requested, stat, data });
         }
         decoded
