@@ -15,6 +15,19 @@
 //! equal a fresh read of the server (path, data, version) within a bound derived from the
 //! session timeout, and in each cache's events the `mzxid` of every path must never go back.
 //!
+//! A counter workload: one task per client increments one `DistributedAtomicLong` through the
+//! faults, recording each increment as succeeded, failed or of unknown outcome (a lost reply is
+//! a typed `OutcomeUnknown`; an increment given up on counts as unknown too). When the faults
+//! end every task must increment again; once they stop, the counter must hold every increment
+//! reported as succeeded and at most the unknown ones besides (`history::check_counter`).
+//!
+//! A persistent node workload: `PersistentNode` registrations (protected ephemeral-sequential on
+//! a direct and on a proxied client, protected ephemeral on another proxied one), each alone in
+//! its own directory, their data changed through the faults. An observer never sees two nodes
+//! in one directory; when the faults end each registration must be back within a bound derived
+//! from the session timeout: exactly one node, at the registration's name, owned by its
+//! client's current session, holding the data last set; after every client closed, none is left.
+//!
 //! `ZKR_CHAOS_SECS` (default 30) is how long the random part of the schedule runs, after one
 //! step of each kind of fault; `ZKR_CHAOS_SEED` replays a schedule (the seed and the schedule
 //! are printed first). Run with `-- --nocapture` to watch it.
@@ -34,13 +47,15 @@ use common::timing::FAULT_SESSION as SESSION;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use futures::StreamExt;
-use history::{Hold, Report, Resource};
+use history::{Hold, Increments, Report, Resource};
 use tokio::sync::watch;
 use tokio::time::Instant;
+use zk_recipes::retry::RetryNTimes;
 use zk_recipes::testing::{expire_session, four_letter_word, FaultProxy, ProxyMode, TestingCluster};
 use zk_recipes::{
-    CacheEvent, CuratorCache, Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore,
-    MutexGuard, ReadLock, ReadLockGuard, SemaphoreLease, WriteLock, WriteLockGuard,
+    CacheEvent, CreateMode, CuratorCache, DistributedAtomicLong, Error, Framework, InterProcessMutex,
+    InterProcessReadWriteLock, InterProcessSemaphore, MutexGuard, PersistentNode, ReadLock, ReadLockGuard,
+    SemaphoreLease, WriteLock, WriteLockGuard,
 };
 
 /// Clients: the first `DIRECT` connect to the ensemble directly, the rest through one fault
@@ -791,6 +806,165 @@ fn cache_tree(cache: &CuratorCache) -> BTreeMap<String, (Vec<u8>, i32)> {
         .collect()
 }
 
+// ---------------------------------------------------------------------------------------------
+// The counter workload.
+
+/// The pause between two increments of one counter task.
+const COUNTER_PACE: Duration = Duration::from_millis(100);
+
+/// What one counter task did: its increments and the errors other than `OutcomeUnknown`.
+struct CounterRun {
+    increments: Increments,
+    errors: BTreeMap<String, usize>,
+}
+
+/// Increments the counter at `path` by one until `stop`, recording each outcome;
+/// `last_success` holds when an increment last reported it was applied.
+async fn counter_loop(
+    fw: Framework,
+    path: String,
+    stop: watch::Receiver<bool>,
+    last_success: Arc<Mutex<Option<Instant>>>,
+) -> CounterRun {
+    // Optimistic tries only: among four contending tasks an increment may lose every race,
+    // which is a failure, not an error.
+    let counter = DistributedAtomicLong::new(&fw, &path, RetryNTimes::new(10, Duration::from_millis(10))).unwrap();
+    let mut run = CounterRun { increments: Increments::default(), errors: BTreeMap::new() };
+    while !*stop.borrow() {
+        // Bounded, so that a task held up by a fault still sees `stop`. An increment dropped
+        // here may still be applied on the server: its outcome is unknown.
+        match tokio::time::timeout(SESSION * 2, counter.increment()).await {
+            Ok(Ok(value)) if value.succeeded() => {
+                run.increments.succeeded.push(*value.post_value());
+                *last_success.lock().unwrap() = Some(Instant::now());
+            }
+            Ok(Ok(_)) => run.increments.failed += 1,
+            Ok(Err(Error::OutcomeUnknown { .. })) => run.increments.unknown += 1,
+            Err(_) => {
+                run.increments.unknown += 1;
+                *run.errors.entry("given up after twice the session timeout".to_owned()).or_default() += 1;
+            }
+            Ok(Err(error)) => {
+                run.increments.failed += 1;
+                *run.errors.entry(error.to_string()).or_default() += 1;
+            }
+        }
+        tokio::time::sleep(COUNTER_PACE).await;
+    }
+    run
+}
+
+// ---------------------------------------------------------------------------------------------
+// The persistent node workload.
+
+/// The registrations: the client (by index) and the node's mode. One direct client (server
+/// faults only) and two proxied ones (client faults as well).
+const REGISTRATIONS: [(usize, CreateMode); 3] = [
+    (0, CreateMode::EphemeralSequential),
+    (DIRECT, CreateMode::EphemeralSequential),
+    (DIRECT + 1, CreateMode::Ephemeral),
+];
+
+/// The registrations' directories under the workload's root, in `REGISTRATIONS` order.
+const REGISTRATION_DIRS: &[&str] = &["/r0", "/r1", "/r2"];
+
+/// How long after the faults end a registration must be back: the expiry of a session that
+/// went silent just before (the server's tick slack included), then the framework's reconnect
+/// and one create.
+fn back_within() -> Duration {
+    SESSION * 3 + Duration::from_secs(5)
+}
+
+struct Registration {
+    /// `c2/r1`: the client and the directory.
+    name: String,
+    client: usize,
+    /// The registration's directory (its node the only child).
+    dir: String,
+    node: Arc<PersistentNode>,
+    /// The node's path after the first create: every re-create must reuse it.
+    first_path: String,
+    /// The data last handed to `set_data`.
+    last_data: Arc<Mutex<Vec<u8>>>,
+}
+
+/// Sets the node's data every few hundred ms until `stop`. The node takes the data at once
+/// (a later re-create writes it), so the last data handed over is the data it must end with.
+/// Returns how many times it set the data.
+async fn node_updater(
+    node: Arc<PersistentNode>,
+    label: String,
+    last: Arc<Mutex<Vec<u8>>>,
+    stop: watch::Receiver<bool>,
+    seed: u64,
+) -> u64 {
+    let mut rng = Rng(seed | 1);
+    let mut sets = 0;
+    loop {
+        tokio::time::sleep(rng.between(Duration::from_millis(200), Duration::from_millis(800))).await;
+        if *stop.borrow() {
+            return sets;
+        }
+        sets += 1;
+        let data = format!("{label}-{sets}").into_bytes();
+        *last.lock().unwrap() = data.clone();
+        // The write itself may wait out a fault; the data is taken before that.
+        let _ = tokio::time::timeout(SESSION, node.set_data(data)).await;
+    }
+}
+
+/// Lists every registration directory until `stop`; returns a problem for each listing that
+/// held more than one node (a registration is one node at all times, re-created at one name).
+async fn node_sampler(fw: Framework, dirs: Vec<String>, stop: watch::Receiver<bool>) -> Vec<String> {
+    let mut problems = Vec::new();
+    while !*stop.borrow() {
+        for dir in &dirs {
+            if let Ok(Ok(children)) = tokio::time::timeout(SESSION, fw.get_children(dir)).await {
+                if children.len() > 1 && problems.len() < 10 {
+                    problems.push(format!("{dir} held {} nodes at once: {children:?}", children.len()));
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    problems
+}
+
+/// Whether the registration is in place: the only node of its directory, at its first name,
+/// owned by its client's current session, holding the data last set, and its handle says so.
+async fn registration_in_place(
+    observer: &Framework,
+    client: &Client,
+    registration: &Registration,
+) -> Result<(), String> {
+    let expected = registration.last_data.lock().unwrap().clone();
+    let actual = registration.node.actual_path().ok_or("no actual path")?;
+    if actual != registration.first_path {
+        return Err(format!("at {actual}, first created at {}", registration.first_path));
+    }
+    let name = actual.rsplit('/').next().unwrap_or_default();
+    let children = observer.get_children(&registration.dir).await.map_err(|e| format!("listing: {e}"))?;
+    if children != [name] {
+        return Err(format!("children {children:?}, expected {name} alone"));
+    }
+    let (data, stat) = observer.get_data(&actual).await.map_err(|e| format!("reading {actual}: {e}"))?;
+    let session = client.fw.snapshot().session_id;
+    if stat.ephemeral_owner != session {
+        return Err(format!("owned by session {:#x}, the client's is {session:#x}", stat.ephemeral_owner));
+    }
+    if data != expected {
+        return Err(format!(
+            "data {:?}, last set {:?}",
+            String::from_utf8_lossy(&data),
+            String::from_utf8_lossy(&expected)
+        ));
+    }
+    if !registration.node.is_registered() {
+        return Err("the handle does not report the node registered".to_owned());
+    }
+    Ok(())
+}
+
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().map(|v| v.trim().parse().unwrap_or_else(|_| panic!("{name}={v:?} is not a number")))
 }
@@ -862,6 +1036,64 @@ async fn run(seed: u64, steps: Vec<Step>) {
             ))
         })
         .collect();
+
+    // The counter workload: one incrementing task per client.
+    let counter_path = unique_path("chaos", "counter");
+    let counter_initial = 0i64;
+    observer.create(&counter_path).data(&counter_initial.to_be_bytes()).await.unwrap();
+    let (counters_stop, counters_stopped) = watch::channel(false);
+    let counter_successes: Vec<Arc<Mutex<Option<Instant>>>> = clients.iter().map(|_| Arc::default()).collect();
+    let counters: Vec<_> = clients
+        .iter()
+        .zip(&counter_successes)
+        .map(|(client, last)| {
+            tokio::spawn(counter_loop(client.fw.clone(), counter_path.clone(), counters_stopped.clone(), last.clone()))
+        })
+        .collect();
+
+    // The persistent node workload: each registration alone in its directory, its data changed
+    // through the faults, an observer listing the directories.
+    let nodes_root = unique_path("chaos", "nodes");
+    let mut registrations = Vec::new();
+    for ((c, mode), dir) in REGISTRATIONS.into_iter().zip(REGISTRATION_DIRS) {
+        let dir = format!("{nodes_root}{dir}");
+        let name = format!("{}/{}", clients[c].name, dir.rsplit('/').next().unwrap_or_default());
+        let node = PersistentNode::builder(&clients[c].fw, &format!("{dir}/member-"))
+            .mode(mode)
+            .data(name.clone().into_bytes())
+            .start()
+            .unwrap();
+        assert!(node.wait_for_initial_create(SESSION * 2).await.unwrap(), "{name}: no first create");
+        let first_path = node.actual_path().unwrap();
+        registrations.push(Registration {
+            last_data: Arc::new(Mutex::new(name.clone().into_bytes())),
+            name,
+            client: c,
+            dir,
+            node: Arc::new(node),
+            first_path,
+        });
+    }
+    let (nodes_stop, nodes_stopped) = watch::channel(false);
+    let updaters: Vec<_> = registrations
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            tokio::spawn(node_updater(
+                r.node.clone(),
+                r.name.clone(),
+                r.last_data.clone(),
+                nodes_stopped.clone(),
+                seed ^ (0x40de + i as u64),
+            ))
+        })
+        .collect();
+    let (sampler_stop, sampler_stopped) = watch::channel(false);
+    let sampler = tokio::spawn(node_sampler(
+        observer.clone(),
+        registrations.iter().map(|r| r.dir.clone()).collect(),
+        sampler_stopped,
+    ));
 
     let workloads = workloads();
     let mut resources: Vec<Resource> = Vec::new();
@@ -966,6 +1198,38 @@ async fn run(seed: u64, steps: Vec<Step>) {
     }
     cluster.settle(Duration::from_secs(90)).await.unwrap();
     let faults_ended = Instant::now();
+
+    // The registrations: updates stopped, each back in place within the bound.
+    nodes_stop.send_replace(true);
+    let mut node_sets = 0;
+    for updater in updaters {
+        match tokio::time::timeout(SESSION * 2, updater).await {
+            Ok(joined) => node_sets += joined.expect("a node updater panicked"),
+            Err(_) => problems.push("a persistent node's updater did not stop".to_owned()),
+        }
+    }
+    for registration in &registrations {
+        let client = &clients[registration.client];
+        let limit = (faults_ended + back_within()).saturating_duration_since(Instant::now());
+        if let Err(e) = eventually(limit, || registration_in_place(&observer, client, registration)).await {
+            problems.push(format!(
+                "persistent node {}: not back in place within {:?} of the faults' end: {e}",
+                registration.name,
+                back_within()
+            ));
+        }
+    }
+    eprintln!(
+        "persistent nodes: {} registrations, {node_sets} data updates through the faults; checked {:.1}s after the faults ended",
+        registrations.len(),
+        faults_ended.elapsed().as_secs_f64()
+    );
+    sampler_stop.send_replace(true);
+    match tokio::time::timeout(SESSION * 2, sampler).await {
+        Ok(joined) => problems.extend(joined.expect("the node sampler panicked")),
+        Err(_) => problems.push("the node sampler did not stop".to_owned()),
+    }
+
     let progress = eventually(Duration::from_secs(120), || async {
         let holds = shared.holds.lock().unwrap();
         let done: BTreeSet<&str> =
@@ -979,6 +1243,59 @@ async fn run(seed: u64, steps: Vec<Step>) {
     })
     .await;
     eprintln!("after the faults: every task progressed: {}", progress.as_ref().map_or_else(|e| e.as_str(), |()| "yes"));
+
+    // The counter: every task increments again after the faults, then all stop and the value
+    // is judged against what they were told.
+    let counting = eventually(Duration::from_secs(60), || async {
+        let idle: Vec<String> = clients
+            .iter()
+            .zip(&counter_successes)
+            .filter(|(_, last)| !last.lock().unwrap().is_some_and(|t| t >= faults_ended))
+            .map(|(c, _)| c.name.clone())
+            .collect();
+        if idle.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{idle:?}"))
+        }
+    })
+    .await;
+    if let Err(idle) = counting {
+        problems.push(format!("counter tasks that made no increment after the faults: {idle}"));
+    }
+    counters_stop.send_replace(true);
+    let mut increments = Increments::default();
+    let mut counter_errors: BTreeMap<String, usize> = BTreeMap::new();
+    for counter in counters {
+        match tokio::time::timeout(SESSION * 4, counter).await {
+            Ok(joined) => {
+                let run = joined.expect("a counter task panicked");
+                increments.merge(run.increments);
+                for (error, n) in run.errors {
+                    *counter_errors.entry(error).or_default() += n;
+                }
+            }
+            Err(_) => problems.push("a counter task did not stop".to_owned()),
+        }
+    }
+    let _ = observer.zk_client().unwrap().sync(&counter_path).await;
+    match observer.get_data(&counter_path).await {
+        Ok((data, _)) => match <[u8; 8]>::try_from(data.as_slice()) {
+            Ok(bytes) => {
+                let final_value = i64::from_be_bytes(bytes);
+                eprintln!(
+                    "counter: {} increments succeeded, {} failed, {} unknown; final value {final_value}; errors {counter_errors:?}",
+                    increments.succeeded.len(),
+                    increments.failed,
+                    increments.unknown
+                );
+                problems.extend(history::check_counter("counter", counter_initial, final_value, &increments));
+            }
+            Err(_) => problems.push(format!("counter: {} bytes in the node, not 8", data.len())),
+        },
+        Err(e) => problems.push(format!("counter: reading the final value: {e}")),
+    }
+    let _ = observer.delete(&counter_path).await;
 
     // The caches: writers stopped, every cache equals a fresh read of the server within the
     // bound (a reconnect or a new session, then the resync's listing and reads).
@@ -1046,11 +1363,21 @@ async fn run(seed: u64, steps: Vec<Step>) {
             Err(_) => problems.push("a workload task did not stop".to_owned()),
         }
     }
+    for registration in &registrations {
+        match tokio::time::timeout(SESSION * 2, registration.node.close()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => problems.push(format!("persistent node {}: close: {e}", registration.name)),
+            Err(_) => problems.push(format!("persistent node {}: close did not return", registration.name)),
+        }
+    }
     observer.close().await;
     for client in &clients {
         client.fw.close().await;
     }
-    problems.extend(audit_closed(&cluster, &paths_list).await);
+    // After every client closed, the registrations' nodes are gone too.
+    let mut closed_paths = paths_list.clone();
+    closed_paths.push((nodes_root.clone(), REGISTRATION_DIRS));
+    problems.extend(audit_closed(&cluster, &closed_paths).await);
 
     let holds = shared.holds.lock().unwrap().clone();
     let report: Report = history::check(&resources, &holds, Some((faults_ended, &task_names)), origin);
