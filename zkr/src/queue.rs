@@ -60,8 +60,12 @@ pub struct NodeReport {
     pub kind: &'static str,
     /// The sequence number ZooKeeper appended.
     pub sequence: Option<i64>,
-    /// The items it holds, each as text when printable UTF-8, else lowercase hex.
+    /// The items it holds (none for a corrupt or foreign node), each as text when printable
+    /// UTF-8, else lowercase hex.
     pub payloads: Vec<Payload>,
+    /// A corrupt or foreign node's data, as it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw: Option<Payload>,
     /// Why a `corrupt` node does not decode.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -142,10 +146,14 @@ async fn read(framework: &Framework, path: &str) -> Result<Report, ReadError> {
                 (Kind::Item, None) => ("unreadable", Vec::new(), None),
                 (Kind::Item, Some(data)) if framed => match decode_queue_items(data) {
                     Ok(items) => ("framed", items.iter().map(|i| payload(i)).collect(), None),
-                    Err(e) => ("corrupt", vec![payload(data)], Some(e.to_string())),
+                    Err(e) => ("corrupt", Vec::new(), Some(e.to_string())),
                 },
                 (Kind::Item, Some(data)) => ("simple", vec![payload(data)], None),
-                (_, data) => ("foreign", data.iter().map(|d| payload(d)).collect(), None),
+                _ => ("foreign", Vec::new(), None),
+            };
+            let raw = match kind {
+                "corrupt" | "foreign" => node.data.as_deref().map(payload),
+                _ => None,
             };
             let ctime = node.stat.map_or(0, |s| s.ctime);
             NodeReport {
@@ -155,6 +163,7 @@ async fn read(framework: &Framework, path: &str) -> Result<Report, ReadError> {
                 kind,
                 sequence: node.sequence,
                 payloads,
+                raw,
                 error,
                 ctime_ms: ctime,
                 age_ms: (now - ctime).max(0),
@@ -169,7 +178,7 @@ async fn read(framework: &Framework, path: &str) -> Result<Report, ReadError> {
         recipe: recipe.id(),
         description: recipe.describe(),
         count: nodes.iter().filter(is_item).count(),
-        items: nodes.iter().filter(is_item).filter(|n| n.kind != "corrupt").map(|n| n.payloads.len()).sum(),
+        items: nodes.iter().map(|n| n.payloads.len()).sum(),
         next: nodes.iter().find(is_item).map(|n| n.name.clone()),
         oldest: oldest.map(|n| n.name.clone()),
         oldest_age_ms: oldest.map(|n| n.age_ms),
@@ -210,7 +219,10 @@ fn table(report: &Report) -> String {
             [
                 n.position.to_string(),
                 n.kind.to_owned(),
-                n.payloads.len().to_string(),
+                match n.kind {
+                    "corrupt" | "foreign" | "unreadable" => "-".to_owned(),
+                    _ => n.payloads.len().to_string(),
+                },
                 n.sequence.map_or_else(|| "-".to_owned(), |s| s.to_string()),
                 render::age(n.age_ms),
                 n.name.clone(),
@@ -226,6 +238,7 @@ fn data_cell(node: &NodeReport) -> String {
     let shown: Vec<String> = node
         .payloads
         .iter()
+        .chain(node.raw.as_ref())
         .map(|p| match p.data_format {
             "hex" => format!("0x{}", p.data),
             _ if p.data.is_empty() => "\"\"".to_owned(),
@@ -253,6 +266,7 @@ mod tests {
             kind,
             sequence: Some(position as i64),
             payloads: payloads.iter().map(|p| Payload { data: (*p).to_owned(), data_format: "text" }).collect(),
+            raw: None,
             error: None,
             ctime_ms: 0,
             age_ms: 1_200,
