@@ -15,11 +15,13 @@
 //! equal a fresh read of the server (path, data, version) within a bound derived from the
 //! session timeout, and in each cache's events the `mzxid` of every path must never go back.
 //!
-//! A counter workload: one task per client increments one `DistributedAtomicLong` through the
-//! faults, recording each increment as succeeded, failed or of unknown outcome (a lost reply is
-//! a typed `OutcomeUnknown`; an increment given up on counts as unknown too). When the faults
-//! end every task must increment again; once they stop, the counter must hold every increment
-//! reported as succeeded and at most the unknown ones besides (`history::check_counter`).
+//! Counter workloads: one task per client increments a `DistributedAtomicLong`, and one per
+//! client a `SharedCount` through `try_set` loops, through the faults, recording each increment
+//! as succeeded, failed or of unknown outcome (a lost reply is a typed `OutcomeUnknown`; an
+//! increment given up on counts as unknown too). When the faults end every task must increment
+//! again; once they stop, each counter must hold every increment reported as succeeded and at
+//! most the unknown ones besides, no two successes having written the same value
+//! (`history::check_counter`).
 //!
 //! A persistent node workload: `PersistentNode` registrations (protected ephemeral-sequential on
 //! a direct and on a proxied client, protected ephemeral on another proxied one), each alone in
@@ -55,7 +57,7 @@ use zk_recipes::testing::{expire_session, four_letter_word, FaultProxy, ProxyMod
 use zk_recipes::{
     CacheEvent, CreateMode, CuratorCache, DistributedAtomicLong, Error, Framework, InterProcessMutex,
     InterProcessReadWriteLock, InterProcessSemaphore, MutexGuard, PersistentNode, ReadLock, ReadLockGuard,
-    SemaphoreLease, WriteLock, WriteLockGuard,
+    SemaphoreLease, SharedCount, WriteLock, WriteLockGuard,
 };
 
 /// Clients: the first `DIRECT` connect to the ensemble directly, the rest through one fault
@@ -812,6 +814,82 @@ fn cache_tree(cache: &CuratorCache) -> BTreeMap<String, (Vec<u8>, i32)> {
 /// The pause between two increments of one counter task.
 const COUNTER_PACE: Duration = Duration::from_millis(100);
 
+/// The two counters: a `DistributedAtomicLong` (optimistic versioned tries) and a
+/// `SharedCount` incremented by `try_set` loops (Curator's compare-and-set on the version).
+#[derive(Debug, Clone, Copy)]
+enum CounterKind {
+    AtomicLong,
+    SharedCount,
+}
+
+impl CounterKind {
+    const ALL: [CounterKind; 2] = [CounterKind::AtomicLong, CounterKind::SharedCount];
+
+    fn name(self) -> &'static str {
+        match self {
+            CounterKind::AtomicLong => "atomic-long",
+            CounterKind::SharedCount => "shared-count",
+        }
+    }
+
+    /// The node's bytes for `value`.
+    fn encode(self, value: i64) -> Vec<u8> {
+        match self {
+            CounterKind::AtomicLong => value.to_be_bytes().to_vec(),
+            CounterKind::SharedCount => (value as i32).to_be_bytes().to_vec(),
+        }
+    }
+
+    /// The node's value, `None` when it does not hold the layout's bytes.
+    fn decode(self, bytes: &[u8]) -> Option<i64> {
+        match self {
+            CounterKind::AtomicLong => <[u8; 8]>::try_from(bytes).ok().map(i64::from_be_bytes),
+            CounterKind::SharedCount => <[u8; 4]>::try_from(bytes).ok().map(|b| i32::from_be_bytes(b).into()),
+        }
+    }
+}
+
+/// One client's handle on a counter.
+enum Incrementer {
+    Long(DistributedAtomicLong),
+    Count(SharedCount),
+}
+
+impl Incrementer {
+    async fn new(kind: CounterKind, fw: &Framework, path: &str) -> Incrementer {
+        match kind {
+            // Optimistic tries only: among four contending tasks an increment may lose every
+            // race, which is a failure, not an error.
+            CounterKind::AtomicLong => Incrementer::Long(
+                DistributedAtomicLong::new(fw, path, RetryNTimes::new(10, Duration::from_millis(10))).unwrap(),
+            ),
+            CounterKind::SharedCount => {
+                let count = SharedCount::new(fw, path, 0).unwrap();
+                count.start().await.unwrap();
+                Incrementer::Count(count)
+            }
+        }
+    }
+
+    /// One increment by one: the value written when it was applied, `None` when it was not.
+    async fn increment(&self) -> zk_recipes::Result<Option<i64>> {
+        match self {
+            Incrementer::Long(long) => long.increment().await.map(|v| v.succeeded().then(|| *v.post_value())),
+            Incrementer::Count(count) => {
+                let seen = count.versioned_count()?;
+                let next = seen.value().wrapping_add(1);
+                Ok(count.try_set(&seen, next).await?.then_some(next.into()))
+            }
+        }
+    }
+
+    fn close(&self) {
+        if let Incrementer::Count(count) = self {
+            count.close();
+        }
+    }
+}
+
 /// What one counter task did: its increments and the errors other than `OutcomeUnknown`.
 struct CounterRun {
     increments: Increments,
@@ -821,24 +899,23 @@ struct CounterRun {
 /// Increments the counter at `path` by one until `stop`, recording each outcome;
 /// `last_success` holds when an increment last reported it was applied.
 async fn counter_loop(
+    kind: CounterKind,
     fw: Framework,
     path: String,
     stop: watch::Receiver<bool>,
     last_success: Arc<Mutex<Option<Instant>>>,
 ) -> CounterRun {
-    // Optimistic tries only: among four contending tasks an increment may lose every race,
-    // which is a failure, not an error.
-    let counter = DistributedAtomicLong::new(&fw, &path, RetryNTimes::new(10, Duration::from_millis(10))).unwrap();
+    let counter = Incrementer::new(kind, &fw, &path).await;
     let mut run = CounterRun { increments: Increments::default(), errors: BTreeMap::new() };
     while !*stop.borrow() {
         // Bounded, so that a task held up by a fault still sees `stop`. An increment dropped
         // here may still be applied on the server: its outcome is unknown.
         match tokio::time::timeout(SESSION * 2, counter.increment()).await {
-            Ok(Ok(value)) if value.succeeded() => {
-                run.increments.succeeded.push(*value.post_value());
+            Ok(Ok(Some(written))) => {
+                run.increments.succeeded.push(written);
                 *last_success.lock().unwrap() = Some(Instant::now());
             }
-            Ok(Ok(_)) => run.increments.failed += 1,
+            Ok(Ok(None)) => run.increments.failed += 1,
             Ok(Err(Error::OutcomeUnknown { .. })) => run.increments.unknown += 1,
             Err(_) => {
                 run.increments.unknown += 1;
@@ -851,7 +928,74 @@ async fn counter_loop(
         }
         tokio::time::sleep(COUNTER_PACE).await;
     }
+    counter.close();
     run
+}
+
+/// One counter of the workload: its node and its tasks (one per client), each with when it
+/// last reported an applied increment.
+struct CounterWorkload {
+    kind: CounterKind,
+    path: String,
+    stop: watch::Sender<bool>,
+    tasks: Vec<(String, tokio::task::JoinHandle<CounterRun>, Arc<Mutex<Option<Instant>>>)>,
+}
+
+/// Waits until every task of `counter` reported an applied increment after `faults_ended`,
+/// stops them, reads the final value and judges it. Returns the problems found.
+async fn judge_counter(counter: CounterWorkload, observer: &Framework, faults_ended: Instant) -> Vec<String> {
+    let name = counter.kind.name();
+    let mut problems = Vec::new();
+    let counting = eventually(Duration::from_secs(60), || async {
+        let idle: Vec<&str> = counter
+            .tasks
+            .iter()
+            .filter(|(_, _, last)| !last.lock().unwrap().is_some_and(|t| t >= faults_ended))
+            .map(|(client, _, _)| client.as_str())
+            .collect();
+        if idle.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{idle:?}"))
+        }
+    })
+    .await;
+    if let Err(idle) = counting {
+        problems.push(format!("{name}: tasks that made no increment after the faults: {idle}"));
+    }
+    counter.stop.send_replace(true);
+    let mut increments = Increments::default();
+    let mut errors: BTreeMap<String, usize> = BTreeMap::new();
+    for (client, task, _) in counter.tasks {
+        match tokio::time::timeout(SESSION * 4, task).await {
+            Ok(joined) => {
+                let run = joined.expect("a counter task panicked");
+                increments.merge(run.increments);
+                for (error, n) in run.errors {
+                    *errors.entry(error).or_default() += n;
+                }
+            }
+            Err(_) => problems.push(format!("{name}: the task of {client} did not stop")),
+        }
+    }
+    let _ = observer.zk_client().unwrap().sync(&counter.path).await;
+    match observer.get_data(&counter.path).await {
+        Ok((data, _)) => match counter.kind.decode(&data) {
+            Some(final_value) => {
+                eprintln!(
+                    "{name}: {} increments succeeded, {} failed, {} unknown; final value {final_value}; errors {errors:?}",
+                    increments.succeeded.len(),
+                    increments.failed,
+                    increments.unknown
+                );
+                problems.extend(history::check_counter(name, 0, final_value, &increments));
+            }
+            None => problems.push(format!("{name}: {} bytes in the node", data.len())),
+        },
+        Err(e) => problems.push(format!("{name}: reading the final value: {e}")),
+    }
+    let _ = observer.delete(&counter.path).await;
+    problems
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1037,19 +1181,23 @@ async fn run(seed: u64, steps: Vec<Step>) {
         })
         .collect();
 
-    // The counter workload: one incrementing task per client.
-    let counter_path = unique_path("chaos", "counter");
-    let counter_initial = 0i64;
-    observer.create(&counter_path).data(&counter_initial.to_be_bytes()).await.unwrap();
-    let (counters_stop, counters_stopped) = watch::channel(false);
-    let counter_successes: Vec<Arc<Mutex<Option<Instant>>>> = clients.iter().map(|_| Arc::default()).collect();
-    let counters: Vec<_> = clients
-        .iter()
-        .zip(&counter_successes)
-        .map(|(client, last)| {
-            tokio::spawn(counter_loop(client.fw.clone(), counter_path.clone(), counters_stopped.clone(), last.clone()))
-        })
-        .collect();
+    // The counter workloads: per counter one incrementing task per client.
+    let mut counters = Vec::new();
+    for kind in CounterKind::ALL {
+        let (stop, stopped) = watch::channel(false);
+        let path = unique_path("chaos", kind.name());
+        observer.create(&path).data(&kind.encode(0)).await.unwrap();
+        let tasks = clients
+            .iter()
+            .map(|client| {
+                let last = Arc::new(Mutex::new(None));
+                let task =
+                    tokio::spawn(counter_loop(kind, client.fw.clone(), path.clone(), stopped.clone(), last.clone()));
+                (client.name.clone(), task, last)
+            })
+            .collect();
+        counters.push(CounterWorkload { kind, path, stop, tasks });
+    }
 
     // The persistent node workload: each registration alone in its directory, its data changed
     // through the faults, an observer listing the directories.
@@ -1244,58 +1392,11 @@ async fn run(seed: u64, steps: Vec<Step>) {
     .await;
     eprintln!("after the faults: every task progressed: {}", progress.as_ref().map_or_else(|e| e.as_str(), |()| "yes"));
 
-    // The counter: every task increments again after the faults, then all stop and the value
-    // is judged against what they were told.
-    let counting = eventually(Duration::from_secs(60), || async {
-        let idle: Vec<String> = clients
-            .iter()
-            .zip(&counter_successes)
-            .filter(|(_, last)| !last.lock().unwrap().is_some_and(|t| t >= faults_ended))
-            .map(|(c, _)| c.name.clone())
-            .collect();
-        if idle.is_empty() {
-            Ok(())
-        } else {
-            Err(format!("{idle:?}"))
-        }
-    })
-    .await;
-    if let Err(idle) = counting {
-        problems.push(format!("counter tasks that made no increment after the faults: {idle}"));
-    }
-    counters_stop.send_replace(true);
-    let mut increments = Increments::default();
-    let mut counter_errors: BTreeMap<String, usize> = BTreeMap::new();
+    // The counters: every task increments again after the faults, then all stop and each
+    // value is judged against what its tasks were told.
     for counter in counters {
-        match tokio::time::timeout(SESSION * 4, counter).await {
-            Ok(joined) => {
-                let run = joined.expect("a counter task panicked");
-                increments.merge(run.increments);
-                for (error, n) in run.errors {
-                    *counter_errors.entry(error).or_default() += n;
-                }
-            }
-            Err(_) => problems.push("a counter task did not stop".to_owned()),
-        }
+        problems.extend(judge_counter(counter, &observer, faults_ended).await);
     }
-    let _ = observer.zk_client().unwrap().sync(&counter_path).await;
-    match observer.get_data(&counter_path).await {
-        Ok((data, _)) => match <[u8; 8]>::try_from(data.as_slice()) {
-            Ok(bytes) => {
-                let final_value = i64::from_be_bytes(bytes);
-                eprintln!(
-                    "counter: {} increments succeeded, {} failed, {} unknown; final value {final_value}; errors {counter_errors:?}",
-                    increments.succeeded.len(),
-                    increments.failed,
-                    increments.unknown
-                );
-                problems.extend(history::check_counter("counter", counter_initial, final_value, &increments));
-            }
-            Err(_) => problems.push(format!("counter: {} bytes in the node, not 8", data.len())),
-        },
-        Err(e) => problems.push(format!("counter: reading the final value: {e}")),
-    }
-    let _ = observer.delete(&counter_path).await;
 
     // The caches: writers stopped, every cache equals a fresh read of the server within the
     // bound (a reconnect or a new session, then the resync's listing and reads).

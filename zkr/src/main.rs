@@ -43,8 +43,8 @@ Exit codes:
      a barrier or a queue)
   7  zkr demo: a check failed (two holders at once, unpaired lines, too many leases)";
 
-/// Inspect ZooKeeper lock recipes (zk-recipes and Apache Curator alike) and run the zk-recipes
-/// demo.
+/// Inspect ZooKeeper recipes (zk-recipes and Apache Curator alike): locks, a subtree's changes,
+/// service instances, counters, barriers and queues; and run the zk-recipes demo.
 #[derive(Debug, Parser)]
 #[command(name = "zkr", version, after_help = EXIT_CODES, term_width = 100)]
 struct Cli {
