@@ -896,16 +896,13 @@ struct CounterRun {
     errors: BTreeMap<String, usize>,
 }
 
-/// Increments the counter at `path` by one until `stop`, recording each outcome;
+/// Increments the counter by one until `stop`, recording each outcome;
 /// `last_success` holds when an increment last reported it was applied.
 async fn counter_loop(
-    kind: CounterKind,
-    fw: Framework,
-    path: String,
+    counter: Incrementer,
     stop: watch::Receiver<bool>,
     last_success: Arc<Mutex<Option<Instant>>>,
 ) -> CounterRun {
-    let counter = Incrementer::new(kind, &fw, &path).await;
     let mut run = CounterRun { increments: Increments::default(), errors: BTreeMap::new() };
     while !*stop.borrow() {
         // Bounded, so that a task held up by a fault still sees `stop`. An increment dropped
@@ -932,13 +929,20 @@ async fn counter_loop(
     run
 }
 
-/// One counter of the workload: its node and its tasks (one per client), each with when it
-/// last reported an applied increment.
+/// One counter of the workload: its node and its tasks (one per client).
 struct CounterWorkload {
     kind: CounterKind,
     path: String,
     stop: watch::Sender<bool>,
-    tasks: Vec<(String, tokio::task::JoinHandle<CounterRun>, Arc<Mutex<Option<Instant>>>)>,
+    tasks: Vec<CounterTask>,
+}
+
+/// One client's incrementing task.
+struct CounterTask {
+    client: String,
+    task: tokio::task::JoinHandle<CounterRun>,
+    /// When it last reported an applied increment.
+    last_success: Arc<Mutex<Option<Instant>>>,
 }
 
 /// Waits until every task of `counter` reported an applied increment after `faults_ended`,
@@ -950,8 +954,8 @@ async fn judge_counter(counter: CounterWorkload, observer: &Framework, faults_en
         let idle: Vec<&str> = counter
             .tasks
             .iter()
-            .filter(|(_, _, last)| !last.lock().unwrap().is_some_and(|t| t >= faults_ended))
-            .map(|(client, _, _)| client.as_str())
+            .filter(|t| !t.last_success.lock().unwrap().is_some_and(|t| t >= faults_ended))
+            .map(|t| t.client.as_str())
             .collect();
         if idle.is_empty() {
             Ok(())
@@ -966,7 +970,7 @@ async fn judge_counter(counter: CounterWorkload, observer: &Framework, faults_en
     counter.stop.send_replace(true);
     let mut increments = Increments::default();
     let mut errors: BTreeMap<String, usize> = BTreeMap::new();
-    for (client, task, _) in counter.tasks {
+    for CounterTask { client, task, .. } in counter.tasks {
         match tokio::time::timeout(SESSION * 4, task).await {
             Ok(joined) => {
                 let run = joined.expect("a counter task panicked");
@@ -1187,15 +1191,14 @@ async fn run(seed: u64, steps: Vec<Step>) {
         let (stop, stopped) = watch::channel(false);
         let path = unique_path("chaos", kind.name());
         observer.create(&path).data(&kind.encode(0)).await.unwrap();
-        let tasks = clients
-            .iter()
-            .map(|client| {
-                let last = Arc::new(Mutex::new(None));
-                let task =
-                    tokio::spawn(counter_loop(kind, client.fw.clone(), path.clone(), stopped.clone(), last.clone()));
-                (client.name.clone(), task, last)
-            })
-            .collect();
+        let mut tasks = Vec::new();
+        for client in &clients {
+            // Made (a shared count started) before the faults.
+            let counter = Incrementer::new(kind, &client.fw, &path).await;
+            let last_success = Arc::new(Mutex::new(None));
+            let task = tokio::spawn(counter_loop(counter, stopped.clone(), last_success.clone()));
+            tasks.push(CounterTask { client: client.name.clone(), task, last_success });
+        }
         counters.push(CounterWorkload { kind, path, stop, tasks });
     }
 
