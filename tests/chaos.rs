@@ -809,7 +809,7 @@ fn cache_tree(cache: &CuratorCache) -> BTreeMap<String, (Vec<u8>, i32)> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The counter workload.
+// The counter workloads.
 
 /// The pause between two increments of one counter task.
 const COUNTER_PACE: Duration = Duration::from_millis(100);
