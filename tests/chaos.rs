@@ -15,6 +15,21 @@
 //! equal a fresh read of the server (path, data, version) within a bound derived from the
 //! session timeout, and in each cache's events the `mzxid` of every path must never go back.
 //!
+//! Counter workloads: one task per client increments a `DistributedAtomicLong`, and one per
+//! client a `SharedCount` through `try_set` loops, through the faults, recording each increment
+//! as succeeded, failed or of unknown outcome (a lost reply is a typed `OutcomeUnknown`; an
+//! increment given up on counts as unknown too). When the faults end every task must increment
+//! again; once they stop, each counter must hold every increment reported as succeeded and at
+//! most the unknown ones besides, no two successes having written the same value
+//! (`history::check_counter`).
+//!
+//! A persistent node workload: `PersistentNode` registrations (protected ephemeral-sequential on
+//! a direct and on a proxied client, protected ephemeral on another proxied one), each alone in
+//! its own directory, their data changed through the faults. An observer never sees two nodes
+//! in one directory; when the faults end each registration must be back within a bound derived
+//! from the session timeout: exactly one node, at the registration's name, owned by its
+//! client's current session, holding the data last set; after every client closed, none is left.
+//!
 //! `ZKR_CHAOS_SECS` (default 30) is how long the random part of the schedule runs, after one
 //! step of each kind of fault; `ZKR_CHAOS_SEED` replays a schedule (the seed and the schedule
 //! are printed first). Run with `-- --nocapture` to watch it.
@@ -34,13 +49,15 @@ use common::timing::FAULT_SESSION as SESSION;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use futures::StreamExt;
-use history::{Hold, Report, Resource};
+use history::{Hold, Increments, Report, Resource};
 use tokio::sync::watch;
 use tokio::time::Instant;
+use zk_recipes::retry::RetryNTimes;
 use zk_recipes::testing::{expire_session, four_letter_word, FaultProxy, ProxyMode, TestingCluster};
 use zk_recipes::{
-    CacheEvent, CuratorCache, Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore,
-    MutexGuard, ReadLock, ReadLockGuard, SemaphoreLease, WriteLock, WriteLockGuard,
+    CacheEvent, CreateMode, CuratorCache, DistributedAtomicLong, Error, Framework, InterProcessMutex,
+    InterProcessReadWriteLock, InterProcessSemaphore, MutexGuard, PersistentNode, ReadLock, ReadLockGuard,
+    SemaphoreLease, SharedCount, WriteLock, WriteLockGuard,
 };
 
 /// Clients: the first `DIRECT` connect to the ensemble directly, the rest through one fault
@@ -791,6 +808,311 @@ fn cache_tree(cache: &CuratorCache) -> BTreeMap<String, (Vec<u8>, i32)> {
         .collect()
 }
 
+// ---------------------------------------------------------------------------------------------
+// The counter workloads.
+
+/// The pause between two increments of one counter task.
+const COUNTER_PACE: Duration = Duration::from_millis(100);
+
+/// The two counters: a `DistributedAtomicLong` (optimistic versioned tries) and a
+/// `SharedCount` incremented by `try_set` loops (Curator's compare-and-set on the version).
+#[derive(Debug, Clone, Copy)]
+enum CounterKind {
+    AtomicLong,
+    SharedCount,
+}
+
+impl CounterKind {
+    const ALL: [CounterKind; 2] = [CounterKind::AtomicLong, CounterKind::SharedCount];
+
+    fn name(self) -> &'static str {
+        match self {
+            CounterKind::AtomicLong => "atomic-long",
+            CounterKind::SharedCount => "shared-count",
+        }
+    }
+
+    /// The node's bytes for `value`.
+    fn encode(self, value: i64) -> Vec<u8> {
+        match self {
+            CounterKind::AtomicLong => value.to_be_bytes().to_vec(),
+            CounterKind::SharedCount => (value as i32).to_be_bytes().to_vec(),
+        }
+    }
+
+    /// The node's value, `None` when it does not hold the layout's bytes.
+    fn decode(self, bytes: &[u8]) -> Option<i64> {
+        match self {
+            CounterKind::AtomicLong => <[u8; 8]>::try_from(bytes).ok().map(i64::from_be_bytes),
+            CounterKind::SharedCount => <[u8; 4]>::try_from(bytes).ok().map(|b| i32::from_be_bytes(b).into()),
+        }
+    }
+}
+
+/// One client's handle on a counter.
+enum Incrementer {
+    Long(DistributedAtomicLong),
+    Count(SharedCount),
+}
+
+impl Incrementer {
+    async fn new(kind: CounterKind, fw: &Framework, path: &str) -> Incrementer {
+        match kind {
+            // Optimistic tries only: among four contending tasks an increment may lose every
+            // race, which is a failure, not an error.
+            CounterKind::AtomicLong => Incrementer::Long(
+                DistributedAtomicLong::new(fw, path, RetryNTimes::new(10, Duration::from_millis(10))).unwrap(),
+            ),
+            CounterKind::SharedCount => {
+                let count = SharedCount::new(fw, path, 0).unwrap();
+                count.start().await.unwrap();
+                Incrementer::Count(count)
+            }
+        }
+    }
+
+    /// One increment by one: the value written when it was applied, `None` when it was not.
+    async fn increment(&self) -> zk_recipes::Result<Option<i64>> {
+        match self {
+            Incrementer::Long(long) => long.increment().await.map(|v| v.succeeded().then(|| *v.post_value())),
+            Incrementer::Count(count) => {
+                let seen = count.versioned_count()?;
+                let next = seen.value().wrapping_add(1);
+                Ok(count.try_set(&seen, next).await?.then_some(next.into()))
+            }
+        }
+    }
+
+    fn close(&self) {
+        if let Incrementer::Count(count) = self {
+            count.close();
+        }
+    }
+}
+
+/// What one counter task did: its increments and the errors other than `OutcomeUnknown`.
+struct CounterRun {
+    increments: Increments,
+    errors: BTreeMap<String, usize>,
+}
+
+/// Increments the counter by one until `stop`, recording each outcome;
+/// `last_success` holds when an increment last reported it was applied.
+async fn counter_loop(
+    counter: Incrementer,
+    stop: watch::Receiver<bool>,
+    last_success: Arc<Mutex<Option<Instant>>>,
+) -> CounterRun {
+    let mut run = CounterRun { increments: Increments::default(), errors: BTreeMap::new() };
+    while !*stop.borrow() {
+        // Bounded, so that a task held up by a fault still sees `stop`. An increment dropped
+        // here may still be applied on the server: its outcome is unknown.
+        match tokio::time::timeout(SESSION * 2, counter.increment()).await {
+            Ok(Ok(Some(written))) => {
+                run.increments.succeeded.push(written);
+                *last_success.lock().unwrap() = Some(Instant::now());
+            }
+            Ok(Ok(None)) => run.increments.failed += 1,
+            Ok(Err(Error::OutcomeUnknown { .. })) => run.increments.unknown += 1,
+            Err(_) => {
+                run.increments.unknown += 1;
+                *run.errors.entry("given up after twice the session timeout".to_owned()).or_default() += 1;
+            }
+            Ok(Err(error)) => {
+                run.increments.failed += 1;
+                *run.errors.entry(error.to_string()).or_default() += 1;
+            }
+        }
+        tokio::time::sleep(COUNTER_PACE).await;
+    }
+    counter.close();
+    run
+}
+
+/// One counter of the workload: its node and its tasks (one per client).
+struct CounterWorkload {
+    kind: CounterKind,
+    path: String,
+    stop: watch::Sender<bool>,
+    tasks: Vec<CounterTask>,
+}
+
+/// One client's incrementing task.
+struct CounterTask {
+    client: String,
+    task: tokio::task::JoinHandle<CounterRun>,
+    /// When it last reported an applied increment.
+    last_success: Arc<Mutex<Option<Instant>>>,
+}
+
+/// Waits until every task of `counter` reported an applied increment after `faults_ended`,
+/// stops them, reads the final value and judges it. Returns the problems found.
+async fn judge_counter(counter: CounterWorkload, observer: &Framework, faults_ended: Instant) -> Vec<String> {
+    let name = counter.kind.name();
+    let mut problems = Vec::new();
+    let counting = eventually(Duration::from_secs(60), || async {
+        let idle: Vec<&str> = counter
+            .tasks
+            .iter()
+            .filter(|t| !t.last_success.lock().unwrap().is_some_and(|t| t >= faults_ended))
+            .map(|t| t.client.as_str())
+            .collect();
+        if idle.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{idle:?}"))
+        }
+    })
+    .await;
+    if let Err(idle) = counting {
+        problems.push(format!("{name}: tasks that made no increment after the faults: {idle}"));
+    }
+    counter.stop.send_replace(true);
+    let mut increments = Increments::default();
+    let mut errors: BTreeMap<String, usize> = BTreeMap::new();
+    for CounterTask { client, task, .. } in counter.tasks {
+        match tokio::time::timeout(SESSION * 4, task).await {
+            Ok(joined) => {
+                let run = joined.expect("a counter task panicked");
+                increments.merge(run.increments);
+                for (error, n) in run.errors {
+                    *errors.entry(error).or_default() += n;
+                }
+            }
+            Err(_) => problems.push(format!("{name}: the task of {client} did not stop")),
+        }
+    }
+    let _ = observer.zk_client().unwrap().sync(&counter.path).await;
+    match observer.get_data(&counter.path).await {
+        Ok((data, _)) => match counter.kind.decode(&data) {
+            Some(final_value) => {
+                eprintln!(
+                    "{name}: {} increments succeeded, {} failed, {} unknown; final value {final_value}; errors {errors:?}",
+                    increments.succeeded.len(),
+                    increments.failed,
+                    increments.unknown
+                );
+                problems.extend(history::check_counter(name, 0, final_value, &increments));
+            }
+            None => problems.push(format!("{name}: {} bytes in the node", data.len())),
+        },
+        Err(e) => problems.push(format!("{name}: reading the final value: {e}")),
+    }
+    let _ = observer.delete(&counter.path).await;
+    problems
+}
+
+// ---------------------------------------------------------------------------------------------
+// The persistent node workload.
+
+/// The registrations: the client (by index) and the node's mode. One direct client (server
+/// faults only) and two proxied ones (client faults as well).
+const REGISTRATIONS: [(usize, CreateMode); 3] = [
+    (0, CreateMode::EphemeralSequential),
+    (DIRECT, CreateMode::EphemeralSequential),
+    (DIRECT + 1, CreateMode::Ephemeral),
+];
+
+/// The registrations' directories under the workload's root, in `REGISTRATIONS` order.
+const REGISTRATION_DIRS: &[&str] = &["/r0", "/r1", "/r2"];
+
+/// How long after the faults end a registration must be back: the expiry of a session that
+/// went silent just before (the server's tick slack included), then the framework's reconnect
+/// and one create.
+fn back_within() -> Duration {
+    SESSION * 3 + Duration::from_secs(5)
+}
+
+struct Registration {
+    /// `c2/r1`: the client and the directory.
+    name: String,
+    client: usize,
+    /// The registration's directory (its node the only child).
+    dir: String,
+    node: Arc<PersistentNode>,
+    /// The node's path after the first create: every re-create must reuse it.
+    first_path: String,
+    /// The data last handed to `set_data`.
+    last_data: Arc<Mutex<Vec<u8>>>,
+}
+
+/// Sets the node's data every few hundred ms until `stop`. The node takes the data at once
+/// (a later re-create writes it), so the last data handed over is the data it must end with.
+/// Returns how many times it set the data.
+async fn node_updater(
+    node: Arc<PersistentNode>,
+    label: String,
+    last: Arc<Mutex<Vec<u8>>>,
+    stop: watch::Receiver<bool>,
+    seed: u64,
+) -> u64 {
+    let mut rng = Rng(seed | 1);
+    let mut sets = 0;
+    loop {
+        tokio::time::sleep(rng.between(Duration::from_millis(200), Duration::from_millis(800))).await;
+        if *stop.borrow() {
+            return sets;
+        }
+        sets += 1;
+        let data = format!("{label}-{sets}").into_bytes();
+        *last.lock().unwrap() = data.clone();
+        // The write itself may wait out a fault; the data is taken before that.
+        let _ = tokio::time::timeout(SESSION, node.set_data(data)).await;
+    }
+}
+
+/// Lists every registration directory until `stop`; returns a problem for each listing that
+/// held more than one node (a registration is one node at all times, re-created at one name).
+async fn node_sampler(fw: Framework, dirs: Vec<String>, stop: watch::Receiver<bool>) -> Vec<String> {
+    let mut problems = Vec::new();
+    while !*stop.borrow() {
+        for dir in &dirs {
+            if let Ok(Ok(children)) = tokio::time::timeout(SESSION, fw.get_children(dir)).await {
+                if children.len() > 1 && problems.len() < 10 {
+                    problems.push(format!("{dir} held {} nodes at once: {children:?}", children.len()));
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    problems
+}
+
+/// Whether the registration is in place: the only node of its directory, at its first name,
+/// owned by its client's current session, holding the data last set, and its handle says so.
+async fn registration_in_place(
+    observer: &Framework,
+    client: &Client,
+    registration: &Registration,
+) -> Result<(), String> {
+    let expected = registration.last_data.lock().unwrap().clone();
+    let actual = registration.node.actual_path().ok_or("no actual path")?;
+    if actual != registration.first_path {
+        return Err(format!("at {actual}, first created at {}", registration.first_path));
+    }
+    let name = actual.rsplit('/').next().unwrap_or_default();
+    let children = observer.get_children(&registration.dir).await.map_err(|e| format!("listing: {e}"))?;
+    if children != [name] {
+        return Err(format!("children {children:?}, expected {name} alone"));
+    }
+    let (data, stat) = observer.get_data(&actual).await.map_err(|e| format!("reading {actual}: {e}"))?;
+    let session = client.fw.snapshot().session_id;
+    if stat.ephemeral_owner != session {
+        return Err(format!("owned by session {:#x}, the client's is {session:#x}", stat.ephemeral_owner));
+    }
+    if data != expected {
+        return Err(format!(
+            "data {:?}, last set {:?}",
+            String::from_utf8_lossy(&data),
+            String::from_utf8_lossy(&expected)
+        ));
+    }
+    if !registration.node.is_registered() {
+        return Err("the handle does not report the node registered".to_owned());
+    }
+    Ok(())
+}
+
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().map(|v| v.trim().parse().unwrap_or_else(|_| panic!("{name}={v:?} is not a number")))
 }
@@ -862,6 +1184,67 @@ async fn run(seed: u64, steps: Vec<Step>) {
             ))
         })
         .collect();
+
+    // The counter workloads: per counter one incrementing task per client.
+    let mut counters = Vec::new();
+    for kind in CounterKind::ALL {
+        let (stop, stopped) = watch::channel(false);
+        let path = unique_path("chaos", kind.name());
+        observer.create(&path).data(&kind.encode(0)).await.unwrap();
+        let mut tasks = Vec::new();
+        for client in &clients {
+            // Made (a shared count started) before the faults.
+            let counter = Incrementer::new(kind, &client.fw, &path).await;
+            let last_success = Arc::new(Mutex::new(None));
+            let task = tokio::spawn(counter_loop(counter, stopped.clone(), last_success.clone()));
+            tasks.push(CounterTask { client: client.name.clone(), task, last_success });
+        }
+        counters.push(CounterWorkload { kind, path, stop, tasks });
+    }
+
+    // The persistent node workload: each registration alone in its directory, its data changed
+    // through the faults, an observer listing the directories.
+    let nodes_root = unique_path("chaos", "nodes");
+    let mut registrations = Vec::new();
+    for ((c, mode), dir) in REGISTRATIONS.into_iter().zip(REGISTRATION_DIRS) {
+        let dir = format!("{nodes_root}{dir}");
+        let name = format!("{}/{}", clients[c].name, dir.rsplit('/').next().unwrap_or_default());
+        let node = PersistentNode::builder(&clients[c].fw, &format!("{dir}/member-"))
+            .mode(mode)
+            .data(name.clone().into_bytes())
+            .start()
+            .unwrap();
+        assert!(node.wait_for_initial_create(SESSION * 2).await.unwrap(), "{name}: no first create");
+        let first_path = node.actual_path().unwrap();
+        registrations.push(Registration {
+            last_data: Arc::new(Mutex::new(name.clone().into_bytes())),
+            name,
+            client: c,
+            dir,
+            node: Arc::new(node),
+            first_path,
+        });
+    }
+    let (nodes_stop, nodes_stopped) = watch::channel(false);
+    let updaters: Vec<_> = registrations
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            tokio::spawn(node_updater(
+                r.node.clone(),
+                r.name.clone(),
+                r.last_data.clone(),
+                nodes_stopped.clone(),
+                seed ^ (0x40de + i as u64),
+            ))
+        })
+        .collect();
+    let (sampler_stop, sampler_stopped) = watch::channel(false);
+    let sampler = tokio::spawn(node_sampler(
+        observer.clone(),
+        registrations.iter().map(|r| r.dir.clone()).collect(),
+        sampler_stopped,
+    ));
 
     let workloads = workloads();
     let mut resources: Vec<Resource> = Vec::new();
@@ -966,6 +1349,38 @@ async fn run(seed: u64, steps: Vec<Step>) {
     }
     cluster.settle(Duration::from_secs(90)).await.unwrap();
     let faults_ended = Instant::now();
+
+    // The registrations: updates stopped, each back in place within the bound.
+    nodes_stop.send_replace(true);
+    let mut node_sets = 0;
+    for updater in updaters {
+        match tokio::time::timeout(SESSION * 2, updater).await {
+            Ok(joined) => node_sets += joined.expect("a node updater panicked"),
+            Err(_) => problems.push("a persistent node's updater did not stop".to_owned()),
+        }
+    }
+    for registration in &registrations {
+        let client = &clients[registration.client];
+        let limit = (faults_ended + back_within()).saturating_duration_since(Instant::now());
+        if let Err(e) = eventually(limit, || registration_in_place(&observer, client, registration)).await {
+            problems.push(format!(
+                "persistent node {}: not back in place within {:?} of the faults' end: {e}",
+                registration.name,
+                back_within()
+            ));
+        }
+    }
+    eprintln!(
+        "persistent nodes: {} registrations, {node_sets} data updates through the faults; checked {:.1}s after the faults ended",
+        registrations.len(),
+        faults_ended.elapsed().as_secs_f64()
+    );
+    sampler_stop.send_replace(true);
+    match tokio::time::timeout(SESSION * 2, sampler).await {
+        Ok(joined) => problems.extend(joined.expect("the node sampler panicked")),
+        Err(_) => problems.push("the node sampler did not stop".to_owned()),
+    }
+
     let progress = eventually(Duration::from_secs(120), || async {
         let holds = shared.holds.lock().unwrap();
         let done: BTreeSet<&str> =
@@ -979,6 +1394,12 @@ async fn run(seed: u64, steps: Vec<Step>) {
     })
     .await;
     eprintln!("after the faults: every task progressed: {}", progress.as_ref().map_or_else(|e| e.as_str(), |()| "yes"));
+
+    // The counters: every task increments again after the faults, then all stop and each
+    // value is judged against what its tasks were told.
+    for counter in counters {
+        problems.extend(judge_counter(counter, &observer, faults_ended).await);
+    }
 
     // The caches: writers stopped, every cache equals a fresh read of the server within the
     // bound (a reconnect or a new session, then the resync's listing and reads).
@@ -1046,11 +1467,21 @@ async fn run(seed: u64, steps: Vec<Step>) {
             Err(_) => problems.push("a workload task did not stop".to_owned()),
         }
     }
+    for registration in &registrations {
+        match tokio::time::timeout(SESSION * 2, registration.node.close()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => problems.push(format!("persistent node {}: close: {e}", registration.name)),
+            Err(_) => problems.push(format!("persistent node {}: close did not return", registration.name)),
+        }
+    }
     observer.close().await;
     for client in &clients {
         client.fw.close().await;
     }
-    problems.extend(audit_closed(&cluster, &paths_list).await);
+    // After every client closed, the registrations' nodes are gone too.
+    let mut closed_paths = paths_list.clone();
+    closed_paths.push((nodes_root.clone(), REGISTRATION_DIRS));
+    problems.extend(audit_closed(&cluster, &closed_paths).await);
 
     let holds = shared.holds.lock().unwrap().clone();
     let report: Report = history::check(&resources, &holds, Some((faults_ended, &task_names)), origin);

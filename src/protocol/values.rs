@@ -179,6 +179,46 @@ pub enum DecodedValue {
 }
 
 impl ValueLayout {
+    /// Every value layout.
+    pub const ALL: &'static [ValueLayout] = &[
+        ValueLayout::SharedCount,
+        ValueLayout::SharedValue,
+        ValueLayout::AtomicLong,
+        ValueLayout::AtomicInteger,
+        ValueLayout::AtomicValue,
+        ValueLayout::Barrier,
+    ];
+
+    /// The layout whose [`id`](Self::id) is `id`.
+    pub fn from_id(id: &str) -> Option<ValueLayout> {
+        ValueLayout::ALL.iter().copied().find(|layout| layout.id() == id)
+    }
+
+    /// The counter layouts a node of `len` bytes can be, most specific first: 4 bytes a
+    /// `SharedCount` or a `DistributedAtomicInteger` (one format), 8 a `DistributedAtomicLong`,
+    /// none either atomic (both read an empty node as 0; a `SharedCount` refuses it), any other
+    /// length no counter.
+    pub fn counters_of_length(len: usize) -> &'static [ValueLayout] {
+        match len {
+            0 => &[ValueLayout::AtomicLong, ValueLayout::AtomicInteger],
+            4 => &[ValueLayout::SharedCount, ValueLayout::AtomicInteger],
+            8 => &[ValueLayout::AtomicLong],
+            _ => &[],
+        }
+    }
+
+    /// The Curator class that writes the layout, and its bytes, in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ValueLayout::SharedCount => "SharedCount (4 big-endian bytes)",
+            ValueLayout::SharedValue => "SharedValue (raw bytes)",
+            ValueLayout::AtomicLong => "DistributedAtomicLong (8 big-endian bytes)",
+            ValueLayout::AtomicInteger => "DistributedAtomicInteger (4 big-endian bytes)",
+            ValueLayout::AtomicValue => "DistributedAtomicValue (raw bytes)",
+            ValueLayout::Barrier => "DistributedBarrier (set while the node exists)",
+        }
+    }
+
     /// A stable lowercase identifier (`shared-count`, `atomic-long`, ...).
     pub fn id(self) -> &'static str {
         match self {
@@ -246,6 +286,25 @@ mod tests {
         assert_eq!(ValueLayout::SharedValue.decode(b"x"), Ok(DecodedValue::Bytes(b"x".to_vec())));
         assert_eq!(ValueLayout::Barrier.decode(b"10.0.0.5"), Ok(DecodedValue::Set));
         assert_eq!(ValueLayout::AtomicLong.id(), "atomic-long");
+    }
+
+    #[test]
+    fn value_layouts_by_id_and_counters_by_length() {
+        for layout in ValueLayout::ALL {
+            assert_eq!(ValueLayout::from_id(layout.id()), Some(*layout));
+        }
+        assert_eq!(ValueLayout::from_id("mutex"), None);
+        assert_eq!(ValueLayout::counters_of_length(8), [ValueLayout::AtomicLong]);
+        assert_eq!(ValueLayout::counters_of_length(4), [ValueLayout::SharedCount, ValueLayout::AtomicInteger]);
+        assert_eq!(ValueLayout::counters_of_length(0), [ValueLayout::AtomicLong, ValueLayout::AtomicInteger]);
+        for len in [1, 3, 5, 9] {
+            assert!(ValueLayout::counters_of_length(len).is_empty(), "{len}");
+        }
+        for len in [0, 4, 8] {
+            for layout in ValueLayout::counters_of_length(len) {
+                assert!(layout.decode(&vec![0; len]).is_ok(), "{layout:?} decodes {len} bytes");
+            }
+        }
     }
 
     #[test]

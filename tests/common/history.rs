@@ -9,6 +9,9 @@
 //! the capacity.
 //!
 //! All instants come from one monotonic clock (`tokio::time::Instant` of one process).
+//!
+//! A counter's history is judged too ([`check_counter`]): increments recorded as succeeded,
+//! failed or of unknown outcome, against the value read once they all ended.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -286,6 +289,67 @@ fn token_order(resource: &Resource, holds: &[&Hold], report: &mut Report) {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Counters.
+
+/// The increments (by one) of one counter, as the tasks that made them were told.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Increments {
+    /// The value each increment reported as applied wrote (its post value).
+    pub succeeded: Vec<i64>,
+    /// Increments reported as not applied (every try lost its race, or an error before the
+    /// write could have reached the server).
+    pub failed: u64,
+    /// Increments whose outcome nobody knows: the reply was lost (`OutcomeUnknown`), or the
+    /// task gave up waiting and dropped the operation.
+    pub unknown: u64,
+}
+
+impl Increments {
+    /// Adds another task's record to this one.
+    pub fn merge(&mut self, other: Increments) {
+        self.succeeded.extend(other.succeeded);
+        self.failed += other.failed;
+        self.unknown += other.unknown;
+    }
+}
+
+/// Judges a counter that started at `initial` and was only ever incremented by one, and read
+/// `final_value` after every increment ended: each increment reported as applied is in the
+/// final value and none beyond those of unknown outcome (`succeeded <= final - initial <=
+/// succeeded + unknown`); and, since each applied increment wrote one more than the version it
+/// read, no two reported as applied wrote the same value, each above `initial` and at most the
+/// final value. Returns what is wrong, in words (nothing when all holds).
+pub fn check_counter(name: &str, initial: i64, final_value: i64, increments: &Increments) -> Vec<String> {
+    let mut problems = Vec::new();
+    let applied = final_value.wrapping_sub(initial);
+    let succeeded = increments.succeeded.len() as i64;
+    let unknown = increments.unknown as i64;
+    if applied < succeeded {
+        problems.push(format!(
+            "{name}: lost increments: {applied} applied, fewer than the {succeeded} reported as succeeded"
+        ));
+    }
+    if applied > succeeded + unknown {
+        problems.push(format!(
+            "{name}: {applied} increments applied, more than the {succeeded} succeeded + {unknown} unknown \
+             (an increment reported as failed was applied, or one was applied twice)"
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    for &value in &increments.succeeded {
+        if !seen.insert(value) {
+            problems.push(format!("{name}: two increments reported as succeeded both wrote {value}"));
+        }
+        if value <= initial || value > final_value {
+            problems.push(format!(
+                "{name}: an increment reported as succeeded wrote {value}, outside ({initial}, {final_value}]"
+            ));
+        }
+    }
+    problems
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -475,5 +539,40 @@ mod tests {
             hold(b, "x", "t3", 12, (0, None, 10, None)),
         ];
         assert_eq!(kinds(&check(&resources(), &holds, None, b)), ["malformed", "malformed", "malformed"]);
+    }
+
+    fn increments(succeeded: &[i64], failed: u64, unknown: u64) -> Increments {
+        Increments { succeeded: succeeded.to_vec(), failed, unknown }
+    }
+
+    #[test]
+    fn a_counter_holds_every_success_and_at_most_the_unknown_ones() {
+        assert!(check_counter("c", 0, 3, &increments(&[1, 2, 3], 5, 0)).is_empty());
+        assert!(check_counter("c", 10, 14, &increments(&[11, 13, 14], 0, 2)).is_empty(), "one unknown applied");
+        assert!(check_counter("c", 0, 2, &increments(&[1, 2], 0, 2)).is_empty(), "no unknown applied");
+    }
+
+    #[test]
+    fn a_counter_above_succeeded_plus_unknown_fails() {
+        let problems = check_counter("c", 0, 4, &increments(&[1, 2, 3], 7, 0));
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("more than"), "{problems:?}");
+    }
+
+    #[test]
+    fn a_lost_or_doubled_success_fails() {
+        let lost = check_counter("c", 0, 2, &increments(&[1, 2, 3], 0, 0));
+        assert!(lost.iter().any(|p| p.contains("lost increments")), "{lost:?}");
+        assert!(lost.iter().any(|p| p.contains("outside")), "{lost:?}");
+        let twice = check_counter("c", 0, 3, &increments(&[1, 2, 2], 0, 1));
+        assert_eq!(twice.len(), 1, "{twice:?}");
+        assert!(twice[0].contains("both wrote 2"), "{twice:?}");
+    }
+
+    #[test]
+    fn increments_merge() {
+        let mut all = increments(&[1], 1, 0);
+        all.merge(increments(&[2, 3], 0, 4));
+        assert_eq!(all, increments(&[1, 2, 3], 1, 4));
     }
 }

@@ -17,8 +17,9 @@ pub enum Code {
     Missing = 4,
     /// The server refused our credentials, or a node's ACL refuses this client.
     Auth = 5,
-    /// The path exists but its children are no recipe's nodes.
-    NotALockDirectory = 6,
+    /// The path exists but does not hold the layout asked for: no lock directory (its children
+    /// are no recipe's nodes), no counter, barrier or queue.
+    WrongLayout = 6,
     /// `zkr demo` found a violation of what the recipes promise.
     Violation = 7,
 }
@@ -113,7 +114,7 @@ mod tests {
             Code::Unreachable,
             Code::Missing,
             Code::Auth,
-            Code::NotALockDirectory,
+            Code::WrongLayout,
             Code::Violation,
         ];
         let numbers: Vec<u8> = codes.iter().map(|c| *c as u8).collect();

@@ -170,7 +170,7 @@ impl ReadError {
                 let shown: Vec<&str> = children.iter().take(5).map(String::as_str).collect();
                 let more = if children.len() > shown.len() { ", ..." } else { "" };
                 Failure::new(
-                    Code::NotALockDirectory,
+                    Code::WrongLayout,
                     format!(
                         "{path} is not a lock directory: none of its {} children ({}{more}) is a lock, lease or \
                          latch node, and it has no leases/ or locks/ child",
@@ -298,7 +298,7 @@ fn report(dir: &str, section: Option<&'static str>, node: Decoded, now_ms: i64) 
 
 /// A node's stat and data; data `None` when the ACL forbids reading it (the stat needs no
 /// permission); `None` when the node is gone.
-async fn read_node(framework: &Framework, node: String) -> Result<Option<(Stat, Option<Vec<u8>>)>, Error> {
+pub async fn read_node(framework: &Framework, node: String) -> Result<Option<(Stat, Option<Vec<u8>>)>, Error> {
     match framework.get_data(&node).await {
         Ok((data, stat)) => Ok(Some((stat, Some(data)))),
         Err(e) if e.is_no_node() => Ok(None),

@@ -3,13 +3,18 @@
 //! `zkr locks <path>` decodes the children of any lock recipe's path (zk-recipes and Apache
 //! Curator write the same nodes) into holders, waiters and leases; `zkr revoke <node>` asks a
 //! holder to let go (Curator's revocation message); `zkr demo` runs the two classic lock
-//! scenarios and checks them.
+//! scenarios and checks them; `zkr watch`, `zkr services`, `zkr counter`, `zkr barrier` and
+//! `zkr queue` show a subtree's changes, registered service instances, a counter's value, a
+//! barrier's state and a queue's items.
 
+mod barrier;
 mod connect;
+mod counter;
 mod decode;
 mod demo;
 mod exit;
 mod locks;
+mod queue;
 mod render;
 mod revoke;
 mod services;
@@ -34,11 +39,12 @@ Exit codes:
   3  ZooKeeper unreachable: no connection within --connection-timeout, or it was lost
   4  the path (the lock directory) does not exist
   5  authentication or authorization failure: the node's ACL refuses this client (see --digest)
-  6  the path exists but is not a lock directory
+  6  the path exists but is not what the subcommand reads (a lock directory, a counter,
+     a barrier or a queue)
   7  zkr demo: a check failed (two holders at once, unpaired lines, too many leases)";
 
-/// Inspect ZooKeeper lock recipes (zk-recipes and Apache Curator alike) and run the zk-recipes
-/// demo.
+/// Inspect ZooKeeper recipes (zk-recipes and Apache Curator alike): locks, a subtree's changes,
+/// service instances, counters, barriers and queues; and run the zk-recipes demo.
 #[derive(Debug, Parser)]
 #[command(name = "zkr", version, after_help = EXIT_CODES, term_width = 100)]
 struct Cli {
@@ -135,6 +141,33 @@ enum Command {
     /// zk-recipes) registered them: name, id, address, ports, type, enabled, age and payload.
     #[command(after_help = EXIT_CODES)]
     Services(services::Args),
+
+    /// Show a counter's value: a SharedCount, DistributedAtomicInteger or DistributedAtomicLong
+    ///
+    /// Decodes the node's bytes by their length (4 big-endian bytes: a SharedCount or a
+    /// DistributedAtomicInteger, one format; 8: a DistributedAtomicLong; none: an atomic's 0),
+    /// or as --layout says, and shows the value, the data version (what try_set compares), the
+    /// bytes and when it last changed. Another length exits 6.
+    #[command(after_help = EXIT_CODES)]
+    Counter(counter::Args),
+
+    /// Show a barrier's state: a DistributedBarrier set or not, a double barrier's members
+    ///
+    /// A DistributedBarrier is set while its node exists. A DistributedDoubleBarrier's path holds
+    /// one ephemeral node per member that entered (named by a UUID) and `ready` once enough
+    /// entered: shows ready, the member count and each member's session and age. A path with no
+    /// children reads as a set barrier unless --double.
+    #[command(after_help = EXIT_CODES)]
+    Barrier(barrier::Args),
+
+    /// Show a queue's items in the order consumers take them
+    ///
+    /// Reads a SimpleDistributedQueue (qn- nodes, one raw item each) or a DistributedQueue
+    /// (queue- nodes in Curator's item framing, several items per node after a multi-item put):
+    /// per node its position, kind (simple, framed, corrupt, foreign), items, sequence, age and
+    /// data; the node and item counts, the next node and the oldest.
+    #[command(after_help = EXIT_CODES)]
+    Queue(queue::Args),
 }
 
 fn main() -> ExitCode {
@@ -174,6 +207,9 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Demo(args) => demo::run(&options, args).await,
         Command::Watch(args) => watch::run(&options, args).await,
         Command::Services(args) => services::run(&options, args).await,
+        Command::Counter(args) => counter::run(&options, args).await,
+        Command::Barrier(args) => barrier::run(&options, args).await,
+        Command::Queue(args) => queue::run(&options, args).await,
     }
 }
 

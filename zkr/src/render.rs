@@ -29,6 +29,37 @@ pub fn age(ms: i64) -> String {
     }
 }
 
+/// `field  value` lines, the values aligned (the tables of `zkr counter` and `zkr barrier`).
+pub fn fields(rows: &[(&str, String)]) -> String {
+    let width = rows.iter().map(|(field, _)| field.chars().count()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (field, value) in rows {
+        let line = format!("{field:<width$}  {value}");
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// Aligned columns under `header`, two spaces apart, the last one unpadded.
+pub fn columns<R: AsRef<[String]>>(header: &[&str], rows: &[R]) -> String {
+    let header: Vec<String> = header.iter().map(|h| (*h).to_owned()).collect();
+    let lines: Vec<&[String]> = std::iter::once(header.as_slice()).chain(rows.iter().map(AsRef::as_ref)).collect();
+    let widths: Vec<usize> = (0..header.len())
+        .map(|c| lines.iter().map(|l| l.get(c).map_or(0, |s| s.chars().count())).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for line in lines {
+        let mut text = String::new();
+        for (c, cell) in line.iter().enumerate() {
+            let _ = write!(text, "{cell:<width$}  ", width = widths.get(c).copied().unwrap_or(0));
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
 /// The whole report as text: a heading, then one table per directory.
 pub fn table(report: &Report) -> String {
     let mut out = String::new();
@@ -135,6 +166,13 @@ mod tests {
         assert_eq!(data(b""), (Some(String::new()), "text"));
         assert_eq!(data(&[0, 1, 0xff]), (Some("0001ff".to_owned()), "hex"));
         assert_eq!(data(b"a\nb"), (Some("610a62".to_owned()), "hex"));
+    }
+
+    #[test]
+    fn fields_and_columns_align() {
+        assert_eq!(fields(&[("A", "1".into()), ("LONG", "2".into())]), "A     1\nLONG  2\n");
+        let rows = [["x".to_owned(), "long cell".to_owned(), "z".to_owned()]];
+        assert_eq!(columns(&["H1", "H2", "H3"], &rows), "H1  H2         H3\nx   long cell  z\n");
     }
 
     #[test]
