@@ -1091,10 +1091,15 @@ public final class CuratorPeer {
      *   group ID PATH MEMBER PAYLOAD -> group ID ok          (started)
      *   group_members ID             -> group_members ID <n> member=payload... (sorted by member)
      *   group_close ID               -> group_close ID ok
+     * and PersistentTtlNode (`org.apache.curator.framework.recipes.nodes.PersistentTtlNode`):
+     *   ttl ID PATH TTL_MS DATA      -> ttl ID ok                (started, Curator's defaults)
+     *   ttl_close ID                 -> ttl_close ID ok
      */
     private static final class Groups {
         private final CuratorFramework client;
         private final Map<String, org.apache.curator.framework.recipes.nodes.GroupMember> groups =
+                new ConcurrentHashMap<>();
+        private final Map<String, org.apache.curator.framework.recipes.nodes.PersistentTtlNode> ttlNodes =
                 new ConcurrentHashMap<>();
 
         Groups(CuratorFramework client) {
@@ -1125,6 +1130,25 @@ public final class CuratorPeer {
                     StringBuilder line = new StringBuilder("group_members " + t[1] + " " + members.size());
                     members.forEach((k, v) -> line.append(' ').append(k).append('=').append(v));
                     emit(line.toString());
+                    return true;
+                }
+                case "ttl": {
+                    need(t, 5, "ttl ID PATH TTL_MS DATA");
+                    org.apache.curator.framework.recipes.nodes.PersistentTtlNode node =
+                            new org.apache.curator.framework.recipes.nodes.PersistentTtlNode(
+                                    client, t[2], Long.parseLong(t[3]), t[4].getBytes(StandardCharsets.UTF_8));
+                    node.start();
+                    ttlNodes.put(t[1], node);
+                    emit("ttl " + t[1] + " ok");
+                    return true;
+                }
+                case "ttl_close": {
+                    need(t, 2, "ttl_close ID");
+                    org.apache.curator.framework.recipes.nodes.PersistentTtlNode node = ttlNodes.remove(t[1]);
+                    if (node != null) {
+                        node.close();
+                    }
+                    emit("ttl_close " + t[1] + " ok");
                     return true;
                 }
                 case "group_close": {

@@ -40,6 +40,7 @@ pub struct PersistentNodeBuilder {
     protected: Option<bool>,
     ttl: Option<Duration>,
     parents: Parents,
+    delete_when_dropped: bool,
 }
 
 impl PersistentNodeBuilder {
@@ -75,6 +76,13 @@ impl PersistentNodeBuilder {
     /// How missing parents are made (default: containers, as Curator's `useParentCreation`).
     pub fn parents(mut self, parents: Parents) -> Self {
         self.parents = parents;
+        self
+    }
+
+    /// Whether dropping the handle without `close` deletes the node (default true). A
+    /// [`PersistentTtlNode`](super::PersistentTtlNode) leaves its node to the server's TTL.
+    pub(crate) fn delete_when_dropped(mut self, delete: bool) -> Self {
+        self.delete_when_dropped = delete;
         self
     }
 
@@ -127,6 +135,7 @@ impl PersistentNodeBuilder {
             status: status_tx,
             commands: commands_rx,
             failure: failure.clone(),
+            delete_when_dropped: self.delete_when_dropped,
         };
         tokio::spawn(engine.run());
         Ok(PersistentNode { base: self.path, status: status_rx, commands: commands_tx, failure })
@@ -194,6 +203,7 @@ impl PersistentNode {
             protected: None,
             ttl: None,
             parents: Parents::default(),
+            delete_when_dropped: true,
         }
     }
 
@@ -299,7 +309,7 @@ impl PersistentNode {
 }
 
 /// A copy of the task's stopping error for each caller that asks.
-fn copy_error(e: &Error) -> Error {
+pub(super) fn copy_error(e: &Error) -> Error {
     match e {
         Error::ZooKeeper(z) => Error::ZooKeeper(z.clone()),
         Error::Unsupported { feature, reason } => Error::Unsupported { feature, reason },
@@ -348,6 +358,7 @@ struct Engine {
     status: watch::Sender<Status>,
     commands: mpsc::UnboundedReceiver<Command>,
     failure: Arc<Mutex<Option<Error>>>,
+    delete_when_dropped: bool,
 }
 
 impl Engine {
@@ -454,7 +465,7 @@ impl Engine {
                 let _ = reply.send(result);
             }
             None => {
-                if let Some(path) = path.or_else(|| self.actual.clone()) {
+                if let Some(path) = path.or_else(|| self.actual.clone()).filter(|_| self.delete_when_dropped) {
                     let _ = self.delete(&path).await;
                 }
                 self.stop();
@@ -531,7 +542,7 @@ impl Engine {
                         return Next::Stop;
                     }
                     None => {
-                        if ours {
+                        if ours && self.delete_when_dropped {
                             let _ = self.delete(path).await;
                         }
                         self.stop();
