@@ -122,12 +122,7 @@ async fn base_paths_outside_the_namespace_are_refused() {
     bounded(LIMIT, async {
         let connect = shared_connect().await;
         let namespace = unique_path("discovery-bad", "ns");
-        let ns = Framework::builder(&connect)
-            .namespace(&namespace)
-            .session_timeout(SESSION)
-            .start()
-            .await
-            .unwrap();
+        let ns = Framework::builder(&connect).namespace(&namespace).session_timeout(SESSION).start().await.unwrap();
         let plain = framework(&connect, SESSION).await;
         for fw in [&ns, &plain] {
             for bad in BAD_BASES {

@@ -92,6 +92,7 @@ impl PersistentNodeBuilder {
     /// its node by name instead: after a `sync`, an ephemeral child `<name>` + 10 digits of the
     /// current session is ours. Only for ephemeral sequential nodes whose name no other node of
     /// the session starts with (an instance id).
+    #[cfg(feature = "discovery")]
     pub(crate) fn found_by_name(mut self) -> Self {
         self.found_by_name = true;
         self

@@ -307,7 +307,7 @@ const MAX_TTL_MS: u128 = (1 << 40) - 1;
 /// TTL / factor, refusing what cannot keep a child alive.
 fn touch_interval(ttl: Duration, factor: u32) -> Result<Duration> {
     let ms = ttl.as_millis();
-    if ms < 2 || ms > MAX_TTL_MS {
+    if !(2..=MAX_TTL_MS).contains(&ms) {
         return Err(Error::invalid_argument("ttl", format!("{ttl:?} is not between 2 ms and 2^40 - 1 ms")));
     }
     if factor < 2 || u128::from(factor) > ms {
