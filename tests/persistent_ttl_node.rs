@@ -184,6 +184,61 @@ async fn a_killed_process_leaves_the_node_for_its_ttl_only() {
     .await;
 }
 
+/// The environment variables that make [`child_process_keeps_a_ttl_node`] the body of a
+/// process that [`a_process_killed_with_sigkill_leaves_the_node_for_its_ttl_only`] kills.
+const CHILD_CONNECT: &str = "ZKR_TTL_CHILD_CONNECT";
+const CHILD_PATH: &str = "ZKR_TTL_CHILD_PATH";
+
+/// Not a test of its own: run by the test below as a child process (this test binary, this
+/// test only), it keeps a TTL node until it is killed. Without the variables it does nothing.
+#[tokio::test]
+#[ignore = "the body of a child process started by a_process_killed_with_sigkill_leaves_the_node_for_its_ttl_only"]
+async fn child_process_keeps_a_ttl_node() {
+    let (Ok(connect), Ok(path)) = (std::env::var(CHILD_CONNECT), std::env::var(CHILD_PATH)) else {
+        return;
+    };
+    let fw = framework(&connect, SESSION).await;
+    let node = PersistentTtlNode::builder(&fw, &path, TTL).data(b"child".to_vec()).start().unwrap();
+    assert!(node.wait_for_initial_create(EVENT).await.unwrap());
+    // Until SIGKILL (bounded, should the parent die first).
+    tokio::time::sleep(LIMIT).await;
+}
+
+#[tokio::test]
+async fn a_process_killed_with_sigkill_leaves_the_node_for_its_ttl_only() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = ttl_server().await.connect_string();
+        let observer = framework(&connect, SESSION).await;
+        let path = unique_path("ttlnode", "sigkill");
+        let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "child_process_keeps_a_ttl_node", "--ignored", "--test-threads=1"])
+            .env(CHILD_CONNECT, &connect)
+            .env(CHILD_PATH, &path)
+            .stdout(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        has_curator_layout(&observer, &path, b"child", EVENT).await;
+        // Kept while the process lives: past a TTL, only its touches keep the node.
+        tokio::time::sleep(TTL + TTL / 2).await;
+        has_curator_layout(&observer, &path, b"child", Duration::ZERO).await;
+
+        child.start_kill().unwrap();
+        let killed = Instant::now();
+        child.wait().await.unwrap();
+        assert!(observer.exists(&path).await.unwrap().is_some(), "the node outlives its process");
+        gone(&observer, &path, reaped_within(TTL)).await;
+        let took = killed.elapsed();
+        assert!(took >= TTL / 2 - CHECK_INTERVAL, "reaped after {took:?}, before the TTL from the last touch");
+        eprintln!(
+            "SIGKILLed process's node reaped {took:?} after the kill (TTL {TTL:?}, checks every {CHECK_INTERVAL:?})"
+        );
+        observer.close().await;
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn the_node_is_kept_across_a_new_session() {
     init_tracing();
