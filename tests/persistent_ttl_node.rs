@@ -391,3 +391,27 @@ async fn curators_persistent_ttl_node_and_ours_have_one_layout() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn close_leaves_a_node_with_someone_elses_child_to_the_server() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = ttl_server().await.connect_string();
+        let fw = framework(&connect, SESSION).await;
+        let other = framework(&connect, SESSION).await;
+        let path = unique_path("ttlnode", "foreign-child");
+        let node = PersistentTtlNode::builder(&fw, &path, TTL).start().unwrap();
+        assert!(node.wait_for_initial_create(EVENT).await.unwrap());
+        let foreign = format!("{path}/foreign");
+        other.create(&foreign).await.unwrap();
+
+        node.close().await.unwrap();
+        assert_eq!(children(&other, &path).await, ["foreign"], "our child deleted, theirs kept");
+        other.delete(&foreign).await.unwrap();
+        // An emptied container: the server's next check deletes it.
+        gone(&other, &path, CHECK_INTERVAL * 2 + EVENT).await;
+        fw.close().await;
+        other.close().await;
+    })
+    .await;
+}

@@ -280,7 +280,11 @@ impl PersistentTtlNode {
             let _ = rx.await;
         }
         let child = delete(&self.framework, &self.child).await;
-        let node = self.node.close().await;
+        let node = match self.node.close().await {
+            // Someone else's child keeps the container; the server deletes it once empty.
+            Err(e) if e.is_not_empty() => Ok(()),
+            other => other,
+        };
         child.and(node)
     }
 
