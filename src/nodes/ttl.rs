@@ -304,8 +304,8 @@ fn validate_child_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// The largest TTL a server accepts (`EphemeralType.MAX_EXTENDED_SERVER_ID`'s TTL field:
-/// 40 bits of milliseconds).
+/// The largest TTL a server accepts (ZooKeeper's `EphemeralType.TTL` keeps it in 40 bits of
+/// milliseconds).
 const MAX_TTL_MS: u128 = (1 << 40) - 1;
 
 /// TTL / factor, refusing what cannot keep a child alive.
