@@ -1011,15 +1011,43 @@ public final class CuratorPeer {
      *   disc_register BASE NAME ID ADDRESS PORT DESCRIPTION -> disc_register BASE ID ok
      *   disc_query BASE NAME  -> disc_query BASE <n> then per instance, by id,
      *                            id|address|port|sslPort|description|registrationTimeUTC|serviceType|enabled|uri
-     *   disc_close BASE       -> disc_close BASE ok
+     *   disc_cache BASE NAME  -> disc_cache BASE <n> then the lines of disc_query, from a ServiceCache
+     *                            (made and started on first use, kept until disc_close)
+     *   disc_provider BASE NAME STRATEGY K
+     *                         -> disc_provider BASE <n> <line>... picked <id>,...   (a ServiceProvider,
+     *                            STRATEGY round_robin|random|sticky, made and started on first use:
+     *                            its getAllInstances as disc_query lines, then K getInstance() ids)
+     *   disc_close BASE       -> disc_close BASE ok   (also closes that BASE's caches and providers)
      */
     private static final class Discoveries {
         private final CuratorFramework client;
         private final Map<String, org.apache.curator.x.discovery.ServiceDiscovery<Map>> registries =
                 new ConcurrentHashMap<>();
 
+        private final Map<String, org.apache.curator.x.discovery.ServiceCache<Map>> caches = new ConcurrentHashMap<>();
+        private final Map<String, org.apache.curator.x.discovery.ServiceProvider<Map>> providers =
+                new ConcurrentHashMap<>();
+
         Discoveries(CuratorFramework client) {
             this.client = client;
+        }
+
+        private static String line(org.apache.curator.x.discovery.ServiceInstance<Map> i) {
+            Object description = i.getPayload() == null ? null : i.getPayload().get("description");
+            String uri = i.getUriSpec() == null ? "null" : i.getUriSpec().build(i);
+            return i.getId() + "|" + i.getAddress() + "|" + i.getPort() + "|" + i.getSslPort()
+                    + "|" + description + "|" + i.getRegistrationTimeUTC() + "|" + i.getServiceType()
+                    + "|" + i.isEnabled() + "|" + uri;
+        }
+
+        /** The instances as `<n> <line>...`, by line. */
+        private static String lines(Collection<org.apache.curator.x.discovery.ServiceInstance<Map>> instances) {
+            List<String> sorted = new ArrayList<>();
+            instances.forEach(i -> sorted.add(line(i)));
+            java.util.Collections.sort(sorted);
+            StringBuilder out = new StringBuilder().append(sorted.size());
+            sorted.forEach(l -> out.append(' ').append(l));
+            return out.toString();
         }
 
         private org.apache.curator.x.discovery.ServiceDiscovery<Map> registry(String base) throws Exception {
@@ -1071,8 +1099,63 @@ public final class CuratorPeer {
                     emit(line.toString());
                     return true;
                 }
+                case "disc_cache": {
+                    need(t, 3, "disc_cache BASE NAME");
+                    String key = t[1] + " " + t[2];
+                    org.apache.curator.x.discovery.ServiceCache<Map> cache = caches.get(key);
+                    if (cache == null) {
+                        cache = registry(t[1]).serviceCacheBuilder().name(t[2]).build();
+                        cache.start();
+                        caches.put(key, cache);
+                    }
+                    emit("disc_cache " + t[1] + " " + lines(cache.getInstances()));
+                    return true;
+                }
+                case "disc_provider": {
+                    need(t, 5, "disc_provider BASE NAME STRATEGY K");
+                    String key = t[1] + " " + t[2] + " " + t[3];
+                    org.apache.curator.x.discovery.ServiceProvider<Map> provider = providers.get(key);
+                    if (provider == null) {
+                        org.apache.curator.x.discovery.ProviderStrategy<Map> strategy;
+                        switch (t[3]) {
+                            case "round_robin":
+                                strategy = new org.apache.curator.x.discovery.strategies.RoundRobinStrategy<>();
+                                break;
+                            case "random":
+                                strategy = new org.apache.curator.x.discovery.strategies.RandomStrategy<>();
+                                break;
+                            case "sticky":
+                                strategy = new org.apache.curator.x.discovery.strategies.StickyStrategy<>(
+                                        new org.apache.curator.x.discovery.strategies.RoundRobinStrategy<>());
+                                break;
+                            default:
+                                throw new IllegalArgumentException("unknown strategy " + t[3]);
+                        }
+                        provider = registry(t[1]).serviceProviderBuilder().serviceName(t[2]).providerStrategy(strategy).build();
+                        provider.start();
+                        providers.put(key, provider);
+                    }
+                    List<String> picked = new ArrayList<>();
+                    for (int k = Integer.parseInt(t[4]); k > 0; k--) {
+                        org.apache.curator.x.discovery.ServiceInstance<Map> i = provider.getInstance();
+                        picked.add(i == null ? "none" : i.getId());
+                    }
+                    emit("disc_provider " + t[1] + " " + lines(provider.getAllInstances()) + " picked "
+                            + String.join(",", picked));
+                    return true;
+                }
                 case "disc_close": {
                     need(t, 2, "disc_close BASE");
+                    for (String k : new ArrayList<>(providers.keySet())) {
+                        if (k.startsWith(t[1] + " ")) {
+                            providers.remove(k).close();
+                        }
+                    }
+                    for (String k : new ArrayList<>(caches.keySet())) {
+                        if (k.startsWith(t[1] + " ")) {
+                            caches.remove(k).close();
+                        }
+                    }
                     org.apache.curator.x.discovery.ServiceDiscovery<Map> d = registries.remove(t[1]);
                     if (d != null) {
                         d.close();
@@ -1091,10 +1174,15 @@ public final class CuratorPeer {
      *   group ID PATH MEMBER PAYLOAD -> group ID ok          (started)
      *   group_members ID             -> group_members ID <n> member=payload... (sorted by member)
      *   group_close ID               -> group_close ID ok
+     * and PersistentTtlNode (`org.apache.curator.framework.recipes.nodes.PersistentTtlNode`):
+     *   ttl ID PATH TTL_MS DATA      -> ttl ID ok                (started, Curator's defaults)
+     *   ttl_close ID                 -> ttl_close ID ok
      */
     private static final class Groups {
         private final CuratorFramework client;
         private final Map<String, org.apache.curator.framework.recipes.nodes.GroupMember> groups =
+                new ConcurrentHashMap<>();
+        private final Map<String, org.apache.curator.framework.recipes.nodes.PersistentTtlNode> ttlNodes =
                 new ConcurrentHashMap<>();
 
         Groups(CuratorFramework client) {
@@ -1125,6 +1213,25 @@ public final class CuratorPeer {
                     StringBuilder line = new StringBuilder("group_members " + t[1] + " " + members.size());
                     members.forEach((k, v) -> line.append(' ').append(k).append('=').append(v));
                     emit(line.toString());
+                    return true;
+                }
+                case "ttl": {
+                    need(t, 5, "ttl ID PATH TTL_MS DATA");
+                    org.apache.curator.framework.recipes.nodes.PersistentTtlNode node =
+                            new org.apache.curator.framework.recipes.nodes.PersistentTtlNode(
+                                    client, t[2], Long.parseLong(t[3]), t[4].getBytes(StandardCharsets.UTF_8));
+                    node.start();
+                    ttlNodes.put(t[1], node);
+                    emit("ttl " + t[1] + " ok");
+                    return true;
+                }
+                case "ttl_close": {
+                    need(t, 2, "ttl_close ID");
+                    org.apache.curator.framework.recipes.nodes.PersistentTtlNode node = ttlNodes.remove(t[1]);
+                    if (node != null) {
+                        node.close();
+                    }
+                    emit("ttl_close " + t[1] + " ok");
                     return true;
                 }
                 case "group_close": {

@@ -24,15 +24,24 @@ pub enum ServiceType {
     Static,
     /// A persistent node.
     Permanent,
+    /// An ephemeral sequential node named `<id><sequence>` (10 digits, no separator), as
+    /// curator-x-discovery 5.4 makes it; the JSON's `id` is the plain id. The node is made
+    /// again under that same name after a new session, and unregistering deletes it (Curator
+    /// makes a new sequential node on every reconnect and leaves the old one to its session).
+    /// [`ServiceDiscovery::query_for_instance`](super::ServiceDiscovery::query_for_instance)
+    /// looks a node up by node name, as Curator's `queryForInstance` does, so it does not
+    /// find such an instance by its plain id; `query_for_instances` and the cache list it.
+    DynamicSequential,
 }
 
 impl ServiceType {
-    /// The JSON name (`DYNAMIC`, `STATIC`, `PERMANENT`).
+    /// The JSON name (`DYNAMIC`, `STATIC`, `PERMANENT`, `DYNAMIC_SEQUENTIAL`).
     pub fn as_str(self) -> &'static str {
         match self {
             ServiceType::Dynamic => "DYNAMIC",
             ServiceType::Static => "STATIC",
             ServiceType::Permanent => "PERMANENT",
+            ServiceType::DynamicSequential => "DYNAMIC_SEQUENTIAL",
         }
     }
 
@@ -41,6 +50,7 @@ impl ServiceType {
             "DYNAMIC" => Ok(ServiceType::Dynamic),
             "STATIC" => Ok(ServiceType::Static),
             "PERMANENT" => Ok(ServiceType::Permanent),
+            "DYNAMIC_SEQUENTIAL" => Ok(ServiceType::DynamicSequential),
             other => Err(Error::invalid_argument("serviceType", format!("{other:?} is not supported"))),
         }
     }
@@ -416,6 +426,25 @@ mod tests {
         i.name = "api".into();
         assert_eq!(String::from_utf8(s.serialize(&i).unwrap()).unwrap(), CURATOR_MAP);
         assert_eq!(s.deserialize::<Value>(CURATOR_MAP.as_bytes()).unwrap(), i);
+    }
+
+    #[test]
+    fn every_service_type_by_its_curator_name() {
+        for (t, name) in [
+            (ServiceType::Dynamic, "DYNAMIC"),
+            (ServiceType::Static, "STATIC"),
+            (ServiceType::Permanent, "PERMANENT"),
+            (ServiceType::DynamicSequential, "DYNAMIC_SEQUENTIAL"),
+        ] {
+            assert_eq!(t.as_str(), name);
+            assert_eq!(ServiceType::parse(name).unwrap(), t);
+            let s = JsonInstanceSerializer::new().payload_class("com.example.InstanceDetails");
+            let json = CURATOR.replace("\"DYNAMIC\"", &format!("\"{name}\""));
+            let read: ServiceInstance<Value> = s.deserialize(json.as_bytes()).unwrap();
+            assert_eq!(read.service_type, t);
+            assert_eq!(String::from_utf8(s.serialize(&read).unwrap()).unwrap(), json);
+        }
+        assert!(ServiceType::parse("dynamic").is_err());
     }
 
     #[test]

@@ -21,7 +21,9 @@ use crate::path;
 ///
 /// Each registration is a [`PersistentNode`] at its instance's path: a dynamic instance's
 /// ephemeral node is made again after a delete or a new session (with the data of the last
-/// [`update`](Self::update)); static and permanent instances are persistent nodes.
+/// [`update`](Self::update)); a dynamic sequential instance's node (`<id><sequence>`) comes
+/// back under the name it was first given; static and permanent instances are persistent
+/// nodes.
 #[derive(Debug)]
 pub struct ServiceDiscovery<T = serde_json::Value> {
     framework: Framework,
@@ -57,9 +59,18 @@ impl<T: Serialize + DeserializeOwned> ServiceDiscovery<T> {
         &self.serializer
     }
 
-    /// The path of instance `id` of service `name`.
+    /// The path of instance `id` of service `name` (for a
+    /// [`DynamicSequential`](ServiceType::DynamicSequential) instance, the prefix of its
+    /// node's name; [`registered_path`](Self::registered_path) has the whole path).
     pub fn instance_path(&self, name: &str, id: &str) -> String {
         crate::protocol::service_instance_path(&self.base, name, id)
+    }
+
+    /// The node path of instance `name`/`id` as registered here, once its node has been
+    /// made: for a [`DynamicSequential`](ServiceType::DynamicSequential) instance with its
+    /// sequence number; `None` when it is not registered here or not made yet.
+    pub fn registered_path(&self, name: &str, id: &str) -> Option<String> {
+        self.lock().get(&key(name, id)).and_then(|node| node.actual_path())
     }
 
     /// Registers `instance` and waits until its node exists (at most twice the negotiated
@@ -80,6 +91,7 @@ impl<T: Serialize + DeserializeOwned> ServiceDiscovery<T> {
         let data = self.serializer.serialize(instance)?;
         let mode = match instance.service_type {
             ServiceType::Dynamic => CreateMode::Ephemeral,
+            ServiceType::DynamicSequential => CreateMode::EphemeralSequential,
             ServiceType::Static | ServiceType::Permanent => CreateMode::Persistent,
         };
         let path = self.instance_path(&instance.name, &instance.id);
@@ -90,7 +102,14 @@ impl<T: Serialize + DeserializeOwned> ServiceDiscovery<T> {
             // Registered again: the old registration's node goes first (it is at the same path).
             old.close().await?;
         }
-        let node = PersistentNode::builder(&self.framework, &path).mode(mode).protected(false).data(data).start()?;
+        // A sequential instance is named exactly `<id><sequence>` as Curator names it, so its
+        // first create is not protected; a lost answer finds the node by that name instead.
+        let node = PersistentNode::builder(&self.framework, &path)
+            .mode(mode)
+            .protected(false)
+            .found_by_name()
+            .data(data)
+            .start()?;
         let node = Arc::new(node);
         self.lock().insert(k, node.clone());
         let bound = self.framework.negotiated_session_timeout().unwrap_or(Duration::from_secs(30)) * 2;

@@ -1,10 +1,13 @@
 //! Nodes the framework keeps in existence: [`PersistentNode`] (one node of any mode, re-created
-//! after deletes and new sessions) and [`GroupMember`] (Curator's group membership on top of it).
+//! after deletes and new sessions), [`PersistentTtlNode`] (a node that outlives its process
+//! for a TTL) and [`GroupMember`] (Curator's group membership on top of them).
 
 mod group;
 #[cfg(feature = "discovery")]
 pub(crate) use self::group::validate_name;
 mod persistent;
+mod ttl;
 
 pub use self::group::{GroupMember, MembershipEvent, MembershipEvents};
 pub use self::persistent::{PersistentNode, PersistentNodeBuilder};
+pub use self::ttl::{PersistentTtlNode, PersistentTtlNodeBuilder};

@@ -40,6 +40,8 @@ pub struct PersistentNodeBuilder {
     protected: Option<bool>,
     ttl: Option<Duration>,
     parents: Parents,
+    delete_when_dropped: bool,
+    found_by_name: bool,
 }
 
 impl PersistentNodeBuilder {
@@ -78,6 +80,24 @@ impl PersistentNodeBuilder {
         self
     }
 
+    /// Whether dropping the handle without `close` deletes the node (default true). A
+    /// [`PersistentTtlNode`](super::PersistentTtlNode) leaves its node to the server's TTL.
+    pub(crate) fn delete_when_dropped(mut self, delete: bool) -> Self {
+        self.delete_when_dropped = delete;
+        self
+    }
+
+    /// An unprotected sequential first create (the name exactly `<name><sequence>`, as
+    /// curator-x-discovery's `DYNAMIC_SEQUENTIAL` instances are) whose answer was lost finds
+    /// its node by name instead: after a `sync`, an ephemeral child `<name>` + 10 digits of the
+    /// current session is ours. Only for ephemeral sequential nodes whose name no other node of
+    /// the session starts with (an instance id).
+    #[cfg(feature = "discovery")]
+    pub(crate) fn found_by_name(mut self) -> Self {
+        self.found_by_name = true;
+        self
+    }
+
     /// Starts the task that creates and keeps the node (Curator's `start()`); it returns at
     /// once. [`PersistentNode::wait_for_initial_create`] waits for the node.
     ///
@@ -95,7 +115,8 @@ impl PersistentNodeBuilder {
         }
         let sequential = is_sequential(self.mode);
         let protected = self.protected.unwrap_or(sequential || is_ephemeral(self.mode));
-        if sequential && !protected {
+        let by_name = self.found_by_name && self.mode == CreateMode::EphemeralSequential;
+        if sequential && !protected && !by_name {
             return Err(Error::invalid_argument(
                 "protected",
                 "a sequential persistent node is always protected (a lost answer could leave two nodes)",
@@ -127,6 +148,8 @@ impl PersistentNodeBuilder {
             status: status_tx,
             commands: commands_rx,
             failure: failure.clone(),
+            delete_when_dropped: self.delete_when_dropped,
+            found_by_name: by_name && !protected,
         };
         tokio::spawn(engine.run());
         Ok(PersistentNode { base: self.path, status: status_rx, commands: commands_tx, failure })
@@ -194,6 +217,8 @@ impl PersistentNode {
             protected: None,
             ttl: None,
             parents: Parents::default(),
+            delete_when_dropped: true,
+            found_by_name: false,
         }
     }
 
@@ -299,7 +324,7 @@ impl PersistentNode {
 }
 
 /// A copy of the task's stopping error for each caller that asks.
-fn copy_error(e: &Error) -> Error {
+pub(super) fn copy_error(e: &Error) -> Error {
     match e {
         Error::ZooKeeper(z) => Error::ZooKeeper(z.clone()),
         Error::Unsupported { feature, reason } => Error::Unsupported { feature, reason },
@@ -348,6 +373,8 @@ struct Engine {
     status: watch::Sender<Status>,
     commands: mpsc::UnboundedReceiver<Command>,
     failure: Arc<Mutex<Option<Error>>>,
+    delete_when_dropped: bool,
+    found_by_name: bool,
 }
 
 impl Engine {
@@ -424,6 +451,16 @@ impl Engine {
                 self.actual = Some(created.path.clone());
                 Ok(Some((created.path, !created.existed)))
             }
+            Err(Error::OutcomeUnknown { error, .. }) if self.found_by_name && self.actual.is_none() => {
+                match self.find_by_name(&path).await? {
+                    Some(found) => {
+                        self.actual = Some(found.clone());
+                        Ok(Some((found, true)))
+                    }
+                    // Not made: the next round creates it.
+                    None => Err(Error::ZooKeeper(error)),
+                }
+            }
             Err(e) if e.is_node_exists() => {
                 // The name is taken (a re-create, or a plain name): the watch decides whether
                 // the node is ours; adopting it sets our data.
@@ -434,6 +471,40 @@ impl Engine {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// The node a lost sequential create made, found by its name (`base` + 10 digits, an
+    /// ephemeral node of the current session); extra ones (none are expected) are deleted.
+    async fn find_by_name(&self, base: &str) -> Result<Option<String>> {
+        let fw = &self.framework;
+        let (dir, prefix) = base.rsplit_once('/').unwrap_or(("", base));
+        let dir = if dir.is_empty() { "/" } else { dir };
+        fw.sync(dir).await?;
+        let mut names = match fw.get_children(dir).await {
+            Ok(names) => names,
+            Err(e) if e.is_no_node() => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        names.retain(|n| {
+            n.strip_prefix(prefix).is_some_and(|seq| seq.len() == 10 && seq.bytes().all(|b| b.is_ascii_digit()))
+        });
+        names.sort();
+        let session = fw.snapshot().session_id;
+        let mut found = None;
+        for name in names {
+            let path = path::join(dir, &name);
+            match fw.exists(&path).await? {
+                Some(stat) if stat.ephemeral_owner == session && session != 0 => {
+                    if found.is_none() {
+                        found = Some(path);
+                    } else {
+                        self.delete(&path).await?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(found)
     }
 
     /// A command that came while no node was known to be ours: a close ends the task
@@ -454,7 +525,7 @@ impl Engine {
                 let _ = reply.send(result);
             }
             None => {
-                if let Some(path) = path.or_else(|| self.actual.clone()) {
+                if let Some(path) = path.or_else(|| self.actual.clone()).filter(|_| self.delete_when_dropped) {
                     let _ = self.delete(&path).await;
                 }
                 self.stop();
@@ -531,7 +602,7 @@ impl Engine {
                         return Next::Stop;
                     }
                     None => {
-                        if ours {
+                        if ours && self.delete_when_dropped {
                             let _ = self.delete(path).await;
                         }
                         self.stop();

@@ -234,6 +234,17 @@ impl TestingServerBuilder {
         self
     }
 
+    /// Enables TTL nodes (`zookeeper.extendedTypesEnabled`), which
+    /// [`CreateBuilder::ttl`](crate::CreateBuilder::ttl) and
+    /// [`PersistentTtlNode`](crate::PersistentTtlNode) need; servers refuse them by default.
+    /// The server reaps expired TTL nodes at its container checks, every 100 ms on these
+    /// servers (`znode.container.checkIntervalMs`, settable with
+    /// [`system_property`](Self::system_property)).
+    pub fn extended_types(mut self) -> Self {
+        self.options.set_system_property("zookeeper.extendedTypesEnabled", "true");
+        self
+    }
+
     /// A fixed client port instead of a free one (no retry if it is taken).
     pub fn port(mut self, port: u16) -> Self {
         self.port = Some(port);
