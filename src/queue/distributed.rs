@@ -156,10 +156,7 @@ impl DistributedQueue {
             Err(e) => return Err(e),
         }
         // The queue node (persistent, as Curator's `start()` makes it) is missing.
-        match fw.create(&self.path).await {
-            Ok(_) | Err(Error::ZooKeeper(ZkError::NodeExists)) | Err(Error::OutcomeUnknown { .. }) => {}
-            Err(e) => return Err(e),
-        }
+        ensure_persistent(fw, &self.path).await?;
         Ok(create().await?.path)
     }
 
@@ -335,10 +332,7 @@ impl DistributedQueue {
                     names.sort();
                     return Ok((names, watch));
                 }
-                Err(Error::ZooKeeper(ZkError::NoNode)) => match fw.create(&self.path).await {
-                    Ok(_) | Err(Error::ZooKeeper(ZkError::NodeExists)) | Err(Error::OutcomeUnknown { .. }) => {}
-                    Err(e) => return Err(e),
-                },
+                Err(Error::ZooKeeper(ZkError::NoNode)) => ensure_persistent(fw, &self.path).await?,
                 Err(e) => return Err(e),
             }
         }
@@ -350,7 +344,21 @@ impl DistributedQueue {
         let mut claim = Claim { framework: fw, item: name.to_owned(), data: Vec::new(), version: 0, lock: None };
         if let Some(lock_path) = &self.lock_path {
             let lock = path::join(lock_path, name);
-            match fw.create(&lock).mode(CreateMode::Ephemeral).await {
+            // Curator's consumers create their lock nodes without parents and read a missing
+            // lock path as "another consumer has the item", skipping it for good; its
+            // `start()` makes the lock path persistent once. So this consumer keeps the lock
+            // path persistent too: a container made here would be reaped by the server as
+            // soon as it is empty, under a Curator consumer that found it existing at its
+            // start, and that consumer would never take an item again.
+            let create = || fw.create(&lock).mode(CreateMode::Ephemeral).parents(Parents::MustExist);
+            let created = match create().await {
+                Err(Error::ZooKeeper(ZkError::NoNode)) => {
+                    ensure_persistent(fw, lock_path).await?;
+                    create().await
+                }
+                other => other,
+            };
+            match created {
                 Ok(_) => claim.lock = Some(fw.fix_path(&lock)),
                 Err(Error::ZooKeeper(ZkError::NodeExists)) => return Ok(Claimed::Locked(lock)),
                 Err(e) => return Err(e),
@@ -368,5 +376,14 @@ impl DistributedQueue {
             }
             Err(e) => Err(e),
         }
+    }
+}
+
+/// Makes `path` a persistent node (its missing parents containers) unless it exists, as
+/// Curator's `DistributedQueue.start()` makes the queue and lock paths.
+async fn ensure_persistent(fw: &Framework, path: &str) -> Result<()> {
+    match fw.create(path).await {
+        Ok(_) | Err(Error::ZooKeeper(ZkError::NodeExists)) | Err(Error::OutcomeUnknown { .. }) => Ok(()),
+        Err(e) => Err(e),
     }
 }
