@@ -289,6 +289,9 @@ mod distributed {
                 assert_eq!(line, format!("dqueue-item C {expected}"));
             }
             children_count_becomes(&fw, &path, 0, EVENT).await;
+            // Curator deletes an item before its lock node: a kill right after the last item's
+            // delete would leave that lock until the dead session expires.
+            children_count_becomes(&fw, &locks, 0, EVENT).await;
             // Killed rather than quit: its queue's background cache would log the client's close.
             java.kill().await.unwrap();
 

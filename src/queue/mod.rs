@@ -7,10 +7,18 @@
 //! (1 MiB by default), and listing a parent with very many children can exceed that limit
 //! itself. Keep queues short and items small.
 
+mod delay;
 mod distributed;
+mod engine;
+mod id;
+mod priority;
 mod simple;
 
+pub use self::delay::DistributedDelayQueue;
 pub use self::distributed::DistributedQueue;
+pub use self::engine::QueueStream;
+pub use self::id::DistributedIdQueue;
+pub use self::priority::DistributedPriorityQueue;
 pub use self::simple::SimpleDistributedQueue;
 
 use std::sync::atomic::{AtomicBool, Ordering};
