@@ -223,14 +223,23 @@ mod tests {
         assert_eq!(delay_epoch_of("queue-|xyz|0000000007"), 0);
         assert_eq!(delay_epoch_of("queue-|-5|0000000007"), 0);
         assert_eq!(delay_epoch_of("queue-|ff|0000000007"), 255, "Java parses lower case too");
-        let mut names: Vec<String> =
-            ["queue-|00000003|0000000001", "queue-0000000004", "queue-|00000002|0000000002", "queue-|00000002|0000000000"]
-                .map(str::to_owned)
-                .to_vec();
+        let mut names: Vec<String> = [
+            "queue-|00000003|0000000001",
+            "queue-0000000004",
+            "queue-|00000002|0000000002",
+            "queue-|00000002|0000000000",
+        ]
+        .map(str::to_owned)
+        .to_vec();
         QueueOrder::Delay.sort(&mut names);
         assert_eq!(
             names,
-            ["queue-0000000004", "queue-|00000002|0000000000", "queue-|00000002|0000000002", "queue-|00000003|0000000001"]
+            [
+                "queue-0000000004",
+                "queue-|00000002|0000000000",
+                "queue-|00000002|0000000002",
+                "queue-|00000003|0000000001"
+            ]
         );
     }
 }

@@ -9,6 +9,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use futures::stream::BoxStream;
 use futures::Stream;
 use tokio::time::Instant;
 use zookeeper_client::CreateMode;
@@ -186,7 +187,9 @@ impl Engine {
             let claim = match self.lock(name).await? {
                 Some(Ok(claim)) => claim,
                 Some(Err(_locked)) => continue,
-                None => Claim { framework: &self.framework, item: name.clone(), data: Vec::new(), version: 0, lock: None },
+                None => {
+                    Claim { framework: &self.framework, item: name.clone(), data: Vec::new(), version: 0, lock: None }
+                }
             };
             // Item nodes are never written after their create, so version 0 is the one any
             // reader saw (Curator removes at that version too); with the lock, any version.
@@ -392,7 +395,7 @@ impl Engine {
 /// node whose items are then lost, as a cancelled `take()`.
 #[must_use = "a stream does nothing unless polled"]
 pub struct QueueStream {
-    inner: Pin<Box<dyn Stream<Item = Result<Vec<Vec<u8>>>> + Send>>,
+    inner: BoxStream<'static, Result<Vec<Vec<u8>>>>,
 }
 
 impl fmt::Debug for QueueStream {
