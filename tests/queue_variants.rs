@@ -407,3 +407,71 @@ async fn curator_and_rust_share_an_id_queue_both_ways() {
     })
     .await;
 }
+
+/// How long a queue can grow before its listing no longer fits a reply: every consumer lists
+/// the queue's children; each child costs its name plus a 4-byte length, so `queue-<seq>` names
+/// (16 bytes) pass the default `jute.maxbuffer` (1 MiB) at about 52,400 items. Lists and takes
+/// from a Rust consumer and lists from a Curator 5.4 client at sizes around and past that, on a
+/// server of its own: `cargo test --features testing --test queue_variants -- --ignored
+/// --nocapture queue_length`.
+#[tokio::test]
+#[ignore = "creates about 100,000 nodes: a measurement, run by hand"]
+async fn queue_length_limit_of_a_listing() {
+    init_tracing();
+    bounded(Duration::from_secs(900), async {
+        let server = zk_recipes::testing::TestingServer::start().await.unwrap();
+        let fw = plain_framework(&server.connect_string(), SESSION).await;
+        let path = "/measure/q";
+        let queue = zk_recipes::DistributedQueue::new(&fw, path).unwrap();
+        let prefix = format!("{path}/queue-");
+        let mut java = CuratorPeer::started(&server.connect_string(), INTEROP_SESSION).await;
+        let mut created = 0usize;
+        for target in [50_000usize, 52_000, 53_000, 100_000] {
+            let more = target - created;
+            futures::stream::iter(0..more)
+                .map(|_| async {
+                    let create = fw.create(&prefix).mode(CreateMode::PersistentSequential);
+                    create.parents(zk_recipes::Parents::Persistent).data(&encode_queue_items(&[b"x"])).await
+                })
+                .buffer_unordered(256)
+                .for_each(|r| async move {
+                    r.unwrap();
+                })
+                .await;
+            created = target;
+            let started = std::time::Instant::now();
+            let listed = match tokio::time::timeout(EVENT, fw.get_children(path)).await {
+                Ok(Ok(names)) => format!("listed {} children", names.len()),
+                Ok(Err(e)) => format!("listing failed: {e}"),
+                Err(_) => format!("listing did not answer within {EVENT:?}"),
+            };
+            let listed_in = started.elapsed();
+            let started = std::time::Instant::now();
+            let taken = tokio::time::timeout(EVENT, queue.take()).await;
+            let taken = format!(
+                "a take {} in {:?}",
+                if matches!(taken, Ok(Ok(_))) { "succeeded" } else { "failed" },
+                started.elapsed()
+            );
+            created -= 1;
+            // Curator's SimpleDistributedQueue lists every child too (its `qn-` filter comes after).
+            let curator = match java.as_mut() {
+                Some(java) => java
+                    .value_command(&format!("squeue_take J {path} 1000"), INTEROP_EVENT)
+                    .await
+                    .map_or_else(|e| format!("Curator's listing failed: {e}"), |r| format!("Curator's listing: {r:?}")),
+                None => "no Curator".to_owned(),
+            };
+            eprintln!(
+                "{target} items ({} bytes of names): Rust {listed} in {listed_in:?}, {taken}; {curator}",
+                target * 20
+            );
+        }
+        if let Some(mut java) = java {
+            java.kill().await.unwrap();
+        }
+        drop(fw);
+        drop(server);
+    })
+    .await;
+}
