@@ -189,6 +189,40 @@ async fn id_queue_items_are_fifo_and_removed_by_id() {
     .await;
 }
 
+/// A `DistributedQueue` consumer as a stream: the items of each node in order, an item put
+/// while it waits, and the end of the stream once the framework is closed.
+#[tokio::test]
+async fn a_queue_stream_takes_in_order_and_ends_when_the_framework_closes() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let fw = plain_framework(&connect, SESSION).await;
+        let producer = plain_framework(&connect, SESSION).await;
+        let path = unique_path("dqueue", "stream");
+        let queue = zk_recipes::DistributedQueue::new(&fw, &path).unwrap();
+        let put = zk_recipes::DistributedQueue::new(&producer, &path).unwrap();
+        put.put(b"a").await.unwrap();
+        put.put_multi(&[&b"b1"[..], b"b2"]).await.unwrap();
+        let mut stream = queue.stream();
+        assert_eq!(within(EVENT, "a", stream.next()).await.unwrap().unwrap(), items(&["a"]));
+        assert_eq!(within(EVENT, "b", stream.next()).await.unwrap().unwrap(), items(&["b1", "b2"]));
+        let waiting = tokio::spawn(async move {
+            let first = stream.next().await;
+            (first, stream)
+        });
+        put.put(b"c").await.unwrap();
+        let (first, mut stream) = within(EVENT, "c", waiting).await.unwrap();
+        assert_eq!(first.unwrap().unwrap(), items(&["c"]));
+        let ended = tokio::spawn(async move { stream.next().await.is_none() });
+        fw.close().await;
+        assert!(within(EVENT, "the end of the stream", ended).await.unwrap(), "a closed framework ends the stream");
+        assert!(children(&producer, &path).await.is_empty());
+        producer.delete(&path).await.unwrap();
+        producer.close().await;
+    })
+    .await;
+}
+
 /// Bad input is refused with a typed error before anything is sent: due times Curator
 /// refuses, items over the server's request limit, empty bulk puts. The largest item the
 /// limit allows goes through and comes back.
