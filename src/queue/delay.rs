@@ -39,7 +39,8 @@ use crate::protocol::queue_names::{delay_name, QueueOrder};
 ///
 /// let queue = DistributedDelayQueue::new(&fw, "/jobs/delayed")?;
 /// queue.put(b"retry upload", SystemTime::now() + Duration::from_secs(30)).await?;
-/// let items = queue.take().await?; // in about 30 s
+/// let due = queue.take().await?; // in about 30 s
+/// assert_eq!(due, [b"retry upload".to_vec()]);
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
