@@ -764,6 +764,19 @@ public final class CuratorPeer {
      *                                 -> dqueue_consume ID ok; then per item, async
      *                                    `dqueue-item ID <text>`; LOCK is the lock path (`-`:
      *                                    none); `hold` never returns from consumeMessage
+     *   pqueue_put ID PATH PRIORITY TEXT...
+     *                                 -> pqueue_put ID ok             DistributedPriorityQueue<String>,
+     *                                    producer only; several TEXTs are one putMulti
+     *   pqueue_consume ID PATH LOCK|- -> pqueue_consume ID ok; then per item, async
+     *                                    `pqueue-item ID <text>` (minItemsBeforeRefresh 1)
+     *   delayq_put ID PATH EPOCH_MS TEXT...
+     *                                 -> delayq_put ID ok             DistributedDelayQueue<String>,
+     *                                    producer only; several TEXTs are one putMulti
+     *   delayq_consume ID PATH LOCK|- -> delayq_consume ID ok; then per item, async
+     *                                    `delayq-item ID <currentTimeMillis at consume> <text>`
+     *   idqueue_put ID PATH ITEMID TEXT
+     *                                 -> idqueue_put ID ok            DistributedIdQueue<String>
+     *   idqueue_remove ID PATH ITEMID -> idqueue_remove ID <count>    (a producer-only id queue)
      */
     private static final class Values {
         private final CuratorFramework client;
@@ -796,6 +809,8 @@ public final class CuratorPeer {
                 case "barrier_set": case "barrier_remove": case "barrier_wait":
                 case "dbarrier": case "dbarrier_enter": case "dbarrier_leave":
                 case "squeue_offer": case "squeue_take": case "dqueue_put": case "dqueue_consume":
+                case "pqueue_put": case "pqueue_consume": case "delayq_put": case "delayq_consume":
+                case "idqueue_put": case "idqueue_remove":
                     break;
                 default:
                     return false;
@@ -986,9 +1001,95 @@ public final class CuratorPeer {
                     emit(reply + " ok");
                     return true;
                 }
+                case "pqueue_put": case "delayq_put": {
+                    need(t, 5, t[0] + " ID PATH PRIORITY|EPOCH_MS TEXT...");
+                    org.apache.curator.framework.recipes.queue.MultiItem<String> items = multiItem(t, 4);
+                    async(reply, () -> {
+                        org.apache.curator.framework.recipes.queue.QueueBuilder<String> b =
+                                org.apache.curator.framework.recipes.queue.QueueBuilder.builder(
+                                        client, null, STRINGS, t[2]).putInBackground(false);
+                        if (t[0].equals("pqueue_put")) {
+                            org.apache.curator.framework.recipes.queue.DistributedPriorityQueue<String> q =
+                                    b.buildPriorityQueue(1);
+                            q.start();
+                            q.putMulti(items, Integer.parseInt(t[3]));
+                            q.close();
+                        } else {
+                            org.apache.curator.framework.recipes.queue.DistributedDelayQueue<String> q =
+                                    b.buildDelayQueue();
+                            q.start();
+                            q.putMulti(items, Long.parseLong(t[3]));
+                            q.close();
+                        }
+                        emit(reply + " ok");
+                    });
+                    return true;
+                }
+                case "pqueue_consume": case "delayq_consume": {
+                    need(t, 4, t[0] + " ID PATH LOCK|-");
+                    String id = t[1];
+                    boolean delay = t[0].equals("delayq_consume");
+                    org.apache.curator.framework.recipes.queue.QueueConsumer<String> consumer =
+                            new org.apache.curator.framework.recipes.queue.QueueConsumer<String>() {
+                                @Override
+                                public void consumeMessage(String message) {
+                                    emit(delay ? "delayq-item " + id + " " + System.currentTimeMillis() + " " + message
+                                            : "pqueue-item " + id + " " + message);
+                                }
+
+                                @Override
+                                public void stateChanged(CuratorFramework c,
+                                        org.apache.curator.framework.state.ConnectionState s) {
+                                    // not registered by the queues (CURATOR-336)
+                                }
+                            };
+                    org.apache.curator.framework.recipes.queue.QueueBuilder<String> b =
+                            org.apache.curator.framework.recipes.queue.QueueBuilder.builder(
+                                    client, consumer, STRINGS, t[2]);
+                    if (!t[3].equals("-")) {
+                        b = b.lockPath(t[3]);
+                    }
+                    if (delay) {
+                        b.buildDelayQueue().start();
+                    } else {
+                        b.buildPriorityQueue(1).start();
+                    }
+                    emit(reply + " ok");
+                    return true;
+                }
+                case "idqueue_put": case "idqueue_remove": {
+                    need(t, t[0].equals("idqueue_put") ? 5 : 4, t[0] + " ID PATH ITEMID [TEXT]");
+                    async(reply, () -> {
+                        org.apache.curator.framework.recipes.queue.DistributedIdQueue<String> q =
+                                org.apache.curator.framework.recipes.queue.QueueBuilder.builder(
+                                        client, null, STRINGS, t[2]).putInBackground(false).buildIdQueue();
+                        q.start();
+                        String result = "ok";
+                        if (t[0].equals("idqueue_put")) {
+                            q.put(t[4], t[3]);
+                        } else {
+                            result = Integer.toString(q.remove(t[3]));
+                        }
+                        q.close();
+                        emit(reply + " " + result);
+                    });
+                    return true;
+                }
                 default:
                     return false;
             }
+        }
+
+        /** The TEXTs from `t[from]` on, as Curator's MultiItem. */
+        private static org.apache.curator.framework.recipes.queue.MultiItem<String> multiItem(String[] t, int from) {
+            return new org.apache.curator.framework.recipes.queue.MultiItem<String>() {
+                private int next = from;
+
+                @Override
+                public String nextItem() {
+                    return next < t.length ? t[next++] : null;
+                }
+            };
         }
 
         private static final org.apache.curator.framework.recipes.queue.QueueSerializer<String> STRINGS =

@@ -61,7 +61,10 @@ pub use nodes::{
     GroupMember, MembershipEvent, MembershipEvents, PersistentNode, PersistentNodeBuilder, PersistentTtlNode,
     PersistentTtlNodeBuilder,
 };
-pub use queue::{DistributedQueue, SimpleDistributedQueue};
+pub use queue::{
+    DistributedDelayQueue, DistributedIdQueue, DistributedPriorityQueue, DistributedQueue, QueueStream,
+    SimpleDistributedQueue,
+};
 pub use shared::{SharedCount, SharedCountChanges, SharedValue, SharedValueChanges, VersionedValue};
 /// The ZooKeeper client this crate builds on, for every type of its own (`Client`, `Error`,
 /// `WatchedEvent`, ...); the ones this crate's API takes or returns are also at the root.

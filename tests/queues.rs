@@ -250,10 +250,10 @@ mod distributed {
     }
 
     /// Curator 5.4 producers (put and putMulti) and a Rust consumer, then a Rust producer and a
-    /// lock-safe Curator consumer; finally a Curator consumer killed mid-item: the Rust
-    /// lock-safe consumer gets the item once the dead consumer's session is gone.
+    /// lock-safe Curator consumer started after the Rust lock-safe takes (on the lock path they
+    /// used); finally a Curator consumer killed mid-item: the Rust lock-safe consumer gets the
+    /// item once the dead consumer's session is gone.
     #[tokio::test]
-    #[ignore = "fails on the merged tree: the Curator 5.4 consumer started after the Rust takes does not report the items Rust puts within 20 s"]
     async fn curator_and_rust_share_a_distributed_queue() {
         init_tracing();
         bounded(SLOW_LIMIT, async {
@@ -267,6 +267,19 @@ mod distributed {
             let queue = DistributedQueue::lock_safe(&fw, &path, &locks).unwrap();
             assert_eq!(queue.take().await.unwrap(), [b"hello".to_vec()]);
             assert_eq!(queue.take().await.unwrap(), [b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
+            // The lock path is persistent, as Curator's `start()` makes it: a container would
+            // be reaped once empty, under the Curator consumer below, which creates its lock
+            // nodes without parents and reads a missing lock path as "taken by another" (it
+            // would never take an item again). A probe container emptied after the takes is
+            // reaped by a later sweep of the server's container manager; the lock path must
+            // have survived it.
+            let probe = format!("{path}-probe");
+            fw.create(&format!("{probe}/x")).await.unwrap();
+            fw.delete(&format!("{probe}/x")).await.unwrap();
+            if let (Some(_), reaped) = fw.exists(&probe).watch().await.unwrap() {
+                within(EVENT, "the probe container's removal", reaped.changed()).await.unwrap();
+            }
+            assert!(fw.exists(&locks).await.unwrap().is_some(), "the lock path survived the container sweep");
 
             java.value_command(&format!("dqueue_consume C {path} {locks}"), LIMIT).await.unwrap();
             queue.put(b"from-rust").await.unwrap();
@@ -276,6 +289,9 @@ mod distributed {
                 assert_eq!(line, format!("dqueue-item C {expected}"));
             }
             children_count_becomes(&fw, &path, 0, EVENT).await;
+            // Curator deletes an item before its lock node: a kill right after the last item's
+            // delete would leave that lock until the dead session expires.
+            children_count_becomes(&fw, &locks, 0, EVENT).await;
             // Killed rather than quit: its queue's background cache would log the client's close.
             java.kill().await.unwrap();
 

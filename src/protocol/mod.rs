@@ -31,6 +31,7 @@ mod layout;
 // The lock drivers take their node names from here (and this module takes their rules from
 // them), so they import this file directly.
 pub(crate) mod names;
+pub mod queue_names;
 pub mod values;
 
 pub use self::decode::{classify, Child, Decoded, Kind, Role};

@@ -5,13 +5,11 @@ use std::future::Future;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use zookeeper_client::CreateMode;
 
-use super::delete_taken;
-use crate::error::{Error, Result, ZkError};
-use crate::framework::{Framework, OneshotWatch, Parents, ReaperCmd};
-use crate::path;
-use crate::protocol::values::{decode_queue_items, encode_queue_items, QUEUE_ITEM_EXPECTED};
+use super::engine::{Engine, QueueStream};
+use crate::error::{Error, Result};
+use crate::framework::Framework;
+use crate::protocol::queue_names::QueueOrder;
 use crate::protocol::QUEUE_ITEM_NAME;
 
 /// A queue compatible with Curator's `DistributedQueue` (same nodes, same item framing:
@@ -33,61 +31,36 @@ use crate::protocol::QUEUE_ITEM_NAME;
 ///   node with its session, and the item is delivered again. Every consumer of the queue must
 ///   use the same lock path; a normal-mode consumer ignores the locks.
 ///
-/// Curator's own warning applies: ZooKeeper is no message broker. Keep the queue short (every
-/// item is a node in every server's memory) and the items small (a node is at most the
-/// server's `jute.maxbuffer`, 1 MiB by default, and so is a listing of the queue's children).
+/// Consumers: [`take`](Self::take), [`take_timeout`](Self::take_timeout),
+/// [`consume`](Self::consume), or a [`stream`](Self::stream) of takes.
+///
+/// # Curator's warning, and the limits
+///
+/// Curator's documentation says it for every queue it offers: do not use ZooKeeper as a queue.
+/// ZooKeeper is no message broker: every item is a node held in the memory of every server,
+/// and a server with many or large nodes starts slowly. Two limits follow from the server's
+/// `jute.maxbuffer` (1 MiB by default), measured on ZooKeeper 3.8 with this crate's defaults:
+///
+/// - **Item size.** A node's data, so a queue node's items with their framing (10 bytes for one
+///   item, 5 more per further item), must fit one request: the largest single item a default
+///   server took was **1,048,461 bytes** for a 57-byte node path (the 1,048,575-byte request
+///   limit less the path, the ACL, the create's own 24 bytes and the 10 bytes of framing). A
+///   larger one is refused with [`Error::TooLarge`](crate::Error::TooLarge) before anything is
+///   sent.
+/// - **Queue length.** Every take lists all the queue's children, each costing its name and 4
+///   bytes in the reply. The server sends a listing of any size, and this crate's client reads
+///   it (measured up to 100,000 `queue-<seq>` items: 2 MB of names, listed in 0.2 s, a take in
+///   0.8 s on a loaded machine). A Java client refuses a reply over its own `jute.maxbuffer`
+///   (1 MiB by default): a Curator 5.4 client listed 52,000 `queue-<seq>` items and at 53,000
+///   fell into a loop of `SUSPENDED`/`RECONNECTED` without ever answering. So a queue shared
+///   with Curator consumers must stay under about 52,000 items, fewer with the longer id,
+///   priority (25 bytes) and delay (29 bytes) names (about 36,000 and 31,000).
+///
+/// Keep queues short and items small; Curator's `QueueSharder` (not offered here) spreads one
+/// logical queue over several.
 #[derive(Debug, Clone)]
 pub struct DistributedQueue {
-    framework: Framework,
-    path: String,
-    item_prefix: String,
-    lock_path: Option<String>,
-}
-
-/// An item claimed by this consumer: its node's name, bytes and version, and in lock-safe
-/// mode its lock node (full path), deleted in the background if the claim is dropped.
-struct Claim<'a> {
-    framework: &'a Framework,
-    item: String,
-    data: Vec<u8>,
-    version: i32,
-    lock: Option<String>,
-}
-
-impl Drop for Claim<'_> {
-    fn drop(&mut self) {
-        if let Some(lock) = self.lock.take() {
-            let inner = &self.framework;
-            let epoch = inner.epoch();
-            if epoch != 0 {
-                inner.reap(ReaperCmd::Delete { path: lock, epoch });
-            }
-        }
-    }
-}
-
-/// What an attempt to claim one node found.
-enum Claimed<'a> {
-    /// Ours now.
-    Item(Claim<'a>),
-    /// Another consumer holds its lock (this lock node's path).
-    Locked(String),
-    /// Taken already.
-    Gone,
-}
-
-impl Claim<'_> {
-    /// Deletes the lock node now (the background delete of `Drop` is the fallback).
-    async fn unlock(mut self) {
-        if let Some(lock) = self.lock.take() {
-            let user_path = self.framework.unfix_path(&lock).to_owned();
-            if let Err(e) = self.framework.delete(&user_path).guaranteed().await {
-                if !e.is_no_node() {
-                    tracing::debug!(lock = %user_path, error = %e, "queue: lock node left to the reaper");
-                }
-            }
-        }
-    }
+    engine: Engine,
 }
 
 impl DistributedQueue {
@@ -96,9 +69,7 @@ impl DistributedQueue {
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid path, the root or a path under `/zookeeper`.
     pub fn new(framework: &Framework, path: &str) -> Result<Self> {
-        path::validate_recipe_path(path)?;
-        let item_prefix = path::join(path, QUEUE_ITEM_NAME);
-        Ok(DistributedQueue { framework: framework.clone(), path: path.to_owned(), item_prefix, lock_path: None })
+        Ok(DistributedQueue { engine: Engine::new(framework, path, None, QueueOrder::Fifo)? })
     }
 
     /// A lock-safe queue at `path` whose consumers lock items under `lock_path`. Does no I/O.
@@ -106,15 +77,12 @@ impl DistributedQueue {
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid queue or lock path.
     pub fn lock_safe(framework: &Framework, path: &str, lock_path: &str) -> Result<Self> {
-        path::validate_recipe_path(lock_path)?;
-        let mut queue = Self::new(framework, path)?;
-        queue.lock_path = Some(lock_path.to_owned());
-        Ok(queue)
+        Ok(DistributedQueue { engine: Engine::new(framework, path, Some(lock_path), QueueOrder::Fifo)? })
     }
 
     /// The queue's path.
     pub fn path(&self) -> &str {
-        &self.path
+        self.engine.path()
     }
 
     /// Adds one item (Curator's `put`, a one-item node); returns the node's path.
@@ -128,7 +96,7 @@ impl DistributedQueue {
     /// # Cancel safety
     /// A cancelled put may still add the item.
     pub async fn put(&self, item: &[u8]) -> Result<String> {
-        self.put_node(&encode_queue_items(&[item])).await
+        self.engine.put(QUEUE_ITEM_NAME, &[item]).await
     }
 
     /// Adds several items as one node (Curator's `putMulti`): a consumer gets them together.
@@ -139,28 +107,7 @@ impl DistributedQueue {
     /// # Cancel safety
     /// A cancelled put may still add the items.
     pub async fn put_multi<I: AsRef<[u8]>>(&self, items: &[I]) -> Result<String> {
-        if items.is_empty() {
-            return Err(Error::invalid_argument("items", "a multi-item put needs at least one item"));
-        }
-        self.put_node(&encode_queue_items(items)).await
-    }
-
-    async fn put_node(&self, data: &[u8]) -> Result<String> {
-        let fw = &self.framework;
-        let create = || {
-            fw.create(&self.item_prefix).mode(CreateMode::PersistentSequential).parents(Parents::MustExist).data(data)
-        };
-        match create().await {
-            Ok(created) => return Ok(created.path),
-            Err(Error::ZooKeeper(ZkError::NoNode)) => {}
-            Err(e) => return Err(e),
-        }
-        // The queue node (persistent, as Curator's `start()` makes it) is missing.
-        match fw.create(&self.path).await {
-            Ok(_) | Err(Error::ZooKeeper(ZkError::NodeExists)) | Err(Error::OutcomeUnknown { .. }) => {}
-            Err(e) => return Err(e),
-        }
-        Ok(create().await?.path)
+        self.engine.put(QUEUE_ITEM_NAME, items).await
     }
 
     /// Removes the first node and returns its items, waiting for one. In lock-safe mode the
@@ -176,7 +123,7 @@ impl DistributedQueue {
     /// # Cancel safety
     /// A cancelled take may have removed a node, whose items are then lost.
     pub async fn take(&self) -> Result<Vec<Vec<u8>>> {
-        self.take_until(None).await.map(Option::unwrap_or_default)
+        self.engine.take_until(None).await.map(Option::unwrap_or_default)
     }
 
     /// [`take`](Self::take) for at most `timeout`; `None` when the time ran out.
@@ -190,31 +137,7 @@ impl DistributedQueue {
         if timeout.is_zero() {
             return Err(Error::invalid_argument("timeout", "must be greater than zero"));
         }
-        self.take_until(Some(Instant::now() + timeout)).await
-    }
-
-    async fn take_until(&self, deadline: Option<Instant>) -> Result<Option<Vec<Vec<u8>>>> {
-        loop {
-            let Some(mut claim) = self.claim_next(deadline).await? else { return Ok(None) };
-            let item = path::join(&self.path, &claim.item);
-            // Without a lock, at the version read: a node another consumer took and someone
-            // re-created is not taken by mistake.
-            let version = if claim.lock.is_some() { None } else { Some(claim.version) };
-            let taken = delete_taken(&self.framework, &item, version).await;
-            let data = std::mem::take(&mut claim.data);
-            claim.unlock().await;
-            if taken? {
-                return self.decode(&item, &data).map(Some);
-            }
-        }
-    }
-
-    fn decode(&self, item: &str, data: &[u8]) -> Result<Vec<Vec<u8>>> {
-        decode_queue_items(data).map_err(|e| Error::CorruptData {
-            path: item.to_owned(),
-            expected: QUEUE_ITEM_EXPECTED,
-            reason: e.found,
-        })
+        self.engine.take_until(Some(Instant::now() + timeout)).await
     }
 
     /// Lock-safe consumption (at least once): waits for a node, locks it, runs `consumer` on
@@ -234,139 +157,13 @@ impl DistributedQueue {
         F: FnOnce(Vec<Vec<u8>>) -> Fut,
         Fut: Future<Output = std::result::Result<T, E>>,
     {
-        if self.lock_path.is_none() {
-            let items = self.take().await?;
-            return Ok(consumer(items).await);
-        }
-        let claim = loop {
-            if let Some(claim) = self.claim_next(None).await? {
-                break claim;
-            }
-        };
-        let item = path::join(&self.path, &claim.item);
-        let items = match self.decode(&item, &claim.data) {
-            Ok(items) => items,
-            Err(e) => {
-                // Curator counts a node it cannot read as processed.
-                let deleted = delete_taken(&self.framework, &item, None).await;
-                claim.unlock().await;
-                deleted?;
-                return Err(e);
-            }
-        };
-        let outcome = consumer(items).await;
-        let settled = match &outcome {
-            Ok(_) => delete_taken(&self.framework, &item, None).await.map(drop),
-            Err(_) => self.requeue(&item, &claim.data).await,
-        };
-        claim.unlock().await;
-        settled?;
-        Ok(outcome)
+        self.engine.consume(consumer).await
     }
 
-    /// Deletes `item` and puts its bytes back at the end of the queue, in one transaction.
-    async fn requeue(&self, item: &str, data: &[u8]) -> Result<()> {
-        let committed = self
-            .framework
-            .transaction()
-            .delete(item, -1)
-            .create(&self.item_prefix, data, CreateMode::PersistentSequential)
-            .commit()
-            .await;
-        match committed {
-            Ok(_) => Ok(()),
-            // Gone already (someone else's lock-less consumer took it).
-            Err(Error::TransactionFailed { index: 0, error: ZkError::NoNode, .. }) => Ok(()),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// The first node this consumer can claim, waiting for one until `deadline`. Besides the
-    /// queue's children, it watches the lock of the first item another consumer holds, which
-    /// goes when that consumer finishes or its session ends (the item may stay).
-    async fn claim_next(&self, deadline: Option<Instant>) -> Result<Option<Claim<'_>>> {
-        loop {
-            let (names, watch) = self.list().await?;
-            let mut lock_watch = None;
-            for name in names {
-                match self.claim(&name).await? {
-                    Claimed::Item(claim) => return Ok(Some(claim)),
-                    Claimed::Gone => {}
-                    Claimed::Locked(lock) if lock_watch.is_none() => {
-                        match self.framework.exists(&lock).watch().await? {
-                            (Some(_), lock) => lock_watch = Some(lock),
-                            // Released meanwhile: look again at once.
-                            (None, _) => lock_watch = None,
-                        }
-                    }
-                    Claimed::Locked(_) => {}
-                }
-            }
-            let changed = async {
-                match lock_watch {
-                    None => watch.changed().await,
-                    Some(lock) => tokio::select! {
-                        event = watch.changed() => event,
-                        event = lock.changed() => event,
-                    },
-                }
-            };
-            let event = match deadline {
-                None => changed.await,
-                Some(deadline) => match tokio::time::timeout_at(deadline, changed).await {
-                    Ok(event) => event,
-                    Err(_) => return Ok(None),
-                },
-            };
-            if let Err(Error::Closed) = event {
-                return Err(Error::Closed);
-            }
-        }
-    }
-
-    /// The item names in Curator's order (plain string order), with a watch on the children;
-    /// a missing queue node is made (persistent, as Curator's `start()` makes it).
-    async fn list(&self) -> Result<(Vec<String>, OneshotWatch)> {
-        let fw = &self.framework;
-        loop {
-            match fw.get_children(&self.path).watch().await {
-                Ok((mut names, _, watch)) => {
-                    names.retain(|n| n.starts_with(QUEUE_ITEM_NAME));
-                    names.sort();
-                    return Ok((names, watch));
-                }
-                Err(Error::ZooKeeper(ZkError::NoNode)) => match fw.create(&self.path).await {
-                    Ok(_) | Err(Error::ZooKeeper(ZkError::NodeExists)) | Err(Error::OutcomeUnknown { .. }) => {}
-                    Err(e) => return Err(e),
-                },
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    /// Claims one node: in lock-safe mode by creating its lock node; then reads it.
-    async fn claim(&self, name: &str) -> Result<Claimed<'_>> {
-        let fw = &self.framework;
-        let mut claim = Claim { framework: fw, item: name.to_owned(), data: Vec::new(), version: 0, lock: None };
-        if let Some(lock_path) = &self.lock_path {
-            let lock = path::join(lock_path, name);
-            match fw.create(&lock).mode(CreateMode::Ephemeral).await {
-                Ok(_) => claim.lock = Some(fw.fix_path(&lock)),
-                Err(Error::ZooKeeper(ZkError::NodeExists)) => return Ok(Claimed::Locked(lock)),
-                Err(e) => return Err(e),
-            }
-        }
-        match fw.get_data(&path::join(&self.path, name)).await {
-            Ok((data, stat)) => {
-                claim.data = data;
-                claim.version = stat.version;
-                Ok(Claimed::Item(claim))
-            }
-            Err(Error::ZooKeeper(ZkError::NoNode)) => {
-                claim.unlock().await;
-                Ok(Claimed::Gone)
-            }
-            Err(e) => Err(e),
-        }
+    /// The queue's nodes as a stream of takes (see [`QueueStream`]): each element is one
+    /// node's items, in queue order, taken as [`take`](Self::take) takes them. Does no I/O
+    /// until polled.
+    pub fn stream(&self) -> QueueStream {
+        self.engine.stream()
     }
 }

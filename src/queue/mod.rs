@@ -1,16 +1,26 @@
 //! Queues (Curator's `recipes.queue` package): [`SimpleDistributedQueue`], raw items as
-//! persistent sequential `qn-` nodes under one path, and [`DistributedQueue`], Curator's framed
-//! items as `queue-` nodes, at most once or (lock-safe) at least once.
+//! persistent sequential `qn-` nodes under one path, and [`DistributedQueue`] with its
+//! variants [`DistributedIdQueue`], [`DistributedPriorityQueue`] and [`DistributedDelayQueue`]:
+//! Curator's framed items as `queue-` nodes, named and ordered per variant
+//! ([`protocol::queue_names`](crate::protocol::queue_names)), at most once or (lock-safe) at
+//! least once. The four `DistributedQueue` types are thin over one engine; each consumer API
+//! is a take, a bounded take, a lock-safe `consume`, and a [`QueueStream`] of takes.
 //!
-//! ZooKeeper is no message broker, and Curator says so for every queue it offers: every item
-//! is a node held in every server's memory, a node is at most the server's `jute.maxbuffer`
-//! (1 MiB by default), and listing a parent with very many children can exceed that limit
-//! itself. Keep queues short and items small.
+//! Curator's warning about queues in ZooKeeper, and the item size and queue length limits
+//! measured, are in [`DistributedQueue`]'s documentation.
 
+mod delay;
 mod distributed;
+mod engine;
+mod id;
+mod priority;
 mod simple;
 
+pub use self::delay::DistributedDelayQueue;
 pub use self::distributed::DistributedQueue;
+pub use self::engine::QueueStream;
+pub use self::id::DistributedIdQueue;
+pub use self::priority::DistributedPriorityQueue;
 pub use self::simple::SimpleDistributedQueue;
 
 use std::sync::atomic::{AtomicBool, Ordering};

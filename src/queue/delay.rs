@@ -1,0 +1,160 @@
+//! `DistributedDelayQueue`: a `DistributedQueue` whose items carry the time they are due
+//! (`queue-|<epoch ms>|<sequence>` nodes), none taken before it.
+
+use std::future::Future;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::time::Instant;
+
+use super::engine::{Engine, QueueStream};
+use crate::error::{Error, Result};
+use crate::framework::Framework;
+use crate::protocol::queue_names::{delay_name, QueueOrder};
+
+/// A queue compatible with Curator's `DistributedDelayQueue`: each item is a
+/// `DistributedQueue` node (same item framing) named `queue-|<epoch>|<sequence>`, the epoch
+/// being the time it is due in milliseconds since the Unix epoch, in upper-case hex
+/// ([`delay_code`](crate::protocol::queue_names::delay_code)), so Rust and Java producers and
+/// consumers share it.
+///
+/// A consumer takes no item before it is due, and the due items earliest first. A waiting
+/// take wakes when the first item comes due (or the queue changes). "Due" is judged by the
+/// **consumer's** wall clock, as Curator judges it: clocks of producers and consumers that
+/// disagree move items earlier or later by the difference.
+///
+/// A due time in the past is accepted and the item is due at once (Curator accepts it too),
+/// taken before items due later. A time at or before the Unix epoch, which Curator refuses
+/// (`delayUntilEpoch > 0`), or past what its Java `long` holds, is refused with
+/// [`Error::InvalidArgument`] before anything is sent.
+///
+/// Normal and lock-safe mode are [`DistributedQueue`](crate::DistributedQueue)'s. A failed
+/// lock-safe item is put back with its due time (past, so due at once); Curator's requeue
+/// puts it back as a plain `queue-` item, which it reads as due at once too. Curator's warning
+/// about queues in ZooKeeper applies (see [`DistributedQueue`](crate::DistributedQueue)).
+///
+/// ```no_run
+/// # async fn example(fw: zk_recipes::Framework) -> zk_recipes::Result<()> {
+/// use std::time::{Duration, SystemTime};
+/// use zk_recipes::DistributedDelayQueue;
+///
+/// let queue = DistributedDelayQueue::new(&fw, "/jobs/delayed")?;
+/// queue.put(b"retry upload", SystemTime::now() + Duration::from_secs(30)).await?;
+/// let due = queue.take().await?; // in about 30 s
+/// assert_eq!(due, [b"retry upload".to_vec()]);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct DistributedDelayQueue {
+    engine: Engine,
+}
+
+/// The item name of `until`, or the reason it has none.
+fn code_of(until: SystemTime) -> Result<String> {
+    let refuse = |reason: &str| Error::invalid_argument("until", reason.to_owned());
+    let ms = until.duration_since(UNIX_EPOCH).map_err(|_| refuse("a due time before the Unix epoch"))?.as_millis();
+    if ms == 0 {
+        return Err(refuse("a due time at the Unix epoch (Curator requires an epoch above 0)"));
+    }
+    let ms = i64::try_from(ms).map_err(|_| refuse("a due time past what a Java long holds in milliseconds"))?;
+    Ok(delay_name(ms as u64))
+}
+
+impl DistributedDelayQueue {
+    /// A normal-mode delay queue at `path`. Does no I/O.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for an invalid path, the root or a path under `/zookeeper`.
+    pub fn new(framework: &Framework, path: &str) -> Result<Self> {
+        Ok(DistributedDelayQueue { engine: Engine::new(framework, path, None, QueueOrder::Delay)? })
+    }
+
+    /// A lock-safe delay queue at `path` whose consumers lock items under `lock_path`. Does
+    /// no I/O.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for an invalid queue or lock path.
+    pub fn lock_safe(framework: &Framework, path: &str, lock_path: &str) -> Result<Self> {
+        Ok(DistributedDelayQueue { engine: Engine::new(framework, path, Some(lock_path), QueueOrder::Delay)? })
+    }
+
+    /// The queue's path.
+    pub fn path(&self) -> &str {
+        self.engine.path()
+    }
+
+    /// Adds one item due at `until` (Curator's `put(item, delayUntilEpoch)`); returns the
+    /// node's path.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a time at or before the Unix epoch or beyond a Java
+    /// `long` of milliseconds (nothing is sent); otherwise as
+    /// [`DistributedQueue::put`](crate::DistributedQueue::put).
+    ///
+    /// # Cancel safety
+    /// A cancelled put may still add the item.
+    pub async fn put(&self, item: &[u8], until: SystemTime) -> Result<String> {
+        self.engine.put(&code_of(until)?, &[item]).await
+    }
+
+    /// Adds several items as one node due at `until` (Curator's `putMulti(items,
+    /// delayUntilEpoch)`): a consumer gets them together.
+    ///
+    /// # Errors
+    /// As [`put`](Self::put); [`Error::InvalidArgument`] for no items.
+    ///
+    /// # Cancel safety
+    /// A cancelled put may still add the items.
+    pub async fn put_multi<I: AsRef<[u8]>>(&self, items: &[I], until: SystemTime) -> Result<String> {
+        self.engine.put(&code_of(until)?, items).await
+    }
+
+    /// Removes the earliest due node and returns its items, waiting until one is due; as
+    /// [`DistributedQueue::take`](crate::DistributedQueue::take).
+    ///
+    /// # Errors
+    /// As [`DistributedQueue::take`](crate::DistributedQueue::take).
+    ///
+    /// # Cancel safety
+    /// A cancelled take may have removed a node, whose items are then lost.
+    pub async fn take(&self) -> Result<Vec<Vec<u8>>> {
+        self.engine.take_until(None).await.map(Option::unwrap_or_default)
+    }
+
+    /// [`take`](Self::take) for at most `timeout`; `None` when the time ran out (an item not
+    /// due by then stays).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zero timeout; otherwise as [`take`](Self::take).
+    ///
+    /// # Cancel safety
+    /// As [`take`](Self::take).
+    pub async fn take_timeout(&self, timeout: Duration) -> Result<Option<Vec<Vec<u8>>>> {
+        if timeout.is_zero() {
+            return Err(Error::invalid_argument("timeout", "must be greater than zero"));
+        }
+        self.engine.take_until(Some(Instant::now() + timeout)).await
+    }
+
+    /// Lock-safe consumption (at least once) of the earliest due node, as
+    /// [`DistributedQueue::consume`](crate::DistributedQueue::consume).
+    ///
+    /// # Errors
+    /// As [`take`](Self::take) (outside the consumer's own result).
+    ///
+    /// # Cancel safety
+    /// Lock-safe mode: a cancelled consume leaves the node in the queue (its lock is deleted
+    /// in the background), so it is delivered again. Normal mode: as [`take`](Self::take).
+    pub async fn consume<F, Fut, T, E>(&self, consumer: F) -> Result<std::result::Result<T, E>>
+    where
+        F: FnOnce(Vec<Vec<u8>>) -> Fut,
+        Fut: Future<Output = std::result::Result<T, E>>,
+    {
+        self.engine.consume(consumer).await
+    }
+
+    /// The queue's nodes as a stream of takes, each when it is due (see [`QueueStream`]).
+    /// Does no I/O until polled.
+    pub fn stream(&self) -> QueueStream {
+        self.engine.stream()
+    }
+}

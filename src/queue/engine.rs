@@ -1,0 +1,454 @@
+//! The one engine under `DistributedQueue` and its id, priority and delay variants: puts of
+//! framed items under a variant's name, claims in the variant's order (lock-safe or not),
+//! takes, lock-safe consumption with requeue, removal by name, and the stream of takes.
+//! Which variant it serves is only its [`QueueOrder`] and the names its callers put under.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures::stream::BoxStream;
+use futures::Stream;
+use tokio::time::Instant;
+use zookeeper_client::CreateMode;
+
+use super::delete_taken;
+use crate::error::{Error, Result, ZkError};
+use crate::framework::{Framework, OneshotWatch, Parents, ReaperCmd};
+use crate::path;
+use crate::protocol::queue_names::{delay_epoch_of, QueueOrder};
+use crate::protocol::values::{decode_queue_items, encode_queue_items, QUEUE_ITEM_EXPECTED};
+use crate::protocol::QUEUE_ITEM_NAME;
+
+/// A queue of Curator's framed `queue-` items at one path.
+#[derive(Debug, Clone)]
+pub(super) struct Engine {
+    framework: Framework,
+    path: String,
+    lock_path: Option<String>,
+    order: QueueOrder,
+}
+
+/// An item claimed by this consumer: its node's name, bytes and version, and in lock-safe
+/// mode its lock node (full path), deleted in the background if the claim is dropped.
+struct Claim<'a> {
+    framework: &'a Framework,
+    item: String,
+    data: Vec<u8>,
+    version: i32,
+    lock: Option<String>,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        if let Some(lock) = self.lock.take() {
+            let inner = &self.framework;
+            let epoch = inner.epoch();
+            if epoch != 0 {
+                inner.reap(ReaperCmd::Delete { path: lock, epoch });
+            }
+        }
+    }
+}
+
+impl Claim<'_> {
+    /// Deletes the lock node now (the background delete of `Drop` is the fallback).
+    async fn unlock(mut self) {
+        if let Some(lock) = self.lock.take() {
+            let user_path = self.framework.unfix_path(&lock).to_owned();
+            if let Err(e) = self.framework.delete(&user_path).guaranteed().await {
+                if !e.is_no_node() {
+                    tracing::debug!(lock = %user_path, error = %e, "queue: lock node left to the reaper");
+                }
+            }
+        }
+    }
+}
+
+/// What an attempt to claim one node found.
+enum Claimed<'a> {
+    /// Ours now.
+    Item(Claim<'a>),
+    /// Another consumer holds its lock (this lock node's path).
+    Locked(String),
+    /// Taken already.
+    Gone,
+}
+
+/// The clock a delay queue's epochs are compared with: this host's wall clock, in
+/// milliseconds since the Unix epoch (Curator's `System.currentTimeMillis()`).
+pub(super) fn now_epoch_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl Engine {
+    /// An engine at `path` (lock-safe under `lock_path`), ordering by `order`. Does no I/O.
+    pub(super) fn new(framework: &Framework, path: &str, lock_path: Option<&str>, order: QueueOrder) -> Result<Self> {
+        path::validate_recipe_path(path)?;
+        if let Some(lock_path) = lock_path {
+            path::validate_recipe_path(lock_path)?;
+        }
+        Ok(Engine {
+            framework: framework.clone(),
+            path: path.to_owned(),
+            lock_path: lock_path.map(str::to_owned),
+            order,
+        })
+    }
+
+    pub(super) fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Puts `items` as one node named `<name><sequence>` (`name` is a variant's item name,
+    /// starting with `queue-`); returns its path.
+    pub(super) async fn put<I: AsRef<[u8]>>(&self, name: &str, items: &[I]) -> Result<String> {
+        if items.is_empty() {
+            return Err(Error::invalid_argument("items", "a multi-item put needs at least one item"));
+        }
+        let data = encode_queue_items(items);
+        let prefix = path::join(&self.path, name);
+        let fw = &self.framework;
+        let create =
+            || fw.create(&prefix).mode(CreateMode::PersistentSequential).parents(Parents::MustExist).data(&data);
+        match create().await {
+            Ok(created) => return Ok(created.path),
+            Err(Error::ZooKeeper(ZkError::NoNode)) => {}
+            Err(e) => return Err(e),
+        }
+        // The queue node (persistent, as Curator's `start()` makes it) is missing.
+        ensure_persistent(fw, &self.path).await?;
+        Ok(create().await?.path)
+    }
+
+    /// Takes the first node this consumer can claim and returns its items, waiting until
+    /// `deadline` (`None`: for ever).
+    pub(super) async fn take_until(&self, deadline: Option<Instant>) -> Result<Option<Vec<Vec<u8>>>> {
+        loop {
+            let Some(mut claim) = self.claim_next(deadline).await? else { return Ok(None) };
+            let item = path::join(&self.path, &claim.item);
+            // Without a lock, at the version read: a node another consumer took and someone
+            // re-created is not taken by mistake.
+            let version = if claim.lock.is_some() { None } else { Some(claim.version) };
+            let taken = delete_taken(&self.framework, &item, version).await;
+            let data = std::mem::take(&mut claim.data);
+            claim.unlock().await;
+            if taken? {
+                return decode(&item, &data).map(Some);
+            }
+        }
+    }
+
+    /// Lock-safe consumption (normal mode: a take, then `consumer`).
+    pub(super) async fn consume<F, Fut, T, E>(&self, consumer: F) -> Result<std::result::Result<T, E>>
+    where
+        F: FnOnce(Vec<Vec<u8>>) -> Fut,
+        Fut: Future<Output = std::result::Result<T, E>>,
+    {
+        if self.lock_path.is_none() {
+            let items = self.take_until(None).await?.unwrap_or_default();
+            return Ok(consumer(items).await);
+        }
+        let claim = loop {
+            if let Some(claim) = self.claim_next(None).await? {
+                break claim;
+            }
+        };
+        let item = path::join(&self.path, &claim.item);
+        let items = match decode(&item, &claim.data) {
+            Ok(items) => items,
+            Err(e) => {
+                // Curator counts a node it cannot read as processed.
+                let deleted = delete_taken(&self.framework, &item, None).await;
+                claim.unlock().await;
+                deleted?;
+                return Err(e);
+            }
+        };
+        let outcome = consumer(items).await;
+        let settled = match &outcome {
+            Ok(_) => delete_taken(&self.framework, &item, None).await.map(drop),
+            Err(_) => self.requeue(&claim.item, &claim.data).await,
+        };
+        claim.unlock().await;
+        settled?;
+        Ok(outcome)
+    }
+
+    /// Removes every item whose name `matches`, without reading it; in lock-safe mode an item
+    /// another consumer has locked is left to it. Returns how many this call removed.
+    pub(super) async fn remove_matching(&self, matches: impl Fn(&str) -> bool) -> Result<usize> {
+        let (names, _) = self.list(false).await?;
+        let mut removed = 0;
+        for name in names.iter().filter(|n| matches(n)) {
+            let item = path::join(&self.path, name);
+            let claim = match self.lock(name).await? {
+                Some(Ok(claim)) => claim,
+                Some(Err(_locked)) => continue,
+                None => {
+                    Claim { framework: &self.framework, item: name.clone(), data: Vec::new(), version: 0, lock: None }
+                }
+            };
+            // Item nodes are never written after their create, so version 0 is the one any
+            // reader saw (Curator removes at that version too); with the lock, any version.
+            let version = if claim.lock.is_some() { None } else { Some(0) };
+            let deleted = delete_taken(&self.framework, &item, version).await;
+            claim.unlock().await;
+            if deleted? {
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// The item names in the variant's order.
+    pub(super) async fn names(&self) -> Result<Vec<String>> {
+        Ok(self.list(false).await?.0)
+    }
+
+    /// Deletes `name` and puts its bytes back at the end of its part of the queue, in one
+    /// transaction. The new node keeps the old one's name without its sequence (its id,
+    /// priority or epoch); Curator's requeue keeps only the id and puts a priority or delay
+    /// item back as a plain `queue-` item.
+    async fn requeue(&self, name: &str, data: &[u8]) -> Result<()> {
+        let item = path::join(&self.path, name);
+        let prefix = path::join(&self.path, requeue_name(name));
+        let committed = self
+            .framework
+            .transaction()
+            .delete(&item, -1)
+            .create(&prefix, data, CreateMode::PersistentSequential)
+            .commit()
+            .await;
+        match committed {
+            Ok(_) => Ok(()),
+            // Gone already (someone else's lock-less consumer took it).
+            Err(Error::TransactionFailed { index: 0, error: ZkError::NoNode, .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The first node this consumer can claim, waiting for one until `deadline`. Besides the
+    /// queue's children, it watches the lock of the first item another consumer holds, which
+    /// goes when that consumer finishes or its session ends (the item may stay), and in a
+    /// delay queue it wakes when the first item not yet due is due.
+    async fn claim_next(&self, deadline: Option<Instant>) -> Result<Option<Claim<'_>>> {
+        loop {
+            let (names, watch) = self.list(true).await?;
+            let Some(watch) = watch else { continue };
+            let mut lock_watch = None;
+            let mut due_in = None;
+            let now = now_epoch_ms();
+            for name in names {
+                if self.order == QueueOrder::Delay {
+                    // Sorted by epoch: once one is not due, none after it is.
+                    let epoch = delay_epoch_of(&name);
+                    if epoch > now {
+                        due_in = Some(Duration::from_millis(epoch - now));
+                        break;
+                    }
+                }
+                match self.claim(&name).await? {
+                    Claimed::Item(claim) => return Ok(Some(claim)),
+                    Claimed::Gone => {}
+                    Claimed::Locked(lock) if lock_watch.is_none() => {
+                        match self.framework.exists(&lock).watch().await? {
+                            (Some(_), lock) => lock_watch = Some(lock),
+                            // Released meanwhile: look again at once.
+                            (None, _) => lock_watch = None,
+                        }
+                    }
+                    Claimed::Locked(_) => {}
+                }
+            }
+            let due = async {
+                match due_in {
+                    Some(wait) => tokio::time::sleep(wait).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let changed = async {
+                let lock = async {
+                    match lock_watch {
+                        Some(lock) => lock.changed().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    event = watch.changed() => event.map(drop),
+                    event = lock => event.map(drop),
+                    () = due => Ok(()),
+                }
+            };
+            let event = match deadline {
+                None => changed.await,
+                Some(deadline) => match tokio::time::timeout_at(deadline, changed).await {
+                    Ok(event) => event,
+                    Err(_) => return Ok(None),
+                },
+            };
+            if let Err(Error::Closed) = event {
+                return Err(Error::Closed);
+            }
+        }
+    }
+
+    /// The item names in the variant's order, with a watch on the children when asked; a
+    /// missing queue node is made (persistent, as Curator's `start()` makes it).
+    async fn list(&self, watch: bool) -> Result<(Vec<String>, Option<OneshotWatch>)> {
+        let fw = &self.framework;
+        loop {
+            let listed = if watch {
+                fw.get_children(&self.path).watch().await.map(|(names, _, w)| (names, Some(w)))
+            } else {
+                fw.get_children(&self.path).await.map(|names| (names, None))
+            };
+            match listed {
+                Ok((mut names, watch)) => {
+                    names.retain(|n| n.starts_with(QUEUE_ITEM_NAME));
+                    self.order.sort(&mut names);
+                    return Ok((names, watch));
+                }
+                Err(Error::ZooKeeper(ZkError::NoNode)) => ensure_persistent(fw, &self.path).await?,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// In lock-safe mode, creates the lock node of `name`: `Some(Ok(claim))` with the lock,
+    /// `Some(Err(lock path))` when another consumer holds it; `None` in normal mode.
+    async fn lock(&self, name: &str) -> Result<Option<std::result::Result<Claim<'_>, String>>> {
+        let fw = &self.framework;
+        let Some(lock_path) = &self.lock_path else { return Ok(None) };
+        let lock = path::join(lock_path, name);
+        // Curator's consumers create their lock nodes without parents and read a missing lock
+        // path as "another consumer has the item", skipping it for good; its `start()` makes
+        // the lock path persistent once. So this consumer keeps the lock path persistent too:
+        // a container made here would be reaped by the server as soon as it is empty, under a
+        // Curator consumer that found it existing at its start, and that consumer would never
+        // take an item again.
+        let create = || fw.create(&lock).mode(CreateMode::Ephemeral).parents(Parents::MustExist);
+        let created = match create().await {
+            Err(Error::ZooKeeper(ZkError::NoNode)) => {
+                ensure_persistent(fw, lock_path).await?;
+                create().await
+            }
+            other => other,
+        };
+        let mut claim = Claim { framework: fw, item: name.to_owned(), data: Vec::new(), version: 0, lock: None };
+        match created {
+            Ok(_) => {
+                claim.lock = Some(fw.fix_path(&lock));
+                Ok(Some(Ok(claim)))
+            }
+            Err(Error::ZooKeeper(ZkError::NodeExists)) => Ok(Some(Err(lock))),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Claims one node: in lock-safe mode by creating its lock node; then reads it.
+    async fn claim(&self, name: &str) -> Result<Claimed<'_>> {
+        let fw = &self.framework;
+        let mut claim = match self.lock(name).await? {
+            Some(Ok(claim)) => claim,
+            Some(Err(lock)) => return Ok(Claimed::Locked(lock)),
+            None => Claim { framework: fw, item: name.to_owned(), data: Vec::new(), version: 0, lock: None },
+        };
+        match fw.get_data(&path::join(&self.path, name)).await {
+            Ok((data, stat)) => {
+                claim.data = data;
+                claim.version = stat.version;
+                Ok(Claimed::Item(claim))
+            }
+            Err(Error::ZooKeeper(ZkError::NoNode)) => {
+                claim.unlock().await;
+                Ok(Claimed::Gone)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The stream of [`take_until(None)`](Self::take_until)s.
+    pub(super) fn stream(&self) -> QueueStream {
+        let items = futures::stream::unfold(self.clone(), |engine| async move {
+            match engine.take_until(None).await {
+                Err(Error::Closed) => None,
+                taken => Some((taken.map(Option::unwrap_or_default), engine)),
+            }
+        });
+        QueueStream { inner: Box::pin(items) }
+    }
+}
+
+/// A queue's items as a [`Stream`]: each element is one node's items, taken as
+/// `take()` takes them (at most once: the node is deleted before it is yielded; lock-safe
+/// queues lock it first, so an item another consumer is working on is never taken). Errors
+/// are yielded and the stream goes on; it ends when the framework is closed.
+///
+/// Returned by `stream()` of [`DistributedQueue`](crate::DistributedQueue) and its id,
+/// priority and delay variants. For at-least-once delivery, use their `consume`.
+///
+/// # Cancel safety
+/// Dropping the stream, or a `next()` on it, while a take is in flight may have removed a
+/// node whose items are then lost, as a cancelled `take()`.
+#[must_use = "a stream does nothing unless polled"]
+pub struct QueueStream {
+    inner: BoxStream<'static, Result<Vec<Vec<u8>>>>,
+}
+
+impl fmt::Debug for QueueStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QueueStream").finish_non_exhaustive()
+    }
+}
+
+impl Stream for QueueStream {
+    type Item = Result<Vec<Vec<u8>>>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.as_mut().poll_next(cx)
+    }
+}
+
+/// The items of the node at `item`, or [`Error::CorruptData`].
+fn decode(item: &str, data: &[u8]) -> Result<Vec<Vec<u8>>> {
+    decode_queue_items(data).map_err(|e| Error::CorruptData {
+        path: item.to_owned(),
+        expected: QUEUE_ITEM_EXPECTED,
+        reason: e.found,
+    })
+}
+
+/// The name a requeued item is created under: its old name without the sequence ZooKeeper
+/// appended (`queue-` for a name that does not end in one).
+fn requeue_name(name: &str) -> &str {
+    match path::sequence(name) {
+        Some(_) if name.len() >= QUEUE_ITEM_NAME.len() + 10 => &name[..name.len() - 10],
+        _ => QUEUE_ITEM_NAME,
+    }
+}
+
+/// Makes `path` a persistent node (its missing parents containers) unless it exists, as
+/// Curator's `DistributedQueue.start()` makes the queue and lock paths.
+async fn ensure_persistent(fw: &Framework, path: &str) -> Result<()> {
+    match fw.create(path).await {
+        Ok(_) | Err(Error::ZooKeeper(ZkError::NodeExists)) | Err(Error::OutcomeUnknown { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requeued_items_keep_their_variant_name() {
+        assert_eq!(requeue_name("queue-0000000003"), "queue-");
+        assert_eq!(requeue_name("queue-|job|0000000003"), "queue-|job|");
+        assert_eq!(requeue_name("queue-1000000050000000003"), "queue-100000005");
+        assert_eq!(requeue_name("queue-|18BCFE5687B|0000000007"), "queue-|18BCFE5687B|");
+        assert_eq!(requeue_name("queue-foreign"), "queue-");
+    }
+}

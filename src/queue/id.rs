@@ -1,0 +1,177 @@
+//! `DistributedIdQueue`: a `DistributedQueue` whose items carry an id (`queue-|<id>|<sequence>`
+//! nodes), taken in FIFO order and removable by id.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::engine::{Engine, QueueStream};
+use crate::error::{Error, Result};
+use crate::framework::Framework;
+use crate::protocol::queue_names::{id_name, id_of, QueueOrder, SEPARATOR};
+
+/// A queue compatible with Curator's `DistributedIdQueue`: each item is a `DistributedQueue`
+/// node (same item framing) named `queue-|<id>|<sequence>`
+/// ([`protocol::queue_names`](crate::protocol::queue_names)), so Rust and Java producers and
+/// consumers share it. Items are taken in the order they were put, whatever their ids, and
+/// [`remove`](Self::remove) deletes every item with an id.
+///
+/// Normal and lock-safe mode are [`DistributedQueue`](crate::DistributedQueue)'s; a requeued
+/// item keeps its id, as Curator's.
+///
+/// Ids: Curator refuses an empty id, and writes `/` and `|` in an id as `_`, after which
+/// `remove` can never find the item by the id it was put with. Here both are refused
+/// ([`Error::InvalidArgument`]) before anything is sent. Curator's warning about queues in
+/// ZooKeeper applies (see [`DistributedQueue`](crate::DistributedQueue)).
+///
+/// ```no_run
+/// # async fn example(fw: zk_recipes::Framework) -> zk_recipes::Result<()> {
+/// use zk_recipes::DistributedIdQueue;
+///
+/// let queue = DistributedIdQueue::new(&fw, "/jobs/by-id")?;
+/// queue.put(b"resize image 7", "job-7").await?;
+/// queue.put(b"resize image 8", "job-8").await?;
+/// assert_eq!(queue.remove("job-7").await?, 1);
+/// assert_eq!(queue.take().await?, [b"resize image 8".to_vec()]);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct DistributedIdQueue {
+    engine: Engine,
+}
+
+/// Refuses an id Curator would refuse or rewrite.
+fn check_id(id: &str) -> Result<()> {
+    if id.is_empty() {
+        return Err(Error::invalid_argument("id", "an id cannot be empty"));
+    }
+    if id.contains(['/', SEPARATOR]) {
+        return Err(Error::invalid_argument("id", "an id cannot contain `/` or `|` (Curator writes them as `_`)"));
+    }
+    Ok(())
+}
+
+impl DistributedIdQueue {
+    /// A normal-mode id queue at `path`. Does no I/O.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for an invalid path, the root, a path under `/zookeeper`, or a
+    /// path containing `|` (Curator refuses it too: the separator of the ids).
+    pub fn new(framework: &Framework, path: &str) -> Result<Self> {
+        Self::build(framework, path, None)
+    }
+
+    /// A lock-safe id queue at `path` whose consumers lock items under `lock_path`. Does no
+    /// I/O.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new); [`Error::InvalidPath`] for an invalid lock path.
+    pub fn lock_safe(framework: &Framework, path: &str, lock_path: &str) -> Result<Self> {
+        Self::build(framework, path, Some(lock_path))
+    }
+
+    fn build(framework: &Framework, path: &str, lock_path: Option<&str>) -> Result<Self> {
+        if path.contains(SEPARATOR) {
+            return Err(Error::InvalidPath { path: path.to_owned(), reason: "an id queue's path cannot contain `|`" });
+        }
+        Ok(DistributedIdQueue { engine: Engine::new(framework, path, lock_path, QueueOrder::Id)? })
+    }
+
+    /// The queue's path.
+    pub fn path(&self) -> &str {
+        self.engine.path()
+    }
+
+    /// Adds one item with `id` (Curator's `put(item, itemId)`); returns the node's path.
+    /// Several items may share an id.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty id or one containing `/` or `|` (nothing is
+    /// sent); otherwise as [`DistributedQueue::put`](crate::DistributedQueue::put).
+    ///
+    /// # Cancel safety
+    /// A cancelled put may still add the item.
+    pub async fn put(&self, item: &[u8], id: &str) -> Result<String> {
+        check_id(id)?;
+        self.engine.put(&id_name(id), &[item]).await
+    }
+
+    /// Removes every item with `id` that no consumer has locked (Curator's `remove`); returns
+    /// how many this call removed. Their items are not returned.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an id [`put`](Self::put) refuses (no item can have it);
+    /// [`Error::OutcomeUnknown`] when a delete broke mid-flight and the item then was gone;
+    /// the server's refusal; a connection error the retry policy gave up on.
+    ///
+    /// # Cancel safety
+    /// A cancelled remove may have removed some of the items.
+    pub async fn remove(&self, id: &str) -> Result<usize> {
+        check_id(id)?;
+        self.engine.remove_matching(|name| id_of(name) == Some(id)).await
+    }
+
+    /// The ids of the items in the queue, in queue order (an item whose name carries no id,
+    /// written by a plain `DistributedQueue` producer, is left out).
+    ///
+    /// # Errors
+    /// The server's refusal; a connection error the retry policy gave up on.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read changes nothing (a missing queue node is made, as by a take).
+    pub async fn ids(&self) -> Result<Vec<String>> {
+        let names = self.engine.names().await?;
+        Ok(names.iter().filter_map(|n| id_of(n)).map(str::to_owned).collect())
+    }
+
+    /// Removes the first item and returns its node's items, waiting for one; as
+    /// [`DistributedQueue::take`](crate::DistributedQueue::take).
+    ///
+    /// # Errors
+    /// As [`DistributedQueue::take`](crate::DistributedQueue::take).
+    ///
+    /// # Cancel safety
+    /// A cancelled take may have removed a node, whose items are then lost.
+    pub async fn take(&self) -> Result<Vec<Vec<u8>>> {
+        self.engine.take_until(None).await.map(Option::unwrap_or_default)
+    }
+
+    /// [`take`](Self::take) for at most `timeout`; `None` when the time ran out.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zero timeout; otherwise as [`take`](Self::take).
+    ///
+    /// # Cancel safety
+    /// As [`take`](Self::take).
+    pub async fn take_timeout(&self, timeout: Duration) -> Result<Option<Vec<Vec<u8>>>> {
+        if timeout.is_zero() {
+            return Err(Error::invalid_argument("timeout", "must be greater than zero"));
+        }
+        self.engine.take_until(Some(Instant::now() + timeout)).await
+    }
+
+    /// Lock-safe consumption (at least once), as
+    /// [`DistributedQueue::consume`](crate::DistributedQueue::consume); a failed item is put
+    /// back with its id.
+    ///
+    /// # Errors
+    /// As [`take`](Self::take) (outside the consumer's own result).
+    ///
+    /// # Cancel safety
+    /// Lock-safe mode: a cancelled consume leaves the node in the queue (its lock is deleted
+    /// in the background), so it is delivered again. Normal mode: as [`take`](Self::take).
+    pub async fn consume<F, Fut, T, E>(&self, consumer: F) -> Result<std::result::Result<T, E>>
+    where
+        F: FnOnce(Vec<Vec<u8>>) -> Fut,
+        Fut: Future<Output = std::result::Result<T, E>>,
+    {
+        self.engine.consume(consumer).await
+    }
+
+    /// The queue's nodes as a stream of takes (see [`QueueStream`]). Does no I/O until
+    /// polled.
+    pub fn stream(&self) -> QueueStream {
+        self.engine.stream()
+    }
+}
