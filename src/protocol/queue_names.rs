@@ -1,6 +1,6 @@
 //! The names Curator 5.x's `DistributedQueue` family gives its item nodes, and the order each
 //! variant takes them in. Every item is a persistent sequential node under the queue's path
-//! whose name starts with [`QUEUE_ITEM_NAME`](super::QUEUE_ITEM_NAME) (`queue-`); ZooKeeper
+//! whose name starts with [`QUEUE_ITEM_NAME`] (`queue-`); ZooKeeper
 //! appends the 10-digit sequence:
 //!
 //! | Queue | Name | Order |
