@@ -5,8 +5,10 @@ use zookeeper_client::Stat;
 
 use super::layout::{Queue, Recipe, Signature};
 use super::names::{
-    LATCH_NAME, LEASE_BASE_NAME, LOCK_NAME, READY_NODE, READ_LOCK_NAME, REVOKE_MESSAGE, WRITE_LOCK_NAME,
+    LATCH_NAME, LEASE_BASE_NAME, LOCK_NAME, QUEUE_ITEM_NAME, READY_NODE, READ_LOCK_NAME, REVOKE_MESSAGE,
+    WRITE_LOCK_NAME,
 };
+use super::queue_names::QueueOrder;
 use crate::locks::driver::{parse_sequence, Driver, ReadDriver, Verdict, WriteDriver};
 use crate::path;
 
@@ -187,7 +189,7 @@ impl Queue {
     pub fn decode<C: Into<Child>>(self, children: impl IntoIterator<Item = C>) -> Vec<Decoded> {
         let mut children: Vec<Child> = children.into_iter().map(Into::into).collect();
         if let Queue::Items(_) | Queue::Members = self {
-            return self.decode_in_name_order(children);
+            return self.decode_without_holder(children);
         }
         let driver = self.driver();
         children.sort_by(|a, b| driver.sort_key(&a.name).cmp(driver.sort_key(&b.name)));
@@ -222,10 +224,22 @@ impl Queue {
         decoded
     }
 
-    /// Queue items and barrier members: plain name order, no holder; an item's data is its
-    /// payload (decode a `queue-` item with [`values::decode_queue_items`](super::values::decode_queue_items)).
-    fn decode_in_name_order(self, mut children: Vec<Child>) -> Vec<Decoded> {
-        children.sort_by(|a, b| a.name.cmp(&b.name));
+    /// Queue items and barrier members, no holder: `queue-` items in the order of the variant
+    /// their names tell ([`QueueOrder::detect`]; [`QueueOrder::decode`] when the variant is
+    /// known), the others in plain name order; an item's data is its payload (decode a
+    /// `queue-` item with [`values::decode_queue_items`](super::values::decode_queue_items)).
+    fn decode_without_holder(self, children: Vec<Child>) -> Vec<Decoded> {
+        let order = match self {
+            Queue::Items(QUEUE_ITEM_NAME) => {
+                QueueOrder::detect(&children.iter().map(|c| &c.name[..]).collect::<Vec<_>>())
+            }
+            _ => QueueOrder::Fifo,
+        };
+        self.decode_in(order, children)
+    }
+
+    fn decode_in(self, order: QueueOrder, mut children: Vec<Child>) -> Vec<Decoded> {
+        children.sort_by(|a, b| order.compare(&a.name, &b.name));
         let role = if self == Queue::Members { Role::Member } else { Role::Queued };
         children
             .into_iter()
@@ -266,6 +280,16 @@ impl Queue {
             children[start..start + len].sort_by_key(|c| self.kind(&c.name) != Kind::Write);
             start += len;
         }
+    }
+}
+
+impl QueueOrder {
+    /// A `DistributedQueue` directory's children decoded as this variant's (as
+    /// [`Queue::decode`] decodes [`Queue::Items`]`(`[`QUEUE_ITEM_NAME`]`)`, whose variant it
+    /// tells from the names): in the order this variant's consumer takes them, each
+    /// [`Role::Queued`].
+    pub fn decode<C: Into<Child>>(self, children: impl IntoIterator<Item = C>) -> Vec<Decoded> {
+        Queue::Items(QUEUE_ITEM_NAME).decode_in(self, children.into_iter().map(Into::into).collect())
     }
 }
 
@@ -524,5 +548,24 @@ mod tests {
         assert_eq!(kinds, [Kind::Member, Kind::Member, Kind::Ready]);
         assert!(members.iter().all(|d| d.role == Role::Member && d.waits_on.is_none()));
         assert_eq!(Queue::Items("queue-").sort_key("queue-|x|0000000001"), "queue-|x|0000000001");
+    }
+
+    #[test]
+    fn distributed_queue_items_are_in_their_variants_order() {
+        let names = |decoded: Vec<Decoded>| decoded.into_iter().map(|d| d.name).collect::<Vec<_>>();
+        let id = ["queue-|b|0000000003", "queue-|zz|0000000001", "queue-|a|0000000002"];
+        assert_eq!(
+            names(Queue::Items("queue-").decode(id)),
+            ["queue-|zz|0000000001", "queue-|a|0000000002", "queue-|b|0000000003"]
+        );
+        let delay = ["queue-|00000003|0000000001", "queue-|00000002|0000000002"];
+        let decoded = Queue::Items("queue-").decode(delay);
+        assert_eq!((decoded[0].sequence, decoded[0].role), (Some(2), Role::Queued));
+        assert_eq!(names(decoded), [delay[1], delay[0]]);
+        // Told the variant: ids that look like epochs are still ids.
+        let ids = ["queue-|0000000B|0000000001", "queue-|0000000A|0000000002"];
+        assert_eq!(names(Queue::Items("queue-").decode(ids)), [ids[1], ids[0]]);
+        assert_eq!(names(QueueOrder::Id.decode(ids)), ids);
+        assert_eq!(names(Queue::Items("qn-").decode(["qn-|b|1", "qn-|a|2"])), ["qn-|a|2", "qn-|b|1"]);
     }
 }

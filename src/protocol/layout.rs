@@ -114,8 +114,9 @@ pub enum Queue {
     Leases,
     /// A writer holds at the front; a reader holds when no writer sorts ahead of it.
     ReadWrite,
-    /// Queue items (`qn-` for a simple queue, `queue-` for a distributed one), in plain name
-    /// order: the first is the next to be taken.
+    /// Queue items (`qn-` for a simple queue, `queue-` for a distributed one), in the order
+    /// consumers take them, the first next: `qn-` items in plain name order, `queue-` items
+    /// in the order of the variant their names tell ([`QueueOrder::detect`](super::queue_names::QueueOrder::detect)).
     Items(&'static str),
     /// A double barrier's members (by UUID, in name order) and its `ready` node.
     Members,
@@ -270,7 +271,9 @@ impl Queue {
     /// Curator's sort key: the text after the last node name (the whole name when it does
     /// not occur); for a read-write queue, after the last `__READ__` and then after the last
     /// `__WRIT__`, so both kinds share one queue; for queue items and barrier members, the
-    /// whole name (Curator sorts those by plain name). Keys compare as plain strings.
+    /// whole name (a `DistributedQueue`'s and its priority variant's order; the id and delay
+    /// variants order by [`QueueOrder::compare`](super::queue_names::QueueOrder::compare)).
+    /// Keys compare as plain strings.
     pub fn sort_key(self, name: &str) -> &str {
         match self {
             Queue::Items(_) | Queue::Members => name,

@@ -26,6 +26,7 @@
 //! ```
 
 use std::borrow::Cow;
+use std::cmp::Ordering;
 
 use super::QUEUE_ITEM_NAME;
 
@@ -56,11 +57,42 @@ pub enum QueueOrder {
 impl QueueOrder {
     /// Sorts item names into the order the variant takes them (a stable sort).
     pub fn sort(self, names: &mut [String]) {
+        names.sort_by(|a, b| self.compare(a, b));
+    }
+
+    /// How two item names compare in the variant's order ([`sort`](Self::sort)'s comparison).
+    pub fn compare(self, a: &str, b: &str) -> Ordering {
         match self {
-            QueueOrder::Fifo | QueueOrder::Priority => names.sort(),
-            QueueOrder::Id => names.sort_by(|a, b| id_sort_key(a).cmp(&id_sort_key(b))),
-            QueueOrder::Delay => names.sort_by(|a, b| (delay_epoch_of(a), a).cmp(&(delay_epoch_of(b), b))),
+            QueueOrder::Fifo | QueueOrder::Priority => a.cmp(b),
+            QueueOrder::Id => id_sort_key(a).cmp(&id_sort_key(b)),
+            QueueOrder::Delay => (delay_epoch_of(a), a).cmp(&(delay_epoch_of(b), b)),
         }
+    }
+
+    /// The variant whose names a queue's children carry (children not named `queue-` are
+    /// ignored): [`Delay`](Self::Delay) when every item with a `|...|` section has an epoch
+    /// there as Curator writes it (upper-case hex, at least 8 digits) right after `queue-`,
+    /// [`Id`](Self::Id) when some item has another section, [`Priority`](Self::Priority)
+    /// when none has a section and one carries a priority code before its 10-digit sequence,
+    /// [`Fifo`](Self::Fifo) otherwise (and for no items). The names cannot tell an id queue
+    /// whose ids all look like epochs from a delay queue, nor a FIFO queue from a priority
+    /// queue before its first item: a reader that knows the variant says so.
+    pub fn detect<S: AsRef<str>>(names: &[S]) -> QueueOrder {
+        let items = || names.iter().map(AsRef::as_ref).filter(|n| n.starts_with(QUEUE_ITEM_NAME));
+        let mut sectioned = items().filter(|n| id_of(n).is_some()).peekable();
+        if sectioned.peek().is_some() {
+            return if sectioned.all(is_delay_name) { QueueOrder::Delay } else { QueueOrder::Id };
+        }
+        if items().any(is_priority_name) {
+            QueueOrder::Priority
+        } else {
+            QueueOrder::Fifo
+        }
+    }
+
+    /// The variant with this [`id`](Self::id).
+    pub fn from_id(id: &str) -> Option<QueueOrder> {
+        [QueueOrder::Fifo, QueueOrder::Id, QueueOrder::Priority, QueueOrder::Delay].into_iter().find(|o| o.id() == id)
     }
 
     /// A stable lowercase identifier (`fifo`, `id`, `priority`, `delay`).
@@ -166,6 +198,25 @@ pub fn delay_epoch_of(name: &str) -> u64 {
     }
 }
 
+/// Whether `sequence` is ZooKeeper's 10-digit sequence suffix.
+fn is_sequence(sequence: &str) -> bool {
+    sequence.len() == 10 && sequence.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// `queue-<priority code><sequence>`.
+fn is_priority_name(name: &str) -> bool {
+    priority_of(name).is_some() && name.get(QUEUE_ITEM_NAME.len() + PRIORITY_CODE_LEN..).is_some_and(is_sequence)
+}
+
+/// `queue-|<epoch, upper-case hex, 8 digits or more>|<sequence>`.
+fn is_delay_name(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix(QUEUE_ITEM_NAME).and_then(|r| r.strip_prefix(SEPARATOR)) else {
+        return false;
+    };
+    let Some((hex, sequence)) = rest.split_once(SEPARATOR) else { return false };
+    hex.len() >= 8 && hex.bytes().all(|b| b.is_ascii_digit() || (b'A'..=b'F').contains(&b)) && is_sequence(sequence)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,6 +259,24 @@ mod tests {
             ["queue-|b|0000000003", "queue-|zz|0000000001", "queue-|a|0000000002"].map(str::to_owned).to_vec();
         QueueOrder::Id.sort(&mut names);
         assert_eq!(names, ["queue-|zz|0000000001", "queue-|a|0000000002", "queue-|b|0000000003"]);
+    }
+
+    #[test]
+    fn the_variant_is_told_by_the_names() {
+        let detect = |names: &[&str]| QueueOrder::detect(names);
+        assert_eq!(detect(&[]), QueueOrder::Fifo);
+        assert_eq!(detect(&["queue-0000000001", "queue-1000000005"]), QueueOrder::Fifo, "a sequence is no code");
+        assert_eq!(detect(&["queue-1000000050000000003", "notes"]), QueueOrder::Priority);
+        assert_eq!(detect(&["queue-0000000001", "queue-0FFFFFFFF0000000002"]), QueueOrder::Priority);
+        assert_eq!(detect(&["queue-|18BCFE5687B|0000000007", "queue-|00000001|0000000008"]), QueueOrder::Delay);
+        assert_eq!(detect(&["queue-|18BCFE5687B|0000000007", "queue-|job-7|0000000008"]), QueueOrder::Id);
+        assert_eq!(detect(&["queue-|1|0000000001"]), QueueOrder::Id, "too short for an epoch");
+        assert_eq!(detect(&["queue-|ff00ff00|0000000001"]), QueueOrder::Id, "Curator writes upper case");
+        assert_eq!(detect(&["queue-|DEADBEEF|0000000001"]), QueueOrder::Delay, "ambiguous: an epoch");
+        for order in [QueueOrder::Fifo, QueueOrder::Id, QueueOrder::Priority, QueueOrder::Delay] {
+            assert_eq!(QueueOrder::from_id(order.id()), Some(order));
+        }
+        assert_eq!(QueueOrder::from_id("lifo"), None);
     }
 
     #[test]

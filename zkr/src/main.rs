@@ -164,8 +164,14 @@ enum Command {
     ///
     /// Reads a SimpleDistributedQueue (qn- nodes, one raw item each) or a DistributedQueue
     /// (queue- nodes in Curator's item framing, several items per node after a multi-item put):
-    /// per node its position, kind (simple, framed, corrupt, foreign), items, sequence, age and
-    /// data; the node and item counts, the next node and the oldest.
+    /// per node its position, kind (simple, framed, corrupt, unreadable, foreign), items,
+    /// sequence, age and data; the node and item counts, the next node and the oldest.
+    ///
+    /// A DistributedQueue's variant is told from its node names (queue-|<id>|<seq> an id queue,
+    /// queue-|<epoch hex>|<seq> a delay queue, queue-<priority code><seq> a priority queue) or
+    /// given with --variant. It orders the nodes as its consumer takes them (an id queue by
+    /// sequence, a priority queue lowest first, a delay queue by due time) and adds a column:
+    /// ID, PRIORITY, or DUE (UTC, and due in or overdue by, from this machine's clock).
     #[command(after_help = EXIT_CODES)]
     Queue(queue::Args),
 }

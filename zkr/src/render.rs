@@ -29,6 +29,23 @@ pub fn age(ms: i64) -> String {
     }
 }
 
+/// A time in milliseconds since the epoch as UTC, `2026-12-02T01:59:03.123Z`.
+pub fn utc(ms: i64) -> String {
+    let (days, in_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
+    // The civil date of a day count (proleptic Gregorian; eras of 400 years from 0000-03-01).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (s, milli) = (in_day / 1000, in_day % 1000);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{milli:03}Z", s / 3600, s / 60 % 60, s % 60)
+}
+
 /// `field  value` lines, the values aligned (the tables of `zkr counter` and `zkr barrier`).
 pub fn fields(rows: &[(&str, String)]) -> String {
     let width = rows.iter().map(|(field, _)| field.chars().count()).max().unwrap_or(0);
@@ -173,6 +190,14 @@ mod tests {
         assert_eq!(fields(&[("A", "1".into()), ("LONG", "2".into())]), "A     1\nLONG  2\n");
         let rows = [["x".to_owned(), "long cell".to_owned(), "z".to_owned()]];
         assert_eq!(columns(&["H1", "H2", "H3"], &rows), "H1  H2         H3\nx   long cell  z\n");
+    }
+
+    #[test]
+    fn utc_times() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(utc(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+        assert_eq!(utc(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(utc(-1), "1969-12-31T23:59:59.999Z");
     }
 
     #[test]
