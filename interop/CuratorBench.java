@@ -576,11 +576,12 @@ public final class CuratorBench {
         Recipe recipe;
         // Counters: the increments applied per counter path, the tries and the policy's give-ups.
         java.util.concurrent.ConcurrentHashMap<String, AtomicLong> applied = new java.util.concurrent.ConcurrentHashMap<>();
+        // Tries and give-ups of the measured counter (not of the solo ones of the JIT warm-up).
         AtomicLong tries = new AtomicLong();
         AtomicLong gaveUp = new AtomicLong();
         List<AutoCloseable> closeables = new ArrayList<>();
         if (valueRecipe != null) {
-            recipe = RecipeBench.recipe(valueRecipe, retries, retrySleepMs, applied, tries, gaveUp, closeables);
+            recipe = RecipeBench.recipe(valueRecipe, path, retries, retrySleepMs, applied, tries, gaveUp, closeables);
         } else if (readWrite) {
             recipe = (client, at, index) -> {
                 InterProcessReadWriteLock rw = new InterProcessReadWriteLock(client, at);
@@ -692,10 +693,10 @@ public final class CuratorBench {
             } catch (Exception e) {
                 fail(frameworks, 1, describe(e));
             }
-            double perOp = (double) tries.get() / Math.max(1, total);
-            System.err.printf(Locale.ROOT, "[locks]   %-20s tries per applied op %.2f (JIT warm-up and warmup included),"
-                    + " retry policy gave up %d times; %d counters hold the increments applied%n", "curator", perOp,
-                    gaveUp.get(), applied.size());
+            double perOp = (double) tries.get() / Math.max(1, applied.get(path).get());
+            System.err.printf(Locale.ROOT, "[locks]   %-20s tries per applied op %.2f (measured counter, warmup included),"
+                    + " retry policy gave up %d times; %d counters (JIT warm-up's included) hold the %d increments"
+                    + " applied%n", "curator", perOp, gaveUp.get(), applied.size(), total);
             extra = String.format(Locale.ROOT, ",\"tries_per_op\":%.3f,\"gave_up\":%d", perOp, gaveUp.get());
         }
         for (AutoCloseable closeable : closeables) {
@@ -1144,7 +1145,7 @@ public final class CuratorBench {
         static final String SERVICE = "bench";
 
         /** counter-increment, shared-count-cas, discovery-register as the Lock of a Contender. */
-        static Recipe recipe(String workload, int retries, int retrySleepMs,
+        static Recipe recipe(String workload, String measured, int retries, int retrySleepMs,
                 java.util.concurrent.ConcurrentHashMap<String, AtomicLong> applied, AtomicLong tries,
                 AtomicLong gaveUp, List<AutoCloseable> closeables) {
             switch (workload) {
@@ -1154,15 +1155,17 @@ public final class CuratorBench {
                                 new org.apache.curator.framework.recipes.atomic.DistributedAtomicLong(
                                         client, at, new RetryNTimes(retries, retrySleepMs));
                         AtomicLong count = applied.computeIfAbsent(at, k -> new AtomicLong());
+                        AtomicLong myTries = at.equals(measured) ? tries : new AtomicLong();
+                        AtomicLong myGaveUp = at.equals(measured) ? gaveUp : new AtomicLong();
                         return () -> {
                             while (true) {
                                 org.apache.curator.framework.recipes.atomic.AtomicValue<Long> result = counter.increment();
-                                tries.addAndGet(result.getStats().getOptimisticTries());
+                                myTries.addAndGet(result.getStats().getOptimisticTries());
                                 if (result.succeeded()) {
                                     count.incrementAndGet();
                                     return NOTHING;
                                 }
-                                gaveUp.incrementAndGet();
+                                myGaveUp.incrementAndGet();
                             }
                         };
                     };
@@ -1173,11 +1176,12 @@ public final class CuratorBench {
                         shared.start();
                         closeables.add(shared);
                         AtomicLong count = applied.computeIfAbsent(at, k -> new AtomicLong());
+                        AtomicLong myTries = at.equals(measured) ? tries : new AtomicLong();
                         return () -> {
                             while (true) {
                                 org.apache.curator.framework.recipes.shared.VersionedValue<Integer> seen =
                                         shared.getVersionedValue();
-                                tries.incrementAndGet();
+                                myTries.incrementAndGet();
                                 if (shared.trySetCount(seen, seen.getValue() + 1)) {
                                     count.incrementAndGet();
                                     return NOTHING;

@@ -235,7 +235,21 @@ async fn run_round(env: &Env, curator: &Curator, workload: Workload) -> Result<R
         Curator::Ready(bench) => bench,
     };
     eprintln!("[locks] {} through Curator ...", workload.name());
-    match bench.run(&env.options, env.curator_target(workload), workload).await {
+    let target = env.curator_target(workload);
+    // A counter, a queue or a registry starts empty in every round (the lock directories are
+    // containers, and the cache workloads share or renew their trees).
+    let fresh = matches!(
+        workload,
+        Workload::CounterIncrement
+            | Workload::SharedCountCas
+            | Workload::QueueThroughput
+            | Workload::DiscoveryRegister
+            | Workload::DiscoveryQuery
+    );
+    if fresh {
+        env.remove_tree(&target.dir).await;
+    }
+    match bench.run(&env.options, target, workload).await {
         Ok(lines) => {
             for line in &lines {
                 println!("{}", line.json);
