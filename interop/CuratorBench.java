@@ -1201,6 +1201,14 @@ public final class CuratorBench {
                     };
                 default:
                     return (client, at, index) -> {
+                        // The service's node persistent, as in the Rust lines: the TestingServer reaps
+                        // an empty container within 100 ms, and a registerService whose parent went
+                        // between its mkdirs and its create fails with NoNode.
+                        try {
+                            client.create().creatingParentsIfNeeded().forPath(at + "/" + SERVICE);
+                        } catch (org.apache.zookeeper.KeeperException.NodeExistsException ignored) {
+                            // made by an earlier round
+                        }
                         org.apache.curator.x.discovery.ServiceDiscovery<Void> discovery = discovery(client, at);
                         closeables.add(discovery);
                         org.apache.curator.x.discovery.ServiceInstance<Void> instance = instance(0);
