@@ -97,7 +97,12 @@ pub(crate) struct CuratorLine {
 impl CuratorBench {
     /// Runs `workload` through Curator in a JVM (default flags: full JIT), with this run's
     /// options, against `target`. Its stderr goes to ours.
-    pub(crate) async fn run(&self, o: &Options, target: Target<'_>, workload: Workload) -> BenchResult<Vec<CuratorLine>> {
+    pub(crate) async fn run(
+        &self,
+        o: &Options,
+        target: Target<'_>,
+        workload: Workload,
+    ) -> BenchResult<Vec<CuratorLine>> {
         // The same counting as the Rust lines': mutex-uncontended in total, the others per
         // session (many-waiters divides them among the session's threads, rounded up).
         let (cycles, warmup, hold) = match workload {
@@ -165,7 +170,12 @@ impl CuratorBench {
             Some(3) if matches!(workload, Workload::CacheLoad | Workload::CacheEvents) => {
                 return Err(BenchError::Diverged(format!("{CURATOR_MAIN} (Curator) exited with code 3")))
             }
-            Some(3) if matches!(workload, Workload::CounterIncrement | Workload::SharedCountCas | Workload::QueueThroughput) => {
+            Some(3)
+                if matches!(
+                    workload,
+                    Workload::CounterIncrement | Workload::SharedCountCas | Workload::QueueThroughput
+                ) =>
+            {
                 return Err(BenchError::Miscounted(format!("{CURATOR_MAIN} (Curator) exited with code 3")))
             }
             Some(3) => return Err(BenchError::Violation(format!("{CURATOR_MAIN} (Curator) exited with code 3"))),

@@ -36,7 +36,10 @@ async fn pass(producer: &DistributedQueue, consumer: &DistributedQueue, base: us
                         BenchError::Miscounted(format!("queue-throughput: an item not put in this pass: {item:?}"))
                     })?;
                 if taken[index].replace(at).is_some() {
-                    return Err(BenchError::Miscounted(format!("queue-throughput: item {} delivered twice", base + index)));
+                    return Err(BenchError::Miscounted(format!(
+                        "queue-throughput: item {} delivered twice",
+                        base + index
+                    )));
                 }
                 remaining -= 1;
             }
@@ -49,7 +52,8 @@ async fn pass(producer: &DistributedQueue, consumer: &DistributedQueue, base: us
         put.push(Instant::now());
         producer.put(i.to_string().as_bytes()).await?;
     }
-    let taken = consumer.await.map_err(|e| BenchError::Failed(format!("queue-throughput: the consumer failed: {e}")))??;
+    let taken =
+        consumer.await.map_err(|e| BenchError::Failed(format!("queue-throughput: the consumer failed: {e}")))??;
     Ok(Pass { started, put, taken })
 }
 

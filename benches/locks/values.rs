@@ -235,15 +235,20 @@ pub(crate) async fn read_count(client: &zk::Client, path: &str) -> BenchResult<i
 
 /// Instance `i` of [`SERVICE`], as every discovery line registers it.
 pub(crate) fn instance(i: usize) -> BenchResult<ServiceInstance> {
-    Ok(ServiceInstance::new(SERVICE)?.with_id(&format!("instance-{i:05}"))?.with_address("127.0.0.1").with_port(8080)?)
+    Ok(ServiceInstance::new(SERVICE)?
+        .with_id(&format!("instance-{i:05}"))?
+        .with_address("127.0.0.1")
+        .with_port(8080)?)
 }
 
 /// `n` instances of [`SERVICE`] registered through `discovery`, 32 at a time (not measured).
 pub(crate) async fn register_all(discovery: &ServiceDiscovery, n: usize) -> BenchResult<()> {
     use futures::{StreamExt, TryStreamExt};
     let instances = (0..n).map(instance).collect::<BenchResult<Vec<_>>>()?;
-    futures::stream::iter(instances.iter().map(|i| async move { discovery.register(i).await.map_err(BenchError::from) }))
-        .buffer_unordered(32)
-        .try_collect::<()>()
-        .await
+    futures::stream::iter(
+        instances.iter().map(|i| async move { discovery.register(i).await.map_err(BenchError::from) }),
+    )
+    .buffer_unordered(32)
+    .try_collect::<()>()
+    .await
 }

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Barrier;
-use zk_recipes::testing::CountingProxy;
-use zk_recipes::zk::{self, Acls, CreateMode};
 use zk_recipes::discovery::{JsonInstanceSerializer, ServiceDiscovery};
 use zk_recipes::retry::RetryNTimes;
+use zk_recipes::testing::CountingProxy;
+use zk_recipes::zk::{self, Acls, CreateMode};
 use zk_recipes::{
     DistributedAtomicLong, Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, SharedCount,
 };
@@ -649,7 +649,9 @@ async fn discovery(env: &Env, workload: Workload) -> BenchResult<Vec<Measured>> 
         // reaps an empty container within 100 ms, between an unregister and the next register.
         let base = env.dir(workload, "zk-recipes");
         let client = env.raw_client().await?;
-        client.mkdir(&format!("{base}/{}", values::SERVICE), &CreateMode::Persistent.with_acls(Acls::anyone_all())).await?;
+        client
+            .mkdir(&format!("{base}/{}", values::SERVICE), &CreateMode::Persistent.with_acls(Acls::anyone_all()))
+            .await?;
         drop(client);
         let framework = env.framework().await?;
         let discovery = ServiceDiscovery::new(&framework, &base, serializer())?;
