@@ -528,10 +528,10 @@ pub(crate) async fn run_workload(env: &Env, workload: Workload) -> BenchResult<V
         Workload::QueueThroughput => {
             let dir = env.dir(workload, "zk-recipes");
             let before = || CountersAt::read(&env.server, env.proxy.as_ref());
-            let mut line = queues::queue_throughput(o, &env.connect, &dir, before).await?;
-            line.1.fill(&env.server, env.proxy.as_ref(), &mut line.0);
-            results.push(line.0);
+            let fill = |before: &CountersAt, line: &mut Measured| before.fill(&env.server, env.proxy.as_ref(), line);
+            results.extend(queues::queue_throughput(o, &env.connect, &dir, before, fill).await?);
             env.remove_tree(&dir).await;
+            env.remove_tree(&format!("{dir}-raw")).await;
         }
         Workload::DiscoveryRegister | Workload::DiscoveryQuery => results = discovery(env, workload).await?,
     }
