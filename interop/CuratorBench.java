@@ -9,7 +9,8 @@
 //       [label=TEXT] [srvr=HOST:PORT[,..]] [read-pct=P] [seed=N]
 //
 //   WORKLOAD    mutex-uncontended | mutex-contended | semaphore | many-waiters | rwlock | leader-handoff
-//               | cache-load | cache-events
+//               | cache-load | cache-events | counter-increment | shared-count-cas | queue-throughput
+//               | discovery-register | discovery-query
 //   CYCLES      measured cycles: mutex-uncontended: in total (the bench's --iters); others: per
 //               session (--cycles); many-waiters splits them over the session's 8 threads,
 //               rounded up, as the Rust bench does
@@ -39,6 +40,29 @@
 //   cache-nodes cache-load: nodes below BASE_PATH (the bench creates the tree; default 10000)
 //   event-nodes, event-passes, writes-in-flight  cache-events: nodes, writes per node, and the
 //               writer's set-data requests in flight (defaults 1000, 10, 32)
+//   retries, retry-sleep-ms  counter-increment: the DistributedAtomicLong's RetryNTimes (10, 1)
+//   instances, cache-queries  discovery-query: instances registered (1000), measured
+//               ServiceCache.getInstances() calls (500); CYCLES and WARMUP are its queries
+//
+// counter-increment, shared-count-cas: the lock workloads' contenders and warm-up phases with a
+// counter in place of the lock: an "acquire" is DistributedAtomicLong.increment() until it
+// succeeded (with RetryNTimes(retries, retry-sleep-ms); a call whose policy gave up is made
+// again), or trySetCount(getVersionedValue(), n + 1) on a started SharedCount until true; no
+// critical section. At the end every counter (the solo ones too) must hold the increments
+// reported applied (exit 3 otherwise). discovery-register: one session, as mutex-uncontended,
+// registerService then unregisterService of one dynamic instance.
+//
+// queue-throughput: a consumer's DistributedQueue on one session, a producer-only one
+// (putInBackground(false): a put returns once its node exists) on another; warm-solo +
+// warm-contended items in passes of CYCLES, WARMUP items, the measured CYCLES items ("curator"),
+// then a measured pass through a producer with the default background puts
+// ("curator-background"). Each item must arrive once (exit 3 otherwise).
+//
+// discovery-query: `instances` registered through one session's ServiceDiscovery; on another,
+// queryForInstances until warm-solo + warm-contended instances were read, WARMUP queries, the
+// measured CYCLES ("curator"); then a started ServiceCache (waited for until it holds every
+// instance), warm-solo + warm-contended + WARMUP getInstances() calls, the measured
+// cache-queries ("curator-cache").
 //
 // cache-load: one CuratorFramework; a CuratorCache of BASE_PATH (CuratorCache.build, default
 // options) started and awaited until its initialized() callback, with a listener recording when
@@ -102,6 +126,7 @@ import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.retry.ExponentialBackoffRetry;
+import org.apache.curator.retry.RetryNTimes;
 
 public final class CuratorBench {
     /** An acquire that takes longer than this fails the run (exit code 1), as in the Rust bench. */
@@ -148,7 +173,7 @@ public final class CuratorBench {
     /** Makes the workload's recipe object for one session, on a path. */
     private interface Recipe {
         /** `index` numbers the objects made (the rwlock's read/write generator is seeded with it). */
-        Lock make(CuratorFramework client, String path, int index);
+        Lock make(CuratorFramework client, String path, int index) throws Exception;
     }
 
     /** More holders at once than the recipe admits. */
@@ -243,7 +268,10 @@ public final class CuratorBench {
             long acquired = System.nanoTime();
             acquiringSince.set(0);
             try {
-                exclusion.criticalSection(holdMs, held.writer());
+                // Counters and discovery have no critical section (null).
+                if (exclusion != null) {
+                    exclusion.criticalSection(holdMs, held.writer());
+                }
             } finally {
                 held.release();
             }
@@ -320,6 +348,10 @@ public final class CuratorBench {
         int eventNodes = 1000;
         int eventPasses = 10;
         int writesInFlight = 32;
+        int retries = 10;
+        int retrySleepMs = 1;
+        int instances = 1000;
+        int cacheQueries = 500;
         for (int i = 7; i < args.length; i++) {
             int eq = args[i].indexOf('=');
             String key = eq < 0 ? args[i] : args[i].substring(0, eq);
@@ -360,6 +392,18 @@ public final class CuratorBench {
                     break;
                 case "writes-in-flight":
                     writesInFlight = number(value, "writes-in-flight", 1);
+                    break;
+                case "retries":
+                    retries = number(value, "retries", 0);
+                    break;
+                case "retry-sleep-ms":
+                    retrySleepMs = number(value, "retry-sleep-ms", 1);
+                    break;
+                case "instances":
+                    instances = number(value, "instances", 1);
+                    break;
+                case "cache-queries":
+                    cacheQueries = number(value, "cache-queries", 1);
                     break;
                 default:
                     usage("unknown option " + args[i]);
@@ -403,8 +447,44 @@ public final class CuratorBench {
             System.exit(0);
         }
 
+        if (workload.equals("queue-throughput") || workload.equals("discovery-query")) {
+            List<CuratorFramework> two = new ArrayList<>();
+            for (int i = 0; i < 2; i++) {
+                CuratorFramework client =
+                        CuratorFrameworkFactory.newClient(connect, new ExponentialBackoffRetry(1000, 3));
+                client.start();
+                two.add(client);
+                if (!client.blockUntilConnected(60, TimeUnit.SECONDS)) {
+                    fail(two, 1, "could not connect to " + connect);
+                }
+            }
+            List<String> lines;
+            try {
+                lines = workload.equals("queue-throughput")
+                        ? RecipeBench.queue(two.get(0), two.get(1), path, cycles, warmup, warmSolo + warmContended,
+                                srvr, label)
+                        : RecipeBench.query(two.get(0), two.get(1), path, instances, cycles, warmup, cacheQueries,
+                                warmSolo + warmContended, srvr, label);
+            } catch (Violation e) {
+                fail(two, 3, "OPS LOST OR APPLIED TWICE: " + e.getMessage());
+                return;
+            } catch (Throwable e) {
+                fail(two, 1, describe(e));
+                return;
+            }
+            closeAll(two);
+            for (String line : lines) {
+                System.out.println(line);
+            }
+            System.out.flush();
+            System.exit(0);
+        }
+
         int sessions;
         int threadsPerSession = 1;
+        // Counters and discovery: no critical section, and the counters' final values checked.
+        boolean noSection = false;
+        String valueRecipe = null;
         int maxHolders = 1;
         boolean semaphore = false;
         boolean readWrite = false;
@@ -433,6 +513,23 @@ public final class CuratorBench {
             case "leader-handoff":
                 sessions = clients;
                 latch = true;
+                break;
+            case "counter-increment":
+            case "shared-count-cas":
+                sessions = clients;
+                noSection = true;
+                maxHolders = Integer.MAX_VALUE;
+                valueRecipe = workload;
+                break;
+            case "discovery-register":
+                sessions = 1;
+                cycleLatency = true;
+                noSection = true;
+                maxHolders = Integer.MAX_VALUE;
+                valueRecipe = workload;
+                // One session, as mutex-uncontended: the measured registration's own cycles warm it.
+                warmContended += warmSolo;
+                warmSolo = 0;
                 break;
             case "many-waiters":
                 sessions = clients;
@@ -477,7 +574,17 @@ public final class CuratorBench {
         int pct = readPct;
         long rwSeed = seed;
         Recipe recipe;
-        if (readWrite) {
+        // Counters: the increments applied per counter path, the tries and the policy's give-ups.
+        java.util.concurrent.ConcurrentHashMap<String, AtomicLong> applied = new java.util.concurrent.ConcurrentHashMap<>();
+        // Tries and give-ups of the measured counter (not of the solo ones of the JIT warm-up).
+        AtomicLong tries = new AtomicLong();
+        AtomicLong gaveUp = new AtomicLong();
+        java.util.concurrent.ConcurrentHashMap<String, Long> baseline = new java.util.concurrent.ConcurrentHashMap<>();
+        List<AutoCloseable> closeables = new ArrayList<>();
+        if (valueRecipe != null) {
+            recipe = RecipeBench.recipe(valueRecipe, path, retries, retrySleepMs, applied, baseline, tries, gaveUp,
+                    closeables);
+        } else if (readWrite) {
             recipe = (client, at, index) -> {
                 InterProcessReadWriteLock rw = new InterProcessReadWriteLock(client, at);
                 java.util.Random random = new java.util.Random(rwSeed * 1000003 + index);
@@ -521,7 +628,8 @@ public final class CuratorBench {
                 int n = contenders.size();
                 // The uncontended warm-up: a lock of the contender's own, beside the measured one.
                 Lock solo = warmSolo > 0 ? recipe.make(client, path + "-solo-" + n, 1_000_000 + n) : null;
-                contenders.add(new Contender(lock, solo, exclusion, new Exclusion(maxHolders, readWrite), start,
+                contenders.add(new Contender(lock, solo, noSection ? null : exclusion,
+                        noSection ? null : new Exclusion(maxHolders, readWrite), start,
                         warmSolo, warmContended, jitWarmupUntil, warmup, cycles, cycleLatency, holdMs));
             }
         }
@@ -572,12 +680,43 @@ public final class CuratorBench {
                     "curator", (double) (countersAfter[0] - before[0]) / ops,
                     fsyncs > 0 ? String.format(Locale.ROOT, "; log fsyncs/op %.2f per server", fsyncs) : "");
         }
+        String extra = "";
+        if (workload.equals("counter-increment") || workload.equals("shared-count-cas")) {
+            long total = 0;
+            try {
+                for (java.util.Map.Entry<String, AtomicLong> e : applied.entrySet()) {
+                    // Counted from the value found when the counter object was made (a JIT
+                    // warm-up counter is beside the measured directory and outlives a round).
+                    long value = RecipeBench.readCounter(frameworks.get(0), e.getKey(), workload.equals("counter-increment"))
+                            - baseline.get(e.getKey());
+                    if (value != e.getValue().get()) {
+                        fail(frameworks, 3, "OPS LOST OR APPLIED TWICE: " + e.getKey() + " holds " + value + " after "
+                                + e.getValue().get() + " increments reported applied");
+                    }
+                    total += value;
+                }
+            } catch (Exception e) {
+                fail(frameworks, 1, describe(e));
+            }
+            double perOp = (double) tries.get() / Math.max(1, applied.get(path).get());
+            System.err.printf(Locale.ROOT, "[locks]   %-20s tries per applied op %.2f (measured counter, warmup included),"
+                    + " retry policy gave up %d times; %d counters (JIT warm-up's included) hold the %d increments"
+                    + " applied%n", "curator", perOp, gaveUp.get(), applied.size(), total);
+            extra = String.format(Locale.ROOT, ",\"tries_per_op\":%.3f,\"gave_up\":%d", perOp, gaveUp.get());
+        }
+        for (AutoCloseable closeable : closeables) {
+            try {
+                closeable.close();
+            } catch (Exception ignored) {
+                // closing anyway
+            }
+        }
         closeAll(frameworks);
         String line = String.format(Locale.ROOT,
                 "{\"impl\":\"curator\",\"workload\":%s,\"ops\":%d,\"secs\":%.3f,\"ops_per_sec\":%.1f,"
-                        + "\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"clients\":%d,\"label\":%s}",
+                        + "\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"clients\":%d%s,\"label\":%s}",
                 jsonString(workload), ops, secs, secs > 0 ? ops / secs : 0.0,
-                nearestRank(all, 50.0) / 1e6, nearestRank(all, 99.0) / 1e6, sessions, jsonString(label));
+                nearestRank(all, 50.0) / 1e6, nearestRank(all, 99.0) / 1e6, sessions, extra, jsonString(label));
         System.out.println(line);
         System.out.flush();
         System.exit(0);
@@ -721,6 +860,7 @@ public final class CuratorBench {
         System.err.println("CuratorBench: " + problem);
         System.err.println("usage: CuratorBench CONNECT"
                 + " mutex-uncontended|mutex-contended|semaphore|many-waiters|rwlock|leader-handoff|cache-load|cache-events"
+                + "|counter-increment|shared-count-cas|queue-throughput|discovery-register|discovery-query"
                 + " CYCLES WARMUP CLIENTS MAX_LEASES BASE_PATH [hold-ms=N] [warm-solo=N] [warm-contended=N]"
                 + " [jit-warmup-ms=N] [label=TEXT]"
                 + " [srvr=HOST:PORT] [read-pct=P] [seed=N]");
@@ -996,6 +1136,333 @@ public final class CuratorBench {
                     r.delivered, secs, secs > 0 ? r.delivered / secs : 0.0, nearestRank(samples, 50.0) / 1e6,
                     nearestRank(samples, 99.0) / 1e6, samples.length, writeSecs > 0 ? samples.length / writeSecs : 0.0,
                     jsonString(label));
+        }
+    }
+
+    /** The recipes that are not locks: counters, the queue, service discovery. */
+    private static final class RecipeBench {
+        private RecipeBench() {}
+
+        /** What a counter or registration "acquire" returns: nothing to release. */
+        private static final Held NOTHING = () -> {};
+
+        /** The service every discovery line registers or queries. */
+        static final String SERVICE = "bench";
+
+        /** counter-increment, shared-count-cas, discovery-register as the Lock of a Contender. */
+        static Recipe recipe(String workload, String measured, int retries, int retrySleepMs,
+                java.util.concurrent.ConcurrentHashMap<String, AtomicLong> applied,
+                java.util.concurrent.ConcurrentHashMap<String, Long> baseline, AtomicLong tries,
+                AtomicLong gaveUp, List<AutoCloseable> closeables) {
+            switch (workload) {
+                case "counter-increment":
+                    return (client, at, index) -> {
+                        org.apache.curator.framework.recipes.atomic.DistributedAtomicLong counter =
+                                new org.apache.curator.framework.recipes.atomic.DistributedAtomicLong(
+                                        client, at, new RetryNTimes(retries, retrySleepMs));
+                        if (!baseline.containsKey(at)) {
+                            baseline.putIfAbsent(at, client.checkExists().forPath(at) == null ? 0 : readCounter(client, at, true));
+                        }
+                        AtomicLong count = applied.computeIfAbsent(at, k -> new AtomicLong());
+                        AtomicLong myTries = at.equals(measured) ? tries : new AtomicLong();
+                        AtomicLong myGaveUp = at.equals(measured) ? gaveUp : new AtomicLong();
+                        return () -> {
+                            while (true) {
+                                org.apache.curator.framework.recipes.atomic.AtomicValue<Long> result = counter.increment();
+                                myTries.addAndGet(result.getStats().getOptimisticTries());
+                                if (result.succeeded()) {
+                                    count.incrementAndGet();
+                                    return NOTHING;
+                                }
+                                myGaveUp.incrementAndGet();
+                            }
+                        };
+                    };
+                case "shared-count-cas":
+                    return (client, at, index) -> {
+                        org.apache.curator.framework.recipes.shared.SharedCount shared =
+                                new org.apache.curator.framework.recipes.shared.SharedCount(client, at, 0);
+                        shared.start();
+                        closeables.add(shared);
+                        baseline.putIfAbsent(at, (long) shared.getCount());
+                        AtomicLong count = applied.computeIfAbsent(at, k -> new AtomicLong());
+                        AtomicLong myTries = at.equals(measured) ? tries : new AtomicLong();
+                        return () -> {
+                            while (true) {
+                                org.apache.curator.framework.recipes.shared.VersionedValue<Integer> seen =
+                                        shared.getVersionedValue();
+                                myTries.incrementAndGet();
+                                if (shared.trySetCount(seen, seen.getValue() + 1)) {
+                                    count.incrementAndGet();
+                                    return NOTHING;
+                                }
+                            }
+                        };
+                    };
+                default:
+                    return (client, at, index) -> {
+                        // The service's node persistent, as in the Rust lines: the TestingServer reaps
+                        // an empty container within 100 ms, and a registerService whose parent went
+                        // between its mkdirs and its create fails with NoNode.
+                        try {
+                            client.create().creatingParentsIfNeeded().forPath(at + "/" + SERVICE);
+                        } catch (org.apache.zookeeper.KeeperException.NodeExistsException ignored) {
+                            // made by an earlier round
+                        }
+                        org.apache.curator.x.discovery.ServiceDiscovery<Void> discovery = discovery(client, at);
+                        closeables.add(discovery);
+                        org.apache.curator.x.discovery.ServiceInstance<Void> instance = instance(0);
+                        return () -> {
+                            discovery.registerService(instance);
+                            return () -> discovery.unregisterService(instance);
+                        };
+                    };
+            }
+        }
+
+        /** A started ServiceDiscovery under `base` (no payload; Curator's default serializer). */
+        static org.apache.curator.x.discovery.ServiceDiscovery<Void> discovery(CuratorFramework client, String base)
+                throws Exception {
+            org.apache.curator.x.discovery.ServiceDiscovery<Void> discovery =
+                    org.apache.curator.x.discovery.ServiceDiscoveryBuilder.builder(Void.class).client(client)
+                            .basePath(base).build();
+            discovery.start();
+            return discovery;
+        }
+
+        /** Instance `i`, as the Rust lines register it. */
+        static org.apache.curator.x.discovery.ServiceInstance<Void> instance(int i) throws Exception {
+            return org.apache.curator.x.discovery.ServiceInstance.<Void>builder().name(SERVICE)
+                    .id(String.format(Locale.ROOT, "instance-%05d", i)).address("127.0.0.1").port(8080).build();
+        }
+
+        /** A counter's value: 8 big-endian bytes (atomic long) or 4 (shared count). */
+        static long readCounter(CuratorFramework client, String path, boolean atomicLong) throws Exception {
+            java.nio.ByteBuffer bytes = java.nio.ByteBuffer.wrap(client.getData().forPath(path));
+            return atomicLong ? bytes.getLong() : bytes.getInt();
+        }
+
+        static String line(String impl, String workload, int ops, double secs, long[] samples, int clients,
+                String extra, String label) {
+            long[] sorted = Arrays.copyOf(samples, samples.length);
+            Arrays.sort(sorted);
+            return String.format(Locale.ROOT,
+                    "{\"impl\":%s,\"workload\":%s,\"ops\":%d,\"secs\":%.3f,\"ops_per_sec\":%.1f,"
+                            + "\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"clients\":%d%s,\"label\":%s}",
+                    jsonString(impl), jsonString(workload), ops, secs, secs > 0 ? ops / secs : 0.0,
+                    nearestRank(sorted, 50.0) / 1e6, nearestRank(sorted, 99.0) / 1e6, clients, extra,
+                    jsonString(label));
+        }
+
+        static void requests(String impl, String srvr, long[] before, int ops) {
+            long[] after = serverCounters(srvr);
+            if (before != null && after != null && ops > 0) {
+                System.err.printf(Locale.ROOT, "[locks]   %-20s server requests/op %.2f (all sessions, pings included)%n",
+                        impl, (double) (after[0] - before[0]) / ops);
+            }
+        }
+
+        /** One queue pass: items base .. base+n, when each was put and taken. */
+        static final class Pass {
+            final int base;
+            final long[] put;
+            final long[] taken;
+            final java.util.concurrent.CountDownLatch done;
+            final AtomicBoolean wrong = new AtomicBoolean();
+
+            Pass(int base, int n) {
+                this.base = base;
+                this.put = new long[n];
+                this.taken = new long[n];
+                this.done = new java.util.concurrent.CountDownLatch(n);
+            }
+
+            void taken(String item) {
+                long now = System.nanoTime();
+                int i;
+                try {
+                    i = Integer.parseInt(item) - base;
+                } catch (NumberFormatException e) {
+                    i = -1;
+                }
+                synchronized (this) {
+                    if (i < 0 || i >= taken.length || taken[i] != 0) {
+                        wrong.set(true);
+                        return;
+                    }
+                    taken[i] = now;
+                }
+                done.countDown();
+            }
+        }
+
+        static Pass pass(org.apache.curator.framework.recipes.queue.DistributedQueue<String> producer,
+                java.util.concurrent.atomic.AtomicReference<Pass> current, int base, int n) throws Exception {
+            Pass pass = new Pass(base, n);
+            current.set(pass);
+            for (int i = 0; i < n; i++) {
+                pass.put[i] = System.nanoTime();
+                producer.put(Integer.toString(base + i));
+            }
+            if (!pass.done.await(60, TimeUnit.SECONDS)) {
+                throw new Exception(pass.done.getCount() + " items not delivered after 60 s");
+            }
+            if (pass.wrong.get()) {
+                throw new Violation("an item delivered twice or not put in this pass");
+            }
+            return pass;
+        }
+
+        static String measuredPass(String impl, org.apache.curator.framework.recipes.queue.DistributedQueue<String> producer,
+                java.util.concurrent.atomic.AtomicReference<Pass> current, int base, int n, String srvr, String label)
+                throws Exception {
+            long[] before = serverCounters(srvr);
+            Pass pass = pass(producer, current, base, n);
+            requests(impl, srvr, before, n);
+            long[] samples = new long[n];
+            long last = pass.put[0];
+            for (int i = 0; i < n; i++) {
+                samples[i] = Math.max(0, pass.taken[i] - pass.put[i]);
+                last = Math.max(last, pass.taken[i]);
+            }
+            return line(impl, "queue-throughput", n, (last - pass.put[0]) / 1e9, samples, 2, "", label);
+        }
+
+        /**
+         * queue-throughput: a consumer's DistributedQueue on `consuming`, a producer-only one on
+         * `producing` (puts awaited, putInBackground(false), as the Rust put is); `jitItems`
+         * items through first in passes of `items`, then `warmup` items, then the measured
+         * `items`; then the same measured pass through a producer with Curator's default
+         * background puts (`curator-background`).
+         */
+        static List<String> queue(CuratorFramework producing, CuratorFramework consuming, String path, int items,
+                int warmup, int jitItems, String srvr, String label) throws Exception {
+            org.apache.curator.framework.recipes.queue.QueueSerializer<String> serializer =
+                    new org.apache.curator.framework.recipes.queue.QueueSerializer<String>() {
+                        @Override
+                        public byte[] serialize(String item) {
+                            return item.getBytes(StandardCharsets.UTF_8);
+                        }
+
+                        @Override
+                        public String deserialize(byte[] bytes) {
+                            return new String(bytes, StandardCharsets.UTF_8);
+                        }
+                    };
+            java.util.concurrent.atomic.AtomicReference<Pass> current = new java.util.concurrent.atomic.AtomicReference<>();
+            org.apache.curator.framework.recipes.queue.QueueConsumer<String> consumer =
+                    new org.apache.curator.framework.recipes.queue.QueueConsumer<String>() {
+                        @Override
+                        public void consumeMessage(String item) {
+                            current.get().taken(item);
+                        }
+
+                        @Override
+                        public void stateChanged(CuratorFramework client,
+                                org.apache.curator.framework.state.ConnectionState state) {}
+                    };
+            org.apache.curator.framework.recipes.queue.DistributedQueue<String> taker =
+                    org.apache.curator.framework.recipes.queue.QueueBuilder.builder(consuming, consumer, serializer, path)
+                            .buildQueue();
+            taker.start();
+            org.apache.curator.framework.recipes.queue.DistributedQueue<String> putter =
+                    org.apache.curator.framework.recipes.queue.QueueBuilder.builder(producing, null, serializer, path)
+                            .putInBackground(false).buildQueue();
+            putter.start();
+            org.apache.curator.framework.recipes.queue.DistributedQueue<String> background =
+                    org.apache.curator.framework.recipes.queue.QueueBuilder.builder(producing, null, serializer, path)
+                            .buildQueue();
+            background.start();
+            int base = 0;
+            for (int done = 0; done < jitItems; done += items) {
+                pass(putter, current, base, items);
+                base += items;
+            }
+            if (warmup > 0) {
+                pass(putter, current, base, warmup);
+                base += warmup;
+                pass(background, current, base, warmup);
+                base += warmup;
+            }
+            List<String> lines = new ArrayList<>();
+            lines.add(measuredPass("curator", putter, current, base, items, srvr, label));
+            base += items;
+            lines.add(measuredPass("curator-background", background, current, base, items, srvr, label));
+            System.err.printf(Locale.ROOT, "[locks]   %-20s %d JIT warm-up items, then %d warmup items%n", "curator",
+                    jitItems, warmup);
+            background.close();
+            putter.close();
+            taker.close();
+            return lines;
+        }
+
+        /**
+         * discovery-query: `instances` registered through a ServiceDiscovery on `registering`;
+         * on `querying`, queryForInstances (`curator`) and a ServiceCache's getInstances
+         * (`curator-cache`), each after a JIT warm-up (at least `jitReads` instances read,
+         * then `warmup` queries; the cache: `jitReads` + `warmup` calls).
+         */
+        static List<String> query(CuratorFramework registering, CuratorFramework querying, String path, int instances,
+                int queries, int warmup, int cacheQueries, int jitReads, String srvr, String label) throws Exception {
+            org.apache.curator.x.discovery.ServiceDiscovery<Void> registry = discovery(registering, path);
+            for (int i = 0; i < instances; i++) {
+                registry.registerService(instance(i));
+            }
+            org.apache.curator.x.discovery.ServiceDiscovery<Void> discovery = discovery(querying, path);
+            int jitQueries = (jitReads + instances - 1) / instances;
+            for (int i = 0; i < jitQueries + warmup; i++) {
+                check(discovery.queryForInstances(SERVICE).size(), instances);
+            }
+            List<String> lines = new ArrayList<>();
+            long[] before = serverCounters(srvr);
+            long[] samples = new long[queries];
+            long started = System.nanoTime();
+            for (int i = 0; i < queries; i++) {
+                long at = System.nanoTime();
+                check(discovery.queryForInstances(SERVICE).size(), instances);
+                samples[i] = System.nanoTime() - at;
+            }
+            double secs = (System.nanoTime() - started) / 1e9;
+            requests("curator", srvr, before, queries);
+            lines.add(line("curator", "discovery-query", queries, secs, samples, 1, "", label));
+
+            org.apache.curator.x.discovery.ServiceCache<Void> cache =
+                    discovery.serviceCacheBuilder().name(SERVICE).build();
+            cache.start();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (cache.getInstances().size() != instances) {
+                if (System.nanoTime() - deadline > 0) {
+                    throw new Exception("the ServiceCache holds " + cache.getInstances().size() + " instances of "
+                            + instances + " after 60 s");
+                }
+                Thread.sleep(10);
+            }
+            for (int i = 0; i < jitReads + warmup; i++) {
+                check(cache.getInstances().size(), instances);
+            }
+            before = serverCounters(srvr);
+            samples = new long[cacheQueries];
+            started = System.nanoTime();
+            for (int i = 0; i < cacheQueries; i++) {
+                long at = System.nanoTime();
+                check(cache.getInstances().size(), instances);
+                samples[i] = System.nanoTime() - at;
+            }
+            secs = (System.nanoTime() - started) / 1e9;
+            requests("curator-cache", srvr, before, cacheQueries);
+            lines.add(line("curator-cache", "discovery-query", cacheQueries, secs, samples, 1, "", label));
+            System.err.printf(Locale.ROOT, "[locks]   %-20s %d JIT warm-up queries (%d instances each), then %d warmup"
+                    + " queries; the cache: %d calls first%n", "curator", jitQueries, instances, warmup, jitReads + warmup);
+            cache.close();
+            discovery.close();
+            registry.close();
+            return lines;
+        }
+
+        static void check(int found, int expected) throws Exception {
+            if (found != expected) {
+                throw new Exception("found " + found + " instances, expected " + expected);
+            }
         }
     }
 }

@@ -1,5 +1,6 @@
 //! One contender (one session) of a workload, through one implementation.
 
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use zk_recipes::testing::CountingProxy;
@@ -61,6 +62,35 @@ pub(crate) enum Contender {
         path: String,
         id: String,
     },
+}
+
+/// One contender of a measured line, as the run loop drives it: a cycle (one op) repeated,
+/// then closed. The lock contenders are [`Contender`]s; the other recipes' are in `values.rs`.
+pub(crate) trait Cycle: Send + 'static {
+    /// One op: for a lock, acquire, critical section, release.
+    fn cycle(&mut self, exclusion: &Exclusion, hold: Duration) -> impl Future<Output = BenchResult<CycleTimes>> + Send;
+
+    /// Ends the contender's session.
+    fn close(self) -> impl Future<Output = BenchResult<()>> + Send;
+
+    /// A read-write contender's requests per half, when counted.
+    fn halves(&self) -> Option<(&Tally, &Tally)> {
+        None
+    }
+}
+
+impl Cycle for Contender {
+    fn cycle(&mut self, exclusion: &Exclusion, hold: Duration) -> impl Future<Output = BenchResult<CycleTimes>> + Send {
+        Contender::cycle(self, exclusion, hold)
+    }
+
+    fn close(self) -> impl Future<Output = BenchResult<()>> + Send {
+        Contender::close(self)
+    }
+
+    fn halves(&self) -> Option<(&Tally, &Tally)> {
+        Contender::halves(self)
+    }
 }
 
 /// What one cycle took.
@@ -254,7 +284,7 @@ fn count_half(counter: &mut Option<HalfCounter>, before: Option<zk_recipes::test
     }
 }
 
-async fn stall_guard<F: std::future::Future>(future: F) -> BenchResult<F::Output> {
+pub(crate) async fn stall_guard<F: std::future::Future>(future: F) -> BenchResult<F::Output> {
     tokio::time::timeout(STALL, future)
         .await
         .map_err(|_| BenchError::Failed(format!("an acquire stalled for more than {STALL:?}")))

@@ -8,7 +8,7 @@ use zk_recipes::testing::CountingProxy;
 
 use crate::classpath::{curator_classpath, find_jdk_tool};
 use crate::options::{CuratorMode, Options, Workload, WAITERS_PER_SESSION};
-use crate::report::{json_number, BenchError, BenchResult};
+use crate::report::{json_number, json_str, BenchError, BenchResult};
 
 const CURATOR_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/interop/CuratorBench.java");
 const CURATOR_MAIN: &str = "CuratorBench";
@@ -86,8 +86,10 @@ pub(crate) struct Target<'a> {
     pub(crate) proxy: Option<&'a CountingProxy>,
 }
 
-/// The JSON line of one Curator run.
+/// A JSON line of one Curator run (`curator`, or `curator-<variant>` when a workload has
+/// several Curator lines).
 pub(crate) struct CuratorLine {
+    pub(crate) implementation: String,
     pub(crate) json: String,
     pub(crate) ops_per_sec: Option<f64>,
 }
@@ -95,13 +97,21 @@ pub(crate) struct CuratorLine {
 impl CuratorBench {
     /// Runs `workload` through Curator in a JVM (default flags: full JIT), with this run's
     /// options, against `target`. Its stderr goes to ours.
-    pub(crate) async fn run(&self, o: &Options, target: Target<'_>, workload: Workload) -> BenchResult<CuratorLine> {
+    pub(crate) async fn run(
+        &self,
+        o: &Options,
+        target: Target<'_>,
+        workload: Workload,
+    ) -> BenchResult<Vec<CuratorLine>> {
         // The same counting as the Rust lines': mutex-uncontended in total, the others per
         // session (many-waiters divides them among the session's threads, rounded up).
         let (cycles, warmup, hold) = match workload {
             Workload::MutexUncontended => (o.iters, o.warmup, o.hold),
             Workload::Semaphore => (o.cycles, o.warmup_cycles, o.sem_hold),
             Workload::RwLock => (o.cycles, o.warmup_cycles, o.rw_hold),
+            Workload::DiscoveryRegister => (o.iters, o.warmup, o.hold),
+            Workload::QueueThroughput => (o.queue_items, o.warmup, o.hold),
+            Workload::DiscoveryQuery => (o.queries, o.query_warmup, o.hold),
             _ => (o.cycles, o.warmup_cycles, o.hold),
         };
         let counts_before = target.proxy.map(|p| p.counts());
@@ -128,6 +138,10 @@ impl CuratorBench {
             .arg(format!("event-nodes={}", o.event_nodes))
             .arg(format!("event-passes={}", o.event_passes))
             .arg(format!("writes-in-flight={}", crate::caches::WRITES_IN_FLIGHT))
+            .arg(format!("retries={}", o.retries))
+            .arg(format!("retry-sleep-ms={}", o.retry_sleep.as_millis()))
+            .arg(format!("instances={}", o.instances))
+            .arg(format!("cache-queries={}", o.cache_queries))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -139,10 +153,14 @@ impl CuratorBench {
             .await
             .map_err(|e| BenchError::Failed(format!("waiting for {CURATOR_MAIN}: {e}")))?;
         let stdout = String::from_utf8_lossy(&output.stdout);
-        let mut json = None;
+        let mut lines = Vec::new();
         for line in stdout.lines() {
-            if json.is_none() && line.starts_with('{') {
-                json = Some(line.to_owned());
+            if line.starts_with('{') {
+                lines.push(CuratorLine {
+                    implementation: json_str(line, "impl").unwrap_or("curator").to_owned(),
+                    ops_per_sec: json_number(line, "ops_per_sec"),
+                    json: line.to_owned(),
+                });
             } else if !line.trim().is_empty() {
                 eprintln!("[locks] {CURATOR_MAIN}: {line}");
             }
@@ -152,17 +170,31 @@ impl CuratorBench {
             Some(3) if matches!(workload, Workload::CacheLoad | Workload::CacheEvents) => {
                 return Err(BenchError::Diverged(format!("{CURATOR_MAIN} (Curator) exited with code 3")))
             }
+            Some(3)
+                if matches!(
+                    workload,
+                    Workload::CounterIncrement | Workload::SharedCountCas | Workload::QueueThroughput
+                ) =>
+            {
+                return Err(BenchError::Miscounted(format!("{CURATOR_MAIN} (Curator) exited with code 3")))
+            }
             Some(3) => return Err(BenchError::Violation(format!("{CURATOR_MAIN} (Curator) exited with code 3"))),
             _ => return Err(BenchError::Failed(format!("{CURATOR_MAIN} failed ({})", output.status))),
         }
-        let json = json.ok_or_else(|| BenchError::Failed(format!("{CURATOR_MAIN} printed no JSON line")))?;
+        if lines.is_empty() {
+            return Err(BenchError::Failed(format!("{CURATOR_MAIN} printed no JSON line")));
+        }
         if let (Some(before), Some(proxy)) = (counts_before, target.proxy) {
             // The JVM's whole run went through the proxy: per op of the warmup and the measured
             // part together (the JIT warm-up's cycles are not counted: it is off with
             // --count-ops), session set-up and close included.
             let per_task = |n: usize| n.div_ceil(WAITERS_PER_SESSION);
             let total_ops = match workload {
-                Workload::MutexUncontended => o.warmup + o.iters,
+                Workload::MutexUncontended | Workload::DiscoveryRegister => o.warmup + o.iters,
+                // Both of Curator's producers (awaited and background puts), together.
+                Workload::QueueThroughput => 2 * (o.warmup + o.queue_items),
+                // The registration of the instances and the cache's load are in the count.
+                Workload::DiscoveryQuery => o.query_warmup + o.queries,
                 Workload::ManyWaiters => {
                     o.clients * WAITERS_PER_SESSION * (per_task(o.warmup_cycles) + per_task(o.cycles))
                 }
@@ -171,6 +203,6 @@ impl CuratorBench {
             let breakdown = proxy.counts().since(&before).per_op(total_ops);
             eprintln!("[locks]   {:<20} per op (warmup, session set-up and close included): {breakdown}", "");
         }
-        Ok(CuratorLine { ops_per_sec: json_number(&json, "ops_per_sec"), json })
+        Ok(lines)
     }
 }

@@ -17,13 +17,15 @@
 //! | `raw.rs` | the raw floors: Curator's algorithms with plain zookeeper-client calls |
 //! | `caches.rs` | the cache workloads: a large tree's load, events under a writer |
 //! | `contenders.rs` | one session's way of taking and giving back a lock, per implementation |
+//! | `values.rs` | the counters' and service discovery's contenders, and their raw floors |
+//! | `queues.rs` | the queue workload: a producer and a consumer |
 //! | `curator.rs` | the same workloads through Curator in a JVM |
 //! | `workloads.rs` | the environment, and each workload's lines |
 //! | `main.rs` | the run loop: rounds of each workload, its Curator line, the ratios |
 //!
 //! Each file uses only the files above it in this table (and `classpath.rs`, shared with
-//! the interop tests): `main` -> `workloads` -> `contenders`, `curator` -> `raw`, `report` ->
-//! `options`.
+//! the interop tests): `main` -> `workloads` -> `queues`, `values` -> `contenders`, `curator` ->
+//! `raw`, `report` -> `options`.
 
 mod caches;
 #[path = "../../interop/classpath.rs"]
@@ -31,8 +33,10 @@ mod classpath;
 mod contenders;
 mod curator;
 mod options;
+mod queues;
 mod raw;
 mod report;
+mod values;
 mod workloads;
 
 use std::fmt::Write as _;
@@ -231,16 +235,49 @@ async fn run_round(env: &Env, curator: &Curator, workload: Workload) -> Result<R
         Curator::Ready(bench) => bench,
     };
     eprintln!("[locks] {} through Curator ...", workload.name());
-    match bench.run(&env.options, env.curator_target(workload), workload).await {
-        Ok(line) => {
-            println!("{}", line.json);
-            if let Some(theirs) = line.ops_per_sec.filter(|&t| t > 0.0) {
-                let mut summary = format!("{} (ops/s ÷ curator's {theirs:.1}):", workload.name());
-                for (implementation, ops_per_sec) in ours {
-                    let ratio = ops_per_sec / theirs;
-                    let _ = write!(summary, " {implementation} {ratio:.2}");
-                    round.ratios.push((implementation, ratio));
+    let target = env.curator_target(workload);
+    // A counter, a queue or a registry starts empty in every round (the lock directories are
+    // containers, and the cache workloads share or renew their trees).
+    let fresh = matches!(
+        workload,
+        Workload::CounterIncrement
+            | Workload::SharedCountCas
+            | Workload::QueueThroughput
+            | Workload::DiscoveryRegister
+            | Workload::DiscoveryQuery
+    );
+    if fresh {
+        env.remove_tree(&target.dir).await;
+    }
+    match bench.run(&env.options, target, workload).await {
+        Ok(lines) => {
+            for line in &lines {
+                println!("{}", line.json);
+            }
+            // Each zk-recipes line against the Curator line of the same variant
+            // (`zk-recipes-cache` against `curator-cache`), else against `curator`.
+            let theirs = |implementation: &str| {
+                let variant = implementation.strip_prefix("zk-recipes").unwrap_or_default();
+                let find = |name: String| lines.iter().find(|l| l.implementation == name);
+                find(format!("curator{variant}"))
+                    .or_else(|| find("curator".to_owned()))
+                    .and_then(|l| Some((l.implementation.as_str(), l.ops_per_sec.filter(|&t| t > 0.0)?)))
+            };
+            let mut summary = None::<String>;
+            for (implementation, ops_per_sec) in ours {
+                let Some((name, theirs)) = theirs(implementation) else { continue };
+                let summary = summary.get_or_insert_with(|| match lines.len() {
+                    1 => format!("{} (ops/s ÷ curator's {theirs:.1}):", workload.name()),
+                    _ => format!("{}:", workload.name()),
+                });
+                let ratio = ops_per_sec / theirs;
+                let _ = write!(summary, " {implementation} {ratio:.2}");
+                if lines.len() > 1 {
+                    let _ = write!(summary, " (÷ {name}'s {theirs:.1} ops/s)");
                 }
+                round.ratios.push((implementation, ratio));
+            }
+            if let Some(summary) = summary {
                 eprintln!("[locks] ratio {summary}");
                 round.summary = Some(summary);
             }

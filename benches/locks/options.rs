@@ -19,7 +19,8 @@ usage: locks [options]
                             (repeatable), e.g. zookeeper.flushDelay=3 for group commit
   --workloads LIST          comma-separated: mutex-uncontended, mutex-contended, semaphore,
                             rwlock, many-waiters, leader-handoff, cache-load, cache-events,
-                            or all (default: all)
+                            counter-increment, shared-count-cas, queue-throughput,
+                            discovery-register, discovery-query, or all (default: all)
   --iters N                 mutex-uncontended measured cycles (default 3000)
   --warmup N                mutex-uncontended warmup cycles (default 1000)
   --clients N               sessions for the contended workloads (default 4)
@@ -34,6 +35,15 @@ usage: locks [options]
   --cache-nodes N           cache-load: nodes in the two-level tree (default 10000)
   --event-nodes N           cache-events: nodes the writer updates (default 1000)
   --event-passes N          cache-events: writes per node (default 10)
+  --retries N               counter-increment: the counter's RetryNTimes tries after the first
+                            (default 10)
+  --retry-sleep-ms MS       counter-increment: RetryNTimes' sleep between tries (default 1)
+  --queue-items N           queue-throughput: measured items (default 1000; --warmup items
+                            go through first, unmeasured)
+  --instances N             discovery-query: registered instances (default 1000)
+  --queries N               discovery-query: measured queries without a cache (default 10)
+  --query-warmup N          discovery-query: unmeasured queries first, per line (default 3)
+  --cache-queries N         discovery-query: measured reads of a ServiceCache (default 500)
   --label TEXT              copied into every JSON line (default \"\")
   --rounds N                run each workload's lines N times in turn (raw, zk-recipes,
                             Curator, raw, ...) and print the median ratio (default 1)
@@ -86,6 +96,13 @@ pub(crate) struct Options {
     pub(crate) cache_nodes: usize,
     pub(crate) event_nodes: usize,
     pub(crate) event_passes: usize,
+    pub(crate) retries: u32,
+    pub(crate) retry_sleep: Duration,
+    pub(crate) queue_items: usize,
+    pub(crate) instances: usize,
+    pub(crate) queries: usize,
+    pub(crate) query_warmup: usize,
+    pub(crate) cache_queries: usize,
     pub(crate) label: String,
     pub(crate) rounds: usize,
     pub(crate) count_ops: bool,
@@ -118,6 +135,13 @@ impl Default for Options {
             cache_nodes: 10_000,
             event_nodes: 1_000,
             event_passes: 10,
+            retries: 10,
+            retry_sleep: Duration::from_millis(1),
+            queue_items: 1_000,
+            instances: 1_000,
+            queries: 10,
+            query_warmup: 3,
+            cache_queries: 500,
             label: String::new(),
             rounds: 1,
             count_ops: false,
@@ -140,10 +164,15 @@ pub(crate) enum Workload {
     LeaderHandoff,
     CacheLoad,
     CacheEvents,
+    CounterIncrement,
+    SharedCountCas,
+    QueueThroughput,
+    DiscoveryRegister,
+    DiscoveryQuery,
 }
 
 impl Workload {
-    pub(crate) const ALL: [Workload; 8] = [
+    pub(crate) const ALL: [Workload; 13] = [
         Workload::MutexUncontended,
         Workload::MutexContended,
         Workload::Semaphore,
@@ -152,6 +181,11 @@ impl Workload {
         Workload::LeaderHandoff,
         Workload::CacheLoad,
         Workload::CacheEvents,
+        Workload::CounterIncrement,
+        Workload::SharedCountCas,
+        Workload::QueueThroughput,
+        Workload::DiscoveryRegister,
+        Workload::DiscoveryQuery,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -164,6 +198,11 @@ impl Workload {
             Workload::LeaderHandoff => "leader-handoff",
             Workload::CacheLoad => "cache-load",
             Workload::CacheEvents => "cache-events",
+            Workload::CounterIncrement => "counter-increment",
+            Workload::SharedCountCas => "shared-count-cas",
+            Workload::QueueThroughput => "queue-throughput",
+            Workload::DiscoveryRegister => "discovery-register",
+            Workload::DiscoveryQuery => "discovery-query",
         }
     }
 
@@ -229,6 +268,13 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
             "--cache-nodes" => options.cache_nodes = number(&flag, &value()?)?,
             "--event-nodes" => options.event_nodes = number(&flag, &value()?)?,
             "--event-passes" => options.event_passes = number(&flag, &value()?)?,
+            "--retries" => options.retries = number(&flag, &value()?)?,
+            "--retry-sleep-ms" => options.retry_sleep = Duration::from_millis(number(&flag, &value()?)?),
+            "--queue-items" => options.queue_items = number(&flag, &value()?)?,
+            "--instances" => options.instances = number(&flag, &value()?)?,
+            "--queries" => options.queries = number(&flag, &value()?)?,
+            "--query-warmup" => options.query_warmup = number(&flag, &value()?)?,
+            "--cache-queries" => options.cache_queries = number(&flag, &value()?)?,
             "--label" => options.label = value()?,
             "--rounds" => options.rounds = number(&flag, &value()?)?,
             "--curator" => {
@@ -254,9 +300,15 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
         || options.cache_nodes == 0
         || options.event_nodes == 0
         || options.event_passes == 0
+        || options.queue_items == 0
+        || options.instances == 0
+        || options.queries == 0
+        || options.cache_queries == 0
+        || options.retry_sleep.is_zero()
     {
-        return Err("--iters, --cycles, --clients, --max-leases, --rounds, --cache-nodes, --event-nodes and \
-                    --event-passes must be at least 1"
+        return Err("--iters, --cycles, --clients, --max-leases, --rounds, --cache-nodes, --event-nodes, \
+                    --event-passes, --queue-items, --instances, --queries, --cache-queries and --retry-sleep-ms \
+                    must be at least 1"
             .into());
     }
     if options.ensemble == Some(0) {

@@ -16,13 +16,15 @@ pub(crate) enum BenchError {
     Violation(String),
     /// A cache does not hold what the server does.
     Diverged(String),
+    /// A counter or a queue does not hold what its ops reported (an op lost or applied twice).
+    Miscounted(String),
     Failed(String),
 }
 
 impl BenchError {
     /// A correctness failure (exit code 3), not a mere failure to run.
     pub(crate) fn is_violation(&self) -> bool {
-        matches!(self, BenchError::Violation(_) | BenchError::Diverged(_))
+        matches!(self, BenchError::Violation(_) | BenchError::Diverged(_) | BenchError::Miscounted(_))
     }
 }
 
@@ -31,6 +33,7 @@ impl std::fmt::Display for BenchError {
         match self {
             BenchError::Violation(what) => write!(f, "EXCLUSION VIOLATED: {what}"),
             BenchError::Diverged(what) => write!(f, "CACHE DIVERGED FROM THE SERVER: {what}"),
+            BenchError::Miscounted(what) => write!(f, "OPS LOST OR APPLIED TWICE: {what}"),
             BenchError::Failed(what) => f.write_str(what),
         }
     }
@@ -315,6 +318,42 @@ fn four_letter_word(host: &str, word: &[u8]) -> Option<String> {
     let mut text = String::new();
     stream.read_to_string(&mut text).ok()?;
     Some(text)
+}
+
+/// The request counters at one moment of a line that runs its own loop (not `workloads::run`):
+/// the servers' `srvr` counts and, with `--count-ops`, the proxy's.
+pub(crate) struct CountersAt {
+    server: Option<ServerCounters>,
+    proxy: Option<zk_recipes::testing::RequestCounts>,
+}
+
+impl CountersAt {
+    pub(crate) fn read(server: &str, proxy: Option<&zk_recipes::testing::CountingProxy>) -> Self {
+        CountersAt { server: ServerCounters::read(server), proxy: proxy.map(|p| p.counts()) }
+    }
+
+    /// Requests per op, fsyncs per op per server and the proxy's breakdown per op since `self`,
+    /// into `line`.
+    pub(crate) fn fill(&self, server: &str, proxy: Option<&zk_recipes::testing::CountingProxy>, line: &mut Measured) {
+        let ops = line.ops();
+        if let (Some(before), Some(after)) = (self.server, ServerCounters::read(server)) {
+            if ops > 0 && before.servers == after.servers {
+                line.requests_per_op = Some(after.received.saturating_sub(before.received) as f64 / ops as f64);
+                let fsyncs = after.fsyncs.saturating_sub(before.fsyncs) as f64 / (after.servers * ops as u64) as f64;
+                line.fsyncs_per_op = Some(fsyncs).filter(|&f| f > 0.0);
+            }
+        }
+        if let (Some(before), Some(proxy)) = (&self.proxy, proxy) {
+            line.breakdown = Some(proxy.counts().since(before).per_op(ops));
+        }
+    }
+}
+
+/// A string field of a flat JSON line (no escapes inside).
+pub(crate) fn json_str<'a>(line: &'a str, field: &str) -> Option<&'a str> {
+    let key = format!("\"{field}\":\"");
+    let rest = &line[line.find(&key)? + key.len()..];
+    Some(&rest[..rest.find('"')?])
 }
 
 /// A number field of a flat JSON line.

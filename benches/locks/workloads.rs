@@ -5,15 +5,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Barrier;
+use zk_recipes::discovery::{JsonInstanceSerializer, ServiceDiscovery};
+use zk_recipes::retry::RetryNTimes;
 use zk_recipes::testing::CountingProxy;
 use zk_recipes::zk::{self, Acls, CreateMode};
-use zk_recipes::{Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore};
+use zk_recipes::{
+    DistributedAtomicLong, Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, SharedCount,
+};
 
-use crate::contenders::{Contender, HalfCounter, Mix, ReleaseStyle};
+use crate::contenders::{Contender, Cycle, HalfCounter, Mix, ReleaseStyle};
 use crate::options::{Options, Workload, WAITERS_PER_SESSION};
 use crate::raw::{RawMutex, RawReadWrite, RawSemaphore};
-use crate::report::{BenchError, BenchResult, Exclusion, Halves, Measured, ServerCounters, Tally};
-use crate::{caches, curator};
+use crate::report::{BenchError, BenchResult, CountersAt, Exclusion, Halves, Measured, ServerCounters, Tally};
+use crate::values::{self, Attempts, ValueContender};
+use crate::{caches, curator, queues};
 
 /// Every run works under `BENCH_ROOT/<pid>-<millis>`, deleted at the end.
 pub(crate) const BENCH_ROOT: &str = "/zk-recipes-bench";
@@ -39,7 +44,7 @@ struct Plan {
 
 /// Runs `contenders` (one task each) through `plan.warmup` unmeasured cycles, then, from a
 /// common start, through `plan.cycles` measured cycles each.
-async fn run(env: &Env, plan: Plan, contenders: Vec<Contender>) -> BenchResult<Measured> {
+async fn run<C: Cycle>(env: &Env, plan: Plan, contenders: Vec<C>) -> BenchResult<Measured> {
     let tasks_count = contenders.len();
     let exclusion = Exclusion::new(plan.max_holders);
     // Everyone warms up, then waits at `warm` while the server's counters are read, then
@@ -519,6 +524,175 @@ pub(crate) async fn run_workload(env: &Env, workload: Workload) -> BenchResult<V
                 .collect();
             results.push(run(env, plan("zk-recipes"), contenders).await?);
         }
+        Workload::CounterIncrement | Workload::SharedCountCas => results = counters(env, workload).await?,
+        Workload::QueueThroughput => {
+            let dir = env.dir(workload, "zk-recipes");
+            let before = || CountersAt::read(&env.server, env.proxy.as_ref());
+            let fill = |before: &CountersAt, line: &mut Measured| before.fill(&env.server, env.proxy.as_ref(), line);
+            results.extend(queues::queue_throughput(o, &env.connect, &dir, before, fill).await?);
+            env.remove_tree(&dir).await;
+            env.remove_tree(&format!("{dir}-raw")).await;
+        }
+        Workload::DiscoveryRegister | Workload::DiscoveryQuery => results = discovery(env, workload).await?,
     }
+    Ok(results)
+}
+
+/// counter-increment and shared-count-cas: `--clients` sessions on one node, each op one
+/// applied increment; at the end the node must hold the number of increments applied.
+async fn counters(env: &Env, workload: Workload) -> BenchResult<Vec<Measured>> {
+    let o = &env.options;
+    let plan = |implementation| Plan {
+        workload,
+        implementation,
+        warmup: o.warmup_cycles,
+        cycles: o.cycles,
+        hold: Duration::ZERO,
+        latency: Latency::Cycle,
+        max_holders: usize::MAX,
+        sessions: o.clients,
+    };
+    let atomic = workload == Workload::CounterIncrement;
+    let mut results = Vec::new();
+    for implementation in ["raw-floor", "zk-recipes"] {
+        let dir = env.dir(workload, implementation);
+        let path = format!("{dir}/counter");
+        let attempts = Arc::new(Attempts::default());
+        let checker = env.raw_client().await?;
+        checker.mkdir(&dir, &CreateMode::Persistent.with_acls(Acls::anyone_all())).await?;
+        if !atomic {
+            // The count's node with its seed (0), as `SharedCount::start` makes it.
+            let seed = zk_recipes::protocol::values::encode_count(0);
+            checker.create(&path, &seed, &CreateMode::Persistent.with_acls(Acls::anyone_all())).await?;
+        }
+        let mut contenders = Vec::with_capacity(o.clients);
+        if implementation == "raw-floor" {
+            for client in env.raw_clients(o.clients, &[]).await? {
+                let attempts = attempts.clone();
+                contenders.push(if atomic {
+                    let (retries, sleep) = (o.retries, o.retry_sleep);
+                    ValueContender::RawAtomic { client, path: path.clone(), retries, sleep, attempts }
+                } else {
+                    ValueContender::RawSharedCount { client, path: path.clone(), seen: None, attempts }
+                });
+            }
+        } else {
+            for framework in env.frameworks(o.clients).await? {
+                let attempts = attempts.clone();
+                contenders.push(if atomic {
+                    let retry = RetryNTimes::new(o.retries, o.retry_sleep);
+                    let counter = DistributedAtomicLong::new(&framework, &path, retry)?;
+                    ValueContender::Atomic { framework, counter, attempts }
+                } else {
+                    let count = SharedCount::new(&framework, &path, 0)?;
+                    count.start().await?;
+                    ValueContender::SharedCount { framework, count, attempts }
+                });
+            }
+        }
+        let mut line = run(env, plan(implementation), contenders).await?;
+        let applied = attempts.succeeded.load(Ordering::Relaxed);
+        let value = if atomic {
+            values::read_long(&checker, &path).await?
+        } else {
+            i64::from(values::read_count(&checker, &path).await?)
+        };
+        if value != applied as i64 {
+            return Err(BenchError::Miscounted(format!(
+                "{} {implementation}: the counter holds {value} after {applied} increments reported applied",
+                workload.name()
+            )));
+        }
+        eprintln!("[locks]   {implementation:<20} {}; final value {value} = increments applied", attempts.summary());
+        line.extra = format!(
+            ",\"tries_per_op\":{:.3},\"gave_up\":{}",
+            attempts.tries.load(Ordering::Relaxed) as f64 / applied.max(1) as f64,
+            attempts.gave_up.load(Ordering::Relaxed)
+        );
+        results.push(line);
+        drop(checker);
+        env.remove_tree(&dir).await;
+    }
+    Ok(results)
+}
+
+/// discovery-register (one session: register, unregister, repeat) and discovery-query
+/// (`--instances` registered by another session, then queried by one: directly, through a
+/// `ServiceCache`, and the raw floor).
+async fn discovery(env: &Env, workload: Workload) -> BenchResult<Vec<Measured>> {
+    let o = &env.options;
+    let mut results = Vec::new();
+    let serializer = JsonInstanceSerializer::new;
+    if workload == Workload::DiscoveryRegister {
+        let plan = |implementation| Plan {
+            workload,
+            implementation,
+            warmup: o.warmup,
+            cycles: o.iters,
+            hold: Duration::ZERO,
+            latency: Latency::Cycle,
+            max_holders: usize::MAX,
+            sessions: 1,
+        };
+        let instance = values::instance(0)?;
+        let data = serializer().serialize(&instance)?;
+        let base = env.dir(workload, "raw");
+        let client = env.raw_client().await?;
+        let dir = format!("{base}/{}", values::SERVICE);
+        client.mkdir(&dir, &CreateMode::Persistent.with_acls(Acls::anyone_all())).await?;
+        let path = format!("{dir}/{}", instance.id);
+        let raw = ValueContender::RawRegister { client, path, data };
+        results.push(run(env, plan("raw-floor"), vec![raw]).await?);
+        env.remove_tree(&base).await;
+
+        // The service's node persistent, as for the raw floor and Curator: the TestingServer
+        // reaps an empty container within 100 ms, between an unregister and the next register.
+        let base = env.dir(workload, "zk-recipes");
+        let client = env.raw_client().await?;
+        client
+            .mkdir(&format!("{base}/{}", values::SERVICE), &CreateMode::Persistent.with_acls(Acls::anyone_all()))
+            .await?;
+        drop(client);
+        let framework = env.framework().await?;
+        let discovery = ServiceDiscovery::new(&framework, &base, serializer())?;
+        let ours = ValueContender::Register { framework, discovery, instance };
+        results.push(run(env, plan("zk-recipes"), vec![ours]).await?);
+        env.remove_tree(&base).await;
+        return Ok(results);
+    }
+    let plan = |implementation, cycles| Plan {
+        workload,
+        implementation,
+        warmup: o.query_warmup,
+        cycles,
+        hold: Duration::ZERO,
+        latency: Latency::Cycle,
+        max_holders: usize::MAX,
+        sessions: 1,
+    };
+    let base = env.dir(workload, "zk-recipes");
+    let registrar = env.framework().await?;
+    let registry = ServiceDiscovery::new(&registrar, &base, serializer())?;
+    values::register_all(&registry, o.instances).await?;
+    let expected = o.instances;
+
+    let client = env.raw_client().await?;
+    let raw = ValueContender::RawQuery { client, dir: format!("{base}/{}", values::SERVICE), expected };
+    results.push(run(env, plan("raw-floor", o.queries), vec![raw]).await?);
+
+    let framework = env.framework().await?;
+    let discovery = ServiceDiscovery::new(&framework, &base, serializer())?;
+    let query = ValueContender::Query { framework, discovery, expected };
+    results.push(run(env, plan("zk-recipes", o.queries), vec![query]).await?);
+
+    let framework = env.framework().await?;
+    let discovery = ServiceDiscovery::new(&framework, &base, serializer())?;
+    let cache = discovery.service_cache(values::SERVICE)?;
+    cache.start().await?;
+    let cached = ValueContender::CachedQuery { framework, cache, expected };
+    results.push(run(env, plan("zk-recipes-cache", o.cache_queries), vec![cached]).await?);
+
+    registry.close().await?;
+    registrar.close().await;
     Ok(results)
 }

@@ -1,0 +1,254 @@
+//! The contenders of the recipes that are not locks: a `DistributedAtomicLong` incremented, a
+//! `SharedCount` compare-and-set, a service instance registered and unregistered, a service's
+//! instances queried (with and without a `ServiceCache`), each beside its raw floor.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use zk_recipes::discovery::{ServiceCache, ServiceDiscovery, ServiceInstance};
+use zk_recipes::protocol::values::{decode_atomic_long, decode_count, encode_count, encode_long};
+use zk_recipes::zk::{self, Acls, CreateMode};
+use zk_recipes::{DistributedAtomicLong, Framework, SharedCount};
+
+use crate::contenders::{stall_guard, Cycle, CycleTimes};
+use crate::report::{BenchError, BenchResult, Exclusion};
+
+/// The service every discovery contender registers or queries.
+pub(crate) const SERVICE: &str = "bench";
+
+/// The tries of a counter line's contenders, shared (warmup included).
+#[derive(Debug, Default)]
+pub(crate) struct Attempts {
+    /// Every write tried (a versioned set or create).
+    pub(crate) tries: AtomicU64,
+    /// Ops that ended applied.
+    pub(crate) succeeded: AtomicU64,
+    /// `increment()` calls whose retry policy gave up (the contender called it again).
+    pub(crate) gave_up: AtomicU64,
+}
+
+impl Attempts {
+    /// `tries/op 1.23, gave up 4` over every op of the line.
+    pub(crate) fn summary(&self) -> String {
+        let succeeded = self.succeeded.load(Ordering::Relaxed);
+        format!(
+            "tries per applied op {:.2} (warmup included), retry policy gave up {} times",
+            self.tries.load(Ordering::Relaxed) as f64 / succeeded.max(1) as f64,
+            self.gave_up.load(Ordering::Relaxed)
+        )
+    }
+}
+
+/// One contender of a non-lock workload; one op each cycle.
+pub(crate) enum ValueContender {
+    /// `counter.increment()` until it reports success.
+    Atomic { framework: Framework, counter: DistributedAtomicLong, attempts: Arc<Attempts> },
+    /// The atomic's algorithm with plain calls: getData, setData at the version read (a create
+    /// when missing), the same fixed sleep and number of retries between tries.
+    RawAtomic { client: zk::Client, path: String, retries: u32, sleep: Duration, attempts: Arc<Attempts> },
+    /// `count.try_set(&count.versioned_count()?, n + 1)` until it returns true.
+    SharedCount { framework: Framework, count: SharedCount, attempts: Arc<Attempts> },
+    /// The shared count's algorithm with plain calls: setData at the version last seen;
+    /// getData after a conflict. No watch (the library's copy follows the node with one).
+    RawSharedCount { client: zk::Client, path: String, seen: Option<(i32, i32)>, attempts: Arc<Attempts> },
+    /// `register(&instance)`, then `unregister(name, id)`.
+    Register { framework: Framework, discovery: ServiceDiscovery, instance: ServiceInstance },
+    /// An ephemeral create of the instance's JSON, then its delete.
+    RawRegister { client: zk::Client, path: String, data: Vec<u8> },
+    /// `query_for_instances(SERVICE)`, which must find `expected` instances.
+    Query { framework: Framework, discovery: ServiceDiscovery, expected: usize },
+    /// `cache.instances()` of a started `ServiceCache`.
+    CachedQuery { framework: Framework, cache: ServiceCache, expected: usize },
+    /// getChildren of the service, then getData of each child, awaited one after another (the
+    /// JSON is not parsed).
+    RawQuery { client: zk::Client, dir: String, expected: usize },
+}
+
+fn persistent() -> zk::CreateOptions<'static> {
+    CreateMode::Persistent.with_acls(Acls::anyone_all())
+}
+
+fn ephemeral() -> zk::CreateOptions<'static> {
+    CreateMode::Ephemeral.with_acls(Acls::anyone_all())
+}
+
+fn found(what: &str, found: usize, expected: usize) -> BenchResult<()> {
+    if found == expected {
+        return Ok(());
+    }
+    Err(BenchError::Failed(format!("{what} found {found} instances, expected {expected}")))
+}
+
+impl ValueContender {
+    async fn op(&mut self) -> BenchResult<()> {
+        match self {
+            ValueContender::Atomic { counter, attempts, .. } => loop {
+                let result = stall_guard(counter.increment()).await??;
+                attempts.tries.fetch_add(u64::from(result.stats().optimistic_tries), Ordering::Relaxed);
+                if result.succeeded() {
+                    attempts.succeeded.fetch_add(1, Ordering::Relaxed);
+                    return Ok(());
+                }
+                attempts.gave_up.fetch_add(1, Ordering::Relaxed);
+            },
+            ValueContender::RawAtomic { client, path, retries, sleep, attempts } => loop {
+                for retry in 0..=*retries {
+                    attempts.tries.fetch_add(1, Ordering::Relaxed);
+                    let written = match client.get_data(path).await {
+                        Ok((data, stat)) => {
+                            let value = decode_atomic_long(&data)
+                                .map_err(|e| BenchError::Failed(format!("raw floor: {path}: {}", e.found)))?;
+                            let next = encode_long(value.wrapping_add(1));
+                            match client.set_data(path, &next, Some(stat.version)).await {
+                                Ok(_) => true,
+                                Err(zk::Error::BadVersion) => false,
+                                Err(e) => return Err(e.into()),
+                            }
+                        }
+                        Err(zk::Error::NoNode) => match client.create(path, &encode_long(1), &persistent()).await {
+                            Ok(_) => true,
+                            Err(zk::Error::NodeExists) => false,
+                            Err(e) => return Err(e.into()),
+                        },
+                        Err(e) => return Err(e.into()),
+                    };
+                    if written {
+                        attempts.succeeded.fetch_add(1, Ordering::Relaxed);
+                        return Ok(());
+                    }
+                    if retry < *retries {
+                        tokio::time::sleep(*sleep).await;
+                    }
+                }
+                attempts.gave_up.fetch_add(1, Ordering::Relaxed);
+            },
+            ValueContender::SharedCount { count, attempts, .. } => loop {
+                let seen = count.versioned_count()?;
+                attempts.tries.fetch_add(1, Ordering::Relaxed);
+                if stall_guard(count.try_set(&seen, seen.value().wrapping_add(1))).await?? {
+                    attempts.succeeded.fetch_add(1, Ordering::Relaxed);
+                    return Ok(());
+                }
+            },
+            ValueContender::RawSharedCount { client, path, seen, attempts } => loop {
+                let (value, version) = match *seen {
+                    Some(seen) => seen,
+                    None => {
+                        let (data, stat) = client.get_data(path).await?;
+                        let value = decode_count(&data)
+                            .map_err(|e| BenchError::Failed(format!("raw floor: {path}: {}", e.found)))?;
+                        (value, stat.version)
+                    }
+                };
+                attempts.tries.fetch_add(1, Ordering::Relaxed);
+                let next = value.wrapping_add(1);
+                match client.set_data(path, &encode_count(next), Some(version)).await {
+                    Ok(stat) => {
+                        *seen = Some((next, stat.version));
+                        attempts.succeeded.fetch_add(1, Ordering::Relaxed);
+                        return Ok(());
+                    }
+                    Err(zk::Error::BadVersion) => *seen = None,
+                    Err(e) => return Err(e.into()),
+                }
+            },
+            ValueContender::Register { discovery, instance, .. } => {
+                stall_guard(discovery.register(instance)).await??;
+                discovery.unregister(&instance.name, &instance.id).await?;
+                Ok(())
+            }
+            ValueContender::RawRegister { client, path, data } => {
+                client.create(path, data, &ephemeral()).await?;
+                client.delete(path, None).await?;
+                Ok(())
+            }
+            ValueContender::Query { discovery, expected, .. } => {
+                let instances = stall_guard(discovery.query_for_instances(SERVICE)).await??;
+                found("query_for_instances", instances.len(), *expected)
+            }
+            ValueContender::CachedQuery { cache, expected, .. } => {
+                found("ServiceCache::instances", cache.instances().len(), *expected)
+            }
+            ValueContender::RawQuery { client, dir, expected } => {
+                let mut ids = client.list_children(dir).await?;
+                ids.sort_unstable();
+                let mut read = 0;
+                for id in ids {
+                    match client.get_data(&format!("{dir}/{id}")).await {
+                        Ok(_) => read += 1,
+                        Err(zk::Error::NoNode) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                found("raw floor", read, *expected)
+            }
+        }
+    }
+}
+
+impl Cycle for ValueContender {
+    /// One op; the latency sample is the whole op (the exclusion check does not apply).
+    async fn cycle(&mut self, _exclusion: &Exclusion, _hold: Duration) -> BenchResult<CycleTimes> {
+        let started = Instant::now();
+        self.op().await?;
+        let took = started.elapsed();
+        Ok(CycleTimes { acquire: took, cycle: took, write: None })
+    }
+
+    async fn close(self) -> BenchResult<()> {
+        match self {
+            ValueContender::Atomic { framework, .. }
+            | ValueContender::SharedCount { framework, .. }
+            | ValueContender::Query { framework, .. } => framework.close().await,
+            ValueContender::Register { framework, discovery, .. } => {
+                discovery.close().await?;
+                framework.close().await;
+            }
+            ValueContender::CachedQuery { framework, cache, .. } => {
+                cache.close().await;
+                framework.close().await;
+            }
+            ValueContender::RawAtomic { .. }
+            | ValueContender::RawSharedCount { .. }
+            | ValueContender::RawRegister { .. }
+            | ValueContender::RawQuery { .. } => {}
+        }
+        Ok(())
+    }
+}
+
+/// The counter at `path` as 8 big-endian bytes (0 when missing).
+pub(crate) async fn read_long(client: &zk::Client, path: &str) -> BenchResult<i64> {
+    match client.get_data(path).await {
+        Ok((data, _)) => decode_atomic_long(&data).map_err(|e| BenchError::Failed(format!("{path}: {}", e.found))),
+        Err(zk::Error::NoNode) => Ok(0),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The count at `path` as 4 big-endian bytes.
+pub(crate) async fn read_count(client: &zk::Client, path: &str) -> BenchResult<i32> {
+    let (data, _) = client.get_data(path).await?;
+    decode_count(&data).map_err(|e| BenchError::Failed(format!("{path}: {}", e.found)))
+}
+
+/// Instance `i` of [`SERVICE`], as every discovery line registers it.
+pub(crate) fn instance(i: usize) -> BenchResult<ServiceInstance> {
+    Ok(ServiceInstance::new(SERVICE)?
+        .with_id(&format!("instance-{i:05}"))?
+        .with_address("127.0.0.1")
+        .with_port(8080)?)
+}
+
+/// `n` instances of [`SERVICE`] registered through `discovery`, 32 at a time (not measured).
+pub(crate) async fn register_all(discovery: &ServiceDiscovery, n: usize) -> BenchResult<()> {
+    use futures::{StreamExt, TryStreamExt};
+    let instances = (0..n).map(instance).collect::<BenchResult<Vec<_>>>()?;
+    futures::stream::iter(
+        instances.iter().map(|i| async move { discovery.register(i).await.map_err(BenchError::from) }),
+    )
+    .buffer_unordered(32)
+    .try_collect::<()>()
+    .await
+}
