@@ -1,6 +1,7 @@
 //! The task that keeps a mirror current: it applies the source's items, sends the reads the
-//! mirror asks for on the framework's session (at most [`Config::concurrency`] in flight),
-//! and applies their replies, each only after every event that arrived before it.
+//! mirror asks for on the framework's session (a load's or a resync's at most
+//! [`Config::concurrency`] at a time, an event's as soon as the mirror asks), and applies
+//! their replies, each only after every event that arrived before it.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -32,7 +33,7 @@ pub(crate) struct Config<T> {
     pub(crate) root: String,
     pub(crate) reads: Reads,
     pub(crate) decode: Decode<T>,
-    /// Reads in flight at most.
+    /// A load's (or resync's) reads in flight at most.
     pub(crate) concurrency: usize,
 }
 
