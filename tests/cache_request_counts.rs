@@ -22,7 +22,9 @@ const SESSION: Duration = Duration::from_secs(60);
 fn requests(counts: &RequestCounts) -> Vec<(&'static str, u64)> {
     counts
         .iter()
-        .filter(|(kind, n)| *n > 0 && !matches!(*kind, "ping" | "round-trip" | "watch-event") && !kind.starts_with("error:"))
+        .filter(|(kind, n)| {
+            *n > 0 && !matches!(*kind, "ping" | "round-trip" | "watch-event") && !kind.starts_with("error:")
+        })
         .collect()
 }
 
@@ -185,7 +187,8 @@ async fn children_and_single_node_modes_cost_one_read_per_event() {
         }
         assert_eq!(requests(&s.counting.counts().since(&before)), [("removeWatches", 1)], "close()");
 
-        let single = CuratorCache::builder(&s.cached, &format!("{root}/n")).mode(CacheMode::SingleNode).build().unwrap();
+        let single =
+            CuratorCache::builder(&s.cached, &format!("{root}/n")).mode(CacheMode::SingleNode).build().unwrap();
         let mut events = single.events();
         let before = s.counting.counts();
         single.start().await.unwrap();

@@ -159,7 +159,9 @@ impl Server {
             match op {
                 ServerOp::GetData => {
                     let children = self.child_count(&path);
-                    ServerReply::Data(self.nodes.get(&path).map(|n| (Stat { num_children: children, ..stat_of(n) }, n.data)))
+                    ServerReply::Data(
+                        self.nodes.get(&path).map(|n| (Stat { num_children: children, ..stat_of(n) }, n.data)),
+                    )
                 }
                 ServerOp::Exists => ServerReply::Data(self.nodes.get(&path).map(|n| (stat_of(n), 0))),
                 ServerOp::List => ServerReply::Children(self.nodes.get(&path).map(|n| {

@@ -363,9 +363,7 @@ impl<T> Mirror<T> {
         // reply is applied.
         let again = request.op != Op::List
             && match self.reading.get(rel) {
-                Some(reading) if reading.sent_at == ticket.sent_at => {
-                    self.reading.remove(rel).is_some_and(|r| r.again)
-                }
+                Some(reading) if reading.sent_at == ticket.sent_at => self.reading.remove(rel).is_some_and(|r| r.again),
                 _ => false,
             };
         match reply {

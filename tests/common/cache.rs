@@ -215,10 +215,7 @@ impl Replay {
     }
 
     pub fn view(&self) -> View {
-        self.nodes
-            .iter()
-            .map(|(p, n)| (p.clone(), (n.data().cloned().unwrap_or_default(), n.stat().version)))
-            .collect()
+        self.nodes.iter().map(|(p, n)| (p.clone(), (n.data().cloned().unwrap_or_default(), n.stat().version))).collect()
     }
 
     /// Applies every event that comes within `quiet` of the previous one.
@@ -231,7 +228,11 @@ impl Replay {
     /// Panics unless the events told `truth`.
     pub fn assert_equals(&self, truth: &View) {
         let view = self.view();
-        assert!(view == *truth, "the cache's events do not add up to the server's state: {}", differences(&view, truth));
+        assert!(
+            view == *truth,
+            "the cache's events do not add up to the server's state: {}",
+            differences(&view, truth)
+        );
     }
 }
 
