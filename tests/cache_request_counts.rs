@@ -1,8 +1,9 @@
 //! CuratorCache's requests per event, counted by a proxy that reads the protocol's frames (the
 //! cost model of the cache's docs): a created or changed node costs one read of it (`getData`,
 //! or `exists` in stats-only mode), a deletion none; a load or a resync costs one `addWatch`,
-//! one read per node and one listing per node that has children (stats-only: one listing per
-//! node, which carries the stat); events on a node whose read is in flight share it.
+//! a read of every node (the nodes found together in one `multiRead`) and one listing per node
+//! that has children (stats-only: one listing per node, which carries the stat); events on a
+//! node whose read is in flight share it.
 
 #[path = "common/cache.rs"]
 mod cache_support;
@@ -107,12 +108,14 @@ async fn tree_cache_costs_one_get_data_per_created_or_changed_node_and_none_per_
         cache.start().await.unwrap();
         cache.initialized().await.unwrap();
         let load = s.counting.counts().since(&before);
-        assert_eq!(requests(&load), [("addWatch", 1), ("getChildren", 3), ("getData", 7)], "the initial load");
+        // The root alone, then its children together, then theirs.
+        let expected = [("addWatch", 1), ("getChildren", 3), ("getData", 1), ("multiRead", 2)];
+        assert_eq!(requests(&load), expected, "the initial load");
         loaded(&mut events).await;
         per_event(&s, &mut events, &root, "getData").await;
 
-        // A resync after a reconnect: the watch again, a read of every node, a listing of
-        // every node with children (8 nodes now, 3 with children).
+        // A resync after a reconnect: the watch again, a read of every node (8 now: the root,
+        // then 4, then 3 together), a listing of every node with children (3).
         let before = s.counting.counts();
         s.cut.drop_connections();
         let deadline = tokio::time::Instant::now() + SESSION / 2;
@@ -125,7 +128,7 @@ async fn tree_cache_costs_one_get_data_per_created_or_changed_node_and_none_per_
         // client's one-shot watches.
         let resync: Vec<_> =
             requests(&resync).into_iter().filter(|(kind, _)| !matches!(*kind, "sync" | "setWatches")).collect();
-        assert_eq!(resync, [("addWatch", 1), ("getChildren", 3), ("getData", 8)], "a resync");
+        assert_eq!(resync, [("addWatch", 1), ("getChildren", 3), ("getData", 1), ("multiRead", 2)], "a resync");
         cache.close().await;
         delete_tree(&s.writer, &root).await;
         s.cached.close().await;
@@ -171,9 +174,9 @@ async fn children_and_single_node_modes_cost_one_read_per_event() {
         let before = s.counting.counts();
         children.start().await.unwrap();
         children.initialized().await.unwrap();
-        // One listing of the root, one read per child (a, b, c).
+        // One listing of the root, the children (a, b, c) read together.
         let load = s.counting.counts().since(&before);
-        assert_eq!(requests(&load), [("addWatch", 1), ("getChildren", 1), ("getData", 3)], "children mode");
+        assert_eq!(requests(&load), [("addWatch", 1), ("getChildren", 1), ("multiRead", 1)], "children mode");
         loaded(&mut events).await;
         per_event(&s, &mut events, &root, "getData").await;
         // Closing removes the watch: the client sends one `removeWatches` once the watcher

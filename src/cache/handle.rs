@@ -53,9 +53,9 @@ use crate::sync::Mutex;
 ///   [`stats_only`]), sent as the event arrives; events for a node whose read is still out
 ///   share it, with one more read when it returns (never more reads than events);
 /// - a deleted node costs nothing;
-/// - the load, and each resync, cost one `addWatch`, one `getData` per node and one
-///   `getChildren` per node that has children (with [`stats_only`]: one `getChildren` per
-///   node, which carries the stat).
+/// - the load, and each resync, cost one `addWatch`, a `getData` of every node (those found
+///   by one listing go together, in `multiRead` requests) and one `getChildren` per node that
+///   has children (with [`stats_only`]: one `getChildren` per node, which carries the stat).
 ///
 /// [`max_reads_in_flight`]: crate::CuratorCacheBuilder::max_reads_in_flight
 /// [`stats_only`]: crate::CuratorCacheBuilder::stats_only
