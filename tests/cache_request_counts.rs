@@ -256,3 +256,40 @@ async fn quick_changes_of_one_node_share_reads() {
     })
     .await
 }
+
+/// A listing shows a node the cache's session may not read (a creator-only ACL of another
+/// user): its read fails alone within the multi-read its siblings share, and the cache holds
+/// every other node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_the_session_may_not_read_is_left_out_of_the_load_alone() {
+    bounded(Duration::from_secs(90), async {
+        let s = setup().await;
+        let owner = Framework::builder(&s.server.connect_string())
+            .auth("digest", b"cache-owner:secret")
+            .start()
+            .await
+            .expect("a framework with digest auth");
+        let root = unique_path("counts-acl");
+        make_tree(&s.writer, &root).await;
+        let secret = format!("{root}/secret");
+        let creator_only = zk_recipes::zk::CreateMode::Persistent.with_acls(zk_recipes::zk::Acls::creator_all());
+        owner.zk_client().unwrap().create(&secret, b"s", &creator_only).await.unwrap();
+
+        let cache = CuratorCache::builder(&s.cached, &root).mode(CacheMode::Children).build().unwrap();
+        let before = s.counting.counts();
+        cache.start().await.unwrap();
+        cache.initialized().await.unwrap();
+        let load = s.counting.counts().since(&before);
+        assert_eq!(requests(&load), [("addWatch", 1), ("getChildren", 1), ("multiRead", 1)], "the load");
+        let names: Vec<String> = cache.nodes().iter().map(|n| n.name().to_owned()).collect();
+        assert_eq!(names, ["a", "b", "c"], "every readable child, and not the other user's");
+        assert!(cache.is_complete());
+        cache.close().await;
+        owner.zk_client().unwrap().delete(&secret, None).await.unwrap();
+        owner.close().await;
+        delete_tree(&s.writer, &root).await;
+        s.cached.close().await;
+        s.writer.close().await;
+    })
+    .await
+}
