@@ -13,7 +13,7 @@ use crate::options::{Options, Workload, STALL};
 use crate::report::{BenchError, BenchResult, Measured};
 
 /// Reads (or writes) the raw lines keep in flight: the cache's default for its load.
-const READS_IN_FLIGHT: usize = 16;
+const READS_IN_FLIGHT: usize = 64;
 
 /// cache-events: set-data requests the writer keeps in flight.
 pub(crate) const WRITES_IN_FLIGHT: usize = 32;

@@ -36,8 +36,10 @@ impl<T> std::fmt::Debug for CuratorCacheBuilder<T> {
     }
 }
 
-/// Reads in flight at most, by default, during a load or a resync.
-pub(super) const DEFAULT_READS_IN_FLIGHT: usize = 16;
+/// Reads in flight at most, by default, during a load or a resync: enough to keep one
+/// connection busy (requests are pipelined on it) without queueing a whole large subtree's
+/// reads on the server at once.
+pub(super) const DEFAULT_READS_IN_FLIGHT: usize = 64;
 
 impl CuratorCacheBuilder<Vec<u8>> {
     pub(super) fn new(framework: &Framework, path: &str) -> Self {
@@ -92,7 +94,9 @@ impl<T: Send + Sync + 'static> CuratorCacheBuilder<T> {
         }
     }
 
-    /// How many reads a load or a resync keeps in flight at most (default 16).
+    /// How many reads a load or a resync keeps in flight at most (default 64), all pipelined
+    /// on the framework's one connection. The reads that follow events are not counted here:
+    /// they go out as the events arrive, at most one in flight per node.
     pub fn max_reads_in_flight(mut self, reads: usize) -> Self {
         self.max_reads_in_flight = reads;
         self

@@ -42,11 +42,23 @@ use crate::sync::Mutex;
 /// # How it stays current
 /// `start()` adds one persistent recursive watch on the path (a persistent one for
 /// [`CacheMode::SingleNode`]); the path need not exist. Then the cache lists and reads the
-/// subtree, at most 16 reads in flight, and applies the watch's events on top: a created or
-/// changed node costs one read (for its data and stat; the event carries neither), a deletion
-/// none. Events for one path are applied in the order the server applied the changes; across
-/// paths, a deletion (applied at its event) can be told before an earlier create or change of
-/// another path (applied when its read returns).
+/// subtree, at most 64 reads pipelined ([`max_reads_in_flight`]), and applies the watch's
+/// events on top. Events for one path are applied in the order the server applied the
+/// changes; across paths, a deletion (applied at its event) can be told before an earlier
+/// create or change of another path (applied when its read returns).
+///
+/// # Requests
+/// An event names a node and what happened to it, not its stat or data, so:
+/// - a created or changed node costs one read of it (`getData`; `exists` with
+///   [`stats_only`]), sent as the event arrives; events for a node whose read is still out
+///   share it, with one more read when it returns (never more reads than events);
+/// - a deleted node costs nothing;
+/// - the load, and each resync, cost one `addWatch`, a `getData` of every node (those found
+///   by one listing go together, in `multiRead` requests) and one `getChildren` per node that
+///   has children (with [`stats_only`]: one `getChildren` per node, which carries the stat).
+///
+/// [`max_reads_in_flight`]: crate::CuratorCacheBuilder::max_reads_in_flight
+/// [`stats_only`]: crate::CuratorCacheBuilder::stats_only
 ///
 /// # Through faults
 /// While the connection is down, and after a session is lost, the cache keeps its last view

@@ -1,6 +1,32 @@
 //! Caches: [`CuratorCache`] and its node and path-children views, on one mirror of a
 //! ZooKeeper subtree (see the `mirror` module) kept current by one persistent watch.
 //!
+//! # Requests
+//! Events come from the watch; a node's stat and data do not (a ZooKeeper watch event names
+//! the node and what happened to it, nothing more), so the cache reads what an event leaves
+//! unknown, on the framework's session:
+//!
+//! | what happens | requests (the default) | requests ([`stats_only`]) |
+//! | --- | --- | --- |
+//! | a node is created or its data changes | one `getData` of it | one `exists` of it |
+//! | a node is deleted | none | none |
+//! | events for a node whose read is still out | none now; one more read of it when that read returns | the same |
+//! | the load, and each resync after a reconnect or a new session | one `addWatch`, a `getData` of every node (the nodes found by one listing go together, in `multiRead`s of up to 16), one `getChildren` per node that has children | one `addWatch`, one `getChildren` per node (it carries the stat) |
+//!
+//! [`CacheMode::Children`] lists only the root (one `getChildren`) and reads each child;
+//! [`CacheMode::SingleNode`] reads the root alone. A load's and a resync's reads are
+//! pipelined on the one connection, [`max_reads_in_flight`] at a time (default 64; a
+//! `multiRead` carries at most a quarter of them, so that several requests stay in flight, and
+//! a server spends less per node on one request of many reads than on many requests); the
+//! reads that follow events go out as the events arrive. So a node written many times in a
+//! row has at most one read in flight and never costs more reads than events; the view it
+//! settles on is the last one. A create cannot go without a read even in stats-only mode:
+//! its event carries no stat (no version, owner, times or data length). `tests/cache_request_counts.rs`
+//! asserts these counts with a counting proxy.
+//!
+//! [`stats_only`]: CuratorCacheBuilder::stats_only
+//! [`max_reads_in_flight`]: CuratorCacheBuilder::max_reads_in_flight
+//!
 //! # Memory
 //! A cached node costs the client about 600 bytes with 100 bytes of data: its entry in the
 //! mirror, its path, stat and shared data. Measured as the growth of the client's resident

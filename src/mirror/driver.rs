@@ -1,6 +1,7 @@
 //! The task that keeps a mirror current: it applies the source's items, sends the reads the
-//! mirror asks for on the framework's session (at most [`Config::concurrency`] in flight),
-//! and applies their replies, each only after every event that arrived before it.
+//! mirror asks for on the framework's session (a load's or a resync's at most
+//! [`Config::concurrency`] at a time, an event's as soon as the mirror asks), and applies
+//! their replies, each only after every event that arrived before it.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -12,7 +13,7 @@ use futures::stream::FuturesUnordered;
 use futures::{FutureExt, Stream, StreamExt};
 use tokio::sync::watch;
 use tokio::time::Instant;
-use zookeeper_client::{Client, Error as ZkError};
+use zookeeper_client::{Error as ZkError, MultiReadResult};
 
 use super::source::SourceItem;
 use super::state::{Mirror, Op, Reads, Reply, Request, Status};
@@ -32,7 +33,7 @@ pub(crate) struct Config<T> {
     pub(crate) root: String,
     pub(crate) reads: Reads,
     pub(crate) decode: Decode<T>,
-    /// Reads in flight at most.
+    /// A load's (or resync's) reads in flight at most.
     pub(crate) concurrency: usize,
 }
 
@@ -59,13 +60,88 @@ impl<T> Config<T> {
     }
 }
 
-type InFlight<T> = Pin<Box<dyn Future<Output = (Request, Reply<T>)> + Send>>;
+/// Reads in flight (one request, or one multi-read of several); they end with their requests
+/// and replies.
+type InFlight<T> = Pin<Box<dyn Future<Output = Vec<Answered<T>>> + Send>>;
+
+/// A load's reads at most in one multi-read request.
+const MAX_BATCH: usize = 64;
+
+struct Answered<T> {
+    request: Request,
+    reply: Reply<T>,
+}
 
 /// Pauses before a resync the source did not ask for (after a failed read).
 const FIRST_PAUSE: Duration = Duration::from_millis(100);
 const MAX_PAUSE: Duration = Duration::from_secs(5);
 
+/// The reads of one driver. A load's (or resync's) reads wait in `queue` for one of
+/// [`Config::concurrency`] places; an event's read goes out at once (the mirror keeps at most
+/// one in flight per node, so they are bounded by the nodes held).
+struct ReadQueue<T> {
+    queue: VecDeque<Request>,
+    in_flight: FuturesUnordered<InFlight<T>>,
+    /// Of `in_flight`, how many are a load's.
+    loading: usize,
+}
+
+impl<T: Send + Sync + 'static> ReadQueue<T> {
+    /// Sends what waits, as far as the bound allows. With data kept, a load's reads that wait
+    /// together go as multi-reads (one request carrying up to a quarter of the bound's
+    /// `getData`s, so that several stay in flight): a server spends less per node on one
+    /// request of many reads than on many requests.
+    fn fill(&mut self, framework: &Framework, config: &Arc<Config<T>>) {
+        let batch = (config.concurrency / 4).clamp(1, MAX_BATCH);
+        while self.loading < config.concurrency && !self.queue.is_empty() {
+            let room = (config.concurrency - self.loading).min(batch);
+            let mut requests = Vec::new();
+            while requests.len() < room {
+                let Some(request) = self.queue.pop_front() else { break };
+                let batched = config.reads == Reads::Data && matches!(request.op, Op::Read | Op::Load);
+                if !batched {
+                    if requests.is_empty() {
+                        requests.push(request);
+                    } else {
+                        self.queue.push_front(request);
+                    }
+                    break;
+                }
+                requests.push(request);
+            }
+            self.loading += requests.len();
+            if requests.len() == 1 {
+                let request = requests.pop().expect("one request");
+                self.in_flight.push(Box::pin(read(framework, config, request).map(|answer| vec![answer])));
+            } else {
+                self.in_flight.push(read_many(framework, config, requests));
+            }
+        }
+    }
+
+    /// Queues a load's reads; sends an event's at once.
+    fn route(&mut self, framework: &Framework, config: &Arc<Config<T>>, requests: &mut Vec<Request>) {
+        for request in requests.drain(..) {
+            if request.is_snapshot() {
+                self.queue.push_back(request);
+            } else {
+                self.in_flight.push(Box::pin(read(framework, config, request).map(|answer| vec![answer])));
+            }
+        }
+    }
+
+    fn answered(&mut self, answer: &Answered<T>) {
+        if answer.request.is_snapshot() {
+            self.loading -= 1;
+        }
+    }
+}
+
 /// Runs until the source ends (the framework closed) or `stop` turns true.
+///
+/// When replies and events are both ready, replies go first, each batch of them only after
+/// every event that had arrived by then (the server sent those before the replies); what
+/// arrived together is applied under one lock of the host.
 pub(crate) async fn run<T, H, S>(
     framework: Framework,
     host: Arc<H>,
@@ -78,8 +154,7 @@ pub(crate) async fn run<T, H, S>(
     S: Stream<Item = SourceItem> + Send + Unpin,
 {
     let config = Arc::new(config);
-    let mut queue: VecDeque<Request> = VecDeque::new();
-    let mut in_flight: FuturesUnordered<InFlight<T>> = FuturesUnordered::new();
+    let mut reads = ReadQueue { queue: VecDeque::new(), in_flight: FuturesUnordered::new(), loading: 0 };
     let mut state = framework.state_watch();
     let mut pause = FIRST_PAUSE;
     // The source said `Interrupted` and has not said `Resync` since: it will.
@@ -87,13 +162,14 @@ pub(crate) async fn run<T, H, S>(
     // When to resync without the source asking: a read failed, or the framework was
     // suspended and is back while the source saw no gap (the watch held).
     let mut resync_at: Option<Instant> = None;
+    let mut items: Vec<SourceItem> = Vec::new();
+    let mut answers: Vec<Answered<T>> = Vec::new();
+    let mut requests: Vec<Request> = Vec::new();
     loop {
-        while in_flight.len() < config.concurrency {
-            let Some(request) = queue.pop_front() else { break };
-            in_flight.push(Box::pin(read(&framework, &config, request)));
-        }
+        reads.fill(&framework, &config);
         let connected = state.borrow().state.is_connected();
         let wake = resync_at.unwrap_or_else(Instant::now);
+        let mut ended = false;
         tokio::select! {
             biased;
             changed = stop.changed() => {
@@ -101,33 +177,22 @@ pub(crate) async fn run<T, H, S>(
                     return;
                 }
             }
-            item = source.next() => {
-                let Some(item) = item else {
-                    host.update(&mut |m| m.interrupt());
-                    return;
-                };
-                note(&item, &mut source_gap, &mut pause);
-                apply(&*host, &config, item, &mut queue);
-            }
-            Some((request, reply)) = in_flight.next(), if !in_flight.is_empty() => {
-                // Every event the server sent before this reply is in the source's queue now:
-                // apply them first.
-                while let Some(item) = source.next().now_or_never() {
-                    let Some(item) = item else {
-                        host.update(&mut |m| m.interrupt());
-                        return;
-                    };
-                    note(&item, &mut source_gap, &mut pause);
-                    apply(&*host, &config, item, &mut queue);
+            Some(first) = reads.in_flight.next(), if !reads.in_flight.is_empty() => {
+                answers.extend(first);
+                while let Some(Some(more)) = reads.in_flight.next().now_or_never() {
+                    answers.extend(more);
                 }
-                let mut reply = Some(reply);
-                host.update(&mut |m| {
-                    if let Some(reply) = reply.take() {
-                        m.reply(&request, reply);
-                    }
-                    queue.extend(m.take_requests());
-                });
+                // Every event the server sent before these replies is in the source's queue
+                // now: they are applied first.
+                ended = drain(&mut source, &mut items);
             }
+            item = source.next() => match item {
+                Some(item) => {
+                    items.push(item);
+                    ended = drain(&mut source, &mut items);
+                }
+                None => ended = true,
+            },
             changed = state.changed() => {
                 if changed.is_err() {
                     return;
@@ -136,22 +201,62 @@ pub(crate) async fn run<T, H, S>(
                     host.update(&mut |m| m.interrupt());
                 }
             }
-            _ = tokio::time::sleep_until(wake), if resync_at.is_some() && connected && in_flight.is_empty() => {
+            _ = tokio::time::sleep_until(wake), if resync_at.is_some() && connected && reads.in_flight.is_empty() => {
                 tracing::debug!(root = %config.root, "mirror: reading the subtree again (a read failed, or the framework was suspended)");
                 pause = (pause * 2).min(MAX_PAUSE);
                 resync_at = None;
+                reads.queue.clear();
                 host.update(&mut |m| {
                     m.resync();
-                    queue.extend(m.take_requests());
+                    requests.extend(m.take_requests());
                 });
             }
         }
+        for answer in &answers {
+            reads.answered(answer);
+        }
+        for item in &items {
+            note(item, &mut source_gap, &mut pause);
+        }
         let mut wants = false;
-        host.update(&mut |m| wants = m.needs_resync() || (m.status() == Status::Incomplete && !source_gap));
+        host.update(&mut |m| {
+            for item in items.drain(..) {
+                if matches!(item, SourceItem::Resync { .. }) {
+                    // A new generation: the reads asked for before it are of no use.
+                    reads.queue.clear();
+                    requests.clear();
+                }
+                apply(m, &config, item);
+                requests.extend(m.take_requests());
+            }
+            for answer in answers.drain(..) {
+                m.reply(&answer.request, answer.reply);
+            }
+            requests.extend(m.take_requests());
+            if ended {
+                m.interrupt();
+            }
+            wants = m.needs_resync() || (m.status() == Status::Incomplete && !source_gap);
+        });
+        if ended {
+            return;
+        }
+        reads.route(&framework, &config, &mut requests);
         match (wants, resync_at) {
             (true, None) => resync_at = Some(Instant::now() + pause),
             (false, Some(_)) => resync_at = None,
             _ => {}
+        }
+    }
+}
+
+/// Moves every item the source has ready into `items`; true if the source ended.
+fn drain<S: Stream<Item = SourceItem> + Unpin>(source: &mut S, items: &mut Vec<SourceItem>) -> bool {
+    loop {
+        match source.next().now_or_never() {
+            Some(Some(item)) => items.push(item),
+            Some(None) => return true,
+            None => return false,
         }
     }
 }
@@ -168,70 +273,165 @@ fn note(item: &SourceItem, source_gap: &mut bool, pause: &mut Duration) {
     }
 }
 
-/// Applies one source item.
-fn apply<T, H: Host<T>>(host: &H, config: &Config<T>, item: SourceItem, queue: &mut VecDeque<Request>) {
-    host.update(&mut |m| {
-        match &item {
-            SourceItem::Event { kind, path, .. } => {
-                if let Some(rel) = config.relative(path) {
-                    m.event(*kind, rel);
-                }
-            }
-            SourceItem::Interrupted => m.interrupt(),
-            SourceItem::Resync { reason } => {
-                tracing::debug!(root = %config.root, ?reason, "mirror: resync");
-                queue.clear();
-                m.resync();
+/// Applies one source item to the mirror.
+fn apply<T>(m: &mut Mirror<T>, config: &Config<T>, item: SourceItem) {
+    match &item {
+        SourceItem::Event { kind, path, .. } => {
+            if let Some(rel) = config.relative(path) {
+                m.event(*kind, rel);
             }
         }
-        queue.extend(m.take_requests());
-    });
+        SourceItem::Interrupted => m.interrupt(),
+        SourceItem::Resync { reason } => {
+            tracing::debug!(root = %config.root, ?reason, "mirror: resync");
+            m.resync();
+        }
+    }
 }
 
-/// Sends one read on the current session and maps its outcome.
+/// Sends a load's reads (data kept, each a `Read` or a `Load`) as one multi-read on the current
+/// session; then lists, at once, the children of each loaded node whose stat has some. The
+/// server answers a multi-read's reads together, at one point between writes, so each reply
+/// is as a single read's would be at that point.
+fn read_many<T: Send + Sync + 'static>(
+    framework: &Framework,
+    config: &Arc<Config<T>>,
+    requests: Vec<Request>,
+) -> InFlight<T> {
+    let failed = |requests: Vec<Request>| -> Vec<Answered<T>> {
+        requests.into_iter().map(|request| Answered { request, reply: Reply::Failed }).collect()
+    };
+    let Ok(session) = framework.session() else {
+        return Box::pin(std::future::ready(failed(requests)));
+    };
+    let client = session.client;
+    let config = Arc::clone(config);
+    Box::pin(async move {
+        let fulls: Vec<String> = requests.iter().map(|r| config.full_path(&r.path)).collect();
+        let results = {
+            let mut reader = client.new_multi_reader();
+            match fulls.iter().try_for_each(|full| reader.add_get_data(full)) {
+                Ok(()) => reader.commit().await,
+                Err(e) => Err(e),
+            }
+        };
+        let results = match results {
+            Ok(results) if results.len() == requests.len() => results,
+            Ok(_) => return failed(requests),
+            Err(e) => {
+                tracing::debug!(error = %e, "mirror: a multi-read failed");
+                return failed(requests);
+            }
+        };
+        let mut answers = Vec::with_capacity(requests.len());
+        let mut listings = Vec::new();
+        for ((request, full), result) in requests.into_iter().zip(&fulls).zip(results) {
+            let reply = match result {
+                MultiReadResult::Data { data, stat } => {
+                    let load = request.op == Op::Load;
+                    if load && stat.num_children > 0 {
+                        listings.push((answers.len(), client.get_children(full)));
+                    }
+                    Reply::Found {
+                        stat,
+                        data: (config.decode)(full, data).map(Arc::new),
+                        children: load.then(Vec::new),
+                    }
+                }
+                MultiReadResult::Error { err } => failure(err),
+                _ => Reply::Failed,
+            };
+            answers.push(Answered { request, reply });
+        }
+        for (index, listing) in listings {
+            let answer: &mut Answered<T> = &mut answers[index];
+            match listing.await {
+                Ok((names, _)) => {
+                    if let Reply::Found { children, .. } = &mut answer.reply {
+                        *children = Some(names);
+                    }
+                }
+                // Deleted since the read: its event is on the way.
+                Err(ZkError::NoNode) => {}
+                Err(e) => answer.reply = failure(e),
+            }
+        }
+        answers
+    })
+}
+
+/// Sends one read on the current session at once (the client writes a request when it is
+/// called) and maps its outcome when polled.
 fn read<T: Send + Sync + 'static>(
     framework: &Framework,
     config: &Arc<Config<T>>,
     request: Request,
-) -> impl Future<Output = (Request, Reply<T>)> + Send + 'static {
-    let session = framework.session();
+) -> Pin<Box<dyn Future<Output = Answered<T>> + Send>> {
+    let Ok(session) = framework.session() else {
+        return Box::pin(std::future::ready(Answered { request, reply: Reply::Failed }));
+    };
+    let client = &session.client;
+    let full = config.full_path(&request.path);
     let config = Arc::clone(config);
-    async move {
-        let Ok(session) = session else { return (request, Reply::Failed) };
-        let full = config.full_path(&request.path);
-        let reply = read_on(&session.client, &config, &full, request.op).await;
-        (request, reply)
-    }
-}
-
-async fn read_on<T>(client: &Client, config: &Config<T>, full: &str, op: Op) -> Reply<T> {
-    match (op, config.reads) {
-        (Op::Read, Reads::Data) => match client.get_data(full).await {
-            Ok((data, stat)) => Reply::Found { stat, data: (config.decode)(full, data).map(Arc::new), children: None },
-            Err(e) => failure(e),
-        },
-        (Op::Read, Reads::Stat | Reads::Presence) => match client.check_stat(full).await {
-            Ok(Some(stat)) => Reply::Found { stat, data: None, children: None },
-            Ok(None) => Reply::Missing,
-            Err(e) => failure(e),
-        },
-        (Op::Load, Reads::Data) => {
-            let (data, children) = futures::join!(client.get_data(full), client.get_children(full));
-            match (data, children) {
-                (Ok((data, stat)), Ok((children, _))) => {
-                    Reply::Found { stat, data: (config.decode)(full, data).map(Arc::new), children: Some(children) }
-                }
-                // Deleted between the two reads: its event is on the way.
-                (Ok((data, stat)), Err(ZkError::NoNode)) => {
-                    Reply::Found { stat, data: (config.decode)(full, data).map(Arc::new), children: Some(Vec::new()) }
-                }
-                (Err(e), _) | (_, Err(e)) => failure(e),
-            }
+    match (request.op, config.reads) {
+        (Op::Read, Reads::Data) => {
+            let data = client.get_data(&full);
+            Box::pin(async move {
+                let reply = match data.await {
+                    Ok((data, stat)) => {
+                        Reply::Found { stat, data: (config.decode)(&full, data).map(Arc::new), children: None }
+                    }
+                    Err(e) => failure(e),
+                };
+                Answered { request, reply }
+            })
         }
-        (Op::Load | Op::List, _) => match client.get_children(full).await {
-            Ok((children, stat)) => Reply::Found { stat, data: None, children: Some(children) },
-            Err(e) => failure(e),
-        },
+        (Op::Read, Reads::Stat | Reads::Presence) => {
+            let stat = client.check_stat(&full);
+            Box::pin(async move {
+                let reply = match stat.await {
+                    Ok(Some(stat)) => Reply::Found { stat, data: None, children: None },
+                    Ok(None) => Reply::Missing,
+                    Err(e) => failure(e),
+                };
+                Answered { request, reply }
+            })
+        }
+        // The data first; the children only if the node had any when read (children created
+        // after that read come as events: the watch was in place before it).
+        (Op::Load, Reads::Data) => {
+            let data = client.get_data(&full);
+            let client = client.clone();
+            Box::pin(async move {
+                let reply = match data.await {
+                    Ok((data, stat)) => {
+                        let data = (config.decode)(&full, data).map(Arc::new);
+                        if stat.num_children == 0 {
+                            Reply::Found { stat, data, children: Some(Vec::new()) }
+                        } else {
+                            match client.get_children(&full).await {
+                                Ok((children, _)) => Reply::Found { stat, data, children: Some(children) },
+                                // Deleted since the read: its event is on the way.
+                                Err(ZkError::NoNode) => Reply::Found { stat, data, children: Some(Vec::new()) },
+                                Err(e) => failure(e),
+                            }
+                        }
+                    }
+                    Err(e) => failure(e),
+                };
+                Answered { request, reply }
+            })
+        }
+        (Op::Load | Op::List, _) => {
+            let listing = client.get_children(&full);
+            Box::pin(async move {
+                let reply = match listing.await {
+                    Ok((children, stat)) => Reply::Found { stat, data: None, children: Some(children) },
+                    Err(e) => failure(e),
+                };
+                Answered { request, reply }
+            })
+        }
     }
 }
 

@@ -8,7 +8,8 @@
 //!   order, `Interrupted` when the connection breaks, `Resync` each time the watch was added
 //!   again (after a reconnect or on a new session).
 //! - [`driver`]: the task that feeds the source's items and the replies of the reads (sent
-//!   on the framework's session, a bounded number in flight) to a mirror held by a host.
+//!   on the framework's session: a load's a bounded number at a time, an event's at once) to
+//!   a mirror held by a host.
 //!
 //! Wire facts the design rests on: a persistent recursive watch delivers created, deleted
 //! and data-changed events for the root and every descendant, never children-changed; a

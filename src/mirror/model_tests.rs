@@ -117,6 +117,10 @@ impl Server {
         self.nodes.keys().any(|k| k != rel && k.starts_with(&prefix) && (!rel.is_empty() || !k.is_empty()))
     }
 
+    fn child_count(&self, rel: &str) -> i32 {
+        self.nodes.keys().filter(|k| !k.is_empty() && *k != rel && tree::parent(k) == Some(rel)).count() as i32
+    }
+
     fn write(&mut self, rng: &mut Rng) {
         let paths = Self::all_paths();
         let path = paths[rng.below(paths.len())].clone();
@@ -153,7 +157,12 @@ impl Server {
             ServerReply::Failed
         } else {
             match op {
-                ServerOp::GetData => ServerReply::Data(self.nodes.get(&path).map(|n| (stat_of(n), n.data))),
+                ServerOp::GetData => {
+                    let children = self.child_count(&path);
+                    ServerReply::Data(
+                        self.nodes.get(&path).map(|n| (Stat { num_children: children, ..stat_of(n) }, n.data)),
+                    )
+                }
                 ServerOp::Exists => ServerReply::Data(self.nodes.get(&path).map(|n| (stat_of(n), 0))),
                 ServerOp::List => ServerReply::Children(self.nodes.get(&path).map(|n| {
                     let prefix = if path.is_empty() { String::new() } else { format!("{path}/") };
@@ -235,7 +244,9 @@ impl Client {
                 }
                 Change::Changed { path, old, new } => {
                     let held = self.view.get(&path).unwrap_or_else(|| panic!("Changed for absent {path:?}"));
-                    assert_eq!(held.stat, old.stat, "Changed's old is what was held at {path:?}");
+                    // The child counters of a held stat are refreshed without a change.
+                    let key = |s: &Stat| (s.czxid, s.mzxid, s.version);
+                    assert_eq!(key(&held.stat), key(&old.stat), "Changed's old is what was held at {path:?}");
                     if self.reads != Reads::Presence {
                         assert!(
                             (new.stat.czxid, new.stat.mzxid) > (old.stat.czxid, old.stat.mzxid),
@@ -246,7 +257,7 @@ impl Client {
                 }
                 Change::Deleted { path, old } => {
                     let held = self.view.remove(&path).unwrap_or_else(|| panic!("Deleted for absent {path:?}"));
-                    assert_eq!(held.stat, old.stat);
+                    assert_eq!((held.stat.czxid, held.stat.mzxid), (old.stat.czxid, old.stat.mzxid));
                 }
             }
         }
@@ -314,11 +325,16 @@ fn combine(op: Op, reads: Reads, parts: &[ServerReply]) -> Reply<u32> {
             }
             None => Reply::Missing,
         },
+        // As the driver: the listing counts only when the read found children (a node read
+        // with none is not listed; its later children come as events).
         (Op::Load, Reads::Data, [ServerReply::Data(found), ServerReply::Children(children)]) => match found {
             Some((stat, data)) => Reply::Found {
                 stat: *stat,
                 data: Some(Arc::new(*data)),
-                children: Some(children.as_ref().map(|(_, names)| names.clone()).unwrap_or_default()),
+                children: Some(match stat.num_children {
+                    0 => Vec::new(),
+                    _ => children.as_ref().map(|(_, names)| names.clone()).unwrap_or_default(),
+                }),
             },
             None => Reply::Missing,
         },

@@ -94,6 +94,13 @@ pub(crate) struct Request {
     pub(crate) op: Op,
 }
 
+impl Request {
+    /// Whether the read belongs to a load or resync (rather than following an event).
+    pub(crate) fn is_snapshot(&self) -> bool {
+        self.ticket.snapshot
+    }
+}
+
 /// A read's outcome.
 #[derive(Debug)]
 pub(crate) enum Reply<T> {
@@ -147,6 +154,13 @@ struct Touch {
     deleted: u64,
 }
 
+/// A node's read in flight, and whether events came for the node while it was out.
+#[derive(Debug, Clone, Copy)]
+struct Reading {
+    sent_at: u64,
+    again: bool,
+}
+
 /// The mirror of one subtree.
 #[derive(Debug)]
 pub(crate) struct Mirror<T> {
@@ -166,6 +180,9 @@ pub(crate) struct Mirror<T> {
     touched: HashMap<Box<str>, Touch>,
     /// Reads in flight by `sent_at` (for pruning `touched`).
     in_flight: BTreeMap<u64, usize>,
+    /// The latest read in flight of each path (a stat or data read, or a load) of this
+    /// generation: events on the path while it is out share it (see `Mirror::read`).
+    reading: HashMap<Box<str>, Reading>,
     /// Resyncs completed (the first one is the initial load).
     completed: u64,
     changes: Vec<Change<T>>,
@@ -185,6 +202,7 @@ impl<T> Mirror<T> {
             failed: false,
             touched: HashMap::new(),
             in_flight: BTreeMap::new(),
+            reading: HashMap::new(),
             completed: 0,
             changes: Vec::new(),
             requests: Vec::new(),
@@ -230,6 +248,7 @@ impl<T> Mirror<T> {
         self.generation += 1;
         self.touched.clear();
         self.in_flight.clear();
+        self.reading.clear();
         self.snapshot_outstanding = 0;
         self.failed = false;
         self.status = Status::Loading;
@@ -247,6 +266,9 @@ impl<T> Mirror<T> {
             self.snapshot_outstanding += 1;
         }
         *self.in_flight.entry(self.seq).or_default() += 1;
+        if op != Op::List {
+            self.reading.insert(path.as_str().into(), Reading { sent_at: self.seq, again: false });
+        }
         self.requests.push(Request { ticket, path, op });
     }
 
@@ -287,9 +309,29 @@ impl<T> Mirror<T> {
                             self.insert(rel, Item { stat: UNKNOWN_STAT, data: None });
                         }
                     }
-                    Reads::Stat | Reads::Data => self.send(rel.to_owned(), Op::Read, false),
+                    Reads::Stat | Reads::Data => self.read(rel),
                 }
             }
+        }
+    }
+
+    /// A created or changed node is to be read. With a read of it already in flight (and no
+    /// deletion of it or an ancestor since that read was sent, which would make its reply
+    /// dropped), no second read goes out now: the one in flight is marked, and when its reply
+    /// is applied one more read follows. (The reply may already show this change: the server
+    /// sends a change's event before the reply of any read that sees the change. But the
+    /// driver may apply an event that arrived just after a reply before that reply, so it
+    /// cannot tell.) A node changed many times in a row thus has at most one read in flight,
+    /// and never costs more reads than events.
+    fn read(&mut self, rel: &str) {
+        let pending = self.reading.get(rel).copied();
+        match pending {
+            Some(reading) if !self.deleted_since(rel, reading.sent_at) => {
+                if let Some(reading) = self.reading.get_mut(rel) {
+                    reading.again = true;
+                }
+            }
+            _ => self.send(rel.to_owned(), Op::Read, false),
         }
     }
 
@@ -317,6 +359,13 @@ impl<T> Mirror<T> {
             return;
         }
         let rel = request.path.as_str();
+        // Events came for the node while this read was out: read it once more, after this
+        // reply is applied.
+        let again = request.op != Op::List
+            && match self.reading.get(rel) {
+                Some(reading) if reading.sent_at == ticket.sent_at => self.reading.remove(rel).is_some_and(|r| r.again),
+                _ => false,
+            };
         match reply {
             Reply::Found { stat, data, children } => {
                 if !self.deleted_since(rel, ticket.sent_at) {
@@ -359,6 +408,9 @@ impl<T> Mirror<T> {
             }
         }
         self.settle(ticket.sent_at);
+        if again && self.scope.holds(rel) {
+            self.send(request.path.clone(), Op::Read, false);
+        }
         if ticket.snapshot {
             self.snapshot_outstanding -= 1;
             if self.snapshot_outstanding == 0 && self.status == Status::Loading {

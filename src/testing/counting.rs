@@ -337,6 +337,7 @@ fn request_kind(frame: &[u8]) -> &'static str {
         18 => "removeWatches",
         19 => "createContainer",
         21 => "createTtl",
+        22 => "multiRead",
         101 | 105 => "setWatches",
         103 => "getEphemerals",
         106 => "addWatch",
@@ -372,6 +373,7 @@ mod tests {
         assert_eq!(request_kind(&frame(15, &[0, 0])), "create2");
         assert_eq!(request_kind(&frame(4, &[0, 1])), "getData+watch");
         assert_eq!(request_kind(&frame(8, &[0, 0])), "getChildren");
+        assert_eq!(request_kind(&frame(22, &[0, 0])), "multiRead");
         assert_eq!(request_kind(&[0, 0]), "short-frame");
     }
 
