@@ -11,7 +11,8 @@
 //! | `node_watch.rs` | the data watch on a held node, kept through connection trouble (deletion, revocation) |
 //! | `held.rs` | the one release core (`HeldNode`) and the non-owning `NodeWatch` guards observe |
 //! | `internals.rs` | the one wait engine (Curator's `LockInternals`) |
-//! | `mirror_wait.rs` | a session's view of a lock directory from one recursive watch and one listing, and when it may decide in a listing's place (pure; not used by the engine yet) |
+//! | `mirror_wait.rs` | a session's view of a lock directory from one recursive watch and one listing, and when it may decide in a listing's place (pure) |
+//! | `dir_mirror.rs` | the session's live mirror of a lock directory: its task, its sharing, the waits on it |
 //! | `start_over.rs` | the start-over loop: a fresh node when the last one went missing |
 //! | `reentrant.rs` | per-task reentrancy: the one reentrant acquire core (an owner's acquires take turns; downgrade and upgrade refusal are its hooks), holds, and the ticket guard behind the public guards |
 //! | `acquire.rs` | the one acquire front-end: the acquire forms, `Lockable` and `LockHold` |
@@ -20,6 +21,7 @@
 
 mod acquire;
 // The protocol module decodes directories with the drivers.
+mod dir_mirror;
 pub(crate) mod driver;
 mod fast_path;
 mod fence;
@@ -46,6 +48,8 @@ pub(crate) use self::internals::LockInternals;
 pub(crate) use self::node::{retry_request, Failure, PendingCreate};
 
 pub use self::acquire::{LockHold, Lockable};
+#[cfg(feature = "testing")]
+pub(crate) use self::dir_mirror::hooks as mirror_hooks;
 pub use self::fast_path::{FastPathFallback, FastPathStats};
 pub use self::multi::{MultiLock, MultiLockGuard};
 pub use self::mutex::{InterProcessMutex, MutexGuard};
