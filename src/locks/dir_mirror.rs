@@ -150,7 +150,8 @@ pub(crate) enum WaitOn {
 /// A waiter's registration with the mirror; dropping it unregisters.
 pub(crate) struct Wake {
     inner: Arc<Inner>,
-    name: Option<String>,
+    /// The child names whose events wake it (none: it waits for the view's state).
+    names: Vec<String>,
     ticket: u64,
     notify: Arc<Notify>,
 }
@@ -166,17 +167,15 @@ impl Drop for Wake {
     fn drop(&mut self) {
         let ticket = self.ticket;
         let mut state = self.inner.state.lock();
-        let list = match &self.name {
-            Some(name) => match state.by_name.get_mut(name) {
-                Some(list) => list,
-                None => return,
-            },
-            None => &mut state.anyone,
-        };
-        list.retain(|(t, _)| *t != ticket);
-        if list.is_empty() {
-            if let Some(name) = &self.name {
-                state.by_name.remove(name);
+        if self.names.is_empty() {
+            state.anyone.retain(|(t, _)| *t != ticket);
+        }
+        for name in &self.names {
+            if let Some(list) = state.by_name.get_mut(name) {
+                list.retain(|(t, _)| *t != ticket);
+                if list.is_empty() {
+                    state.by_name.remove(name);
+                }
             }
         }
     }
@@ -271,17 +270,20 @@ impl DirMirror {
         };
         let ticket = self.inner.tickets.fetch_add(1, Ordering::Relaxed);
         let notify = Arc::new(Notify::new());
-        let name = match &on {
-            WaitOn::Barrier => Some(own.to_owned()),
-            WaitOn::Predecessor(node) => Some(node.clone()),
-            WaitOn::Valid => None,
+        // Behind a predecessor, our own node's deletion wakes us too (start over at once).
+        let names = match &on {
+            WaitOn::Barrier => vec![own.to_owned()],
+            WaitOn::Predecessor(node) => vec![node.clone(), own.to_owned()],
+            WaitOn::Valid => Vec::new(),
         };
-        match &name {
-            Some(name) => state.by_name.entry(name.clone()).or_default().push((ticket, notify.clone())),
-            None => state.anyone.push((ticket, notify.clone())),
+        if names.is_empty() {
+            state.anyone.push((ticket, notify.clone()));
+        }
+        for name in &names {
+            state.by_name.entry(name.clone()).or_default().push((ticket, notify.clone()));
         }
         drop(state);
-        Ask::Wait { wake: Wake { inner: self.inner.clone(), name, ticket, notify }, on }
+        Ask::Wait { wake: Wake { inner: self.inner.clone(), names, ticket, notify }, on }
     }
 
     /// Asks the task to add the watch again and list again (a waiter found the view behind).
