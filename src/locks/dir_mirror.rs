@@ -318,12 +318,7 @@ async fn run(inner: Arc<Inner>, framework: Framework, session: Session) {
     #[cfg(feature = "testing")]
     let _running = hooks::Running::new(&inner.dir);
     let mut watcher: Option<PersistentWatcher> = None;
-    loop {
-        match connection(&inner, &framework, &session, &mut watcher).await {
-            Next::Again => continue,
-            Next::Stop => break,
-        }
-    }
+    while let Next::Again = connection(&inner, &framework, &session, &mut watcher).await {}
     // Never poll the watcher again: drop it (the session is over, or the server holds no
     // watch of ours).
     drop(watcher);
