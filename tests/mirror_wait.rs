@@ -477,3 +477,50 @@ async fn a_server_that_refuses_the_watch_gets_the_classic_wait() {
     })
     .await;
 }
+
+/// The directory reaped and created again (an empty container goes at any time): the mirror
+/// sees its deletion and creation, counts the new incarnation's creates from 0 (whose first
+/// child reuses the name `…0000000000`), and A waits behind B's node there, then takes the
+/// lock after B's release.
+#[tokio::test]
+async fn a_reaped_and_recreated_directory_starts_the_count_over() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let server = TestingServer::builder()
+            .system_property("znode.container.checkIntervalMs", "100")
+            .start()
+            .await
+            .expect("starting a server");
+        let connect = server.connect_string();
+        let path = path("reaped");
+        let a = mirror_framework(&connect, SESSION).await;
+        let b = framework(&connect, SESSION).await;
+        let mutex_a = InterProcessMutex::new(&a, &path).unwrap();
+        let mutex_b = InterProcessMutex::new(&b, &path).unwrap();
+        for _ in 0..2 {
+            warm(&mutex_a, &path).await;
+            let b_client = b.zk_client().unwrap();
+            eventually(EVENT, "the empty directory reaped", || async {
+                match b_client.check_stat(&path).await {
+                    Ok(None) => Ok(()),
+                    other => Err(format!("{other:?}")),
+                }
+            })
+            .await;
+            let held_by_b = mutex_b.acquire().await.unwrap();
+            assert!(held_by_b.lock_path().ends_with("0000000000"), "{}", held_by_b.lock_path());
+            assert!(!granted_within(&mutex_a, Duration::from_secs(1)).await, "A took the lock while B held it");
+            let waiter = {
+                let mutex = mutex_a.clone();
+                tokio::spawn(async move { mutex.acquire().await.unwrap() })
+            };
+            children_count_becomes(&b, &path, 2, EVENT).await;
+            held_by_b.release().await.unwrap();
+            within(EVENT, "A after B's release", waiter).await.unwrap().release().await.unwrap();
+        }
+        assert!(mirror_tasks_running(&path) >= 1, "A waited on its mirror");
+        a.close().await;
+        b.close().await;
+    })
+    .await;
+}
