@@ -294,14 +294,14 @@ async fn a_downgrade_costs_two_checks_and_a_create() {
     .await;
 }
 
-/// A contended mutex cycle with the mirror on (`WaitStrategy::Mirror`): two sessions, one
-/// task each, take turns; each session learns from its mirror of the lock directory that the
+/// Mutex cycles with the mirror on (`WaitStrategy::Mirror`), contended and then not. Two
+/// sessions, one task each, take turns; each session learns from its mirror of the lock directory that the
 /// node ahead of its own is gone, so a cycle costs the create and the delete alone in the
 /// steady state (a listing with its watch again only after a reconnect or when a create went
 /// unseen). No one-shot watch and no `RemoveWatches` goes out: on ZooKeeper 3.6-3.8 either
 /// would silence the mirror's recursive watch.
 #[tokio::test]
-async fn contended_mutex_cycle_on_the_mirror_costs_two_requests() {
+async fn mutex_cycles_on_the_mirror_cost_two_requests() {
     const CONTENDED: u64 = 100;
     init_tracing();
     bounded(LIMIT, async {
@@ -348,6 +348,15 @@ async fn contended_mutex_cycle_on_the_mirror_costs_two_requests() {
             assert_eq!(counts.get(kind), 0, "no {kind} with the mirror on ({what})");
         }
         assert!(counts.get("watch-event") >= CONTENDED, "the mirror heard the cycles ({what})");
+
+        // Uncontended, the mirror takes the lock with the create alone too (the fast path's
+        // watch on the directory is not used beside the mirror).
+        let before = proxy.counts();
+        for _ in 0..CYCLES {
+            mine.acquire().await.unwrap().release().await.unwrap();
+        }
+        let alone = proxy.counts().since(&before);
+        assert_per_op(&alone, CYCLES, &[("create2", 1), ("delete", 1), ("watch-event", 2)], "uncontended, mirror");
         counted.close().await;
         other.close().await;
     })
