@@ -524,3 +524,48 @@ async fn a_reaped_and_recreated_directory_starts_the_count_over() {
     })
     .await;
 }
+
+/// Several waiters per session on one mirror (each woken by its own predecessor's deletion
+/// alone), three mirror sessions and a classic one: never two holders, every round done.
+#[tokio::test]
+async fn many_waiters_per_session_on_the_mirror_exclude_each_other() {
+    const ROUNDS: usize = 25;
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let path = path("many-waiters");
+        let exclusion = Exclusion::default();
+        let mut frameworks = Vec::new();
+        let mut tasks = Vec::new();
+        for session in 0..4 {
+            let fw = if session < 3 {
+                mirror_framework(&connect, SESSION).await
+            } else {
+                framework(&connect, SESSION).await
+            };
+            for task in 0..4 {
+                let mutex = InterProcessMutex::new(&fw, &path).unwrap();
+                let exclusion = exclusion.clone();
+                let who = format!("{session}.{task}");
+                tasks.push(tokio::spawn(async move {
+                    for _ in 0..ROUNDS {
+                        let guard = mutex.acquire().await.unwrap();
+                        exclusion.enter(&who);
+                        tokio::task::yield_now().await;
+                        exclusion.exit();
+                        guard.release().await.unwrap();
+                    }
+                }));
+            }
+            frameworks.push(fw);
+        }
+        for task in tasks {
+            within(LIMIT, "the loops", task).await.unwrap();
+        }
+        assert_eq!(exclusion.entries(), 16 * ROUNDS);
+        for fw in frameworks {
+            fw.close().await;
+        }
+    })
+    .await;
+}
