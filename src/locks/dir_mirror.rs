@@ -26,6 +26,7 @@ use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::FutureExt;
 use tokio::sync::Notify;
@@ -34,10 +35,13 @@ use zookeeper_client::{AddWatchMode, EventType, PersistentWatcher, SessionState,
 
 use super::driver::{Driver, Verdict};
 use super::mirror_wait::{Decision, DirEvent, DirView};
-use crate::error::{is_zk_connection_error, is_zk_session_lost, ZkError};
+use crate::error::{is_zk_connection_error, is_zk_retryable, is_zk_session_lost, ZkError};
 use crate::framework::{Framework, Session};
 use crate::path;
 use crate::sync::Mutex;
+
+/// The pause before adding the watch again after a connection error.
+const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
 /// The key of a directory's mirror among a session's shared objects.
 fn key(dir: &str) -> String {
@@ -411,17 +415,12 @@ async fn connection(
     let new = match added.await {
         Ok(new) => new,
         Err(e) if is_zk_session_lost(&e) => return Next::Stop,
-        Err(e) if is_zk_connection_error(&e) => {
+        Err(e) if is_zk_retryable(&e) => {
+            // The connection broke (its events say when it is back) or the server is busy:
+            // try again after a pause.
             drop(listing);
-            return match watcher {
-                Some(_) => Next::Again,
-                None => {
-                    // Wait for the state to change before trying again.
-                    let mut states = client.state_watcher();
-                    let _ = states.changed().await;
-                    Next::Again
-                }
-            };
+            tokio::time::sleep(RETRY_PAUSE).await;
+            return Next::Again;
         }
         Err(e) => {
             tracing::info!(dir, error = %e, "the server refused the lock directory's watch: waiting the classic way");
