@@ -569,3 +569,45 @@ async fn many_waiters_per_session_on_the_mirror_exclude_each_other() {
     })
     .await;
 }
+
+/// The semaphore's internal mutex (`<path>/locks`) waits on the mirror too on such a
+/// framework: one lease, two mirror sessions and a classic one, never two holders.
+#[tokio::test]
+async fn a_semaphore_on_mirror_frameworks_keeps_its_lease_count() {
+    const ROUNDS: usize = 15;
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let path = path("semaphore");
+        let exclusion = Exclusion::default();
+        let mut frameworks = Vec::new();
+        let mut tasks = Vec::new();
+        for session in 0..3 {
+            let fw = if session < 2 {
+                mirror_framework(&connect, SESSION).await
+            } else {
+                framework(&connect, SESSION).await
+            };
+            let semaphore = zk_recipes::InterProcessSemaphore::new(&fw, &path, 1).unwrap();
+            let exclusion = exclusion.clone();
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..ROUNDS {
+                    let lease = semaphore.acquire().await.unwrap();
+                    exclusion.enter(&format!("session {session}"));
+                    tokio::task::yield_now().await;
+                    exclusion.exit();
+                    lease.release().await.unwrap();
+                }
+            }));
+            frameworks.push(fw);
+        }
+        for task in tasks {
+            within(LIMIT, "the loops", task).await.unwrap();
+        }
+        assert_eq!(exclusion.entries(), 3 * ROUNDS);
+        for fw in frameworks {
+            fw.close().await;
+        }
+    })
+    .await;
+}
