@@ -42,6 +42,7 @@ pub use cache::{
 };
 pub use error::{Error, Result};
 pub use framework::session_failure::SessionFailurePolicy;
+pub use framework::wait_strategy::WaitStrategy;
 pub use framework::watches::{NodeEvent, NodeEventKind, PersistentWatch, ResyncReason, WatchEvent, WatchMode};
 pub use framework::{
     AclProvider, ConnectionState, ConnectionStateErrorPolicy, ConnectionStateListener, ConnectionStateStream,

@@ -293,3 +293,72 @@ async fn a_downgrade_costs_two_checks_and_a_create() {
     })
     .await;
 }
+
+/// Mutex cycles with the mirror on (`WaitStrategy::Mirror`), contended and then not. Two
+/// sessions, one task each, take turns; each session learns from its mirror of the lock directory that the
+/// node ahead of its own is gone, so a cycle costs the create and the delete alone in the
+/// steady state (a listing with its watch again only after a reconnect or when a create went
+/// unseen). No one-shot watch and no `RemoveWatches` goes out: on ZooKeeper 3.6-3.8 either
+/// would silence the mirror's recursive watch.
+#[tokio::test]
+async fn mutex_cycles_on_the_mirror_cost_two_requests() {
+    const CONTENDED: u64 = 100;
+    init_tracing();
+    bounded(LIMIT, async {
+        let path = unique_path("counts", "mirror");
+        let start = |connect: String| async move {
+            zk_recipes::Framework::builder(&connect)
+                .session_timeout(SESSION)
+                .wait_strategy(zk_recipes::WaitStrategy::Mirror)
+                .start()
+                .await
+                .expect("framework starts")
+        };
+        let proxy = CountingProxy::start(&server().await).await.expect("counting proxy");
+        let counted = start(proxy.connect_string()).await;
+        let other = start(server().await).await;
+        let mine = InterProcessMutex::new(&counted, &path).unwrap();
+        let theirs = InterProcessMutex::new(&other, &path).unwrap();
+        // Until each session's server is known, and its mirror listed, cycles cost more.
+        for _ in 0..3 {
+            mine.acquire().await.unwrap().release().await.unwrap();
+            theirs.acquire().await.unwrap().release().await.unwrap();
+        }
+        let run = |mutex: InterProcessMutex| {
+            tokio::spawn(async move {
+                for _ in 0..CONTENDED {
+                    let guard = mutex.acquire().await.unwrap();
+                    tokio::task::yield_now().await;
+                    guard.release().await.unwrap();
+                }
+            })
+        };
+        let before = proxy.counts();
+        let (a, b) = (run(mine.clone()), run(theirs.clone()));
+        a.await.unwrap();
+        b.await.unwrap();
+        let counts = proxy.counts().since(&before);
+        let per_cycle = counts.requests() as f64 / CONTENDED as f64;
+        let what = counts.per_op(CONTENDED as usize);
+        println!("mirror, contended: {per_cycle:.2} requests per cycle ({what})");
+        assert!(per_cycle <= 2.1, "requests per contended cycle: {per_cycle:.2} ({what})");
+        assert_eq!(counts.get("create2"), CONTENDED, "{what}");
+        assert_eq!(counts.get("delete"), CONTENDED, "{what}");
+        for kind in ["exists+watch", "getData+watch", "getChildren+watch", "removeWatches"] {
+            assert_eq!(counts.get(kind), 0, "no {kind} with the mirror on ({what})");
+        }
+        assert!(counts.get("watch-event") >= CONTENDED, "the mirror heard the cycles ({what})");
+
+        // Uncontended, the mirror takes the lock with the create alone too (the fast path's
+        // watch on the directory is not used beside the mirror).
+        let before = proxy.counts();
+        for _ in 0..CYCLES {
+            mine.acquire().await.unwrap().release().await.unwrap();
+        }
+        let alone = proxy.counts().since(&before);
+        assert_per_op(&alone, CYCLES, &[("create2", 1), ("delete", 1), ("watch-event", 2)], "uncontended, mirror");
+        counted.close().await;
+        other.close().await;
+    })
+    .await;
+}

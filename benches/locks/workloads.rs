@@ -11,6 +11,7 @@ use zk_recipes::testing::CountingProxy;
 use zk_recipes::zk::{self, Acls, CreateMode};
 use zk_recipes::{
     DistributedAtomicLong, Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, SharedCount,
+    WaitStrategy,
 };
 
 use crate::contenders::{Contender, Cycle, HalfCounter, Mix, ReleaseStyle};
@@ -236,6 +237,17 @@ impl Env {
         Ok(contenders)
     }
 
+    /// Mutex contenders whose sessions wait on their mirror of the lock directory.
+    async fn mirror_mutex_contenders(&self, n: usize, dir: &str) -> BenchResult<Vec<Contender>> {
+        let mut contenders = Vec::with_capacity(n);
+        for _ in 0..n {
+            let framework = Framework::builder(&self.connect).wait_strategy(WaitStrategy::Mirror).start().await?;
+            let mutex = InterProcessMutex::new(&framework, dir)?;
+            contenders.push(Contender::Mutex { framework, mutex, release: ReleaseStyle::Await });
+        }
+        Ok(contenders)
+    }
+
     async fn raw_mutexes(&self, n: usize, dir: &str) -> BenchResult<Vec<RawMutex>> {
         let clients = self.raw_clients(n, &[dir]).await?;
         Ok(clients.into_iter().map(|client| RawMutex { client, dir: dir.to_owned() }).collect())
@@ -386,6 +398,10 @@ pub(crate) async fn run_workload(env: &Env, workload: Workload) -> BenchResult<V
             let dir = env.dir(workload, "zk-recipes");
             let contenders = env.mutex_contenders(o.clients, &dir, ReleaseStyle::Await).await?;
             results.push(run(env, plan("zk-recipes"), contenders).await?);
+
+            let dir = env.dir(workload, "zk-recipes-mirror");
+            let contenders = env.mirror_mutex_contenders(o.clients, &dir).await?;
+            results.push(run(env, plan("zk-recipes-mirror"), contenders).await?);
         }
         Workload::Semaphore => {
             let plan = |implementation| Plan {

@@ -11,6 +11,7 @@ use zookeeper_client::Acl;
 use super::security::{Security, SecurityOptions};
 use super::session_failure::SessionFailurePolicy;
 use super::state::ConnectionStateErrorPolicy;
+use super::wait_strategy::WaitStrategy;
 use super::Framework;
 use crate::error::{Error, Result};
 use crate::path;
@@ -94,6 +95,7 @@ pub(crate) struct Config {
     pub(crate) close_timeout: Duration,
     pub(crate) max_request_bytes: usize,
     pub(crate) fast_path: bool,
+    pub(crate) wait_strategy: WaitStrategy,
     pub(crate) session_failure_policy: SessionFailurePolicy,
     pub(crate) security: Security,
 }
@@ -128,6 +130,7 @@ pub struct FrameworkBuilder {
     close_timeout: Duration,
     max_request_bytes: usize,
     fast_path: bool,
+    wait_strategy: WaitStrategy,
     session_failure_policy: SessionFailurePolicy,
     security: SecurityOptions,
 }
@@ -148,6 +151,7 @@ impl FrameworkBuilder {
             close_timeout: Duration::from_secs(5),
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             fast_path: true,
+            wait_strategy: WaitStrategy::PerWaiterWatch,
             session_failure_policy: SessionFailurePolicy::Retry,
             security: SecurityOptions::default(),
         }
@@ -234,9 +238,18 @@ impl FrameworkBuilder {
     /// child count when it replays a snapshot after a restart, and hand out a number twice
     /// (fixed in 3.6). Until the session's server is known, acquires take the usual way.
     /// `fast_path(false)` turns it off everywhere, for example during a rolling upgrade
-    /// from 3.5 (a mixed ensemble is as old as its oldest member).
+    /// from 3.5 (a mixed ensemble is as old as its oldest member). With
+    /// [`WaitStrategy::Mirror`] the fast path is not used: the mirror takes an uncontended lock
+    /// with the create alone too.
     pub fn fast_path(mut self, enabled: bool) -> Self {
         self.fast_path = enabled;
+        self
+    }
+
+    /// How a waiting mutex learns that the lock came its way (default
+    /// [`WaitStrategy::PerWaiterWatch`]): see [`WaitStrategy`].
+    pub fn wait_strategy(mut self, strategy: WaitStrategy) -> Self {
+        self.wait_strategy = strategy;
         self
     }
 
@@ -355,6 +368,7 @@ impl FrameworkBuilder {
             close_timeout: self.close_timeout,
             max_request_bytes: self.max_request_bytes,
             fast_path: self.fast_path,
+            wait_strategy: self.wait_strategy,
             session_failure_policy: self.session_failure_policy,
             security,
         }))

@@ -35,6 +35,7 @@ pub(crate) mod session_failure;
 mod state;
 mod state_manager;
 mod transaction;
+pub(crate) mod wait_strategy;
 pub(crate) mod watches;
 mod write;
 

@@ -8,10 +8,12 @@
 //! the runtime it ran on shut down) and can end the session itself even while a clone handed
 //! out by [`Framework::zk_client`](super::Framework::zk_client) is still alive.
 
+use std::any::Any;
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -33,6 +35,8 @@ pub(crate) struct Session {
     id: Arc<AtomicI64>,
     /// Listings shared by concurrent callers (see [`Listings`]).
     pub(crate) listings: Arc<Listings>,
+    /// Objects the recipes share within this session, by key, while someone holds them.
+    pub(crate) shared: Arc<SessionShared>,
     /// The client's task serving the session.
     task: Arc<SessionTask>,
 }
@@ -42,7 +46,7 @@ impl Session {
         let Connected { client, task } = connected;
         let read_only = client.state() == SessionState::ConnectedReadOnly;
         let id = if read_only { 0 } else { client.session_id().0 };
-        Self { client, epoch, id: Arc::new(AtomicI64::new(id)), listings: Arc::default(), task }
+        Self { client, epoch, id: Arc::new(AtomicI64::new(id)), listings: Arc::default(), shared: Arc::default(), task }
     }
 
     /// Whether the client's task serving the session is gone (it ended, panicked, or the
@@ -94,6 +98,35 @@ impl Session {
             }
             id => id == owner,
         }
+    }
+}
+
+/// Objects the recipes share within one session (a lock directory's mirror), by key; each
+/// is kept only while someone holds it.
+#[derive(Default)]
+pub(crate) struct SessionShared {
+    objects: Mutex<HashMap<String, Weak<dyn Any + Send + Sync>>>,
+}
+
+impl std::fmt::Debug for SessionShared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionShared").field("objects", &self.objects.lock().len()).finish()
+    }
+}
+
+impl SessionShared {
+    /// The live object under `key`, or the one `make` makes (kept under `key` while it lives).
+    /// An object of another type under `key` is replaced.
+    pub(crate) fn get_or_make<T: Any + Send + Sync>(&self, key: &str, make: impl FnOnce() -> Arc<T>) -> Arc<T> {
+        let mut objects = self.objects.lock();
+        objects.retain(|_, object| object.strong_count() > 0);
+        if let Some(found) = objects.get(key).and_then(Weak::upgrade).and_then(|object| object.downcast::<T>().ok()) {
+            return found;
+        }
+        let made = make();
+        let erased: Arc<dyn Any + Send + Sync> = made.clone();
+        objects.insert(key.to_owned(), Arc::downgrade(&erased));
+        made
     }
 }
 

@@ -27,6 +27,7 @@ use futures::future::{BoxFuture, FutureExt};
 use zookeeper_client::{EventType, WatchedEvent};
 
 use super::acquire::Mode;
+use super::dir_mirror::{Ask, DirMirror, WaitOn};
 use super::driver::{Driver, Verdict};
 use super::fast_path::{self, FastPath, FastPathStats, FastTry};
 use super::held::HeldNode;
@@ -37,6 +38,8 @@ use super::start_over::fresh_attempts;
 use crate::error::{Error, Result, ZkError};
 use crate::framework::{ConnectionState, Framework, Listing, Session};
 use crate::path;
+use crate::sync::Mutex;
+use crate::WaitStrategy;
 
 /// The watch on our own node while we wait, kept armed when it proves the lock is ours.
 type OwnWatch = BoxFuture<'static, WatchedEvent>;
@@ -48,6 +51,18 @@ pub(crate) struct LockInternals {
     driver: Arc<dyn Driver>,
     /// The uncontended fast path, for mutexes that use it.
     fast: Option<Arc<FastPath>>,
+    /// The session's mirror of the directory, for mutexes that wait on it (shared by the
+    /// handle's clones; replaced when the session changes).
+    mirror: Option<Arc<Mutex<Option<Arc<DirMirror>>>>>,
+}
+
+/// How a wait on the mirror ended.
+enum MirrorWait {
+    Acquired,
+    /// A try found the lock held.
+    Busy,
+    /// No mirror on this session after all: wait the classic way.
+    Classic,
 }
 
 impl LockInternals {
@@ -57,16 +72,42 @@ impl LockInternals {
     /// As [`NodeDir::new`].
     pub(crate) fn new(framework: &Framework, path: &str, driver: Arc<dyn Driver>, data: Vec<u8>) -> Result<Self> {
         let nodes = NodeDir::new(framework, path, driver.lock_name(), data)?;
-        Ok(Self { nodes, driver, fast: None })
+        Ok(Self { nodes, driver, fast: None, mirror: None })
     }
 
     /// Takes an uncontended lock with the create alone when it can prove that is safe (see
-    /// `fast_path.rs`), unless the framework turned that off. For mutex drivers only.
+    /// `fast_path.rs`), unless the framework turned that off; or, when the framework's
+    /// [`WaitStrategy`] is the mirror, waits on the session's mirror of the directory (see
+    /// `dir_mirror.rs`), which needs no fast path (the fast path's watch on the directory
+    /// would silence the mirror's create events on ZooKeeper 3.6-3.8). For mutex drivers only.
     pub(crate) fn with_fast_path(mut self) -> Self {
-        if fast_path::enabled(self.framework()) {
+        if self.framework().config().wait_strategy == WaitStrategy::Mirror {
+            self.mirror = Some(Arc::default());
+        } else if fast_path::enabled(self.framework()) {
             self.fast = Some(Arc::default());
         }
         self
+    }
+
+    /// The session's mirror of the directory, when this handle waits on one and the
+    /// session's server is known to keep it exact (Apache ZooKeeper 3.6+, the watch not
+    /// refused, not a read-only connection); otherwise the classic wait.
+    fn mirror_for(&self, session: &Session) -> Option<Arc<DirMirror>> {
+        let slot = self.mirror.as_ref()?;
+        let framework = self.framework();
+        let known = framework.server_features_now();
+        let exact = known.is_some_and(|f| f.persistent_watches && f.exact_child_count);
+        let read_only = session.client.state() == zookeeper_client::SessionState::ConnectedReadOnly;
+        if !exact || read_only || framework.server_refuses_persistent_watches() {
+            return None;
+        }
+        let mut slot = slot.lock();
+        if let Some(mirror) = slot.as_ref().filter(|m| m.epoch() == session.epoch) {
+            return (!mirror.is_refused()).then(|| mirror.clone());
+        }
+        let mirror = DirMirror::for_session(framework, session, self.dir());
+        *slot = Some(mirror.clone());
+        Some(mirror)
     }
 
     /// How the fast path has fared (all zero when it is off).
@@ -126,6 +167,25 @@ impl LockInternals {
             }
             revocation.clone()
         };
+        if let Some(mirror) = self.mirror_for(&session) {
+            // The mirror decides: the create goes alone.
+            let (node, _) = spec.create(&session, None, || async { Ok::<_, ZkError>(()) }).await?;
+            let try_only = M::busy::<HeldNode>().is_some();
+            if !try_only {
+                watch_revocation(&node);
+            }
+            match self.wait_on_mirror(&mirror, &session, &node, try_only).await? {
+                MirrorWait::Acquired => {
+                    let revocation = watch_revocation(&node);
+                    return Ok(M::held(self.hold(&session, node, false, revocation)));
+                }
+                // Our node is dropped, which deletes it.
+                MirrorWait::Busy => return Ok(M::busy().expect("only a try is busy")),
+                MirrorWait::Classic => {
+                    return self.wait_classic::<M>(&session, node, None, &mut watch_revocation).await
+                }
+            }
+        }
         let fast = match &self.fast {
             Some(fast) => fast.attempt(&spec, &session).await?,
             None => FastTry::NotTried,
@@ -138,6 +198,77 @@ impl LockInternals {
             FastTry::Queued(node) => (node, None),
             FastTry::NotTried => spec.create(&session, None, list).await?,
         };
+        self.wait_classic::<M>(&session, node, listed, &mut watch_revocation).await
+    }
+
+    /// Waits on the session's mirror until it says our node holds the lock (or, for a try,
+    /// that another does). A waiter stuck at the barrier for a quarter of the session timeout,
+    /// or behind one predecessor for a whole one, makes sure the mirror is not behind: the
+    /// barrier asks for a resync, the predecessor is checked with one unwatched `exists` (a
+    /// child the session may not read sends no deletion event).
+    async fn wait_on_mirror(
+        &self,
+        mirror: &DirMirror,
+        session: &Session,
+        node: &CreatedNode,
+        try_only: bool,
+    ) -> Result<MirrorWait, Failure> {
+        let framework = self.framework();
+        let timeout = session.client.session_timeout();
+        let epoch = session.epoch;
+        let mut state = framework.state_watch();
+        let mut asker = mirror.asker();
+        loop {
+            let (wake, on) = match mirror.ask(&*self.driver, node.name(), &mut asker) {
+                Ask::Acquired => return Ok(MirrorWait::Acquired),
+                Ask::Missing => return Err(Failure::NodeMissing),
+                Ask::Wrapped => return Err(Error::SequenceWrapped { path: self.path().to_owned() }.into()),
+                Ask::Classic => return Ok(MirrorWait::Classic),
+                Ask::Wait { wake, on } => (wake, on),
+            };
+            if try_only && matches!(on, WaitOn::Predecessor(_)) {
+                return Ok(MirrorWait::Busy);
+            }
+            let bound = match on {
+                WaitOn::Barrier => timeout / 4,
+                WaitOn::Predecessor(_) => timeout,
+                WaitOn::Valid => timeout * 2,
+            };
+            let session_ended = state.wait_for(|s| s.epoch != epoch || s.state == ConnectionState::Lost);
+            let stuck = tokio::select! {
+                () = wake.notified() => false,
+                _ = session_ended => return Err(Failure::NodeMissing),
+                () = tokio::time::sleep(bound) => true,
+            };
+            drop(wake);
+            match on {
+                WaitOn::Barrier | WaitOn::Valid if stuck => mirror.request_resync(),
+                WaitOn::Predecessor(ahead) if stuck => {
+                    let ahead_path = path::join(self.dir(), &ahead);
+                    let stat = retry_request(framework, || session.client.check_stat(&ahead_path)).await?;
+                    if stat.is_none() {
+                        tracing::debug!(node = %ahead, "the mirror missed a deletion: listing again");
+                        mirror.request_resync();
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The classic wait: list, watch the node ahead, repeat (`listed`: the listing sent with
+    /// the create, if any).
+    async fn wait_classic<M: Mode>(
+        &self,
+        session: &Session,
+        node: CreatedNode,
+        listed: Option<Arc<Vec<String>>>,
+        watch_revocation: &mut (dyn FnMut(&CreatedNode) -> Option<Arc<NodeRevocation>> + Send),
+    ) -> Result<M::Out<HeldNode>, Failure> {
+        let framework = self.framework();
+        let session = session.clone();
+        let session = &session;
+        let list = || self.listing(session);
         let mut listed = listed.filter(|children| children.iter().any(|c| c == node.name()));
         loop {
             let sorted = match listed.take() {
@@ -156,7 +287,7 @@ impl LockInternals {
                 Verdict::Missing => return Err(Failure::NodeMissing),
                 Verdict::Acquired => {
                     let revocation = watch_revocation(&node);
-                    return Ok(M::held(self.hold(&session, node, alone, revocation)));
+                    return Ok(M::held(self.hold(session, node, alone, revocation)));
                 }
                 Verdict::Watch { node, index } => (node, index),
             };
@@ -167,10 +298,10 @@ impl LockInternals {
             // Taking the lock without listing again needs proof that our node still exists.
             let shortcut = index == 0 && self.driver.first_after_holder_leaves();
             let own = shortcut.then_some(node.name());
-            if let Some(own_watch) = self.wait_for_change(&session, &ahead, own).await? {
+            if let Some(own_watch) = self.wait_for_change(session, &ahead, own).await? {
                 // We saw the whole queue ahead of us: only the holder. It is gone.
                 let revocation = watch_revocation(&node);
-                let mut held = self.hold(&session, node, false, revocation);
+                let mut held = self.hold(session, node, false, revocation);
                 held.keep_watch(own_watch);
                 return Ok(M::held(held));
             }

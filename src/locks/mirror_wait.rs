@@ -1,8 +1,8 @@
 //! A session's view of a lock directory built from one persistent recursive watch and one
 //! listing, and when that view may stand in for a listing in a lock decision. Pure logic: the
 //! events, the listing reply and the connection's breaks go in, a decision made with the same
-//! [`Driver`] as the listing path comes out. Not wired into the wait engine yet: the engine
-//! waits with a watch on the predecessor.
+//! [`Driver`] as the listing path comes out. The session's live mirror (`dir_mirror.rs`)
+//! feeds it and the wait engine asks it.
 //!
 //! # Why a decision from the view is a listing's decision
 //! - The watch is added before the listing is sent, and a server answers one session's
@@ -38,8 +38,6 @@
 //!   arrives, so a waiter behind it waits until something re-lists (the directory's deletion
 //!   while the view still shows a child invalidates it); a user of the view must bound that
 //!   wait (for example by the session timeout) and then list or check the predecessor.
-
-#![cfg_attr(not(test), allow(dead_code))]
 
 use std::collections::HashMap;
 
@@ -89,6 +87,9 @@ pub(crate) enum Decision {
     /// The witness failed (a create went unseen), or the suffix cannot be witnessed: the view
     /// is now invalid; list the directory again.
     Resync,
+    /// A child's sequence wrapped past `i32::MAX`: names cannot order the queue (the listing
+    /// path fails such an acquire too).
+    Wrapped,
     /// The driver's verdict on the view's children, as a listing now would give it.
     Verdict(Verdict),
 }
@@ -102,15 +103,15 @@ pub(crate) struct DirView {
     count: u64,
     /// Test hooks: decide without the barrier's wait (our node assumed present) or without the
     /// witness, to show what each guards against.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "testing"))]
     hooks: Hooks,
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 #[derive(Debug, Default, Clone, Copy)]
-struct Hooks {
-    no_barrier: bool,
-    no_witness: bool,
+pub(crate) struct Hooks {
+    pub(crate) no_barrier: bool,
+    pub(crate) no_witness: bool,
 }
 
 impl Default for DirView {
@@ -125,7 +126,7 @@ impl DirView {
             state: State::Invalid,
             children: HashMap::new(),
             count: 0,
-            #[cfg(test)]
+            #[cfg(any(test, feature = "testing"))]
             hooks: Hooks::default(),
         }
     }
@@ -218,9 +219,12 @@ impl DirView {
         if self.state != State::Valid {
             return Decision::Unknown;
         }
-        #[cfg(test)]
+        #[cfg(any(test, feature = "testing"))]
         if self.hooks.no_barrier && !self.children.contains_key(our) {
-            self.children.insert(our.to_owned(), Entry::Listed);
+            // Decide as if our node were in the view, without putting it there.
+            let mut sorted: Vec<String> = self.children.keys().cloned().chain([our.to_owned()]).collect();
+            driver.sort(&mut sorted);
+            return Decision::Verdict(driver.verdict(&sorted, our));
         }
         let witnessed = match self.children.get(our) {
             None => return Decision::Barrier,
@@ -231,7 +235,7 @@ impl DirView {
                 suffix.is_some_and(|n| u64::try_from(n).is_ok_and(|n| n + 1 == count))
             }
         };
-        #[cfg(test)]
+        #[cfg(any(test, feature = "testing"))]
         let witnessed = witnessed || self.hooks.no_witness;
         if !witnessed {
             self.state = State::Invalid;
@@ -243,10 +247,14 @@ impl DirView {
         driver.sort(&mut sorted);
         if driver.wrapped(&sorted).is_some() {
             // The order cannot be decided by names: the listing path fails such an acquire.
-            self.state = State::Invalid;
-            return Decision::Resync;
+            return Decision::Wrapped;
         }
         Decision::Verdict(driver.verdict(&sorted, our))
+    }
+
+    #[cfg(any(test, feature = "testing"))]
+    pub(crate) fn set_hooks(&mut self, hooks: Hooks) {
+        self.hooks = hooks;
     }
 
     #[cfg(test)]

@@ -1,5 +1,12 @@
 //! Distributed locks, wire-compatible with Curator's lock recipes.
 //!
+//! A mutex waits in one of two ways (the framework's [`WaitStrategy`](crate::WaitStrategy)):
+//! each waiter lists the directory and watches the node ahead of it (Curator's way), or each
+//! session keeps one mirror of the directory (one persistent recursive watch and one listing,
+//! shared by every handle and waiter of the session) and waiters decide from it: two requests
+//! per contended cycle instead of four or five, paid for with one notification per change per
+//! mirroring session (the cost model and the crossover are on `WaitStrategy`).
+//!
 //! Inside, from the bottom up:
 //!
 //! | file | holds |
@@ -11,7 +18,8 @@
 //! | `node_watch.rs` | the data watch on a held node, kept through connection trouble (deletion, revocation) |
 //! | `held.rs` | the one release core (`HeldNode`) and the non-owning `NodeWatch` guards observe |
 //! | `internals.rs` | the one wait engine (Curator's `LockInternals`) |
-//! | `mirror_wait.rs` | a session's view of a lock directory from one recursive watch and one listing, and when it may decide in a listing's place (pure; not used by the engine yet) |
+//! | `mirror_wait.rs` | a session's view of a lock directory from one recursive watch and one listing, and when it may decide in a listing's place (pure) |
+//! | `dir_mirror.rs` | the session's live mirror of a lock directory: its task, its sharing, the waits on it |
 //! | `start_over.rs` | the start-over loop: a fresh node when the last one went missing |
 //! | `reentrant.rs` | per-task reentrancy: the one reentrant acquire core (an owner's acquires take turns; downgrade and upgrade refusal are its hooks), holds, and the ticket guard behind the public guards |
 //! | `acquire.rs` | the one acquire front-end: the acquire forms, `Lockable` and `LockHold` |
@@ -20,6 +28,7 @@
 
 mod acquire;
 // The protocol module decodes directories with the drivers.
+mod dir_mirror;
 pub(crate) mod driver;
 mod fast_path;
 mod fence;
@@ -46,6 +55,8 @@ pub(crate) use self::internals::LockInternals;
 pub(crate) use self::node::{retry_request, Failure, PendingCreate};
 
 pub use self::acquire::{LockHold, Lockable};
+#[cfg(feature = "testing")]
+pub(crate) use self::dir_mirror::hooks as mirror_hooks;
 pub use self::fast_path::{FastPathFallback, FastPathStats};
 pub use self::multi::{MultiLock, MultiLockGuard};
 pub use self::mutex::{InterProcessMutex, MutexGuard};

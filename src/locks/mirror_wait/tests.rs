@@ -354,6 +354,7 @@ fn run(seed: u64, model: Model) -> Outcome {
                         queue.push_back(Item::Listing(list(&server)));
                     }
                 }
+                Decision::Wrapped => panic!("no suffix wraps in the model"),
                 Decision::Barrier | Decision::Unknown => {
                     if drained && model.hidden == 0 && view.is_valid() {
                         outcome.disagreements += 1;

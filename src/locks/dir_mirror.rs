@@ -1,0 +1,689 @@
+//! A session's live mirror of one lock directory: the task that keeps a [`DirView`] current
+//! from one persistent recursive watch and one listing per connection, the registry that
+//! shares it between every handle and waiter of the session, and the waits on it.
+//!
+//! - One mirror per (session, directory), kept in the session's shared objects while some
+//!   handle holds it; the last handle's drop stops its task (the watcher goes with it).
+//! - Per connection: `addWatch` (persistent recursive) and `getChildren2` are sent back to
+//!   back; events that arrive before the listing reply are replayed on top of it. The old
+//!   connection's watcher is dropped only once the new one exists, so the client sends no
+//!   `RemoveWatches` for the directory while the mirror lives (on ZooKeeper 3.6-3.8 one would
+//!   remove the recursive watch too).
+//! - `Disconnected` makes the view invalid; `SyncConnected` adds the watch again (zookeeper-
+//!   client 0.11 never registers persistent watches again by itself) and lists again.
+//! - At a terminal session state the task stops without polling the watcher again
+//!   (zookeeper-client panics when a watcher is polled after one); waiters then start over on
+//!   the next session.
+//! - A server that refuses the watch (3.5: `Unimplemented`; the optimized watch manager:
+//!   `MarshallingError`) gets no mirror: the handles wait the classic way.
+//!
+//! Waiters are woken by name: a waiter at the barrier by its own node's created event, a
+//! waiter behind a predecessor by that node's deleted event; everyone when the view changes
+//! state (invalid, listed again, ended). No waiter is woken by a change that does not concern
+//! it.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use tokio::sync::Notify;
+use tokio::task::AbortHandle;
+use zookeeper_client::{AddWatchMode, EventType, PersistentWatcher, SessionState, Stat, WatchedEvent};
+
+use super::driver::{Driver, Verdict};
+use super::mirror_wait::{Decision, DirEvent, DirView};
+use crate::error::{is_zk_connection_error, is_zk_retryable, is_zk_session_lost, ZkError};
+use crate::framework::{Framework, Session};
+use crate::path;
+use crate::sync::Mutex;
+
+/// The pause before adding the watch again after a connection error.
+const RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// The key of a directory's mirror among a session's shared objects.
+fn key(dir: &str) -> String {
+    format!("lock-mirror:{dir}")
+}
+
+/// Where the mirror's task stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Run {
+    Running,
+    /// The server refused the watch: no mirror on this session.
+    Refused,
+    /// The session ended (or the client is gone): the task stopped.
+    Ended,
+}
+
+/// The state the task and the waiters share.
+struct State {
+    view: DirView,
+    run: Run,
+    /// Waiters by the child name whose event they wait for.
+    by_name: HashMap<String, Vec<(u64, Arc<Notify>)>>,
+    /// Waiters that wait for the view to change state.
+    anyone: Vec<(u64, Arc<Notify>)>,
+    /// Listings sent so far, and the number of the one the view holds.
+    sent: u64,
+    listed: u64,
+    /// A waiter asked for the watch to be added again and the directory listed again.
+    resync_wanted: bool,
+}
+
+impl State {
+    fn wake_name(&mut self, name: &str) {
+        for (_, notify) in self.by_name.remove(name).unwrap_or_default() {
+            notify.notify_one();
+        }
+    }
+
+    fn wake_all(&mut self) {
+        for (_, notify) in self.anyone.drain(..).chain(self.by_name.drain().flat_map(|(_, w)| w)) {
+            notify.notify_one();
+        }
+    }
+}
+
+struct Inner {
+    /// The directory's full server path.
+    dir: String,
+    epoch: u64,
+    state: Mutex<State>,
+    /// Wakes the task when a waiter wants a resync.
+    kick: Notify,
+    tickets: AtomicU64,
+    #[cfg(feature = "testing")]
+    hooks: hooks::MirrorHooks,
+    /// Whether a watch was added once (for the hook that never adds it again).
+    #[cfg(feature = "testing")]
+    added_once: std::sync::atomic::AtomicBool,
+}
+
+impl Inner {
+    fn update<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        f(&mut self.state.lock())
+    }
+}
+
+/// One session's mirror of one lock directory; its task stops when the last holder drops it.
+pub(crate) struct DirMirror {
+    inner: Arc<Inner>,
+    task: AbortHandle,
+}
+
+impl std::fmt::Debug for DirMirror {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirMirror").field("dir", &self.inner.dir).field("epoch", &self.inner.epoch).finish()
+    }
+}
+
+impl Drop for DirMirror {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// What a waiter is to do, from the mirror.
+pub(crate) enum Ask {
+    /// The lock is ours.
+    Acquired,
+    /// Our node is gone (deleted, or its session ended): start over.
+    Missing,
+    /// A sequence wrapped past `i32::MAX`.
+    Wrapped,
+    /// No mirror on this session: wait the classic way.
+    Classic,
+    /// Wait for `wake`, then ask again.
+    Wait { wake: Wake, on: WaitOn },
+}
+
+/// What a waiter waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum WaitOn {
+    /// Its own node's created event (the barrier).
+    Barrier,
+    /// The deletion of the node ahead of it.
+    Predecessor(String),
+    /// The view to become valid (a listing is out, or the connection is down).
+    Valid,
+}
+
+/// A waiter's registration with the mirror; dropping it unregisters.
+pub(crate) struct Wake {
+    inner: Arc<Inner>,
+    /// The child names whose events wake it (none: it waits for the view's state).
+    names: Vec<String>,
+    ticket: u64,
+    notify: Arc<Notify>,
+}
+
+impl Wake {
+    /// Completes at the next event the waiter registered for. Cancel-safe.
+    pub(crate) async fn notified(&self) {
+        self.notify.notified().await;
+    }
+}
+
+impl Drop for Wake {
+    fn drop(&mut self) {
+        let ticket = self.ticket;
+        let mut state = self.inner.state.lock();
+        if self.names.is_empty() {
+            state.anyone.retain(|(t, _)| *t != ticket);
+        }
+        for name in &self.names {
+            if let Some(list) = state.by_name.get_mut(name) {
+                list.retain(|(t, _)| *t != ticket);
+                if list.is_empty() {
+                    state.by_name.remove(name);
+                }
+            }
+        }
+    }
+}
+
+/// What a waiter keeps between two questions to the mirror.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Asker {
+    /// Listings sent before our create's reply: a later one shows our node if it exists.
+    created_after: u64,
+    /// Our node was in the view once: its absence now means it was deleted.
+    seen: bool,
+}
+
+impl DirMirror {
+    /// The session's mirror of `dir` (a full server path), started if none is alive.
+    pub(crate) fn for_session(framework: &Framework, session: &Session, dir: &str) -> Arc<DirMirror> {
+        session.shared.get_or_make(&key(dir), || Self::start(framework, session, dir))
+    }
+
+    fn start(framework: &Framework, session: &Session, dir: &str) -> Arc<DirMirror> {
+        #[cfg(feature = "testing")]
+        let hooks = hooks::get(dir);
+        let mut view = DirView::new();
+        #[cfg(feature = "testing")]
+        view.set_hooks(hooks.view());
+        let state = State {
+            view,
+            run: Run::Running,
+            by_name: HashMap::new(),
+            anyone: Vec::new(),
+            sent: 0,
+            listed: 0,
+            resync_wanted: false,
+        };
+        let inner = Arc::new(Inner {
+            dir: dir.to_owned(),
+            epoch: session.epoch,
+            state: Mutex::new(state),
+            kick: Notify::new(),
+            tickets: AtomicU64::new(0),
+            #[cfg(feature = "testing")]
+            hooks,
+            #[cfg(feature = "testing")]
+            added_once: std::sync::atomic::AtomicBool::new(false),
+        });
+        let task = tokio::spawn(run(inner.clone(), framework.clone(), session.clone())).abort_handle();
+        Arc::new(DirMirror { inner, task })
+    }
+
+    /// The session (epoch) this mirror belongs to.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.inner.epoch
+    }
+
+    /// Whether the server refused the watch (the handle then waits the classic way).
+    pub(crate) fn is_refused(&self) -> bool {
+        self.inner.update(|s| s.run == Run::Refused)
+    }
+
+    /// To be called right after our create's reply: what the waiter keeps between questions.
+    pub(crate) fn asker(&self) -> Asker {
+        Asker { created_after: self.inner.update(|s| s.sent), seen: false }
+    }
+
+    /// What the mirror says about our node `own`, with `driver`'s rule; a waiter that is to
+    /// wait is registered for the event it waits for (before the state lock is released, so
+    /// no event is missed between the question and the wait).
+    pub(crate) fn ask(&self, driver: &dyn Driver, own: &str, asker: &mut Asker) -> Ask {
+        let mut state = self.inner.state.lock();
+        match state.run {
+            Run::Refused => return Ask::Classic,
+            Run::Ended => return Ask::Missing,
+            Run::Running => {}
+        }
+        let on = match state.view.decide(driver, own) {
+            Decision::Verdict(Verdict::Acquired) => return Ask::Acquired,
+            Decision::Verdict(Verdict::Missing) => return Ask::Missing,
+            Decision::Wrapped => return Ask::Wrapped,
+            Decision::Verdict(Verdict::Watch { node, .. }) => {
+                asker.seen = true;
+                WaitOn::Predecessor(node)
+            }
+            Decision::Barrier if asker.seen || state.listed > asker.created_after => return Ask::Missing,
+            Decision::Barrier => WaitOn::Barrier,
+            Decision::Unknown => WaitOn::Valid,
+            Decision::Resync => {
+                tracing::debug!(dir = %self.inner.dir, node = own, "the mirror missed a create: listing again");
+                self.resync(&mut state);
+                WaitOn::Valid
+            }
+        };
+        let ticket = self.inner.tickets.fetch_add(1, Ordering::Relaxed);
+        let notify = Arc::new(Notify::new());
+        // Behind a predecessor, our own node's deletion wakes us too (start over at once).
+        let names = match &on {
+            WaitOn::Barrier => vec![own.to_owned()],
+            WaitOn::Predecessor(node) => vec![node.clone(), own.to_owned()],
+            WaitOn::Valid => Vec::new(),
+        };
+        if names.is_empty() {
+            state.anyone.push((ticket, notify.clone()));
+        }
+        for name in &names {
+            state.by_name.entry(name.clone()).or_default().push((ticket, notify.clone()));
+        }
+        drop(state);
+        Ask::Wait { wake: Wake { inner: self.inner.clone(), names, ticket, notify }, on }
+    }
+
+    /// Asks the task to add the watch again and list again (a waiter found the view behind).
+    pub(crate) fn request_resync(&self) {
+        let mut state = self.inner.state.lock();
+        self.resync(&mut state);
+    }
+
+    fn resync(&self, state: &mut State) {
+        state.view.interrupt();
+        state.resync_wanted = true;
+        state.wake_all();
+        self.inner.kick.notify_one();
+    }
+}
+
+/// What ends a connection's stretch of the task.
+enum Next {
+    /// Add the watch again and list again (a reconnect, or a resync asked for).
+    Again,
+    /// Stop: the session ended, the client is gone, or the server refused the watch.
+    Stop,
+}
+
+/// The next item of `watcher`, or `None` once the client dropped its end (zookeeper-client
+/// panics then; the panic is caught here and ends the mirror).
+async fn next_event(watcher: &mut PersistentWatcher) -> Option<WatchedEvent> {
+    AssertUnwindSafe(watcher.changed()).catch_unwind().await.ok()
+}
+
+async fn run(inner: Arc<Inner>, framework: Framework, session: Session) {
+    #[cfg(feature = "testing")]
+    let _running = hooks::Running::new(&inner.dir);
+    let mut watcher: Option<PersistentWatcher> = None;
+    while let Next::Again = connection(&inner, &framework, &session, &mut watcher).await {}
+    // Never poll the watcher again: drop it (the session is over, or the server holds no
+    // watch of ours).
+    drop(watcher);
+    inner.update(|s| {
+        if s.run == Run::Running {
+            s.run = Run::Ended;
+        }
+        s.view.interrupt();
+        s.wake_all();
+    });
+}
+
+/// One stretch of the task on one connection: add the watch, list, follow the events.
+async fn connection(
+    inner: &Inner,
+    framework: &Framework,
+    session: &Session,
+    watcher: &mut Option<PersistentWatcher>,
+) -> Next {
+    let client = &session.client;
+    let dir = inner.dir.as_str();
+    #[cfg(feature = "testing")]
+    let hooks = inner.hooks;
+    #[cfg(not(feature = "testing"))]
+    let hooks = hooks_off::Hooks::default();
+    // Wait for a connection (the old watcher tells: its session events).
+    if !is_connected(client.state()) {
+        if let Some(w) = watcher.as_mut() {
+            loop {
+                let event = tokio::select! {
+                    event = next_event(w) => event,
+                    () = session.task_end() => return Next::Stop,
+                };
+                match event {
+                    None => return Next::Stop,
+                    Some(e) if e.event_type == EventType::Session && e.session_state.is_terminated() => {
+                        return Next::Stop
+                    }
+                    Some(e) if e.event_type == EventType::Session && is_connected(e.session_state) => break,
+                    Some(_) => {}
+                }
+            }
+        } else {
+            let mut states = client.state_watcher();
+            while !is_connected(states.peek_state()) {
+                let state = tokio::select! {
+                    state = states.changed() => state,
+                    () = session.task_end() => return Next::Stop,
+                };
+                if state.is_terminated() {
+                    return Next::Stop;
+                }
+            }
+        }
+    }
+    // Counted before it is sent: a listing counted after a waiter's create reply is surely
+    // sent after it.
+    let number = inner.update(|s| {
+        s.sent += 1;
+        s.resync_wanted = false;
+        s.sent
+    });
+    #[cfg(feature = "testing")]
+    if hooks.no_readd_after_reconnect && inner.added_once.load(Ordering::SeqCst) {
+        {
+            // The crate's own behaviour: no watch on the server after a reconnect.
+            drop(watcher.take());
+            let listing = client.get_children(dir);
+            inner.update(|s| s.view.watch_added());
+            let listed = listing.await;
+            if finish_listing(inner, number, listed).is_err() {
+                return Next::Again;
+            }
+            // No watch on the server: no events; only a resync asked for ends this.
+            loop {
+                inner.kick.notified().await;
+                if inner.update(|s| s.resync_wanted) {
+                    return Next::Again;
+                }
+            }
+        }
+    }
+    let (added, listing) = if hooks.list_before_watch {
+        let listing = client.get_children(dir);
+        (client.watch(dir, AddWatchMode::PersistentRecursive), listing)
+    } else {
+        let added = client.watch(dir, AddWatchMode::PersistentRecursive);
+        (added, client.get_children(dir))
+    };
+    let new = match added.await {
+        Ok(new) => new,
+        Err(e) if is_zk_session_lost(&e) => return Next::Stop,
+        Err(e) if is_zk_retryable(&e) => {
+            // The connection broke (its events say when it is back) or the server is busy:
+            // try again after a pause.
+            drop(listing);
+            tokio::time::sleep(RETRY_PAUSE).await;
+            return Next::Again;
+        }
+        Err(e) => {
+            tracing::info!(dir, error = %e, "the server refused the lock directory's watch: waiting the classic way");
+            framework.note_persistent_watches_refused(inner.epoch);
+            inner.update(|s| {
+                s.run = Run::Refused;
+                s.wake_all();
+            });
+            return Next::Stop;
+        }
+    };
+    #[cfg(feature = "testing")]
+    inner.added_once.store(true, Ordering::SeqCst);
+    // The new watcher exists: the old one may go without a `RemoveWatches`.
+    drop(watcher.replace(new));
+    let current = watcher.as_mut().expect("just set");
+    if hooks.keep_view_on_disconnect && inner.update(|s| s.view.is_valid()) {
+        return follow(inner, session, current).await;
+    }
+    inner.update(|s| s.view.watch_added());
+    let mut listing = std::pin::pin!(listing);
+    // Events until the listing's reply are kept for it; those already queued when it is
+    // seen answered are replayed on top of it too.
+    let listed = loop {
+        tokio::select! {
+            biased;
+            event = next_event(current) => match apply(inner, event) {
+                Applied::Event => {}
+                Applied::Next(next) => return next,
+            },
+            reply = &mut listing => {
+                while let Some(event) = next_event(current).now_or_never() {
+                    if let Applied::Next(next) = apply(inner, event) {
+                        return next;
+                    }
+                }
+                break reply;
+            }
+        }
+    };
+    let listed = finish_listing(inner, number, listed);
+    if let Err(e) = listed {
+        if !is_zk_connection_error(&e) {
+            tracing::info!(dir, error = %e, "the lock directory cannot be listed: waiting the classic way");
+            inner.update(|s| {
+                s.run = Run::Refused;
+                s.wake_all();
+            });
+            return Next::Stop;
+        }
+        // The connection broke: its events say when it is back.
+    }
+    follow(inner, session, current).await
+}
+
+/// Follows the events of a valid (or broken) view until a resync or the end.
+async fn follow(inner: &Inner, session: &Session, current: &mut PersistentWatcher) -> Next {
+    loop {
+        tokio::select! {
+            biased;
+            () = session.task_end() => return Next::Stop,
+            event = next_event(current) => {
+                #[cfg(feature = "testing")]
+                if let Some(delay) = inner.hooks.event_delay {
+                    tokio::time::sleep(delay).await;
+                }
+                if let Applied::Next(next) = apply(inner, event) {
+                    return next;
+                }
+            }
+            () = inner.kick.notified() => {
+                if inner.update(|s| s.resync_wanted) {
+                    return Next::Again;
+                }
+            }
+        }
+    }
+}
+
+fn is_connected(state: SessionState) -> bool {
+    matches!(state, SessionState::SyncConnected | SessionState::ConnectedReadOnly)
+}
+
+/// What applying one item of the watcher did.
+enum Applied {
+    Event,
+    Next(Next),
+}
+
+fn apply(inner: &Inner, event: Option<WatchedEvent>) -> Applied {
+    let Some(event) = event else { return Applied::Next(Next::Stop) };
+    #[cfg(feature = "testing")]
+    let hooks = inner.hooks;
+    #[cfg(not(feature = "testing"))]
+    let hooks = hooks_off::Hooks::default();
+    let dir_event = match event.event_type {
+        EventType::Session => match event.session_state {
+            state if state.is_terminated() => return Applied::Next(Next::Stop),
+            SessionState::Disconnected => {
+                if !hooks.keep_view_on_disconnect {
+                    inner.update(|s| {
+                        s.view.interrupt();
+                        s.wake_all();
+                    });
+                }
+                return Applied::Event;
+            }
+            SessionState::SyncConnected | SessionState::ConnectedReadOnly => return Applied::Next(Next::Again),
+            _ => return Applied::Event,
+        },
+        EventType::NodeCreated if event.path == inner.dir => DirEvent::DirCreated,
+        EventType::NodeDeleted if event.path == inner.dir => DirEvent::DirDeleted,
+        EventType::NodeCreated | EventType::NodeDeleted => {
+            let Some(name) = child_name(&inner.dir, &event.path) else { return Applied::Event };
+            if event.event_type == EventType::NodeCreated {
+                DirEvent::ChildCreated(name.to_owned())
+            } else {
+                DirEvent::ChildDeleted(name.to_owned())
+            }
+        }
+        EventType::NodeDataChanged | EventType::NodeChildrenChanged => return Applied::Event,
+    };
+    inner.update(|s| {
+        let valid = s.view.is_valid();
+        let name = match &dir_event {
+            DirEvent::ChildCreated(name) | DirEvent::ChildDeleted(name) => Some(name.clone()),
+            DirEvent::DirCreated | DirEvent::DirDeleted => None,
+        };
+        s.view.event(dir_event);
+        match name {
+            Some(name) if s.view.is_valid() == valid => {
+                s.wake_name(&name);
+                Applied::Event
+            }
+            _ if valid && !s.view.is_valid() => {
+                // The event contradicts the view: list again.
+                tracing::warn!(dir = %inner.dir, "a watch event contradicts the lock directory's mirror: listing again");
+                s.wake_all();
+                Applied::Next(Next::Again)
+            }
+            _ => {
+                s.wake_all();
+                Applied::Event
+            }
+        }
+    })
+}
+
+/// Applies the listing's reply (number `number`); the error when it failed.
+fn finish_listing(inner: &Inner, number: u64, reply: Result<(Vec<String>, Stat), ZkError>) -> Result<(), ZkError> {
+    inner.update(|s| {
+        let result = match reply {
+            Ok((children, stat)) => {
+                s.view.listed(children, stat.cversion, stat.num_children);
+                Ok(())
+            }
+            Err(ZkError::NoNode) => {
+                s.view.listed_missing();
+                Ok(())
+            }
+            Err(e) => {
+                s.view.interrupt();
+                Err(e)
+            }
+        };
+        if s.view.is_valid() {
+            s.listed = number;
+        }
+        s.wake_all();
+        result
+    })
+}
+
+/// The name of `path` if it is a direct child of `dir`.
+fn child_name<'a>(dir: &str, path: &'a str) -> Option<&'a str> {
+    (path::parent(path)? == dir).then(|| path::node_name(path)).filter(|name| !name.is_empty())
+}
+
+#[cfg(not(feature = "testing"))]
+mod hooks_off {
+    #[derive(Default, Clone, Copy)]
+    pub(super) struct Hooks {
+        pub(super) keep_view_on_disconnect: bool,
+        pub(super) list_before_watch: bool,
+    }
+}
+
+/// Conditions of the mirror-based wait that a test can turn off for one lock directory, to
+/// show what each guards against, and whether a directory's mirror task is running.
+#[cfg(feature = "testing")]
+pub(crate) mod hooks {
+    use std::collections::HashMap;
+    use std::sync::OnceLock;
+    use std::time::Duration;
+
+    use crate::sync::Mutex;
+
+    /// What to turn off (all `false`: the library as shipped).
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    pub struct MirrorHooks {
+        /// Decide before our own node is in the view (no barrier).
+        pub no_barrier: bool,
+        /// Take a node that entered by its event without checking the create count.
+        pub no_witness: bool,
+        /// Keep the view through a disconnection, and only add the watch again after it (no
+        /// invalidation, no listing).
+        pub keep_view_on_disconnect: bool,
+        /// After the first watch, list again without ever adding the watch again (as
+        /// zookeeper-client leaves it after a reconnect: the server holds no watch).
+        pub no_readd_after_reconnect: bool,
+        /// List before adding the watch.
+        pub list_before_watch: bool,
+        /// Apply each event of a valid view this much later.
+        pub event_delay: Option<Duration>,
+    }
+
+    impl MirrorHooks {
+        pub(crate) fn view(&self) -> super::super::mirror_wait::Hooks {
+            super::super::mirror_wait::Hooks { no_barrier: self.no_barrier, no_witness: self.no_witness }
+        }
+    }
+
+    #[derive(Default)]
+    struct Table {
+        hooks: HashMap<String, MirrorHooks>,
+        running: HashMap<String, usize>,
+    }
+
+    fn table() -> &'static Mutex<Table> {
+        static TABLE: OnceLock<Mutex<Table>> = OnceLock::new();
+        TABLE.get_or_init(|| Mutex::new(Table::default()))
+    }
+
+    /// Sets the hooks of the lock directory `dir` (its full server path, namespace included)
+    /// for mirrors started from now on.
+    pub fn set_mirror_hooks(dir: &str, hooks: MirrorHooks) {
+        table().lock().hooks.insert(dir.to_owned(), hooks);
+    }
+
+    /// How many mirror tasks of the lock directory `dir` (full server path) are running.
+    pub fn mirror_tasks_running(dir: &str) -> usize {
+        table().lock().running.get(dir).copied().unwrap_or(0)
+    }
+
+    pub(crate) fn get(dir: &str) -> MirrorHooks {
+        table().lock().hooks.get(dir).copied().unwrap_or_default()
+    }
+
+    /// Counts a running task while it lives.
+    pub(crate) struct Running(String);
+
+    impl Running {
+        pub(crate) fn new(dir: &str) -> Self {
+            *table().lock().running.entry(dir.to_owned()).or_default() += 1;
+            Running(dir.to_owned())
+        }
+    }
+
+    impl Drop for Running {
+        fn drop(&mut self) {
+            if let Some(n) = table().lock().running.get_mut(&self.0) {
+                *n = n.saturating_sub(1);
+            }
+        }
+    }
+}

@@ -1,0 +1,613 @@
+//! The mutex waiting on its session's mirror of the lock directory
+//! (`WaitStrategy::Mirror`), on a real server: mutual exclusion under contention beside
+//! classic-path sessions and a Curator peer, and each condition of the mirror shown to matter
+//! by turning it off for one directory (`testing::set_mirror_hooks`): the hook's run grants
+//! the lock while another session holds it, or never hears a release; the library's run
+//! does neither.
+
+mod common;
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::curator::CuratorPeer;
+use common::fixtures::*;
+use common::timing::{EVENT, FAULT_SESSION, INTEROP_SESSION, LIMIT, SESSION, SLOW_LIMIT};
+use zk_recipes::retry::RetryForever;
+use zk_recipes::testing::{mirror_tasks_running, set_mirror_hooks, MirrorHooks, ProxyMode, TestingServer};
+use zk_recipes::zk::{Acls, CreateMode};
+use zk_recipes::{Framework, InterProcessMutex, WaitStrategy};
+
+fn path(name: &str) -> String {
+    unique_path("mirror-wait", name)
+}
+
+/// A started framework whose mutexes wait on the mirror, retrying connection loss forever.
+async fn mirror_framework(connect: &str, session_timeout: Duration) -> Framework {
+    Framework::builder(connect)
+        .session_timeout(session_timeout)
+        .retry_policy(RetryForever::new(Duration::from_millis(50)))
+        .wait_strategy(WaitStrategy::Mirror)
+        .start()
+        .await
+        .expect("starting a framework")
+}
+
+/// Cycles `mutex` until its session's mirror of `path` runs (the first acquire of a session
+/// waits the classic way while the server's version is not known yet), and once more on it.
+async fn warm(mutex: &InterProcessMutex, path: &str) {
+    eventually(EVENT, "the mirror running", || async {
+        mutex.acquire().await.unwrap().release().await.unwrap();
+        match mirror_tasks_running(path) {
+            0 => Err("no mirror yet".to_owned()),
+            _ => Ok(()),
+        }
+    })
+    .await;
+    mutex.acquire().await.unwrap().release().await.unwrap();
+}
+
+/// Whether `mutex` takes the lock within `wait` (and releases it at once).
+async fn granted_within(mutex: &InterProcessMutex, wait: Duration) -> bool {
+    match mutex.acquire_timeout(wait).await.unwrap() {
+        Some(guard) => {
+            guard.release().await.unwrap();
+            true
+        }
+        None => false,
+    }
+}
+
+/// Mirror sessions (two tasks each), a classic-path session and a Curator 5.4 peer take one
+/// lock in turns; every holder writes its entry and exit to one log, which must show no
+/// overlap and every round.
+#[tokio::test]
+async fn mirror_sessions_exclude_classic_sessions_and_curator() {
+    const ROUNDS: usize = 12;
+    const HOLD: Duration = Duration::from_millis(5);
+    init_tracing();
+    bounded(SLOW_LIMIT, async {
+        let connect = shared_connect().await;
+        let path = path("mixed");
+        let log = std::env::temp_dir().join(format!(
+            "zkr-mirror-{}-{}.log",
+            std::process::id(),
+            SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos())
+        ));
+        let java = CuratorPeer::started(&connect, INTEROP_SESSION).await;
+        let mut frameworks = Vec::new();
+        let mut tasks = Vec::new();
+        let mirrored = Arc::new(AtomicBool::new(false));
+        let mut expected = Vec::new();
+        for (id, mirror) in [("M1", true), ("M2", true), ("C1", false)] {
+            let fw = if mirror {
+                mirror_framework(&connect, INTEROP_SESSION).await
+            } else {
+                framework(&connect, INTEROP_SESSION).await
+            };
+            let tasks_per_session = if mirror { 2 } else { 1 };
+            for t in 0..tasks_per_session {
+                let who = format!("rust:{id}.{t}");
+                expected.push(who.clone());
+                let mutex = InterProcessMutex::new(&fw, &path).unwrap();
+                let log = log.clone();
+                let (mirrored, path) = (mirrored.clone(), path.clone());
+                tasks.push(tokio::spawn(async move {
+                    let append = |line: String| {
+                        let mut file = std::fs::OpenOptions::new().append(true).create(true).open(&log).unwrap();
+                        file.write_all(line.as_bytes()).unwrap();
+                    };
+                    for _ in 0..ROUNDS {
+                        let guard = mutex.acquire().await.unwrap();
+                        append(format!("enter {who}\n"));
+                        tokio::time::sleep(HOLD).await;
+                        append(format!("exit {who}\n"));
+                        guard.release().await.unwrap();
+                    }
+                    if mirror && mirror_tasks_running(&path) > 0 {
+                        mirrored.store(true, Ordering::SeqCst);
+                    }
+                }));
+            }
+            frameworks.push(fw);
+        }
+        let mut java = java;
+        if let Some(java) = java.as_mut() {
+            assert_eq!(java.command(&format!("mutex L1 {path}")).await.unwrap(), "ok");
+            let reply =
+                java.command(&format!("loop L1 {ROUNDS} {} {}", log.display(), HOLD.as_millis())).await.unwrap();
+            assert_eq!(reply, "loop-started L1");
+            expected.push("java:L1".to_owned());
+        }
+        for task in tasks {
+            within(SLOW_LIMIT, "the Rust loops", task).await.unwrap();
+        }
+        if let Some(java) = java.as_mut() {
+            assert_eq!(java.wait_for("loop-done L1", SLOW_LIMIT).await.unwrap(), format!("loop-done L1 {ROUNDS}"));
+        }
+        let text = std::fs::read_to_string(&log).unwrap();
+        let _ = std::fs::remove_file(&log);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2 * ROUNDS * expected.len(), "{text}");
+        let mut holders = Vec::new();
+        for (i, pair) in lines.chunks(2).enumerate() {
+            let who = pair[0]
+                .strip_prefix("enter ")
+                .and_then(|rest| rest.split_whitespace().next())
+                .unwrap_or_else(|| panic!("line {}: expected an enter line, got {pair:?}", 2 * i + 1));
+            assert_eq!(pair[1], format!("exit {who}"), "overlapping holders at line {}: {pair:?}", 2 * i + 1);
+            holders.push(who);
+        }
+        for who in &expected {
+            assert_eq!(holders.iter().filter(|h| *h == who).count(), ROUNDS, "{who} rounds");
+        }
+        assert!(mirrored.load(Ordering::SeqCst), "the mirror sessions used their mirror");
+        if let Some(java) = java {
+            java.quit().await.unwrap();
+        }
+        for fw in frameworks {
+            fw.close().await;
+        }
+    })
+    .await;
+}
+
+/// The barrier (our own node in the mirror before any decision): with the mirror's events
+/// applied late, B takes the lock just before A's create. A must wait for its own node's
+/// event, which comes after B's; deciding at A's create reply (the hook) grants the lock
+/// while B holds it.
+async fn barrier_scenario(hooks: MirrorHooks) -> bool {
+    let connect = shared_connect().await;
+    let path = path(if hooks.no_barrier { "no-barrier" } else { "barrier" });
+    set_mirror_hooks(&path, MirrorHooks { event_delay: Some(Duration::from_millis(200)), ..hooks });
+    let a = mirror_framework(&connect, SESSION).await;
+    let b = framework(&connect, SESSION).await;
+    let mutex_a = InterProcessMutex::new(&a, &path).unwrap();
+    let mutex_b = InterProcessMutex::new(&b, &path).unwrap();
+    warm(&mutex_a, &path).await;
+    let held_by_b = mutex_b.acquire().await.unwrap();
+    let granted = granted_within(&mutex_a, Duration::from_secs(2)).await;
+    held_by_b.release().await.unwrap();
+    if !granted {
+        assert!(granted_within(&mutex_a, EVENT).await, "A takes the lock after B released it");
+    }
+    a.close().await;
+    b.close().await;
+    granted
+}
+
+#[tokio::test]
+async fn the_barrier_waits_for_our_own_node() {
+    init_tracing();
+    bounded(LIMIT, async {
+        assert!(!barrier_scenario(MirrorHooks::default()).await, "A took the lock while B held it");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn without_the_barrier_a_late_mirror_grants_a_held_lock() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let hooks = MirrorHooks { no_barrier: true, ..MirrorHooks::default() };
+        assert!(barrier_scenario(hooks).await, "the hook should show the hole");
+    })
+    .await;
+}
+
+/// The witness (creates counted since the listing = our sequence + 1): B, with digest
+/// credentials, makes a lock node only it may read. The server sends A no event for it (this
+/// Debian 3.8.0 build filters watch events by the node's ACL, as 3.8.4+ and 3.9.2+ do), but
+/// A's own node's suffix counts it: A lists again, sees B's node and waits. Taking our node
+/// without the witness (the hook) grants the lock while B's node is first. After B's node
+/// goes (its deletion sends no event either), A gets the lock within the session timeout
+/// (the waiter checks a predecessor it has waited on that long).
+async fn witness_scenario(hooks: MirrorHooks) -> bool {
+    let connect = shared_connect().await;
+    let path = path(if hooks.no_witness { "no-witness" } else { "witness" });
+    set_mirror_hooks(&path, hooks);
+    let a = mirror_framework(&connect, FAULT_SESSION).await;
+    let b = Framework::builder(&connect)
+        .session_timeout(SESSION)
+        .auth("digest", b"mirror-b:secret")
+        .start()
+        .await
+        .expect("starting B");
+    let mutex_a = InterProcessMutex::new(&a, &path).unwrap();
+    warm(&mutex_a, &path).await;
+    let b_client = b.zk_client().unwrap();
+    let private = CreateMode::EphemeralSequential.with_acls(Acls::creator_all());
+    let (_, sequence) =
+        b_client.create(&format!("{path}/_c_00000000-0000-0000-0000-000000000000-lock-"), &[], &private).await.unwrap();
+    let b_node = format!("{path}/_c_00000000-0000-0000-0000-000000000000-lock-{sequence}");
+    let granted = granted_within(&mutex_a, Duration::from_secs(1)).await;
+    if !granted {
+        let waiter = {
+            let mutex = mutex_a.clone();
+            tokio::spawn(async move { mutex.acquire().await.unwrap() })
+        };
+        tokio::time::sleep(QUIET_WAIT).await;
+        b_client.delete(&b_node, None).await.unwrap();
+        let guard = within(FAULT_SESSION * 3, "A after B's private node went", waiter).await.unwrap();
+        guard.release().await.unwrap();
+    } else {
+        b_client.delete(&b_node, None).await.unwrap();
+    }
+    a.close().await;
+    b.close().await;
+    granted
+}
+
+const QUIET_WAIT: Duration = Duration::from_millis(300);
+
+#[tokio::test]
+async fn the_witness_catches_a_node_whose_events_the_server_withholds() {
+    init_tracing();
+    bounded(LIMIT, async {
+        assert!(!witness_scenario(MirrorHooks::default()).await, "A took the lock while B's node was first");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn without_the_witness_an_unreadable_node_is_missed() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let hooks = MirrorHooks { no_witness: true, ..MirrorHooks::default() };
+        assert!(witness_scenario(hooks).await, "the hook should show the hole");
+    })
+    .await;
+}
+
+/// ZOOKEEPER-4466 (3.6-3.8): a one-shot watch on the directory, put there by code sharing A's
+/// client, silences the mirror's create events. A's own node's event never comes: the
+/// barrier holds A until its bound, then the mirror adds its watch again and lists again,
+/// and A waits behind B. Deciding without the barrier (the hook) grants the lock.
+async fn one_shot_scenario(hooks: MirrorHooks) -> bool {
+    let connect = shared_connect().await;
+    let path = path(if hooks.no_barrier { "one-shot-no-barrier" } else { "one-shot" });
+    set_mirror_hooks(&path, hooks);
+    let a = mirror_framework(&connect, FAULT_SESSION).await;
+    let b = framework(&connect, SESSION).await;
+    let mutex_a = InterProcessMutex::new(&a, &path).unwrap();
+    let mutex_b = InterProcessMutex::new(&b, &path).unwrap();
+    warm(&mutex_a, &path).await;
+    let user = a.zk_client().unwrap();
+    let (_, interfering) = user.check_and_watch_stat(&path).await.unwrap();
+    let held_by_b = mutex_b.acquire().await.unwrap();
+    let granted = granted_within(&mutex_a, FAULT_SESSION).await;
+    held_by_b.release().await.unwrap();
+    if !granted {
+        assert!(granted_within(&mutex_a, EVENT).await, "A takes the lock after B released it");
+    }
+    drop(interfering);
+    a.close().await;
+    b.close().await;
+    granted
+}
+
+#[tokio::test]
+async fn a_one_shot_watch_on_the_directory_never_lets_a_create_go_unseen() {
+    init_tracing();
+    bounded(LIMIT, async {
+        assert!(!one_shot_scenario(MirrorHooks::default()).await, "A took the lock while B held it");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn without_the_barrier_a_one_shot_watch_on_the_directory_grants_a_held_lock() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let hooks = MirrorHooks { no_barrier: true, ..MirrorHooks::default() };
+        assert!(one_shot_scenario(hooks).await, "the hook should show the hole");
+    })
+    .await;
+}
+
+/// A connection break loses events: A's mirror is of an empty directory when its connection
+/// is cut; B takes the lock meanwhile; A reconnects (same session) and must wait; B's release
+/// must reach A promptly (the watch was added again). Returns (granted while B held, got the
+/// lock within a short bound after B's release).
+async fn reconnect_scenario(hooks: MirrorHooks) -> (bool, bool) {
+    let server = FaultyServer::start().await;
+    let path = path("reconnect");
+    set_mirror_hooks(&path, hooks);
+    let a = mirror_framework(&server.proxied(), FAULT_SESSION).await;
+    let b = framework(&server.direct(), SESSION).await;
+    let mutex_a = InterProcessMutex::new(&a, &path).unwrap();
+    let mutex_b = InterProcessMutex::new(&b, &path).unwrap();
+    warm(&mutex_a, &path).await;
+    let epoch = a.snapshot().epoch;
+    server.proxy.set_mode(ProxyMode::BlackHole);
+    server.proxy.refuse_new(true);
+    server.proxy.drop_connections();
+    wait_for_state(&a, EVENT, "A suspended", |s| !s.state.is_connected()).await;
+    let held_by_b = mutex_b.acquire().await.unwrap();
+    server.proxy.set_mode(ProxyMode::Pass);
+    server.proxy.refuse_new(false);
+    wait_connected(&a, EVENT, epoch).await;
+    assert_eq!(a.snapshot().epoch, epoch, "the same session");
+    let granted = granted_within(&mutex_a, Duration::from_secs(1)).await;
+    let waiter = {
+        let mutex = mutex_a.clone();
+        tokio::spawn(async move { mutex.acquire().await.unwrap() })
+    };
+    // Past the bound after which a waiter at the barrier asks for a listing.
+    tokio::time::sleep(FAULT_SESSION / 2).await;
+    held_by_b.release().await.unwrap();
+    // Well below the session timeout, after which a stuck waiter checks its predecessor.
+    let prompt = match tokio::time::timeout(FAULT_SESSION / 2, waiter).await {
+        Ok(guard) => {
+            guard.unwrap().release().await.unwrap();
+            true
+        }
+        Err(_) => false,
+    };
+    a.close().await;
+    b.close().await;
+    (granted, prompt)
+}
+
+#[tokio::test]
+async fn after_a_reconnect_the_mirror_lists_again_and_hears_the_release() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let (granted, prompt) = reconnect_scenario(MirrorHooks::default()).await;
+        assert!(!granted, "A took the lock while B held it");
+        assert!(prompt, "A did not hear B's release promptly");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn without_adding_the_watch_again_a_reconnected_mirror_never_hears_the_release() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let hooks = MirrorHooks { no_readd_after_reconnect: true, ..MirrorHooks::default() };
+        let (granted, prompt) = reconnect_scenario(hooks).await;
+        assert!(!granted, "A took the lock while B held it");
+        assert!(!prompt, "the hook should show the hole");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_view_kept_through_a_disconnection_grants_a_held_lock_without_the_witness() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let kept = MirrorHooks { keep_view_on_disconnect: true, ..MirrorHooks::default() };
+        let (granted, _) = reconnect_scenario(kept).await;
+        assert!(!granted, "the witness alone catches the events lost in the break");
+        let hooks = MirrorHooks { keep_view_on_disconnect: true, no_witness: true, ..MirrorHooks::default() };
+        let (granted, _) = reconnect_scenario(hooks).await;
+        assert!(granted, "the hook should show the hole");
+    })
+    .await;
+}
+
+/// Session expiry while A waits on its mirror: the mirror's task ends without polling its
+/// watcher again (zookeeper-client panics if it is), A's acquire starts over on the new
+/// session with a new mirror, and gets the lock after B's release.
+#[tokio::test]
+async fn session_expiry_ends_the_mirror_and_the_wait_starts_over() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let server = FaultyServer::start().await;
+        let path = path("expiry");
+        let a = mirror_framework(&server.proxied(), FAULT_SESSION).await;
+        let b = framework(&server.direct(), SESSION).await;
+        let mutex_a = InterProcessMutex::new(&a, &path).unwrap();
+        let mutex_b = InterProcessMutex::new(&b, &path).unwrap();
+        warm(&mutex_a, &path).await;
+        let held_by_b = mutex_b.acquire().await.unwrap();
+        let done = Arc::new(AtomicBool::new(false));
+        let waiter = {
+            let mutex = mutex_a.clone();
+            let done = done.clone();
+            tokio::spawn(async move {
+                let guard = mutex.acquire().await.unwrap();
+                done.store(true, Ordering::SeqCst);
+                guard
+            })
+        };
+        children_count_becomes(&b, &path, 2, EVENT).await;
+        server.expire(&a, EVENT).await;
+        // The old session's node is gone; the waiter's new node appears on the new session.
+        children_count_becomes(&b, &path, 2, EVENT).await;
+        assert!(!done.load(Ordering::SeqCst), "A took the lock while B held it");
+        // The new session's first wait is classic (its server is not known yet).
+        eventually(EVENT, "the old session's mirror task ended", || async {
+            match mirror_tasks_running(&path) {
+                0 => Ok(()),
+                n => Err(format!("{n} running")),
+            }
+        })
+        .await;
+        held_by_b.release().await.unwrap();
+        let guard = within(EVENT, "A after B's release", waiter).await.unwrap();
+        assert!(guard.is_held());
+        guard.release().await.unwrap();
+        drop(mutex_a);
+        eventually(EVENT, "no mirror task once the handle is gone", || async {
+            match mirror_tasks_running(&path) {
+                0 => Ok(()),
+                n => Err(format!("{n} running")),
+            }
+        })
+        .await;
+        a.close().await;
+        b.close().await;
+    })
+    .await;
+}
+
+/// A server whose watch manager cannot keep persistent watches answers `addWatch` with an
+/// error: the mutex waits the classic way there, and no mirror task stays.
+#[tokio::test]
+async fn a_server_that_refuses_the_watch_gets_the_classic_wait() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let server = TestingServer::builder()
+            .system_property("zookeeper.watchManagerName", "org.apache.zookeeper.server.watch.WatchManagerOptimized")
+            .start()
+            .await
+            .expect("starting a server");
+        let path = path("refused");
+        let a = mirror_framework(&server.connect_string(), SESSION).await;
+        let b = framework(&server.connect_string(), SESSION).await;
+        let mutex_a = InterProcessMutex::new(&a, &path).unwrap();
+        let mutex_b = InterProcessMutex::new(&b, &path).unwrap();
+        for _ in 0..3 {
+            mutex_a.acquire().await.unwrap().release().await.unwrap();
+        }
+        let held_by_b = mutex_b.acquire().await.unwrap();
+        let waiter = {
+            let mutex = mutex_a.clone();
+            tokio::spawn(async move { mutex.acquire().await.unwrap() })
+        };
+        children_count_becomes(&b, &path, 2, EVENT).await;
+        held_by_b.release().await.unwrap();
+        within(EVENT, "A after B's release", waiter).await.unwrap().release().await.unwrap();
+        assert_eq!(mirror_tasks_running(&path), 0, "no mirror on a server that refused the watch");
+        a.close().await;
+        b.close().await;
+    })
+    .await;
+}
+
+/// The directory reaped and created again (an empty container goes at any time): the mirror
+/// sees its deletion and creation, counts the new incarnation's creates from 0 (whose first
+/// child reuses the name `…0000000000`), and A waits behind B's node there, then takes the
+/// lock after B's release.
+#[tokio::test]
+async fn a_reaped_and_recreated_directory_starts_the_count_over() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let server = TestingServer::builder()
+            .system_property("znode.container.checkIntervalMs", "100")
+            .start()
+            .await
+            .expect("starting a server");
+        let connect = server.connect_string();
+        let path = path("reaped");
+        let a = mirror_framework(&connect, SESSION).await;
+        let b = framework(&connect, SESSION).await;
+        let mutex_a = InterProcessMutex::new(&a, &path).unwrap();
+        let mutex_b = InterProcessMutex::new(&b, &path).unwrap();
+        for _ in 0..2 {
+            warm(&mutex_a, &path).await;
+            let b_client = b.zk_client().unwrap();
+            eventually(EVENT, "the empty directory reaped", || async {
+                match b_client.check_stat(&path).await {
+                    Ok(None) => Ok(()),
+                    other => Err(format!("{other:?}")),
+                }
+            })
+            .await;
+            let held_by_b = mutex_b.acquire().await.unwrap();
+            assert!(held_by_b.lock_path().ends_with("0000000000"), "{}", held_by_b.lock_path());
+            assert!(!granted_within(&mutex_a, Duration::from_secs(1)).await, "A took the lock while B held it");
+            let waiter = {
+                let mutex = mutex_a.clone();
+                tokio::spawn(async move { mutex.acquire().await.unwrap() })
+            };
+            children_count_becomes(&b, &path, 2, EVENT).await;
+            held_by_b.release().await.unwrap();
+            within(EVENT, "A after B's release", waiter).await.unwrap().release().await.unwrap();
+        }
+        assert!(mirror_tasks_running(&path) >= 1, "A waited on its mirror");
+        a.close().await;
+        b.close().await;
+    })
+    .await;
+}
+
+/// Several waiters per session on one mirror (each woken by its own predecessor's deletion
+/// alone), three mirror sessions and a classic one: never two holders, every round done.
+#[tokio::test]
+async fn many_waiters_per_session_on_the_mirror_exclude_each_other() {
+    const ROUNDS: usize = 25;
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let path = path("many-waiters");
+        let exclusion = Exclusion::default();
+        let mut frameworks = Vec::new();
+        let mut tasks = Vec::new();
+        for session in 0..4 {
+            let fw = if session < 3 {
+                mirror_framework(&connect, SESSION).await
+            } else {
+                framework(&connect, SESSION).await
+            };
+            for task in 0..4 {
+                let mutex = InterProcessMutex::new(&fw, &path).unwrap();
+                let exclusion = exclusion.clone();
+                let who = format!("{session}.{task}");
+                tasks.push(tokio::spawn(async move {
+                    for _ in 0..ROUNDS {
+                        let guard = mutex.acquire().await.unwrap();
+                        exclusion.enter(&who);
+                        tokio::task::yield_now().await;
+                        exclusion.exit();
+                        guard.release().await.unwrap();
+                    }
+                }));
+            }
+            frameworks.push(fw);
+        }
+        for task in tasks {
+            within(LIMIT, "the loops", task).await.unwrap();
+        }
+        assert_eq!(exclusion.entries(), 16 * ROUNDS);
+        for fw in frameworks {
+            fw.close().await;
+        }
+    })
+    .await;
+}
+
+/// The semaphore's internal mutex (`<path>/locks`) waits on the mirror too on such a
+/// framework: one lease, two mirror sessions and a classic one, never two holders.
+#[tokio::test]
+async fn a_semaphore_on_mirror_frameworks_keeps_its_lease_count() {
+    const ROUNDS: usize = 15;
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let path = path("semaphore");
+        let exclusion = Exclusion::default();
+        let mut frameworks = Vec::new();
+        let mut tasks = Vec::new();
+        for session in 0..3 {
+            let fw = if session < 2 {
+                mirror_framework(&connect, SESSION).await
+            } else {
+                framework(&connect, SESSION).await
+            };
+            let semaphore = zk_recipes::InterProcessSemaphore::new(&fw, &path, 1).unwrap();
+            let exclusion = exclusion.clone();
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..ROUNDS {
+                    let lease = semaphore.acquire().await.unwrap();
+                    exclusion.enter(&format!("session {session}"));
+                    tokio::task::yield_now().await;
+                    exclusion.exit();
+                    lease.release().await.unwrap();
+                }
+            }));
+            frameworks.push(fw);
+        }
+        for task in tasks {
+            within(LIMIT, "the loops", task).await.unwrap();
+        }
+        assert_eq!(exclusion.entries(), 3 * ROUNDS);
+        for fw in frameworks {
+            fw.close().await;
+        }
+    })
+    .await;
+}
