@@ -1,11 +1,12 @@
 //! `zkr locks <path>`: reads a lock directory and shows its holders and waiters, once or on
 //! every change.
 
+use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 
 use futures::future::join_all;
 use serde::Serialize;
-use zk_recipes::protocol::{self, Child, Decoded, Kind, Queue, Recipe, Role};
+use zk_recipes::protocol::{self, Child, Decoded, Kind, Queue, Recipe, Role, LEASE_PARENT, LOCK_PARENT};
 use zk_recipes::zk::{Error as ZkError, OneshotWatcher};
 use zk_recipes::{path, Error, Framework, Stat};
 
@@ -13,6 +14,9 @@ use crate::connect::Options;
 use crate::decode;
 use crate::exit::{Code, Failure};
 use crate::render;
+
+/// Longest data shown in a table cell (JSON has it all).
+const DATA_WIDTH: usize = 24;
 
 /// How long `--watch` waits for a lost connection to come back before it gives up.
 const RECONNECT_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -143,7 +147,7 @@ fn print(report: &Report, json: bool, redraw: bool) {
                 let _ = writeln!(out);
             }
         }
-        let _ = write!(out, "{}", render::table(report));
+        let _ = write!(out, "{}", table(report));
     }
     let _ = out.flush();
 }
@@ -304,5 +308,88 @@ pub async fn read_node(framework: &Framework, node: String) -> Result<Option<(St
         Err(e) if e.is_no_node() => Ok(None),
         Err(e) if e.is_no_auth() => Ok(framework.exists(&node).await?.map(|stat| (stat, None))),
         Err(e) => Err(e),
+    }
+}
+
+/// The whole report as text: a heading, then one table per directory.
+fn table(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}: {}", report.path, report.description);
+    match report.recipe {
+        Recipe::Empty => {}
+        Recipe::Semaphore => {
+            let leases: Vec<&NodeReport> = report.nodes.iter().filter(|n| n.section == Some(LEASE_PARENT)).collect();
+            let locks: Vec<&NodeReport> = report.nodes.iter().filter(|n| n.section == Some(LOCK_PARENT)).collect();
+            let waiting = locks.iter().filter(|n| n.role == Role::Waiter).count();
+            let _ = writeln!(
+                out,
+                "\nleases: {} (each takes one permit; the limit is not stored in ZooKeeper)",
+                leases.len()
+            );
+            out.push_str(&rows(&leases));
+            let _ = writeln!(
+                out,
+                "\nlocks: the holder is taking a lease (it waits while every permit is taken); {waiting} waiting behind it"
+            );
+            out.push_str(&rows(&locks));
+        }
+        _ => {
+            let nodes: Vec<&NodeReport> = report.nodes.iter().collect();
+            let holders = nodes.iter().filter(|n| n.role == Role::Holder).count();
+            let waiters = nodes.iter().filter(|n| n.role == Role::Waiter).count();
+            let leases = nodes.iter().filter(|n| n.role == Role::Lease).count();
+            let summary = match report.recipe {
+                Recipe::Leases => format!("{leases} lease{}", plural(leases)),
+                _ => format!("{holders} holder{}, {waiters} waiter{}", plural(holders), plural(waiters)),
+            };
+            let _ = writeln!(out, "{summary}\n");
+            out.push_str(&rows(&nodes));
+        }
+    }
+    out
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// Aligned columns: role, kind, sequence, owner session, age, data, node name.
+fn rows(nodes: &[&NodeReport]) -> String {
+    if nodes.is_empty() {
+        return "  (none)\n".to_owned();
+    }
+    let lines: Vec<[String; 7]> = nodes
+        .iter()
+        .map(|n| {
+            [
+                n.role.id().to_owned(),
+                n.kind.id().to_owned(),
+                n.sequence.map_or_else(|| "-".to_owned(), |s| s.to_string()),
+                n.owner_session.clone().unwrap_or_else(|| "persistent".to_owned()),
+                render::age(n.age_ms),
+                data_cell(n),
+                n.name.clone(),
+            ]
+        })
+        .collect();
+    render::columns(&["ROLE", "KIND", "SEQ", "SESSION", "AGE", "DATA", "NODE"], &lines)
+}
+
+fn data_cell(node: &NodeReport) -> String {
+    let shown = match (&node.data, node.data_format) {
+        (None, _) => return "(no read permission)".to_owned(),
+        (Some(d), _) if d.is_empty() => return "-".to_owned(),
+        (Some(d), "hex") => format!("0x{d}"),
+        (Some(d), _) => d.clone(),
+    };
+    if shown.chars().count() > DATA_WIDTH {
+        let cut: String = shown.chars().take(DATA_WIDTH - 1).collect();
+        format!("{cut}…")
+    } else {
+        shown
     }
 }

@@ -1,12 +1,6 @@
-//! The human table of `zkr locks`, and how node data and ages are shown.
+//! How the subcommands' tables show node data, ages, times, fields and columns.
 
 use std::fmt::Write;
-
-use crate::locks::{NodeReport, Report};
-use zk_recipes::protocol::{Recipe, Role, LEASE_PARENT, LOCK_PARENT};
-
-/// Longest data shown in a table cell (JSON has it all).
-const DATA_WIDTH: usize = 24;
 
 /// Node data as `(text, "text")` when it is printable UTF-8, else `(hex, "hex")`.
 pub fn data(bytes: &[u8]) -> (Option<String>, &'static str) {
@@ -75,102 +69,6 @@ pub fn columns<R: AsRef<[String]>>(header: &[&str], rows: &[R]) -> String {
         out.push('\n');
     }
     out
-}
-
-/// The whole report as text: a heading, then one table per directory.
-pub fn table(report: &Report) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "{}: {}", report.path, report.description);
-    match report.recipe {
-        Recipe::Empty => {}
-        Recipe::Semaphore => {
-            let leases: Vec<&NodeReport> = report.nodes.iter().filter(|n| n.section == Some(LEASE_PARENT)).collect();
-            let locks: Vec<&NodeReport> = report.nodes.iter().filter(|n| n.section == Some(LOCK_PARENT)).collect();
-            let waiting = locks.iter().filter(|n| n.role == Role::Waiter).count();
-            let _ = writeln!(
-                out,
-                "\nleases: {} (each takes one permit; the limit is not stored in ZooKeeper)",
-                leases.len()
-            );
-            out.push_str(&rows(&leases));
-            let _ = writeln!(
-                out,
-                "\nlocks: the holder is taking a lease (it waits while every permit is taken); {waiting} waiting behind it"
-            );
-            out.push_str(&rows(&locks));
-        }
-        _ => {
-            let nodes: Vec<&NodeReport> = report.nodes.iter().collect();
-            let holders = nodes.iter().filter(|n| n.role == Role::Holder).count();
-            let waiters = nodes.iter().filter(|n| n.role == Role::Waiter).count();
-            let leases = nodes.iter().filter(|n| n.role == Role::Lease).count();
-            let summary = match report.recipe {
-                Recipe::Leases => format!("{leases} lease{}", plural(leases)),
-                _ => format!("{holders} holder{}, {waiters} waiter{}", plural(holders), plural(waiters)),
-            };
-            let _ = writeln!(out, "{summary}\n");
-            out.push_str(&rows(&nodes));
-        }
-    }
-    out
-}
-
-fn plural(n: usize) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
-    }
-}
-
-/// Aligned columns: role, kind, sequence, owner session, age, data, node name.
-fn rows(nodes: &[&NodeReport]) -> String {
-    if nodes.is_empty() {
-        return "  (none)\n".to_owned();
-    }
-    let header = ["ROLE", "KIND", "SEQ", "SESSION", "AGE", "DATA", "NODE"].map(str::to_owned);
-    let mut lines = vec![header];
-    for n in nodes {
-        lines.push([
-            n.role.id().to_owned(),
-            n.kind.id().to_owned(),
-            n.sequence.map_or_else(|| "-".to_owned(), |s| s.to_string()),
-            n.owner_session.clone().unwrap_or_else(|| "persistent".to_owned()),
-            age(n.age_ms),
-            data_cell(n),
-            n.name.clone(),
-        ]);
-    }
-    let widths: Vec<usize> = (0..7).map(|c| lines.iter().map(|l| l[c].chars().count()).max().unwrap_or(0)).collect();
-    let mut out = String::new();
-    for line in &lines {
-        let mut text = String::new();
-        for (c, cell) in line.iter().enumerate() {
-            if c + 1 == line.len() {
-                text.push_str(cell);
-            } else {
-                let _ = write!(text, "{cell:<width$}  ", width = widths[c]);
-            }
-        }
-        out.push_str(text.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
-fn data_cell(node: &NodeReport) -> String {
-    let shown = match (&node.data, node.data_format) {
-        (None, _) => return "(no read permission)".to_owned(),
-        (Some(d), _) if d.is_empty() => return "-".to_owned(),
-        (Some(d), "hex") => format!("0x{d}"),
-        (Some(d), _) => d.clone(),
-    };
-    if shown.chars().count() > DATA_WIDTH {
-        let cut: String = shown.chars().take(DATA_WIDTH - 1).collect();
-        format!("{cut}…")
-    } else {
-        shown
-    }
 }
 
 #[cfg(test)]
