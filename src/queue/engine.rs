@@ -65,10 +65,7 @@ struct Listing {
 
 impl fmt::Debug for Listing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Listing")
-            .field("names", &self.names.len())
-            .field("watching", &self.watch.is_some())
-            .finish()
+        f.debug_struct("Listing").field("names", &self.names.len()).field("watching", &self.watch.is_some()).finish()
     }
 }
 
@@ -111,7 +108,10 @@ enum Pass<'a> {
     Item(Claim<'a>),
     /// Nothing claimable: the lock of the first item another consumer holds (watched), and in
     /// a delay queue how long until the first item not yet due is due.
-    Nothing { lock_watch: Option<OneshotWatch>, due_in: Option<Duration> },
+    Nothing {
+        lock_watch: Option<OneshotWatch>,
+        due_in: Option<Duration>,
+    },
 }
 
 /// An item claimed by this consumer: its node's name, bytes and version, and in lock-safe
