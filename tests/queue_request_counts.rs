@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::fixtures::*;
 use common::timing::LIMIT;
 use zk_recipes::testing::{CountingProxy, RequestCounts, TestingServer};
-use zk_recipes::{DistributedPriorityQueue, DistributedQueue, Framework};
+use zk_recipes::{DistributedPriorityQueue, DistributedQueue, Framework, SimpleDistributedQueue};
 
 /// Long enough that no ping falls into a measurement (pings are not counted anyway).
 const SESSION: Duration = Duration::from_secs(60);
@@ -159,6 +159,36 @@ async fn a_higher_priority_item_is_seen_at_the_next_listing() {
         put.put(b"sooner", 1).await.unwrap();
         assert_eq!(queue.take().await.unwrap(), [b"sooner".to_vec()]);
         assert_eq!(queue.take().await.unwrap(), [b"later".to_vec()]);
+        producer.close().await;
+        consumer.close().await;
+    })
+    .await;
+}
+
+/// `SimpleDistributedQueue` lists per take, as Curator's does, but watches only when a listing
+/// found nothing: a take of a waiting item removes no watch.
+#[tokio::test]
+async fn a_simple_queue_take_of_a_waiting_item_sets_no_watch() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let (producer, proxy, consumer) = frameworks().await;
+        let path = unique_path("qcounts", "simple");
+        let put = SimpleDistributedQueue::new(&producer, &path).unwrap();
+        let cycles = ITEMS / 4;
+        for i in 0..cycles {
+            put.offer(format!("item-{i}").as_bytes()).await.unwrap();
+        }
+        let queue = SimpleDistributedQueue::new(&consumer, &path).unwrap();
+        let before = proxy.counts();
+        for i in 0..cycles {
+            assert_eq!(queue.take().await.unwrap(), format!("item-{i}").into_bytes());
+        }
+        let counts = proxy.counts().since(&before);
+        let expected = [("delete", cycles), ("getChildren", cycles), ("getData", cycles)];
+        assert_eq!(requests(&counts), expected, "{}", counts.per_op(cycles as usize));
+        // An empty queue: a listing without, then one with a watch, and the wait.
+        let (taken, _) = tokio::join!(queue.take(), async { put.offer(b"late").await.unwrap() });
+        assert_eq!(taken.unwrap(), b"late");
         producer.close().await;
         consumer.close().await;
     })
