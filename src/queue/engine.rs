@@ -348,12 +348,11 @@ impl Engine {
                 Pass::Nothing { lock_watch, due_in } => (lock_watch, due_in),
             };
             listing.check_watch()?;
-            if self.consumer.stale.swap(false, Ordering::Relaxed) {
-                listing.watch = None;
-            }
-            if listing.watch.is_none() {
+            let stale = self.consumer.stale.swap(false, Ordering::Relaxed);
+            if stale || listing.watch.is_none() {
                 let (names, watch) = self.list(true).await?;
                 listing.names = names.into();
+                // An unfired watch replaced goes after the new one is set (no removeWatches).
                 listing.watch = watch.map(|watch| watch.changed().boxed());
                 continue;
             }
