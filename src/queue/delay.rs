@@ -18,7 +18,9 @@ use crate::protocol::queue_names::{delay_name, QueueOrder};
 /// consumers share it.
 ///
 /// A consumer takes no item before it is due, and the due items earliest first. A waiting
-/// take wakes when the first item comes due (or the queue changes). "Due" is judged by the
+/// take wakes when the first item comes due (or the queue changes). As Curator's consumer, it
+/// takes the due items of its last listing before it lists again, so an item put after that
+/// listing is seen once none of the listed items is due. "Due" is judged by the
 /// **consumer's** wall clock, as Curator judges it: clocks of producers and consumers that
 /// disagree move items earlier or later by the difference.
 ///

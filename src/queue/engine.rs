@@ -2,20 +2,31 @@
 //! framed items under a variant's name, claims in the variant's order (lock-safe or not),
 //! takes, lock-safe consumption with requeue, removal by name, and the stream of takes.
 //! Which variant it serves is only its [`QueueOrder`] and the names its callers put under.
+//!
+//! A consumer works as Curator's does: it lists the queue once with a watch on its children,
+//! takes the listed items in the variant's order, and lists again only when the listing is
+//! used up and the watch has fired since (or its session ended). The listing and its watch are
+//! kept between takes, per queue handle (its clones and streams share them), so a take costs
+//! a read and a delete of its item, and the watch is never removed unfired.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use futures::Stream;
+use futures::{FutureExt, Stream};
 use tokio::time::Instant;
 use zookeeper_client::CreateMode;
 
 use super::delete_taken;
 use crate::error::{Error, Result, ZkError};
+use crate::framework::watches::NodeEvent;
 use crate::framework::{Framework, OneshotWatch, Parents, ReaperCmd};
 use crate::path;
 use crate::protocol::queue_names::{delay_epoch_of, QueueOrder};
@@ -29,6 +40,78 @@ pub(super) struct Engine {
     path: String,
     lock_path: Option<String>,
     order: QueueOrder,
+    consumer: Arc<Consumer>,
+}
+
+/// What a handle's consumers keep between takes.
+#[derive(Debug, Default)]
+struct Consumer {
+    /// The last listing and its watch; a take holds it while it claims an item.
+    listing: tokio::sync::Mutex<Listing>,
+    /// Set when a claimed item may still be in the queue without being in the listing (its
+    /// delete failed or was cancelled): the next listing is then made even if the watch has
+    /// not fired.
+    stale: AtomicBool,
+}
+
+/// The names of the last listing not yet taken or found gone, in the variant's order, and
+/// the children watch it set.
+#[derive(Default)]
+struct Listing {
+    names: VecDeque<String>,
+    /// `None`: never listed, or the watch fired (list again once `names` gives nothing).
+    watch: Option<BoxFuture<'static, Result<NodeEvent>>>,
+}
+
+impl fmt::Debug for Listing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Listing").field("names", &self.names.len()).field("watching", &self.watch.is_some()).finish()
+    }
+}
+
+impl Listing {
+    /// Drops the watch if it fired; [`Error::Closed`] when it ended with the framework.
+    fn check_watch(&mut self) -> Result<()> {
+        let Some(watch) = self.watch.as_mut() else { return Ok(()) };
+        match watch.now_or_never() {
+            None => Ok(()),
+            Some(event) => {
+                self.watch = None;
+                match event {
+                    Err(Error::Closed) => Err(Error::Closed),
+                    _ => Ok(()),
+                }
+            }
+        }
+    }
+}
+
+/// Sets [`Consumer::stale`] when dropped armed: a take whose delete did not conclude.
+struct StaleOnDrop<'a>(Option<&'a AtomicBool>);
+
+impl StaleOnDrop<'_> {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for StaleOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(stale) = self.0 {
+            stale.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What a pass over the kept listing found.
+enum Pass<'a> {
+    Item(Claim<'a>),
+    /// Nothing claimable: the lock of the first item another consumer holds (watched), and in
+    /// a delay queue how long until the first item not yet due is due.
+    Nothing {
+        lock_watch: Option<OneshotWatch>,
+        due_in: Option<Duration>,
+    },
 }
 
 /// An item claimed by this consumer: its node's name, bytes and version, and in lock-safe
@@ -95,6 +178,7 @@ impl Engine {
             path: path.to_owned(),
             lock_path: lock_path.map(str::to_owned),
             order,
+            consumer: Arc::default(),
         })
     }
 
@@ -132,7 +216,13 @@ impl Engine {
             // Without a lock, at the version read: a node another consumer took and someone
             // re-created is not taken by mistake.
             let version = if claim.lock.is_some() { None } else { Some(claim.version) };
+            let stale = StaleOnDrop(Some(&self.consumer.stale));
             let taken = delete_taken(&self.framework, &item, version).await;
+            if taken.is_ok() {
+                stale.disarm();
+            } else {
+                drop(stale);
+            }
             let data = std::mem::take(&mut claim.data);
             claim.unlock().await;
             if taken? {
@@ -157,11 +247,16 @@ impl Engine {
             }
         };
         let item = path::join(&self.path, &claim.item);
+        // Until the item is deleted or requeued it is in the queue and not in the listing.
+        let stale = StaleOnDrop(Some(&self.consumer.stale));
         let items = match decode(&item, &claim.data) {
             Ok(items) => items,
             Err(e) => {
                 // Curator counts a node it cannot read as processed.
                 let deleted = delete_taken(&self.framework, &item, None).await;
+                if deleted.is_ok() {
+                    stale.disarm();
+                }
                 claim.unlock().await;
                 deleted?;
                 return Err(e);
@@ -172,6 +267,9 @@ impl Engine {
             Ok(_) => delete_taken(&self.framework, &item, None).await.map(drop),
             Err(_) => self.requeue(&claim.item, &claim.data).await,
         };
+        if settled.is_ok() {
+            stale.disarm();
+        }
         claim.unlock().await;
         settled?;
         Ok(outcome)
@@ -230,38 +328,33 @@ impl Engine {
         }
     }
 
-    /// The first node this consumer can claim, waiting for one until `deadline`. Besides the
-    /// queue's children, it watches the lock of the first item another consumer holds, which
-    /// goes when that consumer finishes or its session ends (the item may stay), and in a
-    /// delay queue it wakes when the first item not yet due is due.
+    /// The first node this consumer can claim, waiting for one until `deadline`. It goes
+    /// through the handle's kept listing first and lists again (with a new watch) only when
+    /// that gives nothing and the queue changed since; it waits on the children watch, on the
+    /// lock of the first item another consumer holds, which goes when that consumer finishes
+    /// or its session ends (the item may stay), and in a delay queue until the first item not
+    /// yet due is due. Concurrent takes of one handle claim one at a time.
     async fn claim_next(&self, deadline: Option<Instant>) -> Result<Option<Claim<'_>>> {
+        let mut listing = match deadline {
+            None => self.consumer.listing.lock().await,
+            Some(deadline) => match tokio::time::timeout_at(deadline, self.consumer.listing.lock()).await {
+                Ok(listing) => listing,
+                Err(_) => return Ok(None),
+            },
+        };
         loop {
-            let (names, watch) = self.list(true).await?;
-            let Some(watch) = watch else { continue };
-            let mut lock_watch = None;
-            let mut due_in = None;
-            let now = now_epoch_ms();
-            for name in names {
-                if self.order == QueueOrder::Delay {
-                    // Sorted by epoch: once one is not due, none after it is.
-                    let epoch = delay_epoch_of(&name);
-                    if epoch > now {
-                        due_in = Some(Duration::from_millis(epoch - now));
-                        break;
-                    }
-                }
-                match self.claim(&name).await? {
-                    Claimed::Item(claim) => return Ok(Some(claim)),
-                    Claimed::Gone => {}
-                    Claimed::Locked(lock) if lock_watch.is_none() => {
-                        match self.framework.exists(&lock).watch().await? {
-                            (Some(_), lock) => lock_watch = Some(lock),
-                            // Released meanwhile: look again at once.
-                            (None, _) => lock_watch = None,
-                        }
-                    }
-                    Claimed::Locked(_) => {}
-                }
+            let (lock_watch, due_in) = match self.pass(&mut listing.names).await? {
+                Pass::Item(claim) => return Ok(Some(claim)),
+                Pass::Nothing { lock_watch, due_in } => (lock_watch, due_in),
+            };
+            listing.check_watch()?;
+            let stale = self.consumer.stale.swap(false, Ordering::Relaxed);
+            if stale || listing.watch.is_none() {
+                let (names, watch) = self.list(true).await?;
+                listing.names = names.into();
+                // An unfired watch replaced goes after the new one is set (no removeWatches).
+                listing.watch = watch.map(|watch| watch.changed().boxed());
+                continue;
             }
             let due = async {
                 match due_in {
@@ -269,30 +362,75 @@ impl Engine {
                     None => std::future::pending().await,
                 }
             };
-            let changed = async {
-                let lock = async {
-                    match lock_watch {
-                        Some(lock) => lock.changed().await,
-                        None => std::future::pending().await,
-                    }
-                };
-                tokio::select! {
-                    event = watch.changed() => event.map(drop),
-                    event = lock => event.map(drop),
-                    () = due => Ok(()),
+            let lock = async {
+                match lock_watch {
+                    Some(lock) => lock.changed().await.map(drop),
+                    None => std::future::pending().await,
                 }
             };
-            let event = match deadline {
+            let Some(watch) = listing.watch.as_mut() else { continue };
+            // `Some(event)`: the children watch fired.
+            let changed = async {
+                tokio::select! {
+                    event = watch => Some(event),
+                    _ = lock => None,
+                    () = due => None,
+                }
+            };
+            let fired = match deadline {
                 None => changed.await,
                 Some(deadline) => match tokio::time::timeout_at(deadline, changed).await {
-                    Ok(event) => event,
+                    Ok(fired) => fired,
                     Err(_) => return Ok(None),
                 },
             };
-            if let Err(Error::Closed) = event {
-                return Err(Error::Closed);
+            if let Some(event) = fired {
+                listing.watch = None;
+                if let Err(Error::Closed) = event {
+                    return Err(Error::Closed);
+                }
             }
         }
+    }
+
+    /// Claims the first item of `names` this consumer can, dropping those found gone; items
+    /// another consumer has locked and, in a delay queue, items not yet due stay.
+    async fn pass(&self, names: &mut VecDeque<String>) -> Result<Pass<'_>> {
+        let mut lock_watch = None;
+        let mut due_in = None;
+        let now = now_epoch_ms();
+        let mut at = 0;
+        while let Some(name) = names.get(at) {
+            if self.order == QueueOrder::Delay {
+                // Sorted by epoch: once one is not due, none after it is.
+                let epoch = delay_epoch_of(name);
+                if epoch > now {
+                    due_in = Some(Duration::from_millis(epoch - now));
+                    break;
+                }
+            }
+            let name = name.clone();
+            match self.claim(&name).await? {
+                Claimed::Item(claim) => {
+                    names.remove(at);
+                    return Ok(Pass::Item(claim));
+                }
+                Claimed::Gone => {
+                    names.remove(at);
+                }
+                Claimed::Locked(lock) => {
+                    at += 1;
+                    if lock_watch.is_none() {
+                        match self.framework.exists(&lock).watch().await? {
+                            (Some(_), lock) => lock_watch = Some(lock),
+                            // Released meanwhile: claim it on the next pass.
+                            (None, _) => due_in = Some(Duration::ZERO),
+                        }
+                    }
+                }
+            }
+        }
+        Ok(Pass::Nothing { lock_watch, due_in })
     }
 
     /// The item names in the variant's order, with a watch on the children when asked; a

@@ -19,8 +19,11 @@ use crate::protocol::queue_names::{priority_name, QueueOrder};
 /// Consumers take the item with the **lowest** priority number first (negative before
 /// positive, as Curator's string order of the codes gives), items of one priority in the
 /// order they were put. The priority is an `i32`, as Curator's Java `int`: every value has a
-/// code, so no priority is out of range. The order is decided on each take's listing: an item
-/// put while a consumer works on another is taken next if it sorts first.
+/// code, so no priority is out of range. The order is decided on the consumer's listing of
+/// the queue, as Curator's consumer decides it: a consumer lists once, takes the listed items
+/// in priority order, and lists again when they are used up. So an item put after a listing
+/// is taken after that listing's items even if it sorts first; it takes its place at the next
+/// listing. A queue handle keeps its listing between its takes, streams and clones.
 ///
 /// Normal and lock-safe mode are [`DistributedQueue`](crate::DistributedQueue)'s. A failed
 /// lock-safe item is put back **with its priority** here; Curator's requeue puts it back as a
