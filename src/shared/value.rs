@@ -129,10 +129,8 @@ impl SharedValue {
 
     /// Writes `value` only if the node still holds `previous` at its version (Curator's
     /// `trySetValue`): true when written; false when the local copy or the node moved on
-    /// (the local copy is then brought up to date before it returns, so
-    /// [`versioned_value`](Self::versioned_value) gives the newer value to retry with: by the
-    /// read the copy's watch makes, or when that is late or nothing follows the node, by a
-    /// read of its own). No I/O when `previous` is not the local copy.
+    /// (the local copy is then read again, so [`versioned_value`](Self::versioned_value) gives
+    /// the newer value to retry with). No I/O when `previous` is not the local copy.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when `previous` has version -1 (read before the node was, or
@@ -157,33 +155,10 @@ impl SharedValue {
                 Ok(true)
             }
             Cas::Conflict => {
-                // The write that won changed the node, so the following task's watch fired and
-                // its read (which sets the next watch) brings the newer value: share that read
-                // rather than send another. Reading here instead when nothing follows the node
-                // or that read is late (the connection is down: the task reads again once it
-                // is back).
-                if !self.newer_than(previous.zxid).await {
-                    self.refresh().await?;
-                }
-                Ok(false)
-            }
-            Cas::Missing => {
                 self.refresh().await?;
                 Ok(false)
             }
         }
-    }
-
-    /// Waits, for at most the connection timeout, until the following task has stored a copy
-    /// newer than `zxid`; false when no task follows the node or the time ran out.
-    async fn newer_than(&self, zxid: i64) -> bool {
-        if !self.task.lock().as_ref().is_some_and(|task| !task.is_finished()) {
-            return false;
-        }
-        let mut copy = self.tx.subscribe();
-        let limit = self.framework.config().connection_timeout;
-        let newer = tokio::time::timeout(limit, copy.wait_for(|current| current.zxid > zxid)).await;
-        matches!(newer, Ok(Ok(_)))
     }
 
     /// Calls `listener` with every new value from now on, in order, on a task of its own

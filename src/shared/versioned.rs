@@ -23,10 +23,8 @@ use crate::framework::Framework;
 pub(crate) enum Cas {
     /// Written; the node's stat after the write.
     Written(Stat),
-    /// Not written: the node was at another version.
+    /// Not written: the node was at another version (or went away).
     Conflict,
-    /// Not written: the node does not exist.
-    Missing,
 }
 
 /// The error for a write whose outcome cannot be known.
@@ -74,8 +72,7 @@ pub(crate) async fn set_versioned(
     let doubt = in_doubt.load(Ordering::Relaxed);
     match result {
         Ok(stat) => Ok(Cas::Written(stat)),
-        Err(Error::ZooKeeper(ZkError::BadVersion)) if !doubt => Ok(Cas::Conflict),
-        Err(Error::ZooKeeper(ZkError::NoNode)) if !doubt => Ok(Cas::Missing),
+        Err(Error::ZooKeeper(ZkError::BadVersion | ZkError::NoNode)) if !doubt => Ok(Cas::Conflict),
         Err(Error::ZooKeeper(ZkError::BadVersion)) => match fw.get_data(path).await {
             Ok((found, stat)) if stat.version == version.wrapping_add(1) && found != data => Ok(Cas::Conflict),
             Ok(_) | Err(Error::ZooKeeper(ZkError::NoNode)) => Err(unknown(operation, path)),
