@@ -5,6 +5,8 @@
 
 mod common;
 
+use std::sync::Arc;
+
 use common::fixtures::{
     bounded, children, eventually, framework, init_tracing, shared_connect, unique_path, FaultyServer,
 };
@@ -61,14 +63,14 @@ async fn register_query_cache_provider_and_unregister() {
 
         let cache = reader.service_cache("api").unwrap();
         cache.start().await.unwrap();
-        assert_eq!(cache.instances(), vec![one.clone(), two.clone()]);
+        assert_eq!(cache.instances(), vec![Arc::new(one.clone()), Arc::new(two.clone())]);
         let provider = ServiceProvider::new(cache, ProviderStrategy::RoundRobin, DownInstancePolicy::default());
         let picks: Vec<String> = (0..4).map(|_| provider.instance().unwrap().id).collect();
         assert_eq!(picks, ["one", "two", "one", "two"]);
         provider.note_error(&one);
         assert_eq!(provider.all_instances().len(), 2, "one error is below the threshold");
         provider.note_error(&one);
-        assert_eq!(provider.all_instances(), vec![two.clone()], "two errors leave it out");
+        assert_eq!(provider.all_instances(), vec![Arc::new(two.clone())], "two errors leave it out");
 
         let updated = one.clone().with_port(9090).unwrap().with_enabled(false);
         discovery.update(&updated).await.unwrap();

@@ -1,60 +1,152 @@
 //! [`ServiceCache`]: one service's instances kept current on a [`CuratorCache`].
 
-use std::marker::PhantomData;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
+use futures::{FutureExt, StreamExt};
 use serde::de::DeserializeOwned;
 
 use super::instance::{JsonInstanceSerializer, ServiceInstance};
-use crate::cache::{CacheMode, CuratorCache};
+use crate::cache::{CacheEvent, CacheEventStream, CacheMode, ChildData, CuratorCache};
 use crate::error::Result;
-use crate::framework::Framework;
+use crate::framework::{Framework, ListenerHandle};
 
 /// The instances of one service, kept current by a [`CuratorCache`] of `<base>/<name>`
 /// (Curator's `ServiceCache`). Nodes whose data is not an instance's JSON are left out, as
 /// Curator leaves out an instance it cannot read.
+///
+/// Each node's JSON is parsed once, when the cache's event for it (created or changed) is
+/// applied; [`instances`](Self::instances) hands out shared handles on what was parsed, so a
+/// query costs no parse and no request.
 #[derive(Debug)]
 pub struct ServiceCache<T = serde_json::Value> {
     cache: CuratorCache,
+    parsed: Arc<Parsed<T>>,
+    applier: Mutex<Option<ListenerHandle>>,
+}
+
+/// The parsed instances and the cache's events not applied yet. The events are those of one
+/// subscription, so they are applied exactly in the order the cache emitted them.
+struct Parsed<T> {
+    /// The service's path: the cache also holds this node, which is no instance.
     dir: String,
     serializer: JsonInstanceSerializer,
-    _payload: PhantomData<fn() -> T>,
+    state: Mutex<ParsedState<T>>,
+}
+
+struct ParsedState<T> {
+    events: CacheEventStream,
+    /// By node name, so in id order.
+    instances: BTreeMap<String, Arc<ServiceInstance<T>>>,
+}
+
+impl<T> std::fmt::Debug for Parsed<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Parsed").finish_non_exhaustive()
+    }
+}
+
+impl<T: DeserializeOwned> Parsed<T> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ParsedState<T>> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        // Every change the cache has made so far is queued on the subscription (it is sent
+        // under the cache's lock, as the change is made): applying what is queued makes the
+        // parsed view as current as the cache itself.
+        while let Some(next) = state.events.next().now_or_never() {
+            match next {
+                Some(event) => self.apply(&mut state.instances, event),
+                // The cache closed: it holds nothing.
+                None => {
+                    state.instances.clear();
+                    break;
+                }
+            }
+        }
+        state
+    }
+
+    fn apply(&self, instances: &mut BTreeMap<String, Arc<ServiceInstance<T>>>, event: CacheEvent) {
+        if !matches!(event.path(), Some(path) if path != self.dir) {
+            return;
+        }
+        match event {
+            CacheEvent::Created(node) | CacheEvent::Changed(_, node) => match self.parse(&node) {
+                Some(instance) => {
+                    instances.insert(node.name().to_owned(), Arc::new(instance));
+                }
+                None => {
+                    instances.remove(node.name());
+                }
+            },
+            CacheEvent::Deleted(node) => {
+                instances.remove(node.name());
+            }
+            _ => {}
+        }
+    }
+
+    fn parse(&self, node: &ChildData) -> Option<ServiceInstance<T>> {
+        let data = node.data()?;
+        match self.serializer.deserialize(data) {
+            Ok(instance) => Some(instance),
+            Err(e) => {
+                tracing::debug!(path = node.path(), error = %e, "service cache: not an instance's JSON");
+                None
+            }
+        }
+    }
 }
 
 impl<T: DeserializeOwned> ServiceCache<T> {
     pub(super) fn new(framework: &Framework, dir: &str, serializer: JsonInstanceSerializer) -> Result<Self> {
         let cache = CuratorCache::builder(framework, dir).mode(CacheMode::Children).build()?;
-        Ok(ServiceCache { cache, dir: dir.to_owned(), serializer, _payload: PhantomData })
+        let state = ParsedState { events: cache.events(), instances: BTreeMap::new() };
+        let parsed = Arc::new(Parsed { dir: dir.to_owned(), serializer, state: Mutex::new(state) });
+        Ok(ServiceCache { cache, parsed, applier: Mutex::new(None) })
     }
 
-    /// Starts the cache and waits for its first load.
+    /// Starts the cache and waits for its first load. From then on the cache's events are
+    /// parsed as they come (by a listener on the cache), and by every
+    /// [`instances`](Self::instances) call before it answers.
     ///
     /// # Errors
     /// As [`CuratorCache::start`].
     ///
     /// # Cancel safety
     /// Cancel-safe: a cancelled start leaves the cache unstarted.
-    pub async fn start(&self) -> Result<()> {
+    pub async fn start(&self) -> Result<()>
+    where
+        T: Send + Sync + 'static,
+    {
+        self.ensure_applier()?;
         self.cache.start().await?;
         self.cache.initialized().await
     }
 
-    /// The instances held now, ordered by id.
-    pub fn instances(&self) -> Vec<ServiceInstance<T>> {
-        let mut nodes = self.cache.children(&self.dir);
-        nodes.sort_by(|a, b| a.name().cmp(b.name()));
-        nodes
-            .iter()
-            .filter_map(|node| {
-                let data = node.data()?;
-                match self.serializer.deserialize(data) {
-                    Ok(instance) => Some(instance),
-                    Err(e) => {
-                        tracing::debug!(path = node.path(), error = %e, "service cache: not an instance's JSON");
-                        None
-                    }
+    /// Parses the events as they come, so they do not pile up between queries. The listener's
+    /// own events only wake it; what it applies is the shared subscription's.
+    fn ensure_applier(&self) -> Result<()>
+    where
+        T: Send + Sync + 'static,
+    {
+        let mut applier = self.applier.lock().unwrap_or_else(|e| e.into_inner());
+        if applier.is_none() {
+            let parsed = Arc::downgrade(&self.parsed);
+            let handle = self.cache.on_event(move |_| {
+                if let Some(parsed) = parsed.upgrade() {
+                    drop(parsed.lock());
                 }
-            })
-            .collect()
+                async {}
+            })?;
+            *applier = Some(handle);
+        }
+        Ok(())
+    }
+
+    /// The instances held now, ordered by id: shared handles on the instances as parsed when
+    /// their nodes last changed (no parse, no request).
+    pub fn instances(&self) -> Vec<Arc<ServiceInstance<T>>> {
+        self.parsed.lock().instances.values().cloned().collect()
     }
 
     /// The cache underneath (its events: [`CuratorCache::path_children_events`] of the
@@ -69,5 +161,6 @@ impl<T: DeserializeOwned> ServiceCache<T> {
     /// As [`CuratorCache::close`].
     pub async fn close(&self) {
         self.cache.close().await;
+        drop(self.applier.lock().unwrap_or_else(|e| e.into_inner()).take());
     }
 }

@@ -3,7 +3,7 @@
 //! `ServiceProvider`, `ProviderStrategy` and `DownInstancePolicy`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
@@ -84,8 +84,9 @@ impl<T: DeserializeOwned + Clone + PartialEq> ServiceProvider<T> {
         &self.cache
     }
 
-    /// The instances a pick chooses from: enabled, not down.
-    pub fn all_instances(&self) -> Vec<ServiceInstance<T>> {
+    /// The instances a pick chooses from: enabled, not down (shared handles on the cache's
+    /// parsed instances).
+    pub fn all_instances(&self) -> Vec<Arc<ServiceInstance<T>>> {
         let mut down = self.down.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
         down.retain(|d| now.duration_since(d.first) < self.policy.timeout);
@@ -93,7 +94,7 @@ impl<T: DeserializeOwned + Clone + PartialEq> ServiceProvider<T> {
             .instances()
             .into_iter()
             .filter(|i| i.enabled)
-            .filter(|i| !down.iter().any(|d| d.errors >= self.policy.error_threshold && &d.instance == i))
+            .filter(|i| !down.iter().any(|d| d.errors >= self.policy.error_threshold && &d.instance == i.as_ref()))
             .collect()
     }
 
@@ -105,10 +106,10 @@ impl<T: DeserializeOwned + Clone + PartialEq> ServiceProvider<T> {
         }
         match self.strategy {
             ProviderStrategy::RoundRobin => Some(self.round_robin(&instances)),
-            ProviderStrategy::Random => Some(instances[random_below(instances.len())].clone()),
+            ProviderStrategy::Random => Some(ServiceInstance::clone(&instances[random_below(instances.len())])),
             ProviderStrategy::Sticky => {
                 let mut sticky = self.sticky.lock().unwrap_or_else(|e| e.into_inner());
-                if let Some(current) = sticky.as_ref().filter(|c| instances.contains(c)) {
+                if let Some(current) = sticky.as_ref().filter(|c| instances.iter().any(|i| i.as_ref() == *c)) {
                     return Some(current.clone());
                 }
                 let picked = self.round_robin(&instances);
@@ -128,9 +129,9 @@ impl<T: DeserializeOwned + Clone + PartialEq> ServiceProvider<T> {
         }
     }
 
-    fn round_robin(&self, instances: &[ServiceInstance<T>]) -> ServiceInstance<T> {
+    fn round_robin(&self, instances: &[Arc<ServiceInstance<T>>]) -> ServiceInstance<T> {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        instances[n % instances.len()].clone()
+        ServiceInstance::clone(&instances[n % instances.len()])
     }
 }
 

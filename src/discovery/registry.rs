@@ -24,6 +24,22 @@ use crate::path;
 /// [`update`](Self::update)); a dynamic sequential instance's node (`<id><sequence>`) comes
 /// back under the name it was first given; static and permanent instances are persistent
 /// nodes.
+///
+/// # Requests
+/// A registration is its node's create and one `exists` watch on the node (sent once the
+/// create has answered, in the background: [`register`](Self::register) waits for the create
+/// only); an unregistration is the delete. Curator's `registerService` is the create alone:
+/// Curator registers its instances again after a new session, and without
+/// `watchInstances(true)` (a node cache per instance, which costs more than one watch)
+/// nothing notices a delete by another client. The watch stays per
+/// instance rather than one persistent recursive watch on the base path for every
+/// registration here: such a watch would bring this session an event for every change of
+/// every service under the base, by any client, which grows with the whole registry instead
+/// of with what is registered here. The watches are on the instances' own paths, never on a
+/// service's path, so a [`ServiceCache`] of the same framework (a persistent recursive watch
+/// on the service's path) does not meet a one-shot watch on its path (ZooKeeper 3.6-3.8 stop
+/// sending a persistent watch's child events when a one-shot watch of the same session is
+/// on the same path).
 #[derive(Debug)]
 pub struct ServiceDiscovery<T = serde_json::Value> {
     framework: Framework,

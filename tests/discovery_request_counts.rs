@@ -1,0 +1,115 @@
+//! Server requests per discovery operation, counted by a proxy that reads the protocol's
+//! frames: a registration, an unregistration, a query through a started `ServiceCache`.
+
+#![cfg(feature = "discovery")]
+
+mod common;
+
+use std::time::Duration;
+
+use common::fixtures::*;
+use common::timing::{EVENT, LIMIT};
+use zk_recipes::discovery::{JsonInstanceSerializer, ServiceDiscovery, ServiceInstance};
+use zk_recipes::testing::{CountingProxy, RequestCounts, TestingServer};
+use zk_recipes::Framework;
+
+/// Long enough that no ping falls into a measurement (pings are not counted anyway).
+const SESSION: Duration = Duration::from_secs(60);
+const CYCLES: u64 = 10;
+
+async fn counted() -> (CountingProxy, Framework, TestingServer) {
+    // The container reaper must not run during a measurement: the service's node is a
+    // container, empty between cycles, and creating it again costs requests.
+    let server = TestingServer::builder()
+        .system_property("znode.container.checkIntervalMs", "3600000")
+        .start()
+        .await
+        .expect("starting a ZooKeeper server");
+    let proxy = CountingProxy::start(&server.connect_string()).await.expect("counting proxy");
+    let fw = plain_framework(&proxy.connect_string(), SESSION).await;
+    (proxy, fw, server)
+}
+
+/// The counts by kind, pings and round trips left out (they depend on idle time and the
+/// kernel, see `RequestCounts`).
+fn kinds(counts: &RequestCounts) -> Vec<(&'static str, u64)> {
+    counts.iter().filter(|(kind, _)| !matches!(*kind, "ping" | "round-trip")).collect()
+}
+
+fn instance(id: &str) -> ServiceInstance {
+    ServiceInstance::new("api").unwrap().with_id(id).unwrap().with_address("10.0.0.5").with_port(8080).unwrap()
+}
+
+#[tokio::test]
+async fn a_registration_is_a_create_and_a_watch_an_unregistration_a_delete() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let (proxy, fw, mut server) = counted().await;
+        let base = unique_path("discovery-counts", "register");
+        let discovery: ServiceDiscovery = ServiceDiscovery::new(&fw, &base, JsonInstanceSerializer::new()).unwrap();
+        // The first registration makes the parents.
+        discovery.register(&instance("warm")).await.unwrap();
+        discovery.unregister("api", "warm").await.unwrap();
+
+        let before = proxy.counts();
+        for n in 0..CYCLES {
+            discovery.register(&instance(&format!("i{n}"))).await.unwrap();
+            discovery.unregister("api", &format!("i{n}")).await.unwrap();
+        }
+        eventually(EVENT, "the last background work", || async {
+            match fw.pending_deletes() {
+                0 => Ok(()),
+                n => Err(format!("{n} pending")),
+            }
+        })
+        .await;
+        let counts = proxy.counts().since(&before);
+        // A registration is its node's create and the exists watch that brings the node back
+        // after a delete or a new session (Curator's `registerService` is the create alone;
+        // it watches instances only with `watchInstances(true)`); an unregistration is the
+        // delete. The watch's event is the server's note of that delete, not a request.
+        let expected = [("create2", CYCLES), ("delete", CYCLES), ("exists+watch", CYCLES), ("watch-event", CYCLES)];
+        assert_eq!(
+            kinds(&counts),
+            expected,
+            "{CYCLES} register/unregister cycles ({})",
+            counts.per_op(CYCLES as usize)
+        );
+        fw.close().await;
+        server.stop().await.unwrap();
+    })
+    .await;
+}
+
+/// A query through a started cache reads what the cache parsed: no request at all.
+#[tokio::test]
+async fn a_cache_query_costs_no_request() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let (proxy, fw, mut server) = counted().await;
+        let base = unique_path("discovery-counts", "cache");
+        let discovery: ServiceDiscovery = ServiceDiscovery::new(&fw, &base, JsonInstanceSerializer::new()).unwrap();
+        for n in 0..5 {
+            discovery.register(&instance(&format!("i{n}"))).await.unwrap();
+        }
+        let cache = discovery.service_cache("api").unwrap();
+        cache.start().await.unwrap();
+        eventually(EVENT, "five instances cached", || async {
+            match cache.instances().len() {
+                5 => Ok(()),
+                n => Err(format!("{n}")),
+            }
+        })
+        .await;
+        let before = proxy.counts();
+        for _ in 0..100 {
+            assert_eq!(cache.instances().len(), 5);
+        }
+        assert_eq!(kinds(&proxy.counts().since(&before)), vec![], "100 cache queries");
+        cache.close().await;
+        discovery.close().await.unwrap();
+        fw.close().await;
+        server.stop().await.unwrap();
+    })
+    .await;
+}
