@@ -203,9 +203,14 @@ impl DirMirror {
     fn start(framework: &Framework, session: &Session, dir: &str) -> Arc<DirMirror> {
         #[cfg(feature = "testing")]
         let hooks = hooks::get(dir);
-        let mut view = DirView::new();
         #[cfg(feature = "testing")]
-        view.set_hooks(hooks.view());
+        let view = {
+            let mut view = DirView::new();
+            view.set_hooks(hooks.view());
+            view
+        };
+        #[cfg(not(feature = "testing"))]
+        let view = DirView::new();
         let state = State {
             view,
             run: Run::Running,
