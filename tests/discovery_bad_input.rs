@@ -83,7 +83,12 @@ async fn ports_out_of_range_are_refused_set_and_read() {
                 fw.delete(&format!("{base}/api/foreign")).await.unwrap();
             }
         }
-        fw.delete(&base).recursive().await.unwrap();
+        // The base and the service node are containers, reaped once empty: they may be gone.
+        match fw.delete(&base).recursive().await {
+            Ok(()) => {}
+            Err(e) if e.is_no_node() => {}
+            Err(e) => panic!("cleaning up {base}: {e:?}"),
+        }
         fw.close().await;
     })
     .await;
