@@ -5,62 +5,28 @@
 //! writer keeps mutating the subtree: once the writer stops, the cache equals a fresh read of
 //! the server (path, data and version).
 
-use std::collections::BTreeMap;
-use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::time::Instant;
-use zk_recipes::retry::RetryForever;
 use zk_recipes::testing::{self, FaultProxy, ProxyMode, TestingServer};
 use zk_recipes::zk::CreateMode;
 use zk_recipes::{CacheEvent, CacheEventStream, CacheMode, CuratorCache, Error, Framework, PathChildrenEvent};
 
+#[path = "common/cache.rs"]
+mod cache_support;
+
+use cache_support::{
+    bounded, cache_tree, converges, delete_tree, framework, next, resynced, server_tree, unique_path, watch_is_live,
+    write_until,
+};
+
 /// Bound on waiting for one event.
 const EVENT_LIMIT: Duration = Duration::from_secs(20);
 
-fn unique_path(name: &str) -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let n = N.fetch_add(1, Ordering::Relaxed);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-    format!("/cache-{name}-{}-{n}-{nanos}", std::process::id())
-}
-
-async fn bounded<T>(limit: Duration, test: impl Future<Output = T>) -> T {
-    if std::env::var_os("RUST_LOG").is_some() {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_test_writer()
-            .try_init();
-    }
-    match tokio::time::timeout(limit, test).await {
-        Ok(value) => value,
-        Err(_) => panic!("test exceeded its time limit of {limit:?}"),
-    }
-}
-
 async fn shared_connect() -> String {
     testing::shared_server().await.expect("the shared server").connect_string()
-}
-
-async fn framework(connect: &str, session_timeout: Duration) -> Framework {
-    Framework::builder(connect)
-        .session_timeout(session_timeout)
-        .retry_policy(RetryForever::new(Duration::from_millis(50)))
-        .start()
-        .await
-        .expect("starting a framework")
-}
-
-/// The next event, bounded.
-async fn next(events: &mut CacheEventStream) -> CacheEvent {
-    match tokio::time::timeout(EVENT_LIMIT, events.next()).await {
-        Ok(Some(event)) => event,
-        Ok(None) => panic!("the event stream ended"),
-        Err(_) => panic!("no cache event within {EVENT_LIMIT:?}"),
-    }
 }
 
 /// An event as a short string: `+path=data`, `~path=data`, `-path`, `init`.
@@ -81,77 +47,6 @@ async fn expect_events(events: &mut CacheEventStream, expected: &[String]) {
         got.push(show(&next(events).await));
     }
     assert_eq!(got, expected);
-}
-
-/// Path → (data, version) of `root` and everything below it, read fresh from the server.
-async fn server_tree(fw: &Framework, root: &str) -> BTreeMap<String, (Vec<u8>, i32)> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_owned()];
-    while let Some(path) = stack.pop() {
-        let (data, stat) = match fw.get_data(&path).await {
-            Ok(found) => found,
-            Err(Error::ZooKeeper(zk_recipes::zk::Error::NoNode)) => continue,
-            Err(e) => panic!("reading {path}: {e}"),
-        };
-        out.insert(path.clone(), (data, stat.version));
-        let children = match fw.get_children(&path).await {
-            Ok(children) => children,
-            Err(Error::ZooKeeper(zk_recipes::zk::Error::NoNode)) => Vec::new(),
-            Err(e) => panic!("listing {path}: {e}"),
-        };
-        stack.extend(children.into_iter().map(|c| format!("{path}/{c}")));
-    }
-    out
-}
-
-fn cache_tree(cache: &CuratorCache) -> BTreeMap<String, (Vec<u8>, i32)> {
-    cache
-        .nodes()
-        .into_iter()
-        .map(|n| (n.path().to_owned(), (n.data().cloned().unwrap_or_default(), n.stat().version)))
-        .collect()
-}
-
-/// Waits until the cache is complete and equals a fresh read of the server.
-async fn converges(cache: &CuratorCache, reader: &Framework, root: &str, limit: Duration) {
-    let deadline = Instant::now() + limit;
-    loop {
-        let truth = server_tree(reader, root).await;
-        if cache.is_complete() && cache_tree(cache) == truth {
-            return;
-        }
-        if Instant::now() >= deadline {
-            let held = cache_tree(cache);
-            let missing: Vec<_> = truth.keys().filter(|k| !held.contains_key(*k)).collect();
-            let extra: Vec<_> = held.keys().filter(|k| !truth.contains_key(*k)).collect();
-            let stale: Vec<_> =
-                held.iter().filter(|(k, v)| truth.get(*k).is_some_and(|t| t != *v)).map(|(k, _)| k).collect();
-            panic!(
-                "cache of {root} did not converge within {limit:?}: complete {}, missing {missing:?}, extra {extra:?}, stale {stale:?}",
-                cache.is_complete()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Waits until the cache is complete (its resync after the faults is done).
-async fn resynced(cache: &CuratorCache, limit: Duration) {
-    let deadline = Instant::now() + limit;
-    while !cache.is_complete() {
-        assert!(Instant::now() < deadline, "the cache did not resync within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// A write to the root reaches the cache (its watch is in place on the server).
-async fn watch_is_live(cache: &CuratorCache, writer: &Framework, root: &str) {
-    let stat = writer.set_data(root, b"marker").await.unwrap();
-    let deadline = Instant::now() + EVENT_LIMIT;
-    while cache.get(root).map(|n| n.stat().version) != Some(stat.version) {
-        assert!(Instant::now() < deadline, "the cache did not see a write to {root}: its watch is gone");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 fn s(text: &str) -> String {
@@ -243,14 +138,6 @@ async fn initial_load_of_a_large_fan_out() {
         fw.close().await;
     })
     .await
-}
-
-/// Deletes a test's subtree (children first).
-async fn delete_tree(fw: &Framework, root: &str) {
-    let tree = server_tree(fw, root).await;
-    for path in tree.keys().rev() {
-        let _ = fw.delete(path).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -388,42 +275,6 @@ async fn a_listener_added_late_gets_the_current_state_and_the_node_view() {
         fw.close().await;
     })
     .await
-}
-
-/// A writer mutating a subtree at random: creates (persistent and, when `ephemeral`,
-/// ephemeral nodes of its own session), set-data and deletes, until `stop`.
-async fn write_until(fw: Framework, root: String, stop: tokio::sync::watch::Receiver<bool>, seed: u64) -> u64 {
-    let mut x = seed | 1;
-    let mut ops = 0;
-    let names = ["a", "b", "c", "d"];
-    while !*stop.borrow() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let depth = 1 + (x % 2) as usize;
-        let mut path = root.clone();
-        for level in 0..depth {
-            path.push('/');
-            path.push_str(names[((x >> (8 * level + 3)) % 4) as usize]);
-        }
-        let result = match (x >> 40) % 3 {
-            0 => fw.create(&path).data(format!("{ops}").as_bytes()).await.map(drop),
-            1 => fw.set_data(&path, format!("{ops}").as_bytes()).await.map(drop),
-            _ => fw.delete(&path).await,
-        };
-        match result {
-            Ok(()) => ops += 1,
-            Err(Error::ZooKeeper(
-                zk_recipes::zk::Error::NoNode | zk_recipes::zk::Error::NodeExists | zk_recipes::zk::Error::NotEmpty,
-            )) => {}
-            // A write whose reply was lost: the server may or may not have it, and the
-            // cache is compared with the server at the end either way.
-            Err(Error::OutcomeUnknown { .. }) => {}
-            Err(e) if e.is_retryable() => {}
-            Err(e) => panic!("writer: {path}: {e}"),
-        }
-    }
-    ops
 }
 
 struct Faulty {
