@@ -4,57 +4,19 @@
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
+mod support;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::curator::CuratorPeer;
 use common::fixtures::{bounded, children_count_becomes, plain_framework, shared_connect, unique_path, within};
 use common::timing::{EVENT, SESSION, SLOW_LIMIT as LIMIT};
 use serde_json::Value;
+use support::zkr;
 use zk_recipes::{
     DistributedAtomicLong, DistributedBarrier, DistributedDoubleBarrier, DistributedQueue, Framework, SharedCount,
     SimpleDistributedQueue,
 };
-
-/// What one run of `zkr` produced.
-#[derive(Debug)]
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn json(&self) -> Value {
-        assert_eq!(self.code, 0, "zkr failed: {self:?}");
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:?}"))
-    }
-
-    fn table(&self) -> Vec<&str> {
-        assert_eq!(self.code, 0, "zkr failed: {self:?}");
-        self.stdout.lines().collect()
-    }
-}
-
-/// `zkr --connect <connect> <args>` with a clean environment, bounded in time.
-async fn zkr(connect: &str, args: &[&str]) -> Run {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_zkr"));
-    command
-        .arg("--connect")
-        .arg(connect)
-        .args(args)
-        .env_remove("ZK_CONNECT")
-        .env_remove("ZK_DIGEST")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    let output = within(Duration::from_secs(90), "zkr to finish", command.output()).await.expect("running zkr");
-    Run {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
 
 fn session_of(framework: &Framework) -> String {
     format!("{:#x}", framework.snapshot().session_id)
