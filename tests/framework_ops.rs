@@ -444,6 +444,44 @@ async fn recursive_delete_removes_a_tree() {
     .await;
 }
 
+/// A container whose last child a recursive delete removes is reaped by the server (every
+/// 100 ms on these servers) before the container's own delete arrives: the subtree is gone,
+/// so the delete succeeds. Made certain here by losing the child's delete reply and holding
+/// the reconnect until the server has reaped the container.
+#[tokio::test]
+async fn a_recursive_delete_whose_container_is_reaped_first_succeeds() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let counting = CountingProxy::start(&shared_connect().await).await.unwrap();
+        let fault = FaultProxy::start(&counting.connect_string()).await.unwrap();
+        let fw = plain_framework(&fault.connect_string(), SESSION).await;
+        let observer = plain_framework(&shared_connect().await, SESSION).await;
+        let base = unique_path("ops", "reaped");
+        let container = format!("{base}/container");
+        fw.create(&format!("{container}/child")).parents(Parents::Containers).await.unwrap();
+        let (_, reaped) = observer.exists(&container).watch().await.unwrap();
+
+        counting.lose_reply_to("delete");
+        fault.refuse_new(true);
+        let deleting = tokio::spawn({
+            let (fw, container) = (fw.clone(), container.clone());
+            async move { fw.delete(&container).recursive().await }
+        });
+        within(LIMIT, "the container's reaping", reaped.changed()).await.unwrap();
+        fault.refuse_new(false);
+        let deleted = within(LIMIT, "the recursive delete", deleting).await.unwrap();
+        assert!(deleted.is_ok(), "{deleted:?}");
+        // A node missing from the start is still NoNode.
+        let missing = fw.delete(&container).recursive().await;
+        assert!(is_zk(&missing, zk_recipes::zk::Error::NoNode), "{missing:?}");
+        // The base is a container too: the server may have reaped it already.
+        let _ = observer.delete(&base).await;
+        fw.close().await;
+        observer.close().await;
+    })
+    .await;
+}
+
 /// A guaranteed delete cancelled while its request is lost in a black-holed connection (the
 /// client fails that request when it gives the connection up, and nobody sends it again) is
 /// finished by the reaper once the connection is back; a plain delete through a lost reply

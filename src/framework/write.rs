@@ -227,7 +227,11 @@ impl Delete<'_> {
     }
 
     /// Deletes the node's children (and theirs) first (Curator's `deletingChildrenIfNeeded`).
-    /// Children created meanwhile are deleted too, until the node is gone.
+    /// Children created meanwhile are deleted too, until the node is gone. A node that was
+    /// there when its children were listed and is gone by its own delete counts as deleted
+    /// (without `.version(v)`): a container node is reaped by the server once its last child
+    /// goes, and Curator's recursive delete ignores that `NoNode` too. A node missing from the
+    /// start is still `NoNode`.
     pub fn recursive(mut self) -> Self {
         self.recursive = true;
         self
@@ -242,15 +246,20 @@ impl Delete<'_> {
         }
         let mut handover = self.guaranteed.then(|| Handover { framework: fw, path: full.clone(), armed: true });
         let mut retry = fw.retry_loop();
+        let mut listed = false;
         let result = loop {
             if self.recursive {
-                if let Err(e) = self.delete_children(&full).await {
-                    break Err(e);
+                match self.delete_children(&full).await {
+                    Ok(found) => listed |= found,
+                    Err(e) => break Err(e),
                 }
             }
             match self.delete_one(&full, version).await {
                 // Children created meanwhile: again, under the retry policy.
                 Err(Error::ZooKeeper(ZkError::NotEmpty)) if self.recursive && retry.backoff().await => continue,
+                // Gone since we listed it (a container reaped after its last child, or another
+                // client's delete): the subtree is gone, which is what was asked.
+                Err(Error::ZooKeeper(ZkError::NoNode)) if listed && version.is_none() => break Ok(()),
                 other => break other,
             }
         };
@@ -283,10 +292,12 @@ impl Delete<'_> {
     }
 
     /// Deletes every descendant of `full`, deepest first; nodes that went meanwhile are fine.
-    async fn delete_children(&self, full: &str) -> Result<()> {
+    /// Returns whether `full` itself was there to be listed.
+    async fn delete_children(&self, full: &str) -> Result<bool> {
         let fw = self.framework;
         // Depth-first listing, then deletes from the end (children before their parents).
         let mut order = Vec::new();
+        let mut top_listed = false;
         let mut stack = vec![full.to_owned()];
         while let Some(at) = stack.pop() {
             let listed = {
@@ -298,6 +309,7 @@ impl Delete<'_> {
                 Err(Error::ZooKeeper(ZkError::NoNode)) => continue,
                 Err(e) => return Err(e),
             };
+            top_listed |= at == full;
             for child in children {
                 let child = path::join(&at, &child);
                 stack.push(child.clone());
@@ -312,7 +324,7 @@ impl Delete<'_> {
                 Err(e) => return Err(e),
             }
         }
-        Ok(())
+        Ok(top_listed)
     }
 }
 
