@@ -63,7 +63,7 @@ async fn register_query_cache_provider_and_unregister() {
 
         let cache = reader.service_cache("api").unwrap();
         cache.start().await.unwrap();
-        assert_eq!(cache.instances(), vec![Arc::new(one.clone()), Arc::new(two.clone())]);
+        assert_eq!(*cache.instances(), [Arc::new(one.clone()), Arc::new(two.clone())]);
         let provider = ServiceProvider::new(cache, ProviderStrategy::RoundRobin, DownInstancePolicy::default());
         let picks: Vec<String> = (0..4).map(|_| provider.instance().unwrap().id).collect();
         assert_eq!(picks, ["one", "two", "one", "two"]);

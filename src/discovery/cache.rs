@@ -16,8 +16,8 @@ use crate::framework::{Framework, ListenerHandle};
 /// Curator leaves out an instance it cannot read.
 ///
 /// Each node's JSON is parsed once, when the cache's event for it (created or changed) is
-/// applied; [`instances`](Self::instances) hands out shared handles on what was parsed, so a
-/// query costs no parse and no request.
+/// applied; [`instances`](Self::instances) hands out one shared list of what was parsed (made
+/// again only after a change), so a query costs no parse, no copy and no request.
 #[derive(Debug)]
 pub struct ServiceCache<T = serde_json::Value> {
     cache: CuratorCache,
@@ -38,6 +38,8 @@ struct ParsedState<T> {
     events: CacheEventStream,
     /// By node name, so in id order.
     instances: BTreeMap<String, Arc<ServiceInstance<T>>>,
+    /// `instances` as handed out, until the next change.
+    listed: Option<Arc<[Arc<ServiceInstance<T>>]>>,
 }
 
 impl<T> std::fmt::Debug for Parsed<T> {
@@ -53,6 +55,7 @@ impl<T: DeserializeOwned> Parsed<T> {
         // under the cache's lock, as the change is made): applying what is queued makes the
         // parsed view as current as the cache itself.
         while let Some(next) = state.events.next().now_or_never() {
+            state.listed = None;
             match next {
                 Some(event) => self.apply(&mut state.instances, event),
                 // The cache closed: it holds nothing.
@@ -100,7 +103,7 @@ impl<T: DeserializeOwned> Parsed<T> {
 impl<T: DeserializeOwned> ServiceCache<T> {
     pub(super) fn new(framework: &Framework, dir: &str, serializer: JsonInstanceSerializer) -> Result<Self> {
         let cache = CuratorCache::builder(framework, dir).mode(CacheMode::Children).build()?;
-        let state = ParsedState { events: cache.events(), instances: BTreeMap::new() };
+        let state = ParsedState { events: cache.events(), instances: BTreeMap::new(), listed: None };
         let parsed = Arc::new(Parsed { dir: dir.to_owned(), serializer, state: Mutex::new(state) });
         Ok(ServiceCache { cache, parsed, applier: Mutex::new(None) })
     }
@@ -143,10 +146,13 @@ impl<T: DeserializeOwned> ServiceCache<T> {
         Ok(())
     }
 
-    /// The instances held now, ordered by id: shared handles on the instances as parsed when
-    /// their nodes last changed (no parse, no request).
-    pub fn instances(&self) -> Vec<Arc<ServiceInstance<T>>> {
-        self.parsed.lock().instances.values().cloned().collect()
+    /// The instances held now, ordered by id: one shared list of the instances as parsed
+    /// when their nodes last changed (no parse, no request; the list is made once per change
+    /// of the service, and every query until the next change gets the same one).
+    pub fn instances(&self) -> Arc<[Arc<ServiceInstance<T>>]> {
+        let mut state = self.parsed.lock();
+        let state = &mut *state;
+        state.listed.get_or_insert_with(|| state.instances.values().cloned().collect()).clone()
     }
 
     /// The cache underneath (its events: [`CuratorCache::path_children_events`] of the

@@ -92,9 +92,10 @@ impl<T: DeserializeOwned + Clone + PartialEq> ServiceProvider<T> {
         down.retain(|d| now.duration_since(d.first) < self.policy.timeout);
         self.cache
             .instances()
-            .into_iter()
+            .iter()
             .filter(|i| i.enabled)
             .filter(|i| !down.iter().any(|d| d.errors >= self.policy.error_threshold && &d.instance == i.as_ref()))
+            .cloned()
             .collect()
     }
 

@@ -28,7 +28,8 @@ use crate::path;
 /// # Requests
 /// A registration is its node's create and one `exists` watch on the node (sent once the
 /// create has answered, in the background: [`register`](Self::register) waits for the create
-/// only); an unregistration is the delete. Curator's `registerService` is the create alone:
+/// only); an unregistration is the delete, sent at once even while the watch's read is in
+/// flight, so a register and unregister cycle takes two round trips, as Curator's. Curator's `registerService` is the create alone:
 /// Curator registers its instances again after a new session, and without
 /// `watchInstances(true)` (a node cache per instance, which costs more than one watch)
 /// nothing notices a delete by another client. The watch stays per

@@ -1,7 +1,9 @@
 //! [`PersistentNode`]: one node that a background task keeps in existence (Curator's
 //! `PersistentNode`).
 //!
-//! The task creates the node, then watches it with a one-shot `exists` watch. It creates the
+//! The task creates the node, then watches it with a one-shot `exists` watch (a node its own
+//! create made counts as registered from the create's reply; `set_data` and `close` do not
+//! wait for the watch's read). It creates the
 //! node again when the watch reports a deletion, when the watch's session ended (a new session
 //! lost every ephemeral node of the old one) and after a reconnect (it checks the node). The
 //! first create of a sequential or ephemeral node is protected, so a create whose answer was
@@ -13,6 +15,7 @@
 //! (`set_data`, `close`) go through the task, so the data a re-create writes is always the
 //! latest.
 
+use std::future::IntoFuture;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -538,7 +541,42 @@ impl Engine {
         let fw = self.framework.clone();
         let mut states = fw.state_watch();
         let epoch = states.borrow_and_update().epoch;
-        let (stat, watch) = match fw.exists(path).watch().await {
+        let exists = fw.exists(path).watch().into_future();
+        tokio::pin!(exists);
+        let found = if fresh {
+            // This create made the node: it is ours and registered from its reply on, and
+            // commands need not wait for the watch's read (a close's delete goes out right
+            // behind it, one round trip instead of two).
+            self.status.send_modify(|s| {
+                s.path = Some(path.to_owned());
+                s.registered = true;
+            });
+            loop {
+                tokio::select! {
+                    biased;
+                    found = &mut exists => break found,
+                    command = self.commands.recv() => match command {
+                        Some(Command::SetData(data, reply)) => {
+                            self.data = data;
+                            let _ = reply.send(fw.set_data(path, &self.data).await.map(|_| ()));
+                        }
+                        close => {
+                            // The read in flight is awaited too: its watch fires on the delete
+                            // instead of being dropped unfired (which sends a RemoveWatches).
+                            let (_, deleted) = tokio::join!(&mut exists, self.delete_if(close.is_some() || self.delete_when_dropped, path));
+                            self.stop();
+                            if let Some(Command::Close(reply)) = close {
+                                let _ = reply.send(deleted);
+                            }
+                            return Next::Stop;
+                        }
+                    },
+                }
+            }
+        } else {
+            exists.await
+        };
+        let (stat, watch) = match found {
             Ok(found) => found,
             Err(e) => {
                 tracing::debug!(path, error = %e, "persistent node: exists failed");
@@ -646,6 +684,16 @@ impl Engine {
             s.registered = false;
             s.stopped = true;
         });
+    }
+
+    /// Deletes the node at `path` when `delete` (the handle's close, or its drop with
+    /// `delete_when_dropped`).
+    async fn delete_if(&self, delete: bool, path: &str) -> Result<()> {
+        if delete {
+            self.delete(path).await
+        } else {
+            Ok(())
+        }
     }
 
     async fn delete(&self, path: &str) -> Result<()> {
