@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use zk_recipes::{CacheEvent, CuratorCache, Framework};
+use zk_recipes::{CacheEvent, CacheEventStream, CuratorCache, Framework};
 
 mod common;
 use common::{server_or_connect, Error};
@@ -37,27 +37,15 @@ async fn main() -> Result<(), Error> {
     }
     println!("initialized with {} nodes", cache.len());
 
-    // Some changes, made by anyone (here: the same framework).
-    let writer = framework.clone();
-    let writes = tokio::spawn(async move {
-        writer.create("/examples/cache/billing").data(b"v1").await?;
-        writer.set_data("/examples/cache/orders", b"v2").await?;
-        writer.delete("/examples/cache/billing").await?;
-        Ok::<_, zk_recipes::Error>(())
-    });
-    // For one path, events come in the server's order (billing: created, then deleted).
-    for _ in 0..3 {
-        let Some(event) = tokio::time::timeout(Duration::from_secs(20), events.next()).await? else { break };
-        match &event {
-            CacheEvent::Created(node) => println!("created {} = {:?}", node.path(), text(node.data())),
-            CacheEvent::Changed(old, new) => {
-                println!("changed {}: {:?} -> {:?}", new.path(), text(old.data()), text(new.data()));
-            }
-            CacheEvent::Deleted(node) => println!("deleted {}", node.path()),
-            other => println!("{other:?}"),
-        }
-    }
-    writes.await??;
+    // Some changes, made by anyone (here: the same framework), each followed by its event.
+    // A change undone before the cache has read it may collapse (a node created and deleted
+    // at once can bring no event at all, as in Curator), so this waits for each one.
+    framework.create("/examples/cache/billing").data(b"v1").await?;
+    print_event(next_event(&mut events).await?);
+    framework.set_data("/examples/cache/orders", b"v2").await?;
+    print_event(next_event(&mut events).await?);
+    framework.delete("/examples/cache/billing").await?;
+    print_event(next_event(&mut events).await?);
 
     // Reads come from memory.
     let orders = cache.get("/examples/cache/orders").expect("cached");
@@ -70,6 +58,25 @@ async fn main() -> Result<(), Error> {
     cache.close().await;
     framework.close().await;
     Ok(())
+}
+
+async fn next_event(events: &mut CacheEventStream) -> Result<CacheEvent, Error> {
+    match tokio::time::timeout(Duration::from_secs(20), events.next()).await {
+        Ok(Some(event)) => Ok(event),
+        Ok(None) => Err("the cache closed".into()),
+        Err(_) => Err("no cache event in 20 s".into()),
+    }
+}
+
+fn print_event(event: CacheEvent) {
+    match &event {
+        CacheEvent::Created(node) => println!("created {} = {:?}", node.path(), text(node.data())),
+        CacheEvent::Changed(old, new) => {
+            println!("changed {}: {:?} -> {:?}", new.path(), text(old.data()), text(new.data()));
+        }
+        CacheEvent::Deleted(node) => println!("deleted {}", node.path()),
+        other => println!("{other:?}"),
+    }
 }
 
 fn text(data: Option<&Vec<u8>>) -> String {
