@@ -173,6 +173,42 @@ async fn a_dynamic_instance_is_back_after_its_session_expired() {
     .await;
 }
 
+/// A registration of `watch_instances(true)` is made again at once when another client
+/// deletes its node; one without (Curator's default) is left deleted until a new session.
+#[tokio::test]
+async fn a_watched_instance_deleted_by_another_client_is_back() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = framework(&shared_connect().await, SESSION).await;
+        let other = framework(&shared_connect().await, SESSION).await;
+        let base = unique_path("discovery", "repaired");
+        let watched = ServiceDiscovery::new(&fw, &base, serializer()).unwrap().watch_instances(true);
+        let unwatched = ServiceDiscovery::new(&fw, &base, serializer()).unwrap();
+        let one = instance("watched", 1);
+        watched.register(&one).await.unwrap();
+        unwatched.register(&instance("unwatched", 2)).await.unwrap();
+        let reader: ServiceDiscovery = ServiceDiscovery::new(&other, &base, serializer()).unwrap();
+
+        other.delete(&format!("{base}/api/watched")).await.unwrap();
+        other.delete(&format!("{base}/api/unwatched")).await.unwrap();
+        eventually(EVENT, "the watched instance back", || async {
+            match reader.query_for_instance("api", "watched").await.map_err(|e| e.to_string())? {
+                Some(found) if found == one => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await;
+        assert_eq!(reader.query_for_instance("api", "unwatched").await.unwrap(), None);
+
+        watched.close().await.unwrap();
+        unwatched.close().await.unwrap();
+        assert!(reader.query_for_instances("api").await.unwrap().is_empty());
+        fw.close().await;
+        other.close().await;
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn bad_input_registers_nothing() {
     init_tracing();

@@ -19,34 +19,35 @@ use crate::path;
 /// Registers service instances and reads the registry (Curator's `ServiceDiscovery<T>`),
 /// under `base` with Curator's layout `<base>/<name>/<id>`.
 ///
-/// Each registration is a [`PersistentNode`] at its instance's path: a dynamic instance's
-/// ephemeral node is made again after a delete or a new session (with the data of the last
-/// [`update`](Self::update)); a dynamic sequential instance's node (`<id><sequence>`) comes
-/// back under the name it was first given; static and permanent instances are persistent
-/// nodes.
+/// Each registration is a [`PersistentNode`] at its instance's path, made again after every
+/// new session (with the data of the last [`update`](Self::update)), as Curator registers its
+/// instances again: a dynamic instance's ephemeral node, a dynamic sequential instance's node
+/// (`<id><sequence>`) under the name it was first given; static and permanent instances are
+/// persistent nodes. With [`watch_instances(true)`](Self::watch_instances) each registration
+/// also watches its node and makes it again at once when another client deletes it.
 ///
 /// # Requests
-/// A registration is its node's create and one `exists` watch on the node (sent once the
-/// create has answered, in the background: [`register`](Self::register) waits for the create
-/// only); an unregistration is the delete, sent at once even while the watch's read is in
-/// flight, so a register and unregister cycle takes two round trips, as Curator's. Curator's `registerService` is the create alone:
-/// Curator registers its instances again after a new session, and without
-/// `watchInstances(true)` (a node cache per instance, which costs more than one watch)
-/// nothing notices a delete by another client. The watch stays per
-/// instance rather than one persistent recursive watch on the base path for every
-/// registration here: such a watch would bring this session an event for every change of
-/// every service under the base, by any client, which grows with the whole registry instead
-/// of with what is registered here. The watches are on the instances' own paths, never on a
-/// service's path, so a [`ServiceCache`] of the same framework (a persistent recursive watch
-/// on the service's path) does not meet a one-shot watch on its path (ZooKeeper 3.6-3.8 stop
-/// sending a persistent watch's child events when a one-shot watch of the same session is
-/// on the same path).
+/// A registration is its node's create, an unregistration its delete, as Curator's
+/// `registerService` and `unregisterService` (without `watchInstances`). With
+/// `watch_instances(true)` a registration adds one `exists` watch on the node (sent once the
+/// create has answered, in the background: [`register`](Self::register) still waits for the
+/// create only), and the delete brings this session the watch's event; Curator's
+/// `watchInstances(true)` keeps a node cache per instance instead, which costs more. The
+/// watches are on the instances' own paths, never on a service's path, so a
+/// [`ServiceCache`] of the same framework (a persistent recursive watch on the service's
+/// path) does not meet a one-shot watch on its path (ZooKeeper 3.6-3.8 stop sending a
+/// persistent watch's child events when a one-shot watch of the same session is on the same
+/// path). One watch per instance rather than one persistent recursive watch on the base path
+/// for every registration: such a watch would bring this session an event for every change
+/// of every service under the base, by any client, which grows with the whole registry
+/// instead of with what is registered here.
 #[derive(Debug)]
 pub struct ServiceDiscovery<T = serde_json::Value> {
     framework: Framework,
     base: String,
     serializer: JsonInstanceSerializer,
     registered: Mutex<HashMap<String, Arc<PersistentNode>>>,
+    watch_instances: bool,
     _payload: PhantomData<fn() -> T>,
 }
 
@@ -62,8 +63,19 @@ impl<T: Serialize + DeserializeOwned> ServiceDiscovery<T> {
             base: base.to_owned(),
             serializer,
             registered: Mutex::new(HashMap::new()),
+            watch_instances: false,
             _payload: PhantomData,
         })
+    }
+
+    /// Whether registrations made from now on watch their nodes (Curator's
+    /// `ServiceDiscoveryBuilder.watchInstances`; default false, as Curator's): when true, a
+    /// registration whose node another client deletes is made again at once, at the cost of
+    /// one watch per registration (see Requests above). Either way a registration is made
+    /// again after a new session.
+    pub fn watch_instances(mut self, watch: bool) -> Self {
+        self.watch_instances = watch;
+        self
     }
 
     /// The base path.
@@ -125,6 +137,7 @@ impl<T: Serialize + DeserializeOwned> ServiceDiscovery<T> {
             .mode(mode)
             .protected(false)
             .found_by_name()
+            .watch_node(self.watch_instances)
             .data(data)
             .start()?;
         let node = Arc::new(node);

@@ -24,7 +24,7 @@ use zookeeper_client::{CreateMode, Stat};
 
 use crate::error::{Error, Result, ZkError};
 use crate::framework::watches::NodeEventKind;
-use crate::framework::{Framework, Parents};
+use crate::framework::{Framework, OneshotWatch, Parents, StateSnapshot};
 use crate::path;
 
 /// How long the task waits before trying again after a create or read failed for a reason
@@ -45,6 +45,7 @@ pub struct PersistentNodeBuilder {
     parents: Parents,
     delete_when_dropped: bool,
     found_by_name: bool,
+    watch_node: bool,
 }
 
 impl PersistentNodeBuilder {
@@ -87,6 +88,17 @@ impl PersistentNodeBuilder {
     /// [`PersistentTtlNode`](super::PersistentTtlNode) leaves its node to the server's TTL.
     pub(crate) fn delete_when_dropped(mut self, delete: bool) -> Self {
         self.delete_when_dropped = delete;
+        self
+    }
+
+    /// Whether the task watches a node its own create made (default true): with the watch, a
+    /// delete by another client is repaired at once; without it the node is made again only
+    /// after a new session (curator-x-discovery's default, `watchInstances(false)`), and a
+    /// registration costs its create alone. A node found existing is always checked with a
+    /// watched read.
+    #[cfg(feature = "discovery")]
+    pub(crate) fn watch_node(mut self, watch: bool) -> Self {
+        self.watch_node = watch;
         self
     }
 
@@ -137,8 +149,10 @@ impl PersistentNodeBuilder {
             }
         }
         let (status_tx, status_rx) = watch::channel(Status::default());
+        let status_tx = Arc::new(status_tx);
         let (commands_tx, commands_rx) = mpsc::unbounded_channel();
         let failure = Arc::new(Mutex::new(None));
+        let gate = Arc::new(Mutex::new(Gate::default()));
         let engine = Engine {
             framework: self.framework.clone(),
             base: self.path.clone(),
@@ -148,14 +162,24 @@ impl PersistentNodeBuilder {
             parents: self.parents,
             data: self.data,
             actual: None,
-            status: status_tx,
+            status: status_tx.clone(),
             commands: commands_rx,
             failure: failure.clone(),
+            gate: gate.clone(),
             delete_when_dropped: self.delete_when_dropped,
             found_by_name: by_name && !protected,
+            watch_node: self.watch_node,
         };
         tokio::spawn(engine.run());
-        Ok(PersistentNode { base: self.path, status: status_rx, commands: commands_tx, failure })
+        Ok(PersistentNode {
+            framework: self.framework,
+            base: self.path,
+            status: status_rx,
+            status_tx,
+            commands: commands_tx,
+            failure,
+            gate,
+        })
     }
 }
 
@@ -173,6 +197,22 @@ struct Status {
 enum Command {
     SetData(Vec<u8>, oneshot::Sender<Result<()>>),
     Close(oneshot::Sender<Result<()>>),
+    /// The handle closed and deleted the node the task held ([`Gate::held`]) itself (sent once
+    /// that delete has answered, so the node's watch has had its event): stop.
+    Stopped,
+}
+
+/// What the handle's [`close`](PersistentNode::close) and the task agree on under one lock,
+/// so that a close can delete the node from the caller's task (one round trip, no hand-over
+/// to the task and back) without the task making the node again behind it.
+#[derive(Debug, Default)]
+struct Gate {
+    /// Set by `close`: the task publishes no registration and holds no node from then on.
+    closing: bool,
+    /// The node the task has made or adopted and watches, ours while it is set: the task
+    /// clears it as soon as it learns the node is gone, no longer ours, or about to be made
+    /// again.
+    held: Option<String>,
 }
 
 /// A node kept in existence by a background task (Curator's `PersistentNode`, which also
@@ -203,10 +243,13 @@ enum Command {
 /// section on ZooKeeper 3.6 to 3.8).
 #[derive(Debug)]
 pub struct PersistentNode {
+    framework: Framework,
     base: String,
     status: watch::Receiver<Status>,
+    status_tx: Arc<watch::Sender<Status>>,
     commands: mpsc::UnboundedSender<Command>,
     failure: Arc<Mutex<Option<Error>>>,
+    gate: Arc<Mutex<Gate>>,
 }
 
 impl PersistentNode {
@@ -222,6 +265,7 @@ impl PersistentNode {
             parents: Parents::default(),
             delete_when_dropped: true,
             found_by_name: false,
+            watch_node: true,
         }
     }
 
@@ -311,6 +355,23 @@ impl PersistentNode {
     /// Cancel-safe: once called, the task closes and deletes the node whether or not the call
     /// is awaited to the end.
     pub async fn close(&self) -> Result<()> {
+        let held = {
+            let mut gate = lock(&self.gate);
+            gate.closing = true;
+            gate.held.take()
+        };
+        if let Some(path) = held {
+            // The task holds a node it watches: delete it from here, then let the task stop
+            // (also when this call is cancelled). The server sends the watch's event before
+            // the delete's answer, so the task drops a watch that has fired (an unfired one
+            // would cost a RemoveWatches).
+            self.status_tx.send_modify(|s| {
+                s.registered = false;
+                s.stopped = true;
+            });
+            let _stopped = StopOnDrop(&self.commands);
+            return delete_node(&self.framework, &path).await;
+        }
         let (tx, rx) = oneshot::channel();
         if self.commands.send(Command::Close(tx)).is_err() {
             return Ok(());
@@ -323,6 +384,29 @@ impl PersistentNode {
             Some(e) => copy_error(e),
             None => Error::Closed,
         }
+    }
+}
+
+/// Tells the task [`Command::Stopped`] when dropped.
+struct StopOnDrop<'a>(&'a mpsc::UnboundedSender<Command>);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.send(Command::Stopped);
+    }
+}
+
+fn lock(gate: &Mutex<Gate>) -> std::sync::MutexGuard<'_, Gate> {
+    gate.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Deletes the node at `path` (guaranteed); a node already gone, or a closed framework, is
+/// fine.
+async fn delete_node(framework: &Framework, path: &str) -> Result<()> {
+    match framework.delete(path).guaranteed().await {
+        Err(e) if e.is_no_node() => Ok(()),
+        Err(Error::Closed) => Ok(()),
+        other => other,
     }
 }
 
@@ -373,11 +457,13 @@ struct Engine {
     parents: Parents,
     data: Vec<u8>,
     actual: Option<String>,
-    status: watch::Sender<Status>,
+    status: Arc<watch::Sender<Status>>,
     commands: mpsc::UnboundedReceiver<Command>,
     failure: Arc<Mutex<Option<Error>>>,
+    gate: Arc<Mutex<Gate>>,
     delete_when_dropped: bool,
     found_by_name: bool,
+    watch_node: bool,
 }
 
 impl Engine {
@@ -385,6 +471,18 @@ impl Engine {
         let mut pause = PAUSE_FIRST;
         let mut rewatch: Option<String> = None;
         loop {
+            if lock(&self.gate).closing {
+                // The handle is closing (it may be deleting the node itself): nothing is made
+                // again; its command ends the task.
+                loop {
+                    let command = self.commands.recv().await;
+                    let last = !matches!(command, Some(Command::SetData(..)));
+                    self.handle_before_node(command, None).await;
+                    if last {
+                        return;
+                    }
+                }
+            }
             let (path, fresh) = match rewatch.take() {
                 Some(path) => (path, false),
                 None => match self.ensure().await {
@@ -527,6 +625,15 @@ impl Engine {
                 self.stop();
                 let _ = reply.send(result);
             }
+            // The handle deleted the node it held, but this task was between rounds: a create
+            // of its own may have made the node again since, so it goes too (one more delete,
+            // only on this rare path).
+            Some(Command::Stopped) => {
+                if let Some(path) = path.or_else(|| self.actual.clone()) {
+                    let _ = self.delete(&path).await;
+                }
+                self.stop();
+            }
             None => {
                 if let Some(path) = path.or_else(|| self.actual.clone()).filter(|_| self.delete_when_dropped) {
                     let _ = self.delete(&path).await;
@@ -541,16 +648,18 @@ impl Engine {
         let fw = self.framework.clone();
         let mut states = fw.state_watch();
         let epoch = states.borrow_and_update().epoch;
+        if fresh && !self.watch_node {
+            // Ours, and not watched: kept until a new session.
+            self.hold(path);
+            return self.keep(path, true, None, states, epoch).await;
+        }
         let exists = fw.exists(path).watch().into_future();
         tokio::pin!(exists);
         let found = if fresh {
             // This create made the node: it is ours and registered from its reply on, and
             // commands need not wait for the watch's read (a close's delete goes out right
             // behind it, one round trip instead of two).
-            self.status.send_modify(|s| {
-                s.path = Some(path.to_owned());
-                s.registered = true;
-            });
+            self.hold(path);
             loop {
                 tokio::select! {
                     biased;
@@ -563,7 +672,12 @@ impl Engine {
                         close => {
                             // The read in flight is awaited too: its watch fires on the delete
                             // instead of being dropped unfired (which sends a RemoveWatches).
-                            let (_, deleted) = tokio::join!(&mut exists, self.delete_if(close.is_some() || self.delete_when_dropped, path));
+                            let delete = match close {
+                                Some(Command::Stopped) => false,
+                                Some(_) => true,
+                                None => self.delete_when_dropped,
+                            };
+                            let (_, deleted) = tokio::join!(&mut exists, self.delete_if(delete, path));
                             self.stop();
                             if let Some(Command::Close(reply)) = close {
                                 let _ = reply.send(deleted);
@@ -585,7 +699,11 @@ impl Engine {
         };
         let ours = match stat {
             None => {
-                self.set_registered(false);
+                self.set_unregistered();
+                if lock(&self.gate).closing {
+                    // Deleted by the closing handle before the read came.
+                    return self.end_without_node().await;
+                }
                 return Next::Ensure;
             }
             Some(stat) => self.is_ours(&stat),
@@ -600,21 +718,37 @@ impl Engine {
             if let Err(e) = written {
                 tracing::debug!(path, error = %e, "persistent node: writing the data failed");
             }
-            self.status.send_modify(|s| {
-                s.path = Some(path.to_owned());
-                s.registered = true;
-            });
+            self.hold(path);
         } else {
             tracing::debug!(path, "persistent node: another session's node has the name; waiting for it to go");
-            self.set_registered(false);
+            self.set_unregistered();
         }
-        let mut changed = Box::pin(watch.changed());
+        self.keep(path, ours, Some(watch), states, epoch).await
+    }
+
+    /// Serves commands while the node at `path` stands, until `watch` (when given) reports
+    /// its delete or its session's end, or a new session begins.
+    async fn keep(
+        &mut self,
+        path: &str,
+        ours: bool,
+        watch: Option<OneshotWatch>,
+        mut states: watch::Receiver<StateSnapshot>,
+        epoch: u64,
+    ) -> Next {
+        let fw = self.framework.clone();
+        let mut changed = watch.map(|watch| Box::pin(watch.changed()));
         loop {
             tokio::select! {
-                event = &mut changed => {
+                event = async { changed.as_mut().expect("guarded by the precondition").await }, if changed.is_some() => {
                     return match event {
                         Ok(event) if event.kind == NodeEventKind::Deleted => {
-                            self.set_registered(false);
+                            self.set_unregistered();
+                            if lock(&self.gate).closing {
+                                // The handle's own delete, most likely: the node is gone and
+                                // this task made none since.
+                                return self.end_without_node().await;
+                            }
                             Next::Ensure
                         }
                         // Data changed (by anyone): watch again, nothing to create.
@@ -622,7 +756,7 @@ impl Engine {
                         Err(e) => {
                             // The session ended: its ephemeral nodes with it.
                             tracing::debug!(path, error = %e, "persistent node: the watch's session ended");
-                            self.set_registered(false);
+                            self.set_unregistered();
                             self.wait_connected().await
                         }
                     };
@@ -637,6 +771,11 @@ impl Engine {
                         let result = if ours { self.delete(path).await } else { Ok(()) };
                         self.stop();
                         let _ = reply.send(result);
+                        return Next::Stop;
+                    }
+                    // The handle deleted the node itself.
+                    Some(Command::Stopped) => {
+                        self.stop();
                         return Next::Stop;
                     }
                     None => {
@@ -654,14 +793,35 @@ impl Engine {
                     }
                     let now = *states.borrow_and_update();
                     if !now.state.is_connected() && now.epoch != epoch {
-                        self.set_registered(false);
+                        self.set_unregistered();
                     }
                     if now.state.is_connected() && now.epoch != epoch {
                         // A new session: check (and create) at once rather than wait for the
                         // old session's watch to report its end.
-                        self.set_registered(false);
+                        self.set_unregistered();
                         return Next::Ensure;
                     }
+                }
+            }
+        }
+    }
+
+    /// Ends the task once the handle's closing command comes, with no node to delete.
+    async fn end_without_node(&mut self) -> Next {
+        loop {
+            match self.commands.recv().await {
+                Some(Command::SetData(data, reply)) => {
+                    self.data = data;
+                    let _ = reply.send(Ok(()));
+                }
+                Some(Command::Close(reply)) => {
+                    self.stop();
+                    let _ = reply.send(Ok(()));
+                    return Next::Stop;
+                }
+                Some(Command::Stopped) | None => {
+                    self.stop();
+                    return Next::Stop;
                 }
             }
         }
@@ -675,11 +835,29 @@ impl Engine {
         stat.ephemeral_owner != 0 && stat.ephemeral_owner == self.framework.snapshot().session_id
     }
 
-    fn set_registered(&self, registered: bool) {
-        self.status.send_if_modified(|s| std::mem::replace(&mut s.registered, registered) != registered);
+    /// Publishes the node at `path` as registered and held (ours, watched), unless the handle
+    /// is closing (its close command then comes to the task, which deletes the node).
+    fn hold(&self, path: &str) {
+        let mut gate = lock(&self.gate);
+        if gate.closing {
+            return;
+        }
+        gate.held = Some(path.to_owned());
+        self.status.send_modify(|s| {
+            s.path = Some(path.to_owned());
+            s.registered = true;
+        });
+    }
+
+    /// Publishes "not registered" and lets go of the held node ([`hold`](Self::hold)
+    /// publishes a registration).
+    fn set_unregistered(&self) {
+        lock(&self.gate).held = None;
+        self.status.send_if_modified(|s| std::mem::replace(&mut s.registered, false));
     }
 
     fn stop(&self) {
+        lock(&self.gate).held = None;
         self.status.send_modify(|s| {
             s.registered = false;
             s.stopped = true;
@@ -697,11 +875,7 @@ impl Engine {
     }
 
     async fn delete(&self, path: &str) -> Result<()> {
-        match self.framework.delete(path).guaranteed().await {
-            Err(e) if e.is_no_node() => Ok(()),
-            Err(Error::Closed) => Ok(()),
-            other => other,
-        }
+        delete_node(&self.framework, path).await
     }
 
     /// Waits `pause` (or until connected again), serving commands meanwhile.
