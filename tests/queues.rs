@@ -197,6 +197,28 @@ mod distributed {
         .await;
     }
 
+    /// A take reads an item and deletes it at version 0 in one go (an item is never written
+    /// after its create): an item written since is still taken, once, with the bytes read.
+    #[tokio::test]
+    async fn an_item_written_after_its_put_is_taken_once_with_its_new_bytes() {
+        init_tracing();
+        bounded(LIMIT, async {
+            let fw = plain_framework(&shared_connect().await, SESSION).await;
+            let path = unique_path("dqueue", "rewritten");
+            let queue = DistributedQueue::new(&fw, &path).unwrap();
+            let item = queue.put(b"old").await.unwrap();
+            queue.put(b"next").await.unwrap();
+            fw.set_data(&item, &encode_queue_items(&[b"new"])).await.unwrap();
+            assert_eq!(queue.take().await.unwrap(), [b"new".to_vec()]);
+            assert_eq!(queue.take().await.unwrap(), [b"next".to_vec()]);
+            assert_eq!(queue.take_timeout(QUIET).await.unwrap(), None);
+            assert!(children(&fw, &path).await.is_empty());
+            fw.delete(&path).await.unwrap();
+            fw.close().await;
+        })
+        .await;
+    }
+
     /// Lock-safe mode: a consumer that fails puts the item back at the end; a consumer
     /// stopped mid-item (its task aborted) leaves it for the next; one that returns has it
     /// deleted, and no lock node is left.

@@ -23,8 +23,10 @@ use crate::protocol::QUEUE_ITEM_NAME;
 /// the queue changed since; nodes another consumer took meanwhile are skipped.
 ///
 /// - **Normal mode** ([`new`](Self::new)): at most once, as Curator's. A consumer reads the
-///   node and deletes it at the version it read before returning its items, so two
-///   consumers never get the same node, and a consumer that dies after the delete loses it.
+///   node and deletes it at the version it read before returning its items (the delete,
+///   at version 0, goes out right behind the read: an item is never written after its
+///   create), so two consumers never get the same node, and a consumer that dies after the
+///   delete loses it.
 /// - **Lock-safe mode** ([`lock_safe`](Self::lock_safe), Curator's `QueueBuilder.lockPath`):
 ///   at least once. [`consume`](Self::consume) first creates the ephemeral lock node
 ///   `<lock path>/<item name>`, runs the consumer, and only then deletes the item (or, when

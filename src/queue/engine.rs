@@ -24,7 +24,8 @@ use futures::{FutureExt, Stream};
 use tokio::time::Instant;
 use zookeeper_client::CreateMode;
 
-use super::delete_taken;
+use super::{delete_taken, delete_taken_after};
+use crate::error::is_zk_connection_error;
 use crate::error::{Error, Result, ZkError};
 use crate::framework::watches::NodeEvent;
 use crate::framework::{Framework, OneshotWatch, Parents, ReaperCmd};
@@ -122,6 +123,19 @@ struct Claim<'a> {
     data: Vec<u8>,
     version: i32,
     lock: Option<String>,
+    /// What the delete sent with the read did (normal mode).
+    deleted: Deleted,
+}
+
+/// The fate of the delete a normal-mode claim sends right behind its read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Deleted {
+    /// None was sent, or it found the node written since its create: delete at the version read.
+    No,
+    /// The node is deleted: the read's bytes are this consumer's.
+    Yes,
+    /// Its answer was lost: it may have deleted the node.
+    InDoubt,
 }
 
 impl Drop for Claim<'_> {
@@ -217,7 +231,11 @@ impl Engine {
             // re-created is not taken by mistake.
             let version = if claim.lock.is_some() { None } else { Some(claim.version) };
             let stale = StaleOnDrop(Some(&self.consumer.stale));
-            let taken = delete_taken(&self.framework, &item, version).await;
+            let taken = match claim.deleted {
+                Deleted::Yes => Ok(true),
+                Deleted::InDoubt => delete_taken_after(&self.framework, &item, version, true).await,
+                Deleted::No => delete_taken(&self.framework, &item, version).await,
+            };
             if taken.is_ok() {
                 stale.disarm();
             } else {
@@ -285,9 +303,14 @@ impl Engine {
             let claim = match self.lock(name).await? {
                 Some(Ok(claim)) => claim,
                 Some(Err(_locked)) => continue,
-                None => {
-                    Claim { framework: &self.framework, item: name.clone(), data: Vec::new(), version: 0, lock: None }
-                }
+                None => Claim {
+                    framework: &self.framework,
+                    item: name.clone(),
+                    data: Vec::new(),
+                    version: 0,
+                    lock: None,
+                    deleted: Deleted::No,
+                },
             };
             // Item nodes are never written after their create, so version 0 is the one any
             // reader saw (Curator removes at that version too); with the lock, any version.
@@ -475,7 +498,14 @@ impl Engine {
             }
             other => other,
         };
-        let mut claim = Claim { framework: fw, item: name.to_owned(), data: Vec::new(), version: 0, lock: None };
+        let mut claim = Claim {
+            framework: fw,
+            item: name.to_owned(),
+            data: Vec::new(),
+            version: 0,
+            lock: None,
+            deleted: Deleted::No,
+        };
         match created {
             Ok(_) => {
                 claim.lock = Some(fw.fix_path(&lock));
@@ -486,13 +516,84 @@ impl Engine {
         }
     }
 
-    /// Claims one node: in lock-safe mode by creating its lock node; then reads it.
+    /// Normal mode: reads the node and, right behind the read on the same connection, deletes
+    /// it at version 0, one round trip for both. A queue item is never written after its
+    /// create (no Curator or zk-recipes code path sets an item's data), so its version is 0;
+    /// the server applies the session's requests in order, so a delete at version 0 that
+    /// succeeds removed exactly the node the read before it returned (a sequential name is
+    /// never made again). A node written since its create fails the delete with `BadVersion`
+    /// and is then deleted at the version read, as a sequential read-then-delete would; a
+    /// node gone meanwhile was taken by another consumer. Requests go out in the order they
+    /// are made (zookeeper-client sends a request when its method is called), and a failed
+    /// connection fails the delete with the read, so the read's answer is lost only with the
+    /// delete's. Only a session allowed to delete but not to read an item (an ACL without
+    /// READ for it) loses the item, with the read's `NoAuth` as the error.
+    async fn read_and_delete(&self, name: &str) -> Result<Claimed<'_>> {
+        let fw = &self.framework;
+        let item = path::join(&self.path, name);
+        let full = fw.full_path(&item)?;
+        let session = fw.session()?;
+        let read = session.client.get_data(&full);
+        let delete = session.client.delete(&full, Some(0));
+        let (read, deleted) = futures::join!(read, delete);
+        let claim =
+            |data, version, deleted| Claim { framework: fw, item: name.to_owned(), data, version, lock: None, deleted };
+        match (read, deleted) {
+            (Ok((data, stat)), Ok(())) => Ok(Claimed::Item(claim(data, stat.version, Deleted::Yes))),
+            // Another consumer deleted it between the two.
+            (Ok(_), Err(ZkError::NoNode)) | (Err(ZkError::NoNode), _) => Ok(Claimed::Gone),
+            (Ok((data, stat)), Err(ZkError::BadVersion)) => Ok(Claimed::Item(claim(data, stat.version, Deleted::No))),
+            (Ok((data, stat)), Err(e)) if is_zk_connection_error(&e) => {
+                Ok(Claimed::Item(claim(data, stat.version, Deleted::InDoubt)))
+            }
+            (Ok(_), Err(e)) => Err(Error::ZooKeeper(e)),
+            (Err(e), Ok(())) => {
+                tracing::warn!(item, error = %e, "queue: an item this session may delete but not read was deleted unread");
+                Err(Error::ZooKeeper(e))
+            }
+            // Neither answered (a connection error fails both): the read again, under the
+            // retry policy, and a plain delete after it.
+            (Err(e), Err(_)) if is_zk_connection_error(&e) => self.read(name).await,
+            (Err(e), Err(_)) => Err(Error::ZooKeeper(e)),
+        }
+    }
+
+    /// Normal mode after a connection error: the read under the retry policy, the delete
+    /// sent by the take after it.
+    async fn read(&self, name: &str) -> Result<Claimed<'_>> {
+        let fw = &self.framework;
+        match fw.get_data(&path::join(&self.path, name)).await {
+            Ok((data, stat)) => Ok(Claimed::Item(Claim {
+                framework: fw,
+                item: name.to_owned(),
+                data,
+                version: stat.version,
+                lock: None,
+                deleted: Deleted::No,
+            })),
+            Err(Error::ZooKeeper(ZkError::NoNode)) => Ok(Claimed::Gone),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Claims one node: in lock-safe mode by creating its lock node, then reading it; in
+    /// normal mode by reading and deleting it ([`read_and_delete`](Self::read_and_delete)).
     async fn claim(&self, name: &str) -> Result<Claimed<'_>> {
+        if self.lock_path.is_none() {
+            return self.read_and_delete(name).await;
+        }
         let fw = &self.framework;
         let mut claim = match self.lock(name).await? {
             Some(Ok(claim)) => claim,
             Some(Err(lock)) => return Ok(Claimed::Locked(lock)),
-            None => Claim { framework: fw, item: name.to_owned(), data: Vec::new(), version: 0, lock: None },
+            None => Claim {
+                framework: fw,
+                item: name.to_owned(),
+                data: Vec::new(),
+                version: 0,
+                lock: None,
+                deleted: Deleted::No,
+            },
         };
         match fw.get_data(&path::join(&self.path, name)).await {
             Ok((data, stat)) => {

@@ -34,8 +34,19 @@ use crate::framework::Framework;
 /// [`Error::OutcomeUnknown`], not as taken (its bytes would be returned twice if another
 /// consumer took it) nor as gone (they would be lost without a word, as Curator loses them).
 pub(crate) async fn delete_taken(fw: &Framework, item: &str, version: Option<i32>) -> Result<bool> {
+    delete_taken_after(fw, item, version, false).await
+}
+
+/// [`delete_taken`], after an earlier delete of the item whose answer was lost when
+/// `in_doubt`.
+pub(crate) async fn delete_taken_after(
+    fw: &Framework,
+    item: &str,
+    version: Option<i32>,
+    in_doubt: bool,
+) -> Result<bool> {
     let full = fw.full_path(item)?;
-    let in_doubt = AtomicBool::new(false);
+    let in_doubt = AtomicBool::new(in_doubt);
     let result = {
         let (full, in_doubt) = (&full, &in_doubt);
         fw.with_retry(|s| async move {
