@@ -471,7 +471,7 @@ impl Engine {
         let mut pause = PAUSE_FIRST;
         let mut rewatch: Option<String> = None;
         loop {
-            if lock(&self.gate).closing {
+            if self.closing() {
                 // The handle is closing (it may be deleting the node itself): nothing is made
                 // again; its command ends the task.
                 loop {
@@ -677,7 +677,8 @@ impl Engine {
                                 Some(_) => true,
                                 None => self.delete_when_dropped,
                             };
-                            let (_, deleted) = tokio::join!(&mut exists, self.delete_if(delete, path));
+                            let delete = async { if delete { self.delete(path).await } else { Ok(()) } };
+                            let (_, deleted) = tokio::join!(&mut exists, delete);
                             self.stop();
                             if let Some(Command::Close(reply)) = close {
                                 let _ = reply.send(deleted);
@@ -700,7 +701,7 @@ impl Engine {
         let ours = match stat {
             None => {
                 self.set_unregistered();
-                if lock(&self.gate).closing {
+                if self.closing() {
                     // Deleted by the closing handle before the read came.
                     return self.end_without_node().await;
                 }
@@ -744,7 +745,7 @@ impl Engine {
                     return match event {
                         Ok(event) if event.kind == NodeEventKind::Deleted => {
                             self.set_unregistered();
-                            if lock(&self.gate).closing {
+                            if self.closing() {
                                 // The handle's own delete, most likely: the node is gone and
                                 // this task made none since.
                                 return self.end_without_node().await;
@@ -835,6 +836,11 @@ impl Engine {
         stat.ephemeral_owner != 0 && stat.ephemeral_owner == self.framework.snapshot().session_id
     }
 
+    /// True once the handle's `close` began.
+    fn closing(&self) -> bool {
+        lock(&self.gate).closing
+    }
+
     /// Publishes the node at `path` as registered and held (ours, watched), unless the handle
     /// is closing (its close command then comes to the task, which deletes the node).
     fn hold(&self, path: &str) {
@@ -862,16 +868,6 @@ impl Engine {
             s.registered = false;
             s.stopped = true;
         });
-    }
-
-    /// Deletes the node at `path` when `delete` (the handle's close, or its drop with
-    /// `delete_when_dropped`).
-    async fn delete_if(&self, delete: bool, path: &str) -> Result<()> {
-        if delete {
-            self.delete(path).await
-        } else {
-            Ok(())
-        }
     }
 
     async fn delete(&self, path: &str) -> Result<()> {

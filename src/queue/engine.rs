@@ -150,7 +150,17 @@ impl Drop for Claim<'_> {
     }
 }
 
-impl Claim<'_> {
+impl<'a> Claim<'a> {
+    /// A claim of `item` holding what a read returned, without a lock.
+    fn read(framework: &'a Framework, item: &str, data: Vec<u8>, version: i32, deleted: Deleted) -> Self {
+        Claim { framework, item: item.to_owned(), data, version, lock: None, deleted }
+    }
+
+    /// A claim of `item` before anything is read.
+    fn empty(framework: &'a Framework, item: &str) -> Self {
+        Claim::read(framework, item, Vec::new(), 0, Deleted::No)
+    }
+
     /// Deletes the lock node now (the background delete of `Drop` is the fallback).
     async fn unlock(mut self) {
         if let Some(lock) = self.lock.take() {
@@ -303,14 +313,7 @@ impl Engine {
             let claim = match self.lock(name).await? {
                 Some(Ok(claim)) => claim,
                 Some(Err(_locked)) => continue,
-                None => Claim {
-                    framework: &self.framework,
-                    item: name.clone(),
-                    data: Vec::new(),
-                    version: 0,
-                    lock: None,
-                    deleted: Deleted::No,
-                },
+                None => Claim::empty(&self.framework, name),
             };
             // Item nodes are never written after their create, so version 0 is the one any
             // reader saw (Curator removes at that version too); with the lock, any version.
@@ -498,14 +501,7 @@ impl Engine {
             }
             other => other,
         };
-        let mut claim = Claim {
-            framework: fw,
-            item: name.to_owned(),
-            data: Vec::new(),
-            version: 0,
-            lock: None,
-            deleted: Deleted::No,
-        };
+        let mut claim = Claim::empty(fw, name);
         match created {
             Ok(_) => {
                 claim.lock = Some(fw.fix_path(&lock));
@@ -536,8 +532,7 @@ impl Engine {
         let read = session.client.get_data(&full);
         let delete = session.client.delete(&full, Some(0));
         let (read, deleted) = futures::join!(read, delete);
-        let claim =
-            |data, version, deleted| Claim { framework: fw, item: name.to_owned(), data, version, lock: None, deleted };
+        let claim = |data, version, deleted| Claim::read(fw, name, data, version, deleted);
         match (read, deleted) {
             (Ok((data, stat)), Ok(())) => Ok(Claimed::Item(claim(data, stat.version, Deleted::Yes))),
             // Another consumer deleted it between the two.
@@ -563,14 +558,7 @@ impl Engine {
     async fn read(&self, name: &str) -> Result<Claimed<'_>> {
         let fw = &self.framework;
         match fw.get_data(&path::join(&self.path, name)).await {
-            Ok((data, stat)) => Ok(Claimed::Item(Claim {
-                framework: fw,
-                item: name.to_owned(),
-                data,
-                version: stat.version,
-                lock: None,
-                deleted: Deleted::No,
-            })),
+            Ok((data, stat)) => Ok(Claimed::Item(Claim::read(fw, name, data, stat.version, Deleted::No))),
             Err(Error::ZooKeeper(ZkError::NoNode)) => Ok(Claimed::Gone),
             Err(e) => Err(e),
         }
@@ -579,21 +567,11 @@ impl Engine {
     /// Claims one node: in lock-safe mode by creating its lock node, then reading it; in
     /// normal mode by reading and deleting it ([`read_and_delete`](Self::read_and_delete)).
     async fn claim(&self, name: &str) -> Result<Claimed<'_>> {
-        if self.lock_path.is_none() {
-            return self.read_and_delete(name).await;
-        }
         let fw = &self.framework;
         let mut claim = match self.lock(name).await? {
             Some(Ok(claim)) => claim,
             Some(Err(lock)) => return Ok(Claimed::Locked(lock)),
-            None => Claim {
-                framework: fw,
-                item: name.to_owned(),
-                data: Vec::new(),
-                version: 0,
-                lock: None,
-                deleted: Deleted::No,
-            },
+            None => return self.read_and_delete(name).await,
         };
         match fw.get_data(&path::join(&self.path, name)).await {
             Ok((data, stat)) => {
