@@ -1,12 +1,15 @@
 //! The one engine under the three atomic types (Curator's `DistributedAtomicValue`): a try is
 //! a read and a versioned write (or a create when the node is missing); tries repeat under
-//! the retry policy, then, if configured, under the promoted lock.
+//! the retry policy, then, if configured, under the promoted lock. A try whose handle knows
+//! the node's bytes and version from its own last reply, unchanged since by what a persistent
+//! watch reports, skips the read ([`known`](super::known) says why that is exact).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::known::Knowledge;
 use super::result::{AtomicStats, AtomicValue, PromotedToLock};
 use crate::error::{Error, Result, ZkError};
 use crate::framework::Framework;
@@ -33,8 +36,11 @@ struct Promotion {
 pub(crate) struct Engine {
     framework: Framework,
     path: String,
+    /// `path` with the framework's namespace, as the watch needs it.
+    full_path: String,
     retry: Arc<dyn RetryPolicy>,
     promotion: Option<Promotion>,
+    knowledge: Knowledge,
 }
 
 /// One try's outcome: the bytes before and the bytes written (or tried).
@@ -60,7 +66,14 @@ impl Engine {
                 retry: p.retry_policy,
             }),
         };
-        Ok(Engine { framework: framework.clone(), path: path.to_owned(), retry, promotion })
+        Ok(Engine {
+            framework: framework.clone(),
+            path: path.to_owned(),
+            full_path: framework.full_path(path)?,
+            retry,
+            promotion,
+            knowledge: Knowledge::default(),
+        })
     }
 
     pub(crate) fn path(&self) -> &str {
@@ -76,12 +89,19 @@ impl Engine {
         }
     }
 
-    /// One read and versioned write (or create).
+    /// One read (unless the handle knows the node) and versioned write (or create).
     async fn try_once(&self, make: &mut MakeValue<'_>, operation: &'static str) -> Result<Try> {
-        let read = match self.framework.get_data(&self.path).await {
-            Ok((data, stat)) => Some((data, stat.version)),
-            Err(Error::ZooKeeper(ZkError::NoNode)) => None,
-            Err(e) => return Err(e),
+        self.knowledge.watch(&self.framework, &self.full_path).await;
+        let read = match self.knowledge.current(&self.framework) {
+            Some(known) => Some((known.data, known.version)),
+            None => match self.framework.get_data(&self.path).await {
+                Ok((data, stat)) => {
+                    self.knowledge.learned(&self.framework, &data, &stat);
+                    Some((data, stat.version))
+                }
+                Err(Error::ZooKeeper(ZkError::NoNode)) => None,
+                Err(e) => return Err(e),
+            },
         };
         let pre = read.as_ref().map(|(data, _)| data.clone());
         let post = make(&pre)?;
@@ -89,10 +109,24 @@ impl Engine {
             None => matches!(create_value(&self.framework, &self.path, &post, operation).await?, Create::Created),
             // A version that wrapped to -1 cannot be compared and set; someone must write once
             // more (Curator would write unconditionally here).
-            Some((_, -1)) => false,
-            Some((_, version)) => {
-                matches!(set_versioned(&self.framework, &self.path, &post, version, operation).await?, Cas::Written(_))
+            Some((_, -1)) => {
+                self.knowledge.forget();
+                false
             }
+            Some((_, version)) => match set_versioned(&self.framework, &self.path, &post, version, operation).await {
+                Ok(Cas::Written(stat)) => {
+                    self.knowledge.learned(&self.framework, &post, &stat);
+                    true
+                }
+                Ok(Cas::Conflict) => {
+                    self.knowledge.forget();
+                    false
+                }
+                Err(e) => {
+                    self.knowledge.forget();
+                    return Err(e);
+                }
+            },
         };
         Ok(Try { succeeded, pre, post })
     }

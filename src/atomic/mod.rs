@@ -5,6 +5,7 @@
 mod bytes;
 mod engine;
 mod integer;
+mod known;
 mod long;
 mod number;
 mod result;

@@ -56,7 +56,8 @@ impl<T> AtomicValue<T> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct AtomicStats {
-    /// Tries in the optimistic phase (a read and a versioned write each).
+    /// Tries in the optimistic phase (a versioned write each, after a read unless the handle
+    /// knew the node).
     pub optimistic_tries: u32,
     /// Tries while holding the promoted lock.
     pub promoted_lock_tries: u32,

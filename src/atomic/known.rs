@@ -1,0 +1,175 @@
+//! What an atomic value knows of its node between operations, so that a change can go
+//! straight to its versioned write: the bytes and version of the handle's own last reply (a
+//! read, or a write that succeeded), kept only while a persistent watch on the node, on the
+//! same connection, has reported nothing since.
+//!
+//! Why that is exact. The server sends one session's watch events and replies in the order it
+//! applied the changes and served the requests, and zookeeper-client queues an event for its
+//! watcher before it hands over the reply that came after it. So when a reply is handed over,
+//! every event already queued is for a change the reply reflects (a read sees every change
+//! applied before it; a versioned write that succeeded found the version, hence the bytes, it
+//! expected, and its own event comes before its reply): those are dropped. An event queued
+//! later is a change after the reply: the knowledge goes, and the next try reads. A broken
+//! connection (any session event on the watcher) or a new session takes the knowledge and the
+//! watch with it (the server keeps no persistent watch across a reconnect for this client); the
+//! next operation adds the watch again before it reads.
+//!
+//! "Already queued" is read when the reply's task runs, a moment after the hand-over; an event
+//! queued in that moment is taken for one the reply reflects (servers from 3.9 send each
+//! event's zxid, and a change after the reply's `mzxid` is then recognised).
+//!
+//! What it does not change: every write still carries the version, so knowledge that went
+//! stale in flight fails its write with `BadVersion` and the try reads, as a try without
+//! knowledge does. The one change a version cannot show, the node deleted and made again up to
+//! the same version, is shown by the watch's `NodeDeleted`, within the time a message takes to
+//! reach the client: the window Curator's read-then-write has. That needs the watch to stay
+//! persistent: on ZooKeeper 3.6-3.8 a one-shot `exists`/`getData` watch that the same session
+//! sets on the same node makes it a one-shot watch (ZOOKEEPER-4466), and a `RemoveWatches` for
+//! the node removes it (ZOOKEEPER-4472). No recipe of this crate sets either on a counter's
+//! node; code that shares the session's client must not (a `SharedCount` on the same path in
+//! the same framework would: keep those on separate frameworks).
+//!
+//! A server that refuses the watch (ZooKeeper 3.5, or a watch manager that cannot keep
+//! persistent watches) is asked once per session; every try then reads first, as Curator's.
+
+use futures::FutureExt;
+use zookeeper_client::{AddWatchMode, EventType, PersistentWatcher, Stat};
+
+use crate::framework::Framework;
+use crate::sync::Mutex;
+
+/// The node's bytes and version as one of the handle's replies found them.
+#[derive(Debug, Clone)]
+pub(crate) struct Known {
+    pub(crate) data: Vec<u8>,
+    pub(crate) version: i32,
+    mzxid: i64,
+}
+
+/// The persistent watch on the node, on the session it was added on.
+#[derive(Debug)]
+struct Watch {
+    watcher: PersistentWatcher,
+    epoch: u64,
+    /// The connection it was added on broke, or the session ended: the server no longer
+    /// holds it, and it is not polled again (zookeeper-client panics when a watcher is polled
+    /// after a terminal session state).
+    broken: bool,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    watch: Option<Watch>,
+    known: Option<Known>,
+    /// The session on which the server refused the watch.
+    refused: Option<u64>,
+}
+
+/// See the module docs.
+#[derive(Debug, Default)]
+pub(crate) struct Knowledge {
+    state: Mutex<State>,
+}
+
+impl State {
+    /// Reads every event queued on the watch. Any change, a session event (which breaks the
+    /// watch) or no live watch at all drops the knowledge. Returns the highest zxid the
+    /// changes carried (servers from 3.9 send it; older ones send none).
+    fn drain(&mut self, fw: &Framework) -> Option<i64> {
+        let mut latest = None;
+        let Some(watch) = self.watch.as_mut() else {
+            self.known = None;
+            return latest;
+        };
+        if watch.epoch != fw.epoch() {
+            // A new session: the old client's watcher is not polled again.
+            watch.broken = true;
+        }
+        while !watch.broken {
+            let Some(event) = watch.watcher.changed().now_or_never() else { break };
+            match event.event_type {
+                // A child of the node came or went: its bytes did not change.
+                EventType::NodeChildrenChanged => {}
+                EventType::Session => watch.broken = true,
+                _ => {
+                    self.known = None;
+                    if event.zxid >= 0 {
+                        latest = latest.max(Some(event.zxid));
+                    }
+                }
+            }
+        }
+        if watch.broken {
+            self.known = None;
+        }
+        latest
+    }
+}
+
+impl Knowledge {
+    /// What the last reply found, if the watch has reported nothing since.
+    pub(crate) fn current(&self, fw: &Framework) -> Option<Known> {
+        let mut state = self.state.lock();
+        state.drain(fw);
+        state.known.clone()
+    }
+
+    /// Records what a reply just handed over found (`data` at `stat`); the events queued
+    /// before it are for changes it reflects. Nothing is kept without a live watch.
+    pub(crate) fn learned(&self, fw: &Framework, data: &[u8], stat: &Stat) {
+        let mut state = self.state.lock();
+        let latest = state.drain(fw);
+        if !state.watch.as_ref().is_some_and(|w| !w.broken) {
+            return;
+        }
+        // An event queued between the reply and this call, for a change after what the reply
+        // found (only a server that sends event zxids can tell).
+        if latest.is_some_and(|zxid| zxid > stat.mzxid) {
+            return;
+        }
+        // Two operations of one handle may hand over their replies out of order.
+        if state.known.as_ref().is_some_and(|k| k.mzxid > stat.mzxid) {
+            return;
+        }
+        state.known = Some(Known { data: data.to_vec(), version: stat.version, mzxid: stat.mzxid });
+    }
+
+    /// Drops the knowledge (a write that failed, or whose outcome is unknown).
+    pub(crate) fn forget(&self) {
+        self.state.lock().known = None;
+    }
+
+    /// Adds the watch on `full_path` if the current session has no live one (the first
+    /// operation, and the first after every reconnection or new session: one `AddWatch`).
+    /// Failing to add it only means the next try reads first.
+    pub(crate) async fn watch(&self, fw: &Framework, full_path: &str) {
+        let epoch = fw.epoch();
+        {
+            let mut state = self.state.lock();
+            state.drain(fw);
+            let live = state.watch.as_ref().is_some_and(|w| !w.broken && w.epoch == epoch);
+            if live || state.refused == Some(epoch) {
+                return;
+            }
+        }
+        let Ok(session) = fw.session() else { return };
+        match session.client.watch(full_path, AddWatchMode::Persistent).await {
+            Ok(watcher) => {
+                let mut state = self.state.lock();
+                // The old watcher goes only now: with the new one in place, the client sends
+                // no RemoveWatches for the path.
+                let old = state.watch.replace(Watch { watcher, epoch: session.epoch, broken: false });
+                state.known = None;
+                drop(state);
+                drop(old);
+            }
+            Err(e) => {
+                let e = crate::Error::from(e);
+                if !e.is_connection_error() && !e.is_session_lost() {
+                    tracing::debug!(path = %full_path, error = %e, "atomic value: the server refused a persistent watch; every try reads first");
+                    self.state.lock().refused = Some(session.epoch);
+                }
+            }
+        }
+    }
+}
