@@ -51,6 +51,23 @@ fn long(value: i64) -> Vec<u8> {
     value.to_be_bytes().to_vec()
 }
 
+/// Two increments of a node initialized to 0: the handle knows 2 at version 2 (its first
+/// operation adds no watch, its second adds it and reads).
+async fn known_at_version_2(hits: &DistributedAtomicLong) {
+    for i in 0..2 {
+        assert_eq!(*hits.increment().await.unwrap().post_value(), i + 1);
+    }
+}
+
+/// The node deleted and made again by `other`, holding 100 at version 2.
+async fn made_again_at_version_2(other: &Framework, path: &str) {
+    other.delete(path).await.unwrap();
+    other.create(path).data(&long(50)).await.unwrap();
+    other.set_data(path, &long(75)).await.unwrap();
+    let stat = other.set_data(path, &long(100)).await.unwrap();
+    assert_eq!(stat.version, 2, "the new node is at the version the handle knows");
+}
+
 #[tokio::test]
 async fn increments_of_one_handle_on_a_quiet_node_are_one_write_each() {
     init_tracing();
@@ -70,10 +87,36 @@ async fn increments_of_one_handle_on_a_quiet_node_are_one_write_each() {
             assert_eq!((*result.pre_value(), *result.post_value()), (i, i + 1));
         }
         let counts = proxy.counts().since(&before);
-        // The watch once, the node read once, then one write per increment.
-        let expected = [("addWatch", 1), ("getData", 1), ("setData", N as u64)];
+        // The first increment as Curator's (no watch for a handle that may change the node
+        // once), then the watch once, the node read once, and one write per increment.
+        let expected = [("addWatch", 1), ("getData", 2), ("setData", N as u64)];
         assert_eq!(requests(&counts), expected, "{}", counts.per_op(N as usize));
         assert_eq!(value_of(&other, &path).await, N);
+        fw.close().await;
+        other.close().await;
+    })
+    .await;
+}
+
+/// A handle made for one change costs Curator's two requests, and nothing when it drops.
+#[tokio::test]
+async fn a_handle_made_for_one_increment_adds_no_watch() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let server = server().await;
+        let other = plain_framework(&server, SESSION).await;
+        let proxy = CountingProxy::start(&server).await.expect("counting proxy");
+        let fw = plain_framework(&proxy.connect_string(), SESSION).await;
+        let path = unique_path("atomic-known", "one-shot-handle");
+        assert!(counter(&other, &path).initialize(0).await.unwrap());
+        let before = proxy.counts();
+        for i in 0..5 {
+            let result = counter(&fw, &path).increment().await.unwrap();
+            assert_eq!((*result.pre_value(), *result.post_value()), (i, i + 1));
+        }
+        round_trip(&fw).await;
+        let counts = proxy.counts().since(&before);
+        assert_eq!(requests(&counts), [("exists", 1), ("getData", 5), ("setData", 5)], "{counts:?}");
         fw.close().await;
         other.close().await;
     })
@@ -91,7 +134,7 @@ async fn a_write_by_another_session_is_read_before_the_next_write() {
         let path = unique_path("atomic-known", "other-writer");
         assert!(counter(&other, &path).initialize(0).await.unwrap());
         let hits = counter(&fw, &path);
-        assert_eq!(*hits.increment().await.unwrap().post_value(), 1);
+        known_at_version_2(&hits).await;
         counter(&other, &path).force_set(100).await.unwrap();
         round_trip(&fw).await;
         let before = proxy.counts();
@@ -121,12 +164,8 @@ async fn a_node_made_again_up_to_the_known_version_is_read_not_written_over() {
         let path = unique_path("atomic-known", "made-again");
         assert!(counter(&other, &path).initialize(0).await.unwrap());
         let hits = counter(&fw, &path);
-        // Known: 1 at version 1.
-        assert_eq!(*hits.increment().await.unwrap().post_value(), 1);
-        other.delete(&path).await.unwrap();
-        other.create(&path).data(&long(50)).await.unwrap();
-        let stat = other.set_data(&path, &long(100)).await.unwrap();
-        assert_eq!(stat.version, 1, "the new node is at the version the handle knows");
+        known_at_version_2(&hits).await;
+        made_again_at_version_2(&other, &path).await;
         round_trip(&fw).await;
         let result = hits.increment().await.unwrap();
         assert!(result.succeeded());
@@ -151,15 +190,13 @@ async fn a_change_while_the_connection_was_down_is_read_after_it() {
         let path = unique_path("atomic-known", "reconnect");
         assert!(counter(&other, &path).initialize(0).await.unwrap());
         let hits = counter(&fw, &path);
-        assert_eq!(*hits.increment().await.unwrap().post_value(), 1);
+        known_at_version_2(&hits).await;
         let epoch = fw.snapshot().epoch;
 
         faulty.proxy.refuse_new(true);
         faulty.proxy.drop_connections();
         wait_for_state(&fw, LIMIT, "disconnected", |s| !s.state.is_connected()).await;
-        other.delete(&path).await.unwrap();
-        other.create(&path).data(&long(50)).await.unwrap();
-        assert_eq!(other.set_data(&path, &long(100)).await.unwrap().version, 1);
+        made_again_at_version_2(&other, &path).await;
         faulty.proxy.refuse_new(false);
         let back = wait_connected(&fw, LIMIT, epoch).await;
         assert_eq!(back.epoch, epoch, "the same session came back");

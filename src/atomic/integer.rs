@@ -14,10 +14,10 @@ use crate::retry::RetryPolicy;
 /// a [`PromotedToLock`]. Arithmetic wraps, as Java's does.
 ///
 /// A handle keeps the bytes and version its own last reply found, with a persistent watch
-/// on the node (one `AddWatch` per session): while the watch reports no change, a change
-/// skips the read and is one versioned write. Another session's write, the node deleted,
-/// or a broken connection drops what it knows, and the next try reads first, as Curator's
-/// always does. The same framework should not also set one-shot watches on the node (a
+/// on the node (one `AddWatch` per session, from the handle's second operation on): while
+/// the watch reports no change, a change skips the read and is one versioned write.
+/// Another session's write, the node deleted, or a broken connection drops what it knows,
+/// and the next try reads first, as Curator's always does. The same framework should not also set one-shot watches on the node (a
 /// `SharedCount` on the same path): on ZooKeeper 3.6-3.8 they silence the persistent one.
 ///
 /// A change whose write broke mid-flight is settled by reading the node back when that

@@ -63,6 +63,8 @@ struct State {
     known: Option<Known>,
     /// The session on which the server refused the watch.
     refused: Option<u64>,
+    /// Operations that asked for the watch; the first does not get it.
+    asked: u32,
 }
 
 /// See the module docs.
@@ -139,13 +141,19 @@ impl Knowledge {
         self.state.lock().known = None;
     }
 
-    /// Adds the watch on `full_path` if the current session has no live one (the first
-    /// operation, and the first after every reconnection or new session: one `AddWatch`).
-    /// Failing to add it only means the next try reads first.
+    /// Adds the watch on `full_path` if the current session has no live one (one `AddWatch`
+    /// by the handle's second operation, and again by the first after every reconnection or
+    /// new session). A handle's first operation adds none, so a handle made for one change
+    /// costs what Curator's does (a watch would add an `AddWatch` and, when the handle drops,
+    /// a `RemoveWatches`). Failing to add it only means the next try reads first.
     pub(crate) async fn watch(&self, fw: &Framework, full_path: &str) {
         let epoch = fw.epoch();
         {
             let mut state = self.state.lock();
+            state.asked = state.asked.saturating_add(1);
+            if state.asked < 2 {
+                return;
+            }
             state.drain(fw);
             let live = state.watch.as_ref().is_some_and(|w| !w.broken && w.epoch == epoch);
             if live || state.refused == Some(epoch) {
