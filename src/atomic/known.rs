@@ -32,10 +32,10 @@
 //! A server that refuses the watch (ZooKeeper 3.5, or a watch manager that cannot keep
 //! persistent watches) is asked once per session; every try then reads first, as Curator's.
 
-use futures::FutureExt;
-use zookeeper_client::{AddWatchMode, EventType, PersistentWatcher, Stat};
+use zookeeper_client::Stat;
 
 use crate::framework::Framework;
+use crate::shared::node_watch::NodeWatch;
 use crate::sync::Mutex;
 
 /// The node's bytes and version as one of the handle's replies found them.
@@ -46,22 +46,12 @@ pub(crate) struct Known {
     mzxid: i64,
 }
 
-/// The persistent watch on the node, on the session it was added on.
-#[derive(Debug)]
-struct Watch {
-    watcher: PersistentWatcher,
-    epoch: u64,
-    /// The connection it was added on broke, or the session ended: the server no longer
-    /// holds it, and it is not polled again (zookeeper-client panics when a watcher is polled
-    /// after a terminal session state).
-    broken: bool,
-}
-
 #[derive(Debug, Default)]
 struct State {
-    watch: Option<Watch>,
+    watch: Option<NodeWatch>,
     known: Option<Known>,
-    /// The session on which the server refused the watch.
+    /// The session on which the watch could not be had (refused by the server, or the path
+    /// watched recursively by this framework).
     refused: Option<u64>,
     /// Operations that asked for the watch; the first does not get it.
     asked: u32,
@@ -74,37 +64,22 @@ pub(crate) struct Knowledge {
 }
 
 impl State {
-    /// Reads every event queued on the watch. Any change, a session event (which breaks the
-    /// watch) or no live watch at all drops the knowledge. Returns the highest zxid the
-    /// changes carried (servers from 3.9 send it; older ones send none).
+    /// Reads every event queued on the watch. Any change, a broken watch or none at all drops
+    /// the knowledge. Returns the highest zxid the changes carried.
     fn drain(&mut self, fw: &Framework) -> Option<i64> {
-        let mut latest = None;
         let Some(watch) = self.watch.as_mut() else {
             self.known = None;
-            return latest;
+            return None;
         };
-        if watch.epoch != fw.epoch() {
-            // A new session: the old client's watcher is not polled again.
-            watch.broken = true;
-        }
-        while !watch.broken {
-            let Some(event) = watch.watcher.changed().now_or_never() else { break };
-            match event.event_type {
-                // A child of the node came or went: its bytes did not change.
-                EventType::NodeChildrenChanged => {}
-                EventType::Session => watch.broken = true,
-                _ => {
-                    self.known = None;
-                    if event.zxid >= 0 {
-                        latest = latest.max(Some(event.zxid));
-                    }
-                }
-            }
-        }
-        if watch.broken {
+        let drained = watch.drain(fw);
+        if drained.changes > 0 || !watch.is_live(fw) {
             self.known = None;
         }
-        latest
+        drained.latest_zxid
+    }
+
+    fn is_live(&mut self, fw: &Framework) -> bool {
+        self.watch.as_mut().is_some_and(|w| w.is_live(fw))
     }
 }
 
@@ -121,7 +96,7 @@ impl Knowledge {
     pub(crate) fn learned(&self, fw: &Framework, data: &[u8], stat: &Stat) {
         let mut state = self.state.lock();
         let latest = state.drain(fw);
-        if !state.watch.as_ref().is_some_and(|w| !w.broken) {
+        if !state.is_live(fw) {
             return;
         }
         // An event queued between the reply and this call, for a change after what the reply
@@ -155,28 +130,24 @@ impl Knowledge {
                 return;
             }
             state.drain(fw);
-            let live = state.watch.as_ref().is_some_and(|w| !w.broken && w.epoch == epoch);
-            if live || state.refused == Some(epoch) {
+            if state.is_live(fw) || state.refused == Some(epoch) {
                 return;
             }
         }
-        let Ok(session) = fw.session() else { return };
-        match session.client.watch(full_path, AddWatchMode::Persistent).await {
-            Ok(watcher) => {
+        match NodeWatch::add(fw, full_path).await {
+            Ok(watch) => {
                 let mut state = self.state.lock();
                 // The old watcher goes only now: with the new one in place, the client sends
                 // no RemoveWatches for the path.
-                let old = state.watch.replace(Watch { watcher, epoch: session.epoch, broken: false });
+                let old = state.watch.replace(watch);
                 state.known = None;
                 drop(state);
                 drop(old);
             }
+            Err(e) if e.is_connection_error() || e.is_session_lost() || matches!(e, crate::Error::Closed) => {}
             Err(e) => {
-                let e = crate::Error::from(e);
-                if !e.is_connection_error() && !e.is_session_lost() {
-                    tracing::debug!(path = %full_path, error = %e, "atomic value: the server refused a persistent watch; every try reads first");
-                    self.state.lock().refused = Some(session.epoch);
-                }
+                tracing::debug!(path = %full_path, error = %e, "atomic value: no persistent watch on this session; every try reads first");
+                self.state.lock().refused = Some(epoch);
             }
         }
     }

@@ -178,8 +178,9 @@ struct Entry {
     rearm: Arc<Notify>,
 }
 
-/// Removes a watch's entry from the table when its task ends.
-struct Registered {
+/// A persistent watch's entry in the framework's table, removed when this drops (when the
+/// watch's task ends, or a recipe drops its own watcher).
+pub(crate) struct Registered {
     table: Arc<Mutex<Table>>,
     id: u64,
 }
@@ -231,24 +232,8 @@ impl Framework {
         if self.server_refuses_persistent_watches() {
             return Err(ZkError::Unimplemented.into());
         }
-        let registry = self.registry();
         let rearm = Arc::new(Notify::new());
-        let registered = {
-            let mut table = registry.watches.lock();
-            if let Some(other) = table.entries.iter().find(|e| e.full_path == full_path && e.mode != mode) {
-                return Err(Error::invalid_argument(
-                    "mode",
-                    format!(
-                        "{path} is already watched as {:?} by this framework; a session keeps one mode per path",
-                        other.mode
-                    ),
-                ));
-            }
-            table.next_id += 1;
-            let id = table.next_id;
-            table.entries.push(Entry { id, full_path: full_path.clone(), mode, rearm: rearm.clone() });
-            Registered { table: registry.watches.clone(), id }
-        };
+        let registered = self.register_persistent_watch(&full_path, mode, rearm.clone())?;
         let mut state = self.state_watch();
         let (epoch, watcher) = self
             .with_retry(|session: Session| {
@@ -266,6 +251,37 @@ impl Framework {
         let task = Task { weak: self.downgrade(), full_path, mode, tx, rearm, _registered: registered };
         tokio::spawn(task.run(watcher, epoch, read_only, state));
         Ok(PersistentWatch { path: path.to_owned(), mode, events })
+    }
+
+    /// Enters a persistent watch on `full_path` in the framework's table (for a recipe that
+    /// adds its own watcher on the session's client): while the returned entry lives, a
+    /// watched read of this framework on the path is refused, and a watch in the other mode
+    /// too. `rearm` is notified if the watch must be added again.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the framework already watches `full_path` in the other
+    /// mode.
+    pub(crate) fn register_persistent_watch(
+        &self,
+        full_path: &str,
+        mode: WatchMode,
+        rearm: Arc<Notify>,
+    ) -> Result<Registered> {
+        let registry = self.registry();
+        let mut table = registry.watches.lock();
+        if let Some(other) = table.entries.iter().find(|e| e.full_path == full_path && e.mode != mode) {
+            return Err(Error::invalid_argument(
+                "mode",
+                format!(
+                    "{full_path} is already watched as {:?} by this framework; a session keeps one mode per path",
+                    other.mode
+                ),
+            ));
+        }
+        table.next_id += 1;
+        let id = table.next_id;
+        table.entries.push(Entry { id, full_path: full_path.to_owned(), mode, rearm });
+        Ok(Registered { table: registry.watches.clone(), id })
     }
 
     /// Whether a persistent watch of this framework is set on `full_path` (for code that is
@@ -288,7 +304,7 @@ impl Framework {
 
     /// Records a refused `addWatch` for the session it was sent on; every refusal of the
     /// feature is reported as `Unimplemented`.
-    fn note_refusal(&self, error: Error, epoch: u64) -> Error {
+    pub(crate) fn note_refusal(&self, error: Error, epoch: u64) -> Error {
         match error {
             Error::ZooKeeper(e) if refuses_persistent_watches(&e) => {
                 self.note_persistent_watches_refused(epoch);

@@ -40,7 +40,7 @@ enum Armed {
     Nothing,
 }
 
-async fn run(fw: Framework, path: String, tx: watch::Sender<VersionedValue<Vec<u8>>>) {
+pub(crate) async fn run(fw: Framework, path: String, tx: watch::Sender<VersionedValue<Vec<u8>>>) {
     let mut states = fw.state_watch();
     states.borrow_and_update();
     loop {

@@ -3,7 +3,9 @@
 //! compare-and-set on the node's version and change notification.
 
 mod count;
+mod follow;
 mod mirror;
+pub(crate) mod node_watch;
 mod value;
 mod version;
 pub(crate) mod versioned;

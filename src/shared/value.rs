@@ -2,6 +2,7 @@
 //! notification (Curator's `SharedValue`).
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::stream::BoxStream;
@@ -9,7 +10,9 @@ use futures::{Stream, StreamExt};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
+use super::follow::{self, Follower};
 use super::mirror;
+use super::node_watch::NodeWatch;
 use super::version::VersionedValue;
 use super::versioned::{set_versioned, Cas};
 use crate::error::{Error, Result, ZkError};
@@ -22,9 +25,11 @@ use crate::sync::Mutex;
 ///
 /// [`start`](Self::start) creates the node with the seed if it does not exist (an existing
 /// value always wins) and reads it; from then on a background task keeps the local copy
-/// current with one-shot watches, reads again after every reconnection and every new session
-/// (a change made meanwhile is not missed), and follows the node if it is deleted and made
-/// again. Copies are ordered by the node's `mzxid`, so a version that wrapped after
+/// current with a persistent watch on the node (one-shot watches on a server without
+/// persistent watches), reads again after every change another writer makes, after every
+/// reconnection and every new session (a change made meanwhile is not missed), and follows the
+/// node if it is deleted and made again. The value's own writes cost no read: the copy takes
+/// their bytes, and the watch shows whether anything else changed. Copies are ordered by the node's `mzxid`, so a version that wrapped after
 /// `i32::MAX` writes does not freeze the copy.
 ///
 /// ```no_run
@@ -47,6 +52,8 @@ pub struct SharedValue {
     seed: Vec<u8>,
     tx: watch::Sender<VersionedValue<Vec<u8>>>,
     task: Mutex<Option<AbortHandle>>,
+    /// Set by `start` on a server with persistent watches.
+    follower: Mutex<Option<Arc<Follower>>>,
 }
 
 impl SharedValue {
@@ -58,7 +65,14 @@ impl SharedValue {
     pub fn new(framework: &Framework, path: &str, seed: Vec<u8>) -> Result<SharedValue> {
         path::validate_recipe_path(path)?;
         let (tx, _) = watch::channel(VersionedValue::new(-1, -1, seed.clone()));
-        Ok(SharedValue { framework: framework.clone(), path: path.to_owned(), seed, tx, task: Mutex::new(None) })
+        Ok(SharedValue {
+            framework: framework.clone(),
+            path: path.to_owned(),
+            seed,
+            tx,
+            task: Mutex::new(None),
+            follower: Mutex::new(None),
+        })
     }
 
     /// The node's path.
@@ -87,10 +101,26 @@ impl SharedValue {
             Err(Error::OutcomeUnknown { .. }) => {}
             Err(e) => return Err(e),
         }
+        let full_path = self.framework.full_path(&self.path)?;
+        // A persistent watch before the first read, so no change after the read goes
+        // unreported; a server without persistent watches gets one-shot watches.
+        let watch = match NodeWatch::add(&self.framework, &full_path).await {
+            Ok(watch) => Some(watch),
+            Err(e) if e.is_connection_error() || e.is_session_lost() || matches!(e, Error::Closed) => return Err(e),
+            Err(_) => None,
+        };
         self.refresh().await?;
         let mut task = self.task.lock();
         if task.is_none() {
-            *task = Some(mirror::spawn(self.framework.clone(), self.path.clone(), self.tx.clone()));
+            let (fw, path, tx) = (self.framework.clone(), self.path.clone(), self.tx.clone());
+            *task = Some(match watch {
+                Some(watch) => {
+                    let follower = Follower::with_watch(watch);
+                    *self.follower.lock() = Some(follower.clone());
+                    tokio::spawn(follow::run(fw, path, full_path, tx, follower)).abort_handle()
+                }
+                None => mirror::spawn(fw, path, tx),
+            });
         }
         Ok(())
     }
@@ -101,6 +131,15 @@ impl SharedValue {
         if let Some(task) = self.task.lock().take() {
             task.abort();
         }
+        if let Some(follower) = self.follower.lock().take() {
+            follower.stop();
+        }
+    }
+
+    /// The start of a write, for the follower to tell its own event from others'.
+    fn begin_write(&self) -> Option<follow::Write> {
+        let follower = self.follower.lock().clone()?;
+        follower.begin_write(&self.framework)
     }
 
     /// The current value (the seed before [`start`](Self::start)).
@@ -122,7 +161,11 @@ impl SharedValue {
     /// # Cancel safety
     /// A cancelled write may still happen on the server.
     pub async fn set(&self, value: &[u8]) -> Result<()> {
+        let write = self.begin_write();
         let stat = self.framework.set_data(&self.path, value).await?;
+        if let Some(write) = write {
+            write.written(&self.framework);
+        }
         mirror::offer(&self.tx, value.to_vec(), &stat);
         Ok(())
     }
@@ -149,13 +192,23 @@ impl SharedValue {
                 return Ok(false);
             }
         }
+        let mut write = self.begin_write();
         match set_versioned(&self.framework, &self.path, value, previous.version, "try_set").await? {
             Cas::Written(stat) => {
+                if let Some(write) = write {
+                    write.written(&self.framework);
+                }
                 mirror::offer(&self.tx, value.to_vec(), &stat);
                 Ok(true)
             }
             Cas::Conflict => {
+                if let Some(write) = write.as_mut() {
+                    write.lost(&self.framework);
+                }
                 self.refresh().await?;
+                if let Some(write) = write {
+                    write.read();
+                }
                 Ok(false)
             }
         }
