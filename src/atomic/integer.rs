@@ -17,8 +17,9 @@ use crate::retry::RetryPolicy;
 /// on the node (one `AddWatch` per session, from the handle's second operation on): while
 /// the watch reports no change, a change skips the read and is one versioned write.
 /// Another session's write, the node deleted, or a broken connection drops what it knows,
-/// and the next try reads first, as Curator's always does. The same framework should not also set one-shot watches on the node (a
-/// `SharedCount` on the same path): on ZooKeeper 3.6-3.8 they silence the persistent one.
+/// and the next try reads first, as Curator's always does. While a handle watches, the
+/// framework refuses its own one-shot watches on the node (on ZooKeeper 3.6-3.8 they would
+/// silence the persistent one); code that shares the session's raw client must not set any.
 ///
 /// A change whose write broke mid-flight is settled by reading the node back when that
 /// proves it was not applied, and otherwise reported as

@@ -1,4 +1,5 @@
-//! The task that keeps a shared value's local copy current: a watched read of the node, again
+//! The task that keeps a shared value's local copy current on a server without persistent
+//! watches ([`follow`](super::follow) is the one used elsewhere): a watched read of the node, again
 //! after every change it reports, and again after every (re)connection, so that a change made
 //! while the connection was down, or under a session that ended, is read in the end.
 //!
