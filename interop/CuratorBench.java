@@ -40,6 +40,8 @@
 //   cache-nodes cache-load: nodes below BASE_PATH (the bench creates the tree; default 10000)
 //   event-nodes, event-passes, writes-in-flight  cache-events: nodes, writes per node, and the
 //               writer's set-data requests in flight (defaults 1000, 10, 32)
+//   external-writer  cache-events: 1 = the measured round's writes come from the bench
+//               (see below); 0 (default) = from this process's own writer
 //   retries, retry-sleep-ms  counter-increment: the DistributedAtomicLong's RetryNTimes (10, 1)
 //   instances, cache-queries  discovery-query: instances registered (1000), measured
 //               ServiceCache.getInstances() calls (500); CYCLES and WARMUP are its queries
@@ -79,7 +81,11 @@
 // reply to the first event of its version or a later one. Before it, whole rounds (fresh
 // cache, every pass written) for at least 3 rounds and until jit-warmup-ms have passed. The
 // end: the cache equals a fresh read, and each node's versions in events only ever increased
-// (exit 3 otherwise).
+// (exit 3 otherwise). With external-writer=1 the warm-up rounds are the same, and then the
+// measured round prints "READY <base>" (every node is at version base), writes nothing, and
+// once every node's version base+event-passes has arrived prints each event as
+// "E <node index> <version - base> <wall-clock µs>" and a JSON line with ops; the bench,
+// whose writer made the round's writes, computes the line's times.
 //
 // Per session one CuratorFramework and one recipe object (InterProcessMutex,
 // InterProcessSemaphoreV2 or InterProcessReadWriteLock), used as a Curator user would:
@@ -348,6 +354,7 @@ public final class CuratorBench {
         int eventNodes = 1000;
         int eventPasses = 10;
         int writesInFlight = 32;
+        boolean externalWriter = false;
         int retries = 10;
         int retrySleepMs = 1;
         int instances = 1000;
@@ -393,6 +400,9 @@ public final class CuratorBench {
                 case "writes-in-flight":
                     writesInFlight = number(value, "writes-in-flight", 1);
                     break;
+                case "external-writer":
+                    externalWriter = number(value, "external-writer", 0) != 0;
+                    break;
                 case "retries":
                     retries = number(value, "retries", 0);
                     break;
@@ -433,7 +443,7 @@ public final class CuratorBench {
                 line = workload.equals("cache-load")
                         ? CacheBench.load(client, path, jitWarmupMs, label)
                         : CacheBench.events(client, writer, path, eventNodes, eventPasses, writesInFlight, jitWarmupMs,
-                                label);
+                                externalWriter, label);
             } catch (Violation e) {
                 fail(one, 3, "CACHE DIVERGED FROM THE SERVER: " + e.getMessage());
                 return;
@@ -999,11 +1009,14 @@ public final class CuratorBench {
             long started;
             long written;
             long ended;
+            /** External writer: the wall clock (µs since the epoch) at `nanoAnchor`. */
+            long wallAnchorMicros;
+            long nanoAnchor;
         }
 
         /** Writes every pass over `paths` (versions base+1 .. base+passes) under a fresh cache. */
         static Round round(CuratorFramework client, CuratorFramework writer, String path, List<String> paths, int base,
-                int passes, int inFlight, boolean check) throws Exception {
+                int passes, int inFlight, boolean check, boolean external) throws Exception {
             java.util.Map<String, Integer> index = new java.util.HashMap<>();
             for (int i = 0; i < paths.size(); i++) {
                 index.put(paths.get(i), i);
@@ -1041,36 +1054,48 @@ public final class CuratorBench {
                 }
             }).build();
             CuratorCache cache = loadOnce(client, path, listener);
-            org.apache.zookeeper.ZooKeeper zk = writer.getZookeeperClient().getZooKeeper();
-            java.util.concurrent.Semaphore slots = new java.util.concurrent.Semaphore(inFlight);
-            AtomicInteger wrongVersions = new AtomicInteger();
-            AtomicInteger errors = new AtomicInteger();
-            java.util.concurrent.CountDownLatch allWritten = new java.util.concurrent.CountDownLatch(paths.size() * passes);
-            r.started = System.nanoTime();
-            for (int pass = 1; pass <= passes; pass++) {
-                byte[] data = Integer.toString(base + pass).getBytes(StandardCharsets.UTF_8);
-                for (int i = 0; i < paths.size(); i++) {
-                    slots.acquire();
-                    int node = i;
-                    int p = pass;
-                    zk.setData(paths.get(i), data, -1, (rc, at, ctx, stat) -> {
-                        r.replied[node][p - 1] = System.nanoTime();
-                        if (rc != 0) {
-                            errors.incrementAndGet();
-                        } else if (stat.getVersion() != base + p) {
-                            wrongVersions.incrementAndGet();
-                        }
-                        slots.release();
-                        allWritten.countDown();
-                    }, null);
+            if (external) {
+                // The bench's own writer writes this round (the same writer as the zk-recipes
+                // line's): say where the versions start, and when each event came in wall-clock
+                // microseconds (the writer's process has another monotonic clock).
+                r.wallAnchorMicros = java.time.temporal.ChronoUnit.MICROS.between(java.time.Instant.EPOCH,
+                        java.time.Instant.now());
+                r.nanoAnchor = System.nanoTime();
+                r.started = r.nanoAnchor;
+                System.out.println("READY " + base);
+                System.out.flush();
+            } else {
+                org.apache.zookeeper.ZooKeeper zk = writer.getZookeeperClient().getZooKeeper();
+                java.util.concurrent.Semaphore slots = new java.util.concurrent.Semaphore(inFlight);
+                AtomicInteger wrongVersions = new AtomicInteger();
+                AtomicInteger errors = new AtomicInteger();
+                java.util.concurrent.CountDownLatch allWritten = new java.util.concurrent.CountDownLatch(paths.size() * passes);
+                r.started = System.nanoTime();
+                for (int pass = 1; pass <= passes; pass++) {
+                    byte[] data = Integer.toString(base + pass).getBytes(StandardCharsets.UTF_8);
+                    for (int i = 0; i < paths.size(); i++) {
+                        slots.acquire();
+                        int node = i;
+                        int p = pass;
+                        zk.setData(paths.get(i), data, -1, (rc, at, ctx, stat) -> {
+                            r.replied[node][p - 1] = System.nanoTime();
+                            if (rc != 0) {
+                                errors.incrementAndGet();
+                            } else if (stat.getVersion() != base + p) {
+                                wrongVersions.incrementAndGet();
+                            }
+                            slots.release();
+                            allWritten.countDown();
+                        }, null);
+                    }
                 }
-            }
-            allWritten.await();
-            r.written = System.nanoTime();
-            if (errors.get() > 0 || wrongVersions.get() > 0) {
-                cache.close();
-                throw new Exception(errors.get() + " writes failed, " + wrongVersions.get()
-                        + " found an unexpected version: is the path in use?");
+                allWritten.await();
+                r.written = System.nanoTime();
+                if (errors.get() > 0 || wrongVersions.get() > 0) {
+                    cache.close();
+                    throw new Exception(errors.get() + " writes failed, " + wrongVersions.get()
+                            + " found an unexpected version: is the path in use?");
+                }
             }
             if (!done.await(60, TimeUnit.SECONDS)) {
                 cache.close();
@@ -1089,7 +1114,7 @@ public final class CuratorBench {
         }
 
         static String events(CuratorFramework client, CuratorFramework writer, String path, int nodes, int passes, int inFlight,
-                long jitWarmupMs, String label) throws Exception {
+                long jitWarmupMs, boolean external, String label) throws Exception {
             client.create().creatingParentsIfNeeded().forPath(path);
             List<String> paths = new ArrayList<>();
             for (int i = 0; i < nodes; i++) {
@@ -1101,11 +1126,30 @@ public final class CuratorBench {
             int base = 0;
             int warmups = 0;
             while (warmups < 3 || System.nanoTime() - until < 0) {
-                round(client, writer, path, paths, base, passes, inFlight, false);
+                round(client, writer, path, paths, base, passes, inFlight, false, false);
                 base += passes;
                 warmups++;
             }
-            Round r = round(client, writer, path, paths, base, passes, inFlight, true);
+            Round r = round(client, writer, path, paths, base, passes, inFlight, true, external);
+            if (external) {
+                // Every event as "E <node> <version> <wall µs>"; the bench times the line.
+                StringBuilder out = new StringBuilder();
+                for (int i = 0; i < nodes; i++) {
+                    for (long[] event : r.seen.get(i)) {
+                        long micros = r.wallAnchorMicros + (event[1] - r.nanoAnchor) / 1000;
+                        out.append("E ").append(i).append(' ').append(event[0] - base).append(' ').append(micros)
+                                .append('\n');
+                    }
+                }
+                System.err.printf(Locale.ROOT, "[locks]   %-20s %d warm-up rounds%n", "curator", warmups);
+                for (String node : paths) {
+                    client.delete().forPath(node);
+                }
+                client.delete().forPath(path);
+                return out.append(String.format(Locale.ROOT,
+                        "{\"impl\":\"curator\",\"workload\":\"cache-events\",\"ops\":%d,\"label\":%s}",
+                        r.delivered, jsonString(label))).toString();
+            }
             long[] samples = new long[nodes * passes];
             int n = 0;
             for (int i = 0; i < nodes; i++) {

@@ -152,7 +152,7 @@ fn rss_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
-fn line(workload: Workload, implementation: &'static str, secs: f64, samples: Vec<Duration>) -> Measured {
+pub(crate) fn line(workload: Workload, implementation: &'static str, secs: f64, samples: Vec<Duration>) -> Measured {
     Measured {
         implementation,
         workload,
@@ -238,6 +238,52 @@ pub(crate) async fn create_event_nodes(client: &zk::Client, dir: &str, n: usize)
     Ok(paths)
 }
 
+/// cache-events' writer (the zk-recipes line's, and Curator's measured round's): sets the data
+/// of every node of `paths` to versions `base + 1` ..= `base + passes` in turn, pass after pass,
+/// [`WRITES_IN_FLIGHT`] at a time. Returns each write as (node, version - base, its reply).
+pub(crate) async fn write_passes(
+    writer: &zk::Client,
+    paths: &[String],
+    base: i32,
+    passes: i32,
+) -> BenchResult<Vec<(usize, i32, Instant)>> {
+    futures::stream::iter((1..=passes).flat_map(|v| (0..paths.len()).map(move |i| (i, v))))
+        .map(|(i, v)| {
+            let (writer, path) = (writer.clone(), paths[i].clone());
+            async move {
+                let stat = writer.set_data(&path, (base + v).to_string().as_bytes(), None).await?;
+                if stat.version != base + v {
+                    return Err(BenchError::Failed(format!(
+                        "cache-events: {path} has version {} after write {}: is the path in use?",
+                        stat.version,
+                        base + v
+                    )));
+                }
+                Ok::<_, BenchError>((i, v, Instant::now()))
+            }
+        })
+        .buffered(WRITES_IN_FLIGHT)
+        .try_collect()
+        .await
+}
+
+/// cache-events' latency per write: from its reply to the first event of its version or a later
+/// one (`ended` when there was none; 0 when the event came first). `seen` holds each node's
+/// events as (version, when).
+pub(crate) fn latencies(
+    writes: &[(usize, i32, Instant)],
+    seen: &[Vec<(i32, Instant)>],
+    ended: Instant,
+) -> Vec<Duration> {
+    writes
+        .iter()
+        .map(|(i, v, replied)| {
+            let at = seen[*i].iter().find(|(version, _)| version >= v).map_or(ended, |(_, at)| *at);
+            at.saturating_duration_since(*replied)
+        })
+        .collect()
+}
+
 /// cache-events: a raw writer session sets the data of `--event-nodes` nodes, `--event-passes`
 /// times each, [`WRITES_IN_FLIGHT`] writes in flight; a `CuratorCache` on another session
 /// receives the changes. ops = `Changed` events delivered (quick writes of one node may
@@ -294,32 +340,11 @@ pub(crate) async fn cache_events(o: &Options, connect: &str, dir: &str) -> Bench
     });
 
     let started = Instant::now();
-    let writes: Vec<(usize, i32, Instant)> =
-        futures::stream::iter((1..=passes).flat_map(|v| (0..paths.len()).map(move |i| (i, v))))
-            .map(|(i, v)| {
-                let (writer, path) = (writer.clone(), paths[i].clone());
-                async move {
-                    let stat = writer.set_data(&path, v.to_string().as_bytes(), None).await?;
-                    if stat.version != v {
-                        return Err(BenchError::Failed(format!(
-                            "cache-events: {path} has version {} after write {v}: is the path in use?",
-                            stat.version
-                        )));
-                    }
-                    Ok::<_, BenchError>((i, v, Instant::now()))
-                }
-            })
-            .buffered(WRITES_IN_FLIGHT)
-            .try_collect()
-            .await?;
+    let writes = write_passes(&writer, &paths, 0, passes).await?;
     let written = Instant::now();
     let (seen, delivered, ended) =
         consumer.await.map_err(|e| BenchError::Failed(format!("cache-events: the consumer failed: {e}")))??;
-    let mut samples = Vec::with_capacity(writes.len());
-    for (i, v, replied) in &writes {
-        let at = seen[*i].iter().find(|(version, _)| version >= v).map_or(ended, |(_, at)| *at);
-        samples.push(at.saturating_duration_since(*replied));
-    }
+    let samples = latencies(&writes, &seen, ended);
     // The end: the cache equals a fresh read of the server.
     let mut server = Nodes::new();
     let (data, stat) = writer.get_data(dir).await?;

@@ -116,7 +116,8 @@ impl CuratorBench {
         };
         let counts_before = target.proxy.map(|p| p.counts());
         let counted = target.proxy.is_some();
-        let output = tokio::process::Command::new(&self.java)
+        let mut command = tokio::process::Command::new(&self.java);
+        command
             .arg("-cp")
             .arg(&self.classpath)
             .arg(CURATOR_MAIN)
@@ -145,8 +146,15 @@ impl CuratorBench {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            // Not `output()`: that would capture stderr too.
+            .kill_on_drop(true);
+        if workload == Workload::CacheEvents && !counted {
+            // The measured round's writes come from this process's writer, as in the zk-recipes
+            // line: the rate follows the writer, and the two clients' writers differ.
+            command.arg("external-writer=1");
+            return self.cache_events_with_our_writer(command, o, target).await;
+        }
+        // Not `output()`: that would capture stderr too.
+        let output = command
             .spawn()
             .map_err(|e| BenchError::Failed(format!("starting {}: {e}", self.java.display())))?
             .wait_with_output()
@@ -165,21 +173,8 @@ impl CuratorBench {
                 eprintln!("[locks] {CURATOR_MAIN}: {line}");
             }
         }
-        match output.status.code() {
-            Some(0) => {}
-            Some(3) if matches!(workload, Workload::CacheLoad | Workload::CacheEvents) => {
-                return Err(BenchError::Diverged(format!("{CURATOR_MAIN} (Curator) exited with code 3")))
-            }
-            Some(3)
-                if matches!(
-                    workload,
-                    Workload::CounterIncrement | Workload::SharedCountCas | Workload::QueueThroughput
-                ) =>
-            {
-                return Err(BenchError::Miscounted(format!("{CURATOR_MAIN} (Curator) exited with code 3")))
-            }
-            Some(3) => return Err(BenchError::Violation(format!("{CURATOR_MAIN} (Curator) exited with code 3"))),
-            _ => return Err(BenchError::Failed(format!("{CURATOR_MAIN} failed ({})", output.status))),
+        if output.status.code() != Some(0) {
+            return Err(exit_error(workload, output.status));
         }
         if lines.is_empty() {
             return Err(BenchError::Failed(format!("{CURATOR_MAIN} printed no JSON line")));
@@ -204,5 +199,101 @@ impl CuratorBench {
             eprintln!("[locks]   {:<20} per op (warmup, session set-up and close included): {breakdown}", "");
         }
         Ok(lines)
+    }
+
+    /// cache-events through Curator with this process's writer: the JVM warms up with its own
+    /// writer, then says `READY <base>`; [`write_passes`](crate::caches::write_passes) makes
+    /// the measured round's writes, and the JVM reports every event it delivered with its
+    /// wall-clock time, from which the line is timed as the zk-recipes line is.
+    async fn cache_events_with_our_writer(
+        &self,
+        mut command: tokio::process::Command,
+        o: &Options,
+        target: Target<'_>,
+    ) -> BenchResult<Vec<CuratorLine>> {
+        use tokio::io::AsyncBufReadExt;
+
+        let failed = |what: &str, e: &dyn std::fmt::Display| BenchError::Failed(format!("{CURATOR_MAIN}: {what}: {e}"));
+        let mut child = command.spawn().map_err(|e| failed("starting", &e))?;
+        let stdout = child.stdout.take().ok_or_else(|| BenchError::Failed(format!("{CURATOR_MAIN}: no stdout")))?;
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let base: i32 = loop {
+            match lines.next_line().await.map_err(|e| failed("reading", &e))? {
+                Some(line) => match line.strip_prefix("READY ") {
+                    Some(base) => break base.trim().parse().map_err(|e| failed("READY", &e))?,
+                    None if !line.trim().is_empty() => eprintln!("[locks] {CURATOR_MAIN}: {line}"),
+                    None => {}
+                },
+                None => {
+                    let status = child.wait().await.map_err(|e| failed("waiting", &e))?;
+                    return Err(exit_error(Workload::CacheEvents, status));
+                }
+            }
+        };
+        let writer = zk_recipes::zk::Client::connect(target.connect).await?;
+        let paths: Vec<String> = (0..o.event_nodes).map(|i| format!("{}/n{i:05}", target.dir)).collect();
+        // The JVM's event times are wall-clock: one anchor turns them into this clock.
+        let (anchor, anchor_wall) = (Instant::now(), std::time::SystemTime::now());
+        let anchor_micros = anchor_wall.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_micros() as i64;
+        let started = Instant::now();
+        let writes = crate::caches::write_passes(&writer, &paths, base, o.event_passes as i32).await?;
+        let written = Instant::now();
+        drop(writer);
+
+        let mut seen: Vec<Vec<(i32, Instant)>> = vec![Vec::new(); paths.len()];
+        let mut json = None;
+        while let Some(line) = lines.next_line().await.map_err(|e| failed("reading", &e))? {
+            if let Some(event) = line.strip_prefix("E ") {
+                let mut fields = event.split(' ').map(str::parse::<i64>);
+                let (Some(Ok(i)), Some(Ok(version)), Some(Ok(micros))) = (fields.next(), fields.next(), fields.next())
+                else {
+                    return Err(BenchError::Failed(format!("{CURATOR_MAIN}: bad event line {line:?}")));
+                };
+                let at = anchor + std::time::Duration::from_micros(micros.saturating_sub(anchor_micros).max(0) as u64);
+                let node =
+                    seen.get_mut(i as usize).ok_or_else(|| BenchError::Failed(format!("{CURATOR_MAIN}: {line:?}")))?;
+                node.push((version as i32, at));
+            } else if line.starts_with('{') {
+                json = Some(line);
+            } else if !line.trim().is_empty() {
+                eprintln!("[locks] {CURATOR_MAIN}: {line}");
+            }
+        }
+        let status = child.wait().await.map_err(|e| failed("waiting", &e))?;
+        if status.code() != Some(0) {
+            return Err(exit_error(Workload::CacheEvents, status));
+        }
+        let json = json.ok_or_else(|| BenchError::Failed(format!("{CURATOR_MAIN} printed no JSON line")))?;
+        let delivered = json_number(&json, "ops").unwrap_or_default() as usize;
+        let ended = seen.iter().flatten().map(|(_, at)| *at).max().unwrap_or(written);
+        let samples = crate::caches::latencies(&writes, &seen, ended);
+        let mut line = crate::caches::line(Workload::CacheEvents, "curator", (ended - started).as_secs_f64(), samples);
+        line.ops = Some(delivered);
+        line.extra = format!(
+            ",\"writes\":{},\"writes_per_sec\":{:.1},\"writer\":\"zk-recipes bench\"",
+            writes.len(),
+            writes.len() as f64 / (written - started).as_secs_f64()
+        );
+        let ops_per_sec = Some(line.ops_per_sec());
+        Ok(vec![CuratorLine { implementation: "curator".to_owned(), json: line.json(&o.label), ops_per_sec }])
+    }
+}
+
+/// The error for a JVM that exited with `status` (not 0): code 3 is a failed check of the
+/// workload's result.
+fn exit_error(workload: Workload, status: std::process::ExitStatus) -> BenchError {
+    let checked = format!("{CURATOR_MAIN} (Curator) exited with code 3");
+    match status.code() {
+        Some(3) if matches!(workload, Workload::CacheLoad | Workload::CacheEvents) => BenchError::Diverged(checked),
+        Some(3)
+            if matches!(
+                workload,
+                Workload::CounterIncrement | Workload::SharedCountCas | Workload::QueueThroughput
+            ) =>
+        {
+            BenchError::Miscounted(checked)
+        }
+        Some(3) => BenchError::Violation(checked),
+        _ => BenchError::Failed(format!("{CURATOR_MAIN} failed ({status})")),
     }
 }

@@ -24,7 +24,7 @@ use futures::FutureExt;
 use tokio::sync::Notify;
 use zookeeper_client::{AddWatchMode, EventType, PersistentWatcher};
 
-use crate::error::{Error, Result, ZkError};
+use crate::error::{Result, ZkError};
 use crate::framework::watches::Registered;
 use crate::framework::Framework;
 use crate::WatchMode;
@@ -59,17 +59,21 @@ impl NodeWatch {
     /// # Errors
     /// `Unimplemented` (as [`Error::ZooKeeper`]) from a server without persistent watches
     /// (remembered for the session, so it is asked once); [`Error::InvalidArgument`] when the
-    /// framework watches the path recursively; connection and session errors as they come.
+    /// framework watches the path recursively; connection and session errors the retry policy
+    /// gave up on.
     pub(crate) async fn add(fw: &Framework, full_path: &str) -> Result<NodeWatch> {
         if fw.server_refuses_persistent_watches() {
             return Err(ZkError::Unimplemented.into());
         }
         let registered = fw.register_persistent_watch(full_path, WatchMode::Persistent, Arc::new(Notify::new()))?;
-        let session = fw.session()?;
-        match session.client.watch(full_path, AddWatchMode::Persistent).await {
-            Ok(watcher) => Ok(NodeWatch { watcher, epoch: session.epoch, broken: false, _registered: registered }),
-            Err(e) => Err(fw.note_refusal(Error::from(e), session.epoch)),
-        }
+        let (epoch, watcher) = fw
+            .with_retry(|session| async move {
+                let watcher = session.client.watch(full_path, AddWatchMode::Persistent).await;
+                watcher.map(|w| (session.epoch, w))
+            })
+            .await
+            .map_err(|e| fw.note_refusal(e, fw.epoch()))?;
+        Ok(NodeWatch { watcher, epoch, broken: false, _registered: registered })
     }
 
     /// Whether the watch still reports every change: its connection has not broken and the

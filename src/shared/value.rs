@@ -85,8 +85,9 @@ impl SharedValue {
     ///
     /// # Errors
     /// [`Error::Closed`]/[`Error::NotStarted`]; [`Error::TooLarge`] for a seed over the request
-    /// limit; the server's refusal (`NoAuth`, ...); a connection error the retry policy gave
-    /// up on.
+    /// limit; [`Error::InvalidArgument`] when this framework watches the path with a persistent
+    /// recursive watch (a session keeps one mode per path); the server's refusal (`NoAuth`,
+    /// ...); a connection error the retry policy gave up on.
     ///
     /// # Cancel safety
     /// Cancel-safe: a cancelled start may have created the node (with the seed, as a later
@@ -106,8 +107,8 @@ impl SharedValue {
         // unreported; a server without persistent watches gets one-shot watches.
         let watch = match NodeWatch::add(&self.framework, &full_path).await {
             Ok(watch) => Some(watch),
-            Err(e) if e.is_connection_error() || e.is_session_lost() || matches!(e, Error::Closed) => return Err(e),
-            Err(_) => None,
+            Err(Error::ZooKeeper(ZkError::Unimplemented)) => None,
+            Err(e) => return Err(e),
         };
         self.refresh().await?;
         let mut task = self.task.lock();
