@@ -267,6 +267,108 @@ pub(crate) async fn write_passes(
         .await
 }
 
+/// The first argument that makes the bench binary cache-events' writer process.
+pub(crate) const WRITER_PROCESS: &str = "--cache-events-writer";
+
+/// cache-events' writer as a process of its own, so that in neither line it shares a process
+/// (and zookeeper-client's process-wide I/O reactor thread) with the cache it feeds: this
+/// binary again with [`WRITER_PROCESS`], which connects, prints `START <wall µs>`, makes
+/// [`write_passes`]'s writes, printing `W <node> <version - base> <wall µs>` per reply, then
+/// `DONE`. Returns when the writes began and ended and each write's reply, in this clock.
+pub(crate) async fn write_passes_apart(
+    connect: &str,
+    paths: &[String],
+    base: i32,
+    passes: i32,
+) -> BenchResult<(Instant, Instant, Vec<(usize, i32, Instant)>)> {
+    use tokio::io::AsyncBufReadExt;
+
+    let failed =
+        |what: &str, e: &dyn std::fmt::Display| BenchError::Failed(format!("cache-events writer: {what}: {e}"));
+    let exe = std::env::current_exe().map_err(|e| failed("finding the bench binary", &e))?;
+    let mut child = tokio::process::Command::new(exe)
+        .arg(WRITER_PROCESS)
+        .arg(connect)
+        .arg(base.to_string())
+        .arg(passes.to_string())
+        .args(paths)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| failed("starting", &e))?;
+    let stdout = child.stdout.take().ok_or_else(|| BenchError::Failed("cache-events writer: no stdout".into()))?;
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let clock = WallClock::now();
+    let (mut started, mut writes, mut done) = (None, Vec::with_capacity(paths.len() * passes.max(0) as usize), false);
+    while let Some(line) = lines.next_line().await.map_err(|e| failed("reading", &e))? {
+        let mut fields = line.split(' ');
+        match (fields.next(), fields.map(str::parse::<i64>).collect::<Result<Vec<_>, _>>()) {
+            (Some("START"), Ok(f)) if f.len() == 1 => started = Some(clock.at(f[0])),
+            (Some("W"), Ok(f)) if f.len() == 3 => writes.push((f[0] as usize, f[1] as i32, clock.at(f[2]))),
+            (Some("DONE"), _) => done = true,
+            _ => return Err(BenchError::Failed(format!("cache-events writer: {line:?}"))),
+        }
+    }
+    let status = child.wait().await.map_err(|e| failed("waiting", &e))?;
+    let started = started.filter(|_| done && status.success());
+    let started = started.ok_or_else(|| BenchError::Failed(format!("cache-events writer failed ({status})")))?;
+    let written = writes.iter().map(|(_, _, at)| *at).max().unwrap_or(started);
+    Ok((started, written, writes))
+}
+
+/// The writer process's body (see [`write_passes_apart`]); `args` after [`WRITER_PROCESS`]:
+/// connect string, base, passes, then the paths.
+pub(crate) fn writer_process(mut args: impl Iterator<Item = String>) -> Result<(), String> {
+    let connect = args.next().ok_or("no connect string")?;
+    let base: i32 = args.next().ok_or("no base")?.parse().map_err(|e| format!("base: {e}"))?;
+    let passes: i32 = args.next().ok_or("no passes")?.parse().map_err(|e| format!("passes: {e}"))?;
+    let paths: Vec<String> = args.collect();
+    let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let writer = zk::Client::connect(&connect).await.map_err(|e| e.to_string())?;
+        let start = wall_micros();
+        let writes = write_passes(&writer, &paths, base, passes).await.map_err(|e| e.to_string())?;
+        // Reply times turned to wall-clock through one anchor.
+        let (anchor, anchor_micros) = (Instant::now(), wall_micros());
+        let mut out = format!("START {start}\n");
+        for (i, v, at) in writes {
+            let micros = anchor_micros - anchor.saturating_duration_since(at).as_micros() as i64;
+            out.push_str(&format!("W {i} {v} {micros}\n"));
+        }
+        out.push_str("DONE\n");
+        use std::io::Write;
+        std::io::stdout().write_all(out.as_bytes()).map_err(|e| e.to_string())
+    })
+}
+
+/// Microseconds since the epoch, now.
+pub(crate) fn wall_micros() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_micros() as i64
+}
+
+/// Turns another process's wall-clock microseconds into this process's `Instant`s.
+pub(crate) struct WallClock {
+    anchor: Instant,
+    anchor_micros: i64,
+}
+
+impl WallClock {
+    pub(crate) fn now() -> WallClock {
+        WallClock { anchor: Instant::now(), anchor_micros: wall_micros() }
+    }
+
+    pub(crate) fn at(&self, micros: i64) -> Instant {
+        let delta = micros - self.anchor_micros;
+        if delta >= 0 {
+            self.anchor + Duration::from_micros(delta as u64)
+        } else {
+            self.anchor.checked_sub(Duration::from_micros(delta.unsigned_abs())).unwrap_or(self.anchor)
+        }
+    }
+}
+
 /// cache-events' latency per write: from its reply to the first event of its version or a later
 /// one (`ended` when there was none; 0 when the event came first). `seen` holds each node's
 /// events as (version, when).
@@ -339,9 +441,7 @@ pub(crate) async fn cache_events(o: &Options, connect: &str, dir: &str) -> Bench
         Ok((seen, delivered, Instant::now()))
     });
 
-    let started = Instant::now();
-    let writes = write_passes(&writer, &paths, 0, passes).await?;
-    let written = Instant::now();
+    let (started, written, writes) = write_passes_apart(connect, &paths, 0, passes).await?;
     let (seen, delivered, ended) =
         consumer.await.map_err(|e| BenchError::Failed(format!("cache-events: the consumer failed: {e}")))??;
     let samples = latencies(&writes, &seen, ended);

@@ -230,15 +230,11 @@ impl CuratorBench {
                 }
             }
         };
-        let writer = zk_recipes::zk::Client::connect(target.connect).await?;
         let paths: Vec<String> = (0..o.event_nodes).map(|i| format!("{}/n{i:05}", target.dir)).collect();
         // The JVM's event times are wall-clock: one anchor turns them into this clock.
-        let (anchor, anchor_wall) = (Instant::now(), std::time::SystemTime::now());
-        let anchor_micros = anchor_wall.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_micros() as i64;
-        let started = Instant::now();
-        let writes = crate::caches::write_passes(&writer, &paths, base, o.event_passes as i32).await?;
-        let written = Instant::now();
-        drop(writer);
+        let clock = crate::caches::WallClock::now();
+        let (started, written, writes) =
+            crate::caches::write_passes_apart(target.connect, &paths, base, o.event_passes as i32).await?;
 
         let mut seen: Vec<Vec<(i32, Instant)>> = vec![Vec::new(); paths.len()];
         let mut json = None;
@@ -249,7 +245,7 @@ impl CuratorBench {
                 else {
                     return Err(BenchError::Failed(format!("{CURATOR_MAIN}: bad event line {line:?}")));
                 };
-                let at = anchor + std::time::Duration::from_micros(micros.saturating_sub(anchor_micros).max(0) as u64);
+                let at = clock.at(micros);
                 let node =
                     seen.get_mut(i as usize).ok_or_else(|| BenchError::Failed(format!("{CURATOR_MAIN}: {line:?}")))?;
                 node.push((version as i32, at));

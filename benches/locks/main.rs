@@ -50,6 +50,15 @@ use crate::report::{json_string, BenchError, Measured};
 use crate::workloads::{run_workload, warm_up_server, Env, BENCH_ROOT};
 
 fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some(caches::WRITER_PROCESS) {
+        return match caches::writer_process(std::env::args().skip(2)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("locks: cache-events writer: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let options = match parse_args(std::env::args().skip(1)) {
         Ok(Some(options)) => options,
         Ok(None) => {
