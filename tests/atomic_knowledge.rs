@@ -11,20 +11,11 @@ use std::time::Duration;
 use common::fixtures::*;
 use common::timing::LIMIT;
 use zk_recipes::retry::RetryNTimes;
-use zk_recipes::testing::{CountingProxy, RequestCounts, TestingServer};
+use zk_recipes::testing::{CountingProxy, RequestCounts};
 use zk_recipes::{DistributedAtomicLong, Framework};
 
 /// Long enough that no ping falls into a measurement (pings are not counted anyway).
 const SESSION: Duration = Duration::from_secs(60);
-
-async fn server() -> String {
-    static SERVER: tokio::sync::OnceCell<TestingServer> = tokio::sync::OnceCell::const_new();
-    SERVER
-        .get_or_try_init(|| TestingServer::builder().start())
-        .await
-        .expect("starting a ZooKeeper server")
-        .connect_string()
-}
 
 fn counter(fw: &Framework, path: &str) -> DistributedAtomicLong {
     DistributedAtomicLong::new(fw, path, RetryNTimes::new(10, Duration::from_millis(1))).unwrap()
@@ -72,7 +63,7 @@ async fn made_again_at_version_2(other: &Framework, path: &str) {
 async fn increments_of_one_handle_on_a_quiet_node_are_one_write_each() {
     init_tracing();
     bounded(LIMIT, async {
-        let server = server().await;
+        let server = shared_connect().await;
         let other = plain_framework(&server, SESSION).await;
         let proxy = CountingProxy::start(&server).await.expect("counting proxy");
         let fw = plain_framework(&proxy.connect_string(), SESSION).await;
@@ -103,7 +94,7 @@ async fn increments_of_one_handle_on_a_quiet_node_are_one_write_each() {
 async fn a_handle_made_for_one_increment_adds_no_watch() {
     init_tracing();
     bounded(LIMIT, async {
-        let server = server().await;
+        let server = shared_connect().await;
         let other = plain_framework(&server, SESSION).await;
         let proxy = CountingProxy::start(&server).await.expect("counting proxy");
         let fw = plain_framework(&proxy.connect_string(), SESSION).await;
@@ -127,7 +118,7 @@ async fn a_handle_made_for_one_increment_adds_no_watch() {
 async fn a_write_by_another_session_is_read_before_the_next_write() {
     init_tracing();
     bounded(LIMIT, async {
-        let server = server().await;
+        let server = shared_connect().await;
         let other = plain_framework(&server, SESSION).await;
         let proxy = CountingProxy::start(&server).await.expect("counting proxy");
         let fw = plain_framework(&proxy.connect_string(), SESSION).await;
@@ -158,7 +149,7 @@ async fn a_write_by_another_session_is_read_before_the_next_write() {
 async fn a_node_made_again_up_to_the_known_version_is_read_not_written_over() {
     init_tracing();
     bounded(LIMIT, async {
-        let server = server().await;
+        let server = shared_connect().await;
         let other = plain_framework(&server, SESSION).await;
         let fw = plain_framework(&server, SESSION).await;
         let path = unique_path("atomic-known", "made-again");

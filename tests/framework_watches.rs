@@ -8,7 +8,8 @@ mod common;
 use std::time::Duration;
 
 use common::fixtures::{
-    bounded, eventually, framework, init_tracing, shared_connect, unique_path, wait_for_state, within, FaultyServer,
+    bounded, eventually, framework, init_tracing, server_without_persistent_watches, shared_connect, unique_path,
+    wait_for_state, within, FaultyServer,
 };
 use futures::StreamExt;
 use zk_recipes::testing::{four_letter_word, CountingProxy, FaultProxy, TestingCluster, TestingServer};
@@ -452,11 +453,7 @@ async fn events_for_nodes_the_session_may_not_read_are_not_delivered() {
 async fn a_server_without_persistent_watches_refuses_them_with_a_typed_error() {
     init_tracing();
     bounded(LIMIT, async {
-        let server = TestingServer::builder()
-            .system_property("zookeeper.watchManagerName", "org.apache.zookeeper.server.watch.WatchManagerOptimized")
-            .start()
-            .await
-            .unwrap();
+        let server = server_without_persistent_watches().await;
         let proxy = CountingProxy::start(&server.connect_string()).await.unwrap();
         let fw = Framework::connect(&proxy.connect_string()).await.unwrap();
         let path = unique_path("watch", "refused");

@@ -450,11 +450,7 @@ async fn session_expiry_ends_the_mirror_and_the_wait_starts_over() {
 async fn a_server_that_refuses_the_watch_gets_the_classic_wait() {
     init_tracing();
     bounded(LIMIT, async {
-        let server = TestingServer::builder()
-            .system_property("zookeeper.watchManagerName", "org.apache.zookeeper.server.watch.WatchManagerOptimized")
-            .start()
-            .await
-            .expect("starting a server");
+        let server = server_without_persistent_watches().await;
         let path = path("refused");
         let a = mirror_framework(&server.connect_string(), SESSION).await;
         let b = framework(&server.connect_string(), SESSION).await;

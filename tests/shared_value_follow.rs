@@ -10,20 +10,11 @@ use std::time::Duration;
 
 use common::fixtures::*;
 use common::timing::LIMIT;
-use zk_recipes::testing::{CountingProxy, RequestCounts, TestingServer};
+use zk_recipes::testing::{CountingProxy, RequestCounts};
 use zk_recipes::{Framework, SharedValue, VersionedValue};
 
 /// Long enough that no ping falls into a measurement (pings are not counted anyway).
 const SESSION: Duration = Duration::from_secs(60);
-
-async fn server() -> String {
-    static SERVER: tokio::sync::OnceCell<TestingServer> = tokio::sync::OnceCell::const_new();
-    SERVER
-        .get_or_try_init(|| TestingServer::builder().start())
-        .await
-        .expect("starting a ZooKeeper server")
-        .connect_string()
-}
 
 /// The requests by kind, without pings, round trips and the server's events.
 fn requests(counts: &RequestCounts) -> Vec<(&'static str, u64)> {
@@ -58,7 +49,7 @@ async fn increment(value: &SharedValue) -> u64 {
 async fn own_writes_cost_no_read() {
     init_tracing();
     bounded(LIMIT, async {
-        let server = server().await;
+        let server = shared_connect().await;
         let proxy = CountingProxy::start(&server).await.expect("counting proxy");
         let fw = plain_framework(&proxy.connect_string(), SESSION).await;
         let path = unique_path("shared-follow", "own");
@@ -86,7 +77,7 @@ async fn own_writes_cost_no_read() {
 async fn a_write_right_behind_an_own_write_reaches_the_copy() {
     init_tracing();
     bounded(LIMIT, async {
-        let server = server().await;
+        let server = shared_connect().await;
         let fw = plain_framework(&server, SESSION).await;
         let other = plain_framework(&server, SESSION).await;
         let path = unique_path("shared-follow", "behind");
@@ -117,7 +108,7 @@ async fn copies_of_contending_sessions_end_on_the_final_value() {
     const N: u64 = 40;
     const SESSIONS: usize = 3;
     bounded(LIMIT, async {
-        let server = server().await;
+        let server = shared_connect().await;
         let path = unique_path("shared-follow", "contending");
         let mut handles = Vec::new();
         for _ in 0..SESSIONS {
@@ -152,11 +143,7 @@ async fn copies_of_contending_sessions_end_on_the_final_value() {
 async fn a_server_without_persistent_watches_is_followed_with_one_shot_watches() {
     init_tracing();
     bounded(LIMIT, async {
-        let server = TestingServer::builder()
-            .system_property("zookeeper.watchManagerName", "org.apache.zookeeper.server.watch.WatchManagerOptimized")
-            .start()
-            .await
-            .unwrap();
+        let server = server_without_persistent_watches().await;
         let fw = plain_framework(&server.connect_string(), SESSION).await;
         let other = plain_framework(&server.connect_string(), SESSION).await;
         let path = unique_path("shared-follow", "one-shot");

@@ -208,6 +208,16 @@ pub fn sequence_of(path: &str) -> u64 {
     name[name.len().saturating_sub(10)..].parse().unwrap_or_else(|_| panic!("no sequence in {path}"))
 }
 
+/// A server whose watch manager cannot keep persistent watches (ZooKeeper's
+/// `WatchManagerOptimized`: it answers `addWatch` as a 3.5 server would not have it).
+pub async fn server_without_persistent_watches() -> TestingServer {
+    TestingServer::builder()
+        .system_property("zookeeper.watchManagerName", "org.apache.zookeeper.server.watch.WatchManagerOptimized")
+        .start()
+        .await
+        .expect("starting a server without persistent watches")
+}
+
 /// A dedicated server (the test may stop, restart or pause it) and a fault proxy in front of it.
 pub struct FaultyServer {
     pub server: TestingServer,
