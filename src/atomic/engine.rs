@@ -91,8 +91,7 @@ impl Engine {
 
     /// One read (unless the handle knows the node) and versioned write (or create).
     async fn try_once(&self, make: &mut MakeValue<'_>, operation: &'static str) -> Result<Try> {
-        self.knowledge.watch(&self.framework, &self.full_path).await;
-        let read = match self.knowledge.current(&self.framework) {
+        let read = match self.knowledge.current(&self.framework, &self.full_path).await {
             Some(known) => Some((known.data, known.version)),
             None => match self.framework.get_data(&self.path).await {
                 Ok((data, stat)) => {

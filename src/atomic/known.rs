@@ -84,13 +84,6 @@ impl State {
 }
 
 impl Knowledge {
-    /// What the last reply found, if the watch has reported nothing since.
-    pub(crate) fn current(&self, fw: &Framework) -> Option<Known> {
-        let mut state = self.state.lock();
-        state.drain(fw);
-        state.known.clone()
-    }
-
     /// Records what a reply just handed over found (`data` at `stat`); the events queued
     /// before it are for changes it reflects. Nothing is kept without a live watch.
     pub(crate) fn learned(&self, fw: &Framework, data: &[u8], stat: &Stat) {
@@ -116,22 +109,28 @@ impl Knowledge {
         self.state.lock().known = None;
     }
 
-    /// Adds the watch on `full_path` if the current session has no live one (one `AddWatch`
-    /// by the handle's second operation, and again by the first after every reconnection or
-    /// new session). A handle's first operation adds none, so a handle made for one change
-    /// costs what Curator's does (a watch would add an `AddWatch` and, when the handle drops,
-    /// a `RemoveWatches`). Failing to add it only means the next try reads first.
-    pub(crate) async fn watch(&self, fw: &Framework, full_path: &str) {
+    /// What the last reply found, if the watch on `full_path` has reported nothing since.
+    ///
+    /// Adds the watch first if the current session has no live one (one `AddWatch` by the
+    /// handle's second operation, and again by the first after every reconnection or new
+    /// session; there is nothing to know then). A handle's first operation adds none, so a
+    /// handle made for one change costs what Curator's does (a watch would add an `AddWatch`
+    /// and, when the handle drops, a `RemoveWatches`). Failing to add it only means the try
+    /// reads first.
+    pub(crate) async fn current(&self, fw: &Framework, full_path: &str) -> Option<Known> {
         let epoch = fw.epoch();
         {
             let mut state = self.state.lock();
             state.asked = state.asked.saturating_add(1);
             if state.asked < 2 {
-                return;
+                return None;
             }
             state.drain(fw);
-            if state.is_live(fw) || state.refused == Some(epoch) {
-                return;
+            if state.is_live(fw) {
+                return state.known.clone();
+            }
+            if state.refused == Some(epoch) {
+                return None;
             }
         }
         match NodeWatch::add(fw, full_path).await {
@@ -150,5 +149,6 @@ impl Knowledge {
                 self.state.lock().refused = Some(epoch);
             }
         }
+        None
     }
 }

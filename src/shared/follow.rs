@@ -113,8 +113,8 @@ impl Follower {
             return Poll::Pending;
         }
         match watch.poll_change(fw, cx) {
-            Poll::Ready(_) if !watch.is_live(fw) => Poll::Ready(Step::Rewatch),
-            Poll::Ready(_) => Poll::Ready(Step::Read),
+            Poll::Ready(()) if !watch.is_live(fw) => Poll::Ready(Step::Rewatch),
+            Poll::Ready(()) => Poll::Ready(Step::Read),
             Poll::Pending => {
                 state.waker = Some(cx.waker().clone());
                 Poll::Pending
@@ -149,7 +149,7 @@ impl Write {
 
     /// The write lost: the events queued now are for changes the caller's read, sent next,
     /// reflects. Call [`read`](Self::read) once that read has stored what it found.
-    pub(crate) fn lost(&mut self, fw: &Framework) {
+    pub(crate) fn lost(&self, fw: &Framework) {
         if let Some(watch) = self.follower.state.lock().watch.as_mut() {
             watch.drain(fw);
         }

@@ -97,7 +97,7 @@ impl NodeWatch {
 
     /// Ready once a change is queued or the watch broke (then [`is_live`](Self::is_live) is
     /// false), with everything else queued read as well; `Pending` registers `cx`'s waker.
-    pub(crate) fn poll_change(&mut self, fw: &Framework, cx: &mut Context<'_>) -> Poll<Drained> {
+    pub(crate) fn poll_change(&mut self, fw: &Framework, cx: &mut Context<'_>) -> Poll<()> {
         let mut drained = Drained::default();
         while self.is_live(fw) && drained.changes == 0 {
             let event = {
@@ -109,10 +109,8 @@ impl NodeWatch {
             };
             self.note(event, &mut drained);
         }
-        let more = self.drain(fw);
-        drained.changes += more.changes;
-        drained.latest_zxid = drained.latest_zxid.max(more.latest_zxid);
-        Poll::Ready(drained)
+        self.drain(fw);
+        Poll::Ready(())
     }
 
     fn note(&mut self, event: zookeeper_client::WatchedEvent, drained: &mut Drained) {

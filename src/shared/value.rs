@@ -193,7 +193,7 @@ impl SharedValue {
                 return Ok(false);
             }
         }
-        let mut write = self.begin_write();
+        let write = self.begin_write();
         match set_versioned(&self.framework, &self.path, value, previous.version, "try_set").await? {
             Cas::Written(stat) => {
                 if let Some(write) = write {
@@ -203,7 +203,7 @@ impl SharedValue {
                 Ok(true)
             }
             Cas::Conflict => {
-                if let Some(write) = write.as_mut() {
+                if let Some(write) = &write {
                     write.lost(&self.framework);
                 }
                 self.refresh().await?;
