@@ -29,8 +29,8 @@ use crate::sync::Mutex;
 /// persistent watches), reads again after every change another writer makes, after every
 /// reconnection and every new session (a change made meanwhile is not missed), and follows the
 /// node if it is deleted and made again. The value's own writes cost no read: the copy takes
-/// their bytes, and the watch shows whether anything else changed. Copies are ordered by the node's `mzxid`, so a version that wrapped after
-/// `i32::MAX` writes does not freeze the copy.
+/// their bytes, and the watch shows whether anything else changed. Copies are ordered by the
+/// node's `mzxid`, so a version that wrapped after `i32::MAX` writes does not freeze the copy.
 ///
 /// ```no_run
 /// # async fn example(fw: zk_recipes::Framework) -> zk_recipes::Result<()> {
