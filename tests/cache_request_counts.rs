@@ -3,7 +3,8 @@
 //! or `exists` in stats-only mode), a deletion none; a load or a resync costs one `addWatch`,
 //! a read of every node (the nodes found together in one `multiRead`) and one listing per node
 //! that has children (stats-only: one listing per node, which carries the stat); events on a
-//! node whose read is in flight share it.
+//! node whose read is in flight share it, and the reads of events that arrive together go
+//! out as one `multiRead`.
 
 #[path = "common/cache.rs"]
 mod cache_support;
@@ -249,6 +250,64 @@ async fn quick_changes_of_one_node_share_reads() {
         assert_eq!(notified, WRITES as u64, "one watch event per write");
         assert!(reads <= notified, "{reads} reads for {notified} events");
         assert!(reads >= 1);
+        cache.close().await;
+        delete_tree(&s.writer, &root).await;
+        s.cached.close().await;
+        s.writer.close().await;
+    })
+    .await
+}
+
+/// Changes that reach the cache together (here: transactions of 20 set-data each, whose
+/// events the server sends back to back) are read together, in one `multiRead` per batch of
+/// events the cache finds waiting: far fewer read requests than events. Every change still
+/// ends in the cache, each node on its last version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_that_arrive_together_share_one_multi_read() {
+    bounded(Duration::from_secs(90), async {
+        let s = setup().await;
+        let root = unique_path("counts-together");
+        s.writer.create(&root).await.unwrap();
+        const NODES: i32 = 20;
+        const ROUNDS: i32 = 10;
+        for i in 0..NODES {
+            s.writer.create(&format!("{root}/n{i:02}")).data(b"0").await.unwrap();
+        }
+        let cache = CuratorCache::builder(&s.cached, &root).build().unwrap();
+        let mut events = cache.events();
+        cache.start().await.unwrap();
+        cache.initialized().await.unwrap();
+        let before = s.counting.counts();
+        for round in 1..=ROUNDS {
+            let data = round.to_string();
+            let mut transaction = s.writer.transaction();
+            for i in 0..NODES {
+                transaction = transaction.set_data(&format!("{root}/n{i:02}"), data.as_bytes(), round - 1);
+            }
+            transaction.commit().await.unwrap();
+        }
+        let mut at_last = 0;
+        while at_last < NODES {
+            match tokio::time::timeout(cache_support::EVENT_LIMIT, events.next()).await {
+                Ok(Some(CacheEvent::Changed(old, new))) => {
+                    assert!(new.stat().version > old.stat().version);
+                    if new.stat().version == ROUNDS {
+                        at_last += 1;
+                    }
+                }
+                Ok(Some(_)) => {}
+                other => panic!("{at_last} of {NODES} nodes on their last version: {other:?}"),
+            }
+        }
+        let counts = s.counting.counts().since(&before);
+        let (reads, notified) = (counts.get("getData") + counts.get("multiRead"), counts.get("watch-event"));
+        eprintln!("{notified} watch events, {reads} read requests ({:?})", requests(&counts));
+        assert_eq!(notified, (NODES * ROUNDS) as u64, "one watch event per change");
+        assert!(reads * 4 <= notified, "{reads} read requests for {notified} events");
+        for i in 0..NODES {
+            let node = cache.get(&format!("{root}/n{i:02}")).expect("a cached node");
+            assert_eq!((node.stat().version, node.data().map(|d| d.as_slice())), (ROUNDS, Some(b"10".as_slice())));
+        }
         cache.close().await;
         delete_tree(&s.writer, &root).await;
         s.cached.close().await;

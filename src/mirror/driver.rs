@@ -119,13 +119,29 @@ impl<T: Send + Sync + 'static> ReadQueue<T> {
         }
     }
 
-    /// Queues a load's reads; sends an event's at once.
+    /// Queues a load's reads; sends an event's at once. With data kept, the reads of events
+    /// that arrived together go as one multi-read (up to [`MAX_BATCH`] reads each): they would
+    /// leave at the same moment anyway, and the server spends less on one request of many
+    /// reads than on many requests, which is what a writer at full speed competes with.
     fn route(&mut self, framework: &Framework, config: &Arc<Config<T>>, requests: &mut Vec<Request>) {
+        let mut together = Vec::new();
         for request in requests.drain(..) {
             if request.is_snapshot() {
                 self.queue.push_back(request);
+            } else if config.reads == Reads::Data && matches!(request.op, Op::Read | Op::Load) {
+                together.push(request);
             } else {
                 self.in_flight.push(Box::pin(read(framework, config, request).map(|answer| vec![answer])));
+            }
+        }
+        while !together.is_empty() {
+            let rest = together.split_off(together.len().min(MAX_BATCH));
+            let batch = std::mem::replace(&mut together, rest);
+            if batch.len() == 1 {
+                let request = batch.into_iter().next().expect("one request");
+                self.in_flight.push(Box::pin(read(framework, config, request).map(|answer| vec![answer])));
+            } else {
+                self.in_flight.push(read_many(framework, config, batch));
             }
         }
     }
@@ -289,7 +305,7 @@ fn apply<T>(m: &mut Mirror<T>, config: &Config<T>, item: SourceItem) {
     }
 }
 
-/// Sends a load's reads (data kept, each a `Read` or a `Load`) as one multi-read on the current
+/// Sends a load's or events' reads (data kept, each a `Read` or a `Load`) as one multi-read on the current
 /// session; then lists, at once, the children of each loaded node whose stat has some. The
 /// server answers a multi-read's reads together, at one point between writes, so each reply
 /// is as a single read's would be at that point.
