@@ -50,7 +50,8 @@ use crate::sync::Mutex;
 /// # Requests
 /// An event names a node and what happened to it, not its stat or data, so:
 /// - a created or changed node costs one read of it (`getData`; `exists` with
-///   [`stats_only`]), sent as the event arrives; events for a node whose read is still out
+///   [`stats_only`]), sent as the event arrives (with data kept, the reads of events that
+///   arrive together go as one `multiRead`); events for a node whose read is still out
 ///   share it, with one more read when it returns (never more reads than events);
 /// - a deleted node costs nothing;
 /// - the load, and each resync, cost one `addWatch`, a `getData` of every node (those found

@@ -8,7 +8,7 @@
 //!
 //! | what happens | requests (the default) | requests ([`stats_only`]) |
 //! | --- | --- | --- |
-//! | a node is created or its data changes | one `getData` of it | one `exists` of it |
+//! | a node is created or its data changes | one `getData` of it (the reads of events that arrive together: one `multiRead` of up to 64) | one `exists` of it |
 //! | a node is deleted | none | none |
 //! | events for a node whose read is still out | none now; one more read of it when that read returns | the same |
 //! | the load, and each resync after a reconnect or a new session | one `addWatch`, a `getData` of every node (the nodes found by one listing go together, in `multiRead`s of up to 16), one `getChildren` per node that has children | one `addWatch`, one `getChildren` per node (it carries the stat) |
@@ -18,7 +18,9 @@
 //! pipelined on the one connection, [`max_reads_in_flight`] at a time (default 64; a
 //! `multiRead` carries at most a quarter of them, so that several requests stay in flight, and
 //! a server spends less per node on one request of many reads than on many requests); the
-//! reads that follow events go out as the events arrive. So a node written many times in a
+//! reads that follow events go out as the events arrive, those of events that arrive together
+//! in one `multiRead` (so a burst of changes costs a few requests, not one per change, which
+//! is what keeps the cache's reads from queueing among a busy writer's writes at the server). So a node written many times in a
 //! row has at most one read in flight and never costs more reads than events; the view it
 //! settles on is the last one. A create cannot go without a read even in stats-only mode:
 //! its event carries no stat (no version, owner, times or data length). `tests/cache_request_counts.rs`
