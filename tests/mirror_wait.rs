@@ -15,24 +15,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use common::curator::CuratorPeer;
 use common::fixtures::*;
 use common::timing::{EVENT, FAULT_SESSION, INTEROP_SESSION, LIMIT, SESSION, SLOW_LIMIT};
-use zk_recipes::retry::RetryForever;
 use zk_recipes::testing::{mirror_tasks_running, set_mirror_hooks, MirrorHooks, ProxyMode, TestingServer};
 use zk_recipes::zk::{Acls, CreateMode};
-use zk_recipes::{Framework, InterProcessMutex, WaitStrategy};
+use zk_recipes::{Framework, InterProcessMutex};
 
 fn path(name: &str) -> String {
     unique_path("mirror-wait", name)
-}
-
-/// A started framework whose mutexes wait on the mirror, retrying connection loss forever.
-async fn mirror_framework(connect: &str, session_timeout: Duration) -> Framework {
-    Framework::builder(connect)
-        .session_timeout(session_timeout)
-        .retry_policy(RetryForever::new(Duration::from_millis(50)))
-        .wait_strategy(WaitStrategy::Mirror)
-        .start()
-        .await
-        .expect("starting a framework")
 }
 
 /// Cycles `mutex` until its session's mirror of `path` runs (the first acquire of a session
@@ -445,31 +433,60 @@ async fn session_expiry_ends_the_mirror_and_the_wait_starts_over() {
 }
 
 /// A server whose watch manager cannot keep persistent watches answers `addWatch` with an
-/// error: the mutex waits the classic way there, and no mirror task stays.
+/// error: the mutex waits the classic way there, and no mirror task stays. Returns whether A
+/// got the lock promptly after B's release (and whether a mirror task was left running).
+async fn refused_scenario(hooks: MirrorHooks) -> (bool, usize) {
+    let server = server_without_persistent_watches().await;
+    let path = path("refused");
+    set_mirror_hooks(&path, hooks);
+    let a = mirror_framework(&server.connect_string(), SESSION).await;
+    let b = framework(&server.connect_string(), SESSION).await;
+    let mutex_a = InterProcessMutex::new(&a, &path).unwrap();
+    let mutex_b = InterProcessMutex::new(&b, &path).unwrap();
+    for _ in 0..3 {
+        mutex_a.acquire().await.unwrap().release().await.unwrap();
+    }
+    let held_by_b = mutex_b.acquire().await.unwrap();
+    let waiter = {
+        let mutex = mutex_a.clone();
+        tokio::spawn(async move { mutex.acquire().await.unwrap() })
+    };
+    children_count_becomes(&b, &path, 2, EVENT).await;
+    held_by_b.release().await.unwrap();
+    let mut waiter = std::pin::pin!(waiter);
+    // Well under the quarter of a session timeout after which a waiter at the barrier asks
+    // for a listing (with the hook, the only way A would hear of anything).
+    let (prompt, guard) = match tokio::time::timeout(SESSION / 8, &mut waiter).await {
+        Ok(guard) => (true, guard),
+        Err(_) => (false, within(EVENT, "A after B's release", &mut waiter).await),
+    };
+    let running = mirror_tasks_running(&path);
+    guard.unwrap().release().await.unwrap();
+    a.close().await;
+    b.close().await;
+    (prompt, running)
+}
+
 #[tokio::test]
 async fn a_server_that_refuses_the_watch_gets_the_classic_wait() {
     init_tracing();
     bounded(LIMIT, async {
-        let server = server_without_persistent_watches().await;
-        let path = path("refused");
-        let a = mirror_framework(&server.connect_string(), SESSION).await;
-        let b = framework(&server.connect_string(), SESSION).await;
-        let mutex_a = InterProcessMutex::new(&a, &path).unwrap();
-        let mutex_b = InterProcessMutex::new(&b, &path).unwrap();
-        for _ in 0..3 {
-            mutex_a.acquire().await.unwrap().release().await.unwrap();
-        }
-        let held_by_b = mutex_b.acquire().await.unwrap();
-        let waiter = {
-            let mutex = mutex_a.clone();
-            tokio::spawn(async move { mutex.acquire().await.unwrap() })
-        };
-        children_count_becomes(&b, &path, 2, EVENT).await;
-        held_by_b.release().await.unwrap();
-        within(EVENT, "A after B's release", waiter).await.unwrap().release().await.unwrap();
-        assert_eq!(mirror_tasks_running(&path), 0, "no mirror on a server that refused the watch");
-        a.close().await;
-        b.close().await;
+        let (prompt, running) = refused_scenario(MirrorHooks::default()).await;
+        assert!(prompt, "A did not get the lock within {:?} of B's release", SESSION / 8);
+        assert_eq!(running, 0, "no mirror on a server that refused the watch");
+    })
+    .await;
+}
+
+/// The hook takes the refused watch as added: the mirror lists and decides, but hears
+/// nothing, so A learns of B's release only when a bound of its wait (the barrier's quarter
+/// of a session timeout, or the predecessor check after a whole one) lists again.
+#[tokio::test]
+async fn taking_a_refused_watch_as_added_leaves_waiters_deaf() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let (prompt, _) = refused_scenario(MirrorHooks { ignore_refusal: true, ..MirrorHooks::default() }).await;
+        assert!(!prompt, "a mirror without a watch heard B's release");
     })
     .await;
 }
@@ -601,6 +618,70 @@ async fn a_semaphore_on_mirror_frameworks_keeps_its_lease_count() {
             within(LIMIT, "the loops", task).await.unwrap();
         }
         assert_eq!(exclusion.entries(), 3 * ROUNDS);
+        for fw in frameworks {
+            fw.close().await;
+        }
+    })
+    .await;
+}
+
+/// Elections wait on the mirror too: three sessions' `LeaderSelector`s (requeueing after each
+/// term) hand leadership over one term at a time, every session leads, and while they do the
+/// sessions keep their mirrors of the election's directory.
+#[tokio::test]
+async fn selectors_on_the_mirror_lead_one_term_at_a_time() {
+    const TERMS: usize = 30;
+    init_tracing();
+    bounded(SLOW_LIMIT, async {
+        let connect = shared_connect().await;
+        let path = path("selectors");
+        let leaders = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let terms = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let mirrored = Arc::new(AtomicBool::new(false));
+        let (done_tx, mut done) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let mut frameworks = Vec::new();
+        let mut selectors = Vec::new();
+        for id in ["S1", "S2", "S3"] {
+            let fw = mirror_framework(&connect, SESSION).await;
+            let (leaders, terms, mirrored, done_tx, dir) =
+                (leaders.clone(), terms.clone(), mirrored.clone(), done_tx.clone(), path.clone());
+            let selector = zk_recipes::LeaderSelector::new(&fw, &path, id, move |_leadership| {
+                let (leaders, terms, mirrored, done_tx, dir) =
+                    (leaders.clone(), terms.clone(), mirrored.clone(), done_tx.clone(), dir.clone());
+                let id = id.to_owned();
+                async move {
+                    assert_eq!(leaders.fetch_add(1, Ordering::SeqCst), 0, "{id} leads beside another leader");
+                    if mirror_tasks_running(&dir) > 0 {
+                        mirrored.store(true, Ordering::SeqCst);
+                    }
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    let n = {
+                        let mut terms = terms.lock().unwrap();
+                        terms.push(id);
+                        terms.len()
+                    };
+                    leaders.fetch_sub(1, Ordering::SeqCst);
+                    if n == TERMS {
+                        let _ = done_tx.send(());
+                    }
+                }
+            })
+            .unwrap()
+            .auto_requeue(true);
+            selector.start().unwrap();
+            selectors.push(selector);
+            frameworks.push(fw);
+        }
+        within(SLOW_LIMIT, "the terms", done.recv()).await.unwrap();
+        for selector in &selectors {
+            selector.close().await.unwrap();
+        }
+        let terms = terms.lock().unwrap().clone();
+        assert!(terms.len() >= TERMS, "{terms:?}");
+        for id in ["S1", "S2", "S3"] {
+            assert!(terms.iter().any(|t| t == id), "{id} never led: {terms:?}");
+        }
+        assert!(mirrored.load(Ordering::SeqCst), "the sessions used their mirrors");
         for fw in frameworks {
             fw.close().await;
         }

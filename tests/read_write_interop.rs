@@ -11,15 +11,18 @@ mod common;
 
 use std::collections::HashMap;
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::curator::CuratorPeer;
 use common::fixtures::{
-    bounded, children_count_becomes, framework, init_tracing, is_curator_node_name, node_name, sequence_of,
-    shared_connect, unique_path, within,
+    bounded, children_count_becomes, framework, init_tracing, is_curator_node_name, mirror_framework, node_name,
+    sequence_of, shared_connect, unique_path, within,
 };
 use common::timing::{INTEROP_EVENT as EVENT, INTEROP_SESSION as SESSION, SLOW_LIMIT as LIMIT};
 use tokio::sync::oneshot;
+use zk_recipes::testing::mirror_tasks_running;
 use zk_recipes::zk::CreateMode;
 use zk_recipes::{InterProcessMutex, InterProcessReadWriteLock, Revoker};
 
@@ -99,6 +102,20 @@ fn check_log(text: &str) -> LogStats {
 /// of both languages do share the lock.
 #[tokio::test]
 async fn readers_and_writers_of_both_languages_share_one_log() {
+    shared_log(false).await;
+}
+
+/// The same with the Rust sessions waiting on their mirror of the lock directory
+/// (`WaitStrategy::Mirror`): Curator's readers and writers, with their per-waiter watches, and
+/// ours, deciding from one recursive watch per session, still exclude each other.
+#[tokio::test]
+async fn readers_and_writers_of_both_languages_share_one_log_with_mirror_sessions() {
+    shared_log(true).await;
+}
+
+/// Two Curator and two Rust sessions (each on its mirror when `mirror`) take the read or the
+/// write half of one lock in turns, 20% writes, and log their entries and exits to one file.
+async fn shared_log(mirror: bool) {
     bounded(LIMIT, async {
         const ROUNDS: usize = 40;
         const HOLD: Duration = Duration::from_millis(3);
@@ -112,10 +129,13 @@ async fn readers_and_writers_of_both_languages_share_one_log() {
         }
         let mut rust = Vec::new();
         let mut frameworks = Vec::new();
+        let mirrored = Arc::new(AtomicBool::new(false));
         for (i, id) in ["R1", "R2"].into_iter().enumerate() {
-            let fw = framework(&connect, SESSION).await;
+            let fw =
+                if mirror { mirror_framework(&connect, SESSION).await } else { framework(&connect, SESSION).await };
             let lock = InterProcessReadWriteLock::new(&fw, &path).unwrap();
             let log = log.clone();
+            let (mirrored, path) = (mirrored.clone(), path.clone());
             rust.push(tokio::spawn(async move {
                 let append = |line: String| {
                     let mut file = std::fs::OpenOptions::new().append(true).create(true).open(&log).unwrap();
@@ -142,6 +162,9 @@ async fn readers_and_writers_of_both_languages_share_one_log() {
                         guard.release().await.unwrap();
                     }
                 }
+                if mirror_tasks_running(&path) > 0 {
+                    mirrored.store(true, Ordering::SeqCst);
+                }
             }));
             frameworks.push(fw);
         }
@@ -152,6 +175,7 @@ async fn readers_and_writers_of_both_languages_share_one_log() {
         for task in rust {
             within(EVENT, "the Rust loops", task).await.unwrap();
         }
+        assert_eq!(mirrored.load(Ordering::SeqCst), mirror, "the Rust sessions' mirrors of the lock directory");
         for id in ["J1", "J2"] {
             let done = java.wait_for(&format!("loop-done {id}"), EVENT).await.unwrap();
             assert_eq!(done, format!("loop-done {id} {ROUNDS}"));

@@ -362,3 +362,55 @@ async fn mutex_cycles_on_the_mirror_cost_two_requests() {
     })
     .await;
 }
+
+/// Both read-write halves wait on the mirror too: two sessions taking the write half in turns
+/// cost the create and the delete per cycle, and so does an uncontended read (the mirror,
+/// not a listing, says no writer is ahead).
+#[tokio::test]
+async fn read_write_cycles_on_the_mirror_cost_two_requests() {
+    const CONTENDED: u64 = 60;
+    init_tracing();
+    bounded(LIMIT, async {
+        let path = unique_path("counts", "rw-mirror");
+        let proxy = CountingProxy::start(&server().await).await.expect("counting proxy");
+        let counted = mirror_framework(&proxy.connect_string(), SESSION).await;
+        let other = mirror_framework(&server().await, SESSION).await;
+        let mine = InterProcessReadWriteLock::new(&counted, &path).unwrap();
+        let theirs = InterProcessReadWriteLock::new(&other, &path).unwrap();
+        // Until each session's server is known, and its mirror listed, cycles cost more.
+        for _ in 0..3 {
+            mine.write_lock().acquire().await.unwrap().release().await.unwrap();
+            theirs.write_lock().acquire().await.unwrap().release().await.unwrap();
+        }
+        let run = |lock: InterProcessReadWriteLock| {
+            tokio::spawn(async move {
+                for _ in 0..CONTENDED {
+                    let guard = lock.write_lock().acquire().await.unwrap();
+                    tokio::task::yield_now().await;
+                    guard.release().await.unwrap();
+                }
+            })
+        };
+        let before = proxy.counts();
+        let (a, b) = (run(mine.clone()), run(theirs.clone()));
+        a.await.unwrap();
+        b.await.unwrap();
+        let counts = proxy.counts().since(&before);
+        let per_cycle = counts.requests() as f64 / CONTENDED as f64;
+        let what = counts.per_op(CONTENDED as usize);
+        println!("write half on the mirror, contended: {per_cycle:.2} requests per cycle ({what})");
+        assert!(per_cycle <= 2.1, "requests per contended write cycle: {per_cycle:.2} ({what})");
+        for kind in ["exists+watch", "getData+watch", "getChildren+watch", "removeWatches"] {
+            assert_eq!(counts.get(kind), 0, "no {kind} with the mirror on ({what})");
+        }
+        let before = proxy.counts();
+        for _ in 0..CYCLES {
+            mine.read_lock().acquire().await.unwrap().release().await.unwrap();
+        }
+        let reads = proxy.counts().since(&before);
+        assert_per_op(&reads, CYCLES, &[("create2", 1), ("delete", 1), ("watch-event", 2)], "a read cycle, mirror");
+        counted.close().await;
+        other.close().await;
+    })
+    .await;
+}

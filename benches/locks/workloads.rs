@@ -496,20 +496,25 @@ pub(crate) async fn run_workload(env: &Env, workload: Workload) -> BenchResult<V
             results.push(run(env, plan("raw-floor"), contenders).await?);
             env.remove_tree(&dir).await;
 
-            let dir = env.dir(workload, "zk-recipes");
-            let mut contenders = Vec::with_capacity(o.clients);
-            for i in 0..o.clients {
-                let counter = env.half_counter().await?;
-                let framework = Framework::connect(&env.connect_for(&counter)).await?;
-                let lock = InterProcessReadWriteLock::new(&framework, &dir)?;
-                contenders.push(Contender::ReadWrite {
-                    framework,
-                    lock,
-                    mix: Mix::new(o.seed, i, o.read_pct),
-                    counter,
-                });
+            for (implementation, strategy) in
+                [("zk-recipes", WaitStrategy::PerWaiterWatch), ("zk-recipes-mirror", WaitStrategy::Mirror)]
+            {
+                let dir = env.dir(workload, implementation);
+                let mut contenders = Vec::with_capacity(o.clients);
+                for i in 0..o.clients {
+                    let counter = env.half_counter().await?;
+                    let framework =
+                        Framework::builder(&env.connect_for(&counter)).wait_strategy(strategy).start().await?;
+                    let lock = InterProcessReadWriteLock::new(&framework, &dir)?;
+                    contenders.push(Contender::ReadWrite {
+                        framework,
+                        lock,
+                        mix: Mix::new(o.seed, i, o.read_pct),
+                        counter,
+                    });
+                }
+                results.push(run(env, plan(implementation), contenders).await?);
             }
-            results.push(run(env, plan("zk-recipes"), contenders).await?);
         }
         Workload::LeaderHandoff => {
             // Each op is one term: the leader resigns as soon as it leads, and the next
@@ -539,6 +544,14 @@ pub(crate) async fn run_workload(env: &Env, workload: Workload) -> BenchResult<V
                 .map(|(i, framework)| Contender::Latch { framework, path: path.clone(), id: format!("c{i}") })
                 .collect();
             results.push(run(env, plan("zk-recipes"), contenders).await?);
+
+            let path = env.dir(workload, "zk-recipes-mirror");
+            let mut contenders = Vec::with_capacity(o.clients);
+            for i in 0..o.clients {
+                let framework = Framework::builder(&env.connect).wait_strategy(WaitStrategy::Mirror).start().await?;
+                contenders.push(Contender::Latch { framework, path: path.clone(), id: format!("c{i}") });
+            }
+            results.push(run(env, plan("zk-recipes-mirror"), contenders).await?);
         }
         Workload::CounterIncrement | Workload::SharedCountCas => results = counters(env, workload).await?,
         Workload::QueueThroughput => {

@@ -82,10 +82,13 @@ pub(crate) fn validate_id(id: &str) -> Result<()> {
 /// (naming the id) when the path and id do not fit in one request.
 pub(crate) fn election(framework: &Framework, path: &str, driver: impl Driver, id: &str) -> Result<LockInternals> {
     validate_id(id)?;
-    LockInternals::new(framework, path, std::sync::Arc::new(driver), id.as_bytes().to_vec()).map_err(|e| match e {
-        Error::TooLarge { name: "data", size, limit } => Error::TooLarge { name: "id", size, limit },
-        other => other,
-    })
+    let internals = LockInternals::new(framework, path, std::sync::Arc::new(driver), id.as_bytes().to_vec()).map_err(
+        |e| match e {
+            Error::TooLarge { name: "data", size, limit } => Error::TooLarge { name: "id", size, limit },
+            other => other,
+        },
+    )?;
+    Ok(internals.with_mirror_wait())
 }
 
 /// Every candidate of an election in election order, with ids read from the nodes' data; the

@@ -82,9 +82,21 @@ impl LockInternals {
     /// would silence the mirror's create events on ZooKeeper 3.6-3.8). For mutex drivers only.
     pub(crate) fn with_fast_path(mut self) -> Self {
         if self.framework().config().wait_strategy == WaitStrategy::Mirror {
-            self.mirror = Some(Arc::default());
-        } else if fast_path::enabled(self.framework()) {
+            return self.with_mirror_wait();
+        }
+        if fast_path::enabled(self.framework()) {
             self.fast = Some(Arc::default());
+        }
+        self
+    }
+
+    /// Waits on the session's mirror of the directory when the framework's [`WaitStrategy`]
+    /// is the mirror. Any driver can: a decision from the mirror is the driver's verdict on
+    /// the mirror's children, as it would be on a listing (the read-write halves decide by
+    /// their own rule over the one directory both use; an election, as its mutex).
+    pub(crate) fn with_mirror_wait(mut self) -> Self {
+        if self.framework().config().wait_strategy == WaitStrategy::Mirror {
+            self.mirror = Some(Arc::default());
         }
         self
     }

@@ -128,8 +128,8 @@ impl InterProcessReadWriteLock {
     /// As [`new`](Self::new); [`Error::TooLarge`] when the path and data do not fit in one
     /// request ([`FrameworkBuilder::max_request_bytes`](crate::FrameworkBuilder::max_request_bytes)).
     pub fn with_data(framework: &Framework, path: &str, data: Vec<u8>) -> Result<Self> {
-        let read = LockInternals::new(framework, path, Arc::new(ReadDriver), data.clone())?;
-        let write = LockInternals::new(framework, path, Arc::new(WriteDriver), data)?;
+        let read = LockInternals::new(framework, path, Arc::new(ReadDriver), data.clone())?.with_mirror_wait();
+        let write = LockInternals::new(framework, path, Arc::new(WriteDriver), data)?.with_mirror_wait();
         let shared =
             Shared { read, write, turns: Turns::default(), read_holds: Arc::default(), write_holds: Arc::default() };
         Ok(Self { shared: Arc::new(shared) })

@@ -83,6 +83,18 @@ pub async fn framework(connect: &str, session_timeout: Duration) -> Framework {
         .expect("starting a framework")
 }
 
+/// As [`framework`], with lock waits on the session's mirror of each lock directory
+/// (`WaitStrategy::Mirror`).
+pub async fn mirror_framework(connect: &str, session_timeout: Duration) -> Framework {
+    Framework::builder(connect)
+        .session_timeout(session_timeout)
+        .retry_policy(RetryForever::new(Duration::from_millis(50)))
+        .wait_strategy(zk_recipes::WaitStrategy::Mirror)
+        .start()
+        .await
+        .expect("starting a framework")
+}
+
 /// A started framework with `session_timeout` and the builder's default retry policy.
 pub async fn plain_framework(connect: &str, session_timeout: Duration) -> Framework {
     Framework::builder(connect).session_timeout(session_timeout).start().await.expect("framework starts")
