@@ -1,6 +1,6 @@
 //! Distributed locks, wire-compatible with Curator's lock recipes.
 //!
-//! A mutex waits in one of two ways (the framework's [`WaitStrategy`](crate::WaitStrategy)):
+//! A lock waits in one of two ways (the framework's [`WaitStrategy`](crate::WaitStrategy)):
 //! each waiter lists the directory and watches the node ahead of it (Curator's way), or each
 //! session keeps one mirror of the directory (one persistent recursive watch and one listing,
 //! shared by every handle and waiter of the session) and waiters decide from it: two requests
