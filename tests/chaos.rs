@@ -44,7 +44,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::fixtures::{framework, init_tracing, unique_path};
+use common::fixtures::{framework, init_tracing, mirror_framework, unique_path};
 use common::timing::FAULT_SESSION as SESSION;
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -57,7 +57,7 @@ use zk_recipes::testing::{expire_session, four_letter_word, FaultProxy, ProxyMod
 use zk_recipes::{
     CacheEvent, CreateMode, CuratorCache, DistributedAtomicLong, Error, Framework, InterProcessMutex,
     InterProcessReadWriteLock, InterProcessSemaphore, MutexGuard, PersistentNode, ReadLock, ReadLockGuard,
-    SemaphoreLease, SharedCount, WriteLock, WriteLockGuard,
+    SemaphoreLease, SharedCount, WaitStrategy, WriteLock, WriteLockGuard,
 };
 
 /// Clients: the first `DIRECT` connect to the ensemble directly, the rest through one fault
@@ -1119,26 +1119,41 @@ fn env_u64(name: &str) -> Option<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos() {
+    chaos_with(WaitStrategy::PerWaiterWatch).await;
+}
+
+/// The same schedule's kind, with every client's locks waiting on its session's mirror of
+/// each lock directory (`WaitStrategy::Mirror`): the history checker's verdicts must hold
+/// just the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_with_mirror_waits() {
+    chaos_with(WaitStrategy::Mirror).await;
+}
+
+async fn chaos_with(strategy: WaitStrategy) {
     init_tracing();
     let secs = env_u64("ZKR_CHAOS_SECS").unwrap_or(DEFAULT_SECS);
     let seed = env_u64("ZKR_CHAOS_SEED").unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
     });
     let steps = schedule(seed, Duration::from_secs(secs));
-    eprintln!("chaos: seed {seed} (replay with ZKR_CHAOS_SEED={seed} ZKR_CHAOS_SECS={secs}); {} steps:", steps.len());
+    eprintln!(
+        "chaos ({strategy:?}): seed {seed} (replay with ZKR_CHAOS_SEED={seed} ZKR_CHAOS_SECS={secs}); {} steps:",
+        steps.len()
+    );
     for (i, step) in steps.iter().enumerate() {
         eprintln!("  step {i:>3}: {step}");
     }
     // Generous: the steps, restarts of killed members, the audits and the drain.
     let planned: Duration = steps.iter().map(|s| s.length + s.gap + Duration::from_secs(8)).sum();
     let limit = planned + Duration::from_secs(300);
-    match tokio::time::timeout(limit, run(seed, steps)).await {
+    match tokio::time::timeout(limit, run(seed, steps, strategy)).await {
         Ok(()) => {}
         Err(_) => panic!("chaos (seed {seed}) exceeded its time limit of {limit:?}"),
     }
 }
 
-async fn run(seed: u64, steps: Vec<Step>) {
+async fn run(seed: u64, steps: Vec<Step>, strategy: WaitStrategy) {
     let origin = Instant::now();
     let mut cluster = TestingCluster::builder().quorum_proxies(true).start().await.unwrap();
     cluster.settle(Duration::from_secs(90)).await.unwrap();
@@ -1156,7 +1171,10 @@ async fn run(seed: u64, steps: Vec<Step>) {
             }
             proxies.iter().map(FaultProxy::connect_string).collect::<Vec<_>>().join(",")
         };
-        let fw = framework(&connect, SESSION).await;
+        let fw = match strategy {
+            WaitStrategy::Mirror => mirror_framework(&connect, SESSION).await,
+            _ => framework(&connect, SESSION).await,
+        };
         clients.push(Client { name: format!("c{c}"), fw, proxies });
     }
     let observer = framework(&direct, SESSION).await;

@@ -111,3 +111,50 @@ async fn selector_terms_cost_three_or_four_requests() {
     })
     .await;
 }
+
+/// Latches made afresh for every term, on frameworks whose elections wait on the session's
+/// mirror, two sessions taking turns: the mirror outlives each latch long enough for the next
+/// to find it, so a term costs the create and the delete (the mirror's one `addWatch` and
+/// listing come before the measured terms, none during them).
+#[tokio::test]
+async fn latches_made_per_term_share_the_sessions_mirror() {
+    const TERMS: u64 = 40;
+    init_tracing();
+    bounded(LIMIT, async {
+        let proxy = CountingProxy::start(&shared_connect().await).await.expect("counting proxy");
+        let counted = mirror_framework(&proxy.connect_string(), SESSION).await;
+        let other = mirror_framework(&shared_connect().await, SESSION).await;
+        let path = unique_path("leader-counts", "latch-mirror");
+        // Keeps the directory (a container) from being reaped between terms.
+        let pinned = counted.create(&format!("{path}/~pin")).await.unwrap().path;
+        let terms = |fw: Framework, path: String, n: u64| {
+            tokio::spawn(async move {
+                for i in 0..n {
+                    let latch = LeaderLatch::new(&fw, &path, &format!("c{i}")).unwrap();
+                    latch.start().unwrap();
+                    latch.await_leadership().await.unwrap();
+                    tokio::task::yield_now().await;
+                    latch.close().await.unwrap();
+                }
+            })
+        };
+        // Until each session's server is known and its mirror listed, terms cost more.
+        terms(counted.clone(), path.clone(), 3).await.unwrap();
+        terms(other.clone(), path.clone(), 3).await.unwrap();
+        let before = proxy.counts();
+        let (a, b) = (terms(counted.clone(), path.clone(), TERMS), terms(other.clone(), path.clone(), TERMS));
+        a.await.unwrap();
+        b.await.unwrap();
+        let counts = proxy.counts().since(&before);
+        let what = counts.per_op(TERMS as usize);
+        println!("latch per term on the mirror: {what}");
+        assert_eq!((counts.get("create2"), counts.get("delete")), (TERMS, TERMS), "{what}");
+        for kind in ["addWatch", "getChildren", "getData+watch", "exists+watch", "removeWatches"] {
+            assert_eq!(counts.get(kind), 0, "no {kind} in the steady state ({what})");
+        }
+        counted.delete(&pinned).await.unwrap();
+        counted.close().await;
+        other.close().await;
+    })
+    .await;
+}

@@ -42,9 +42,10 @@
 /// `PerWaiterWatch`: it is never far from the best, and the mirror is the better choice for a
 /// lock shared by a handful of processes.
 ///
-/// A mirror lives while some handle of the session uses the directory: a recipe made
-/// afresh for every acquire (a latch per term, say) starts a new mirror each time, one
-/// `addWatch` and one listing, and gains nothing from it.
+/// A mirror lives while some handle of the session uses the directory, and 2 s after the
+/// last one goes, so that a recipe made afresh for every acquire (a new latch per term, say)
+/// finds it still running instead of paying one `addWatch` and one listing each time; in
+/// those 2 s the session still hears every change in the directory.
 ///
 /// # Safety
 /// A mirror decides only as a listing would: its watch is added before its listing (events

@@ -24,7 +24,7 @@
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -95,11 +95,25 @@ struct Inner {
     /// Wakes the task when a waiter wants a resync.
     kick: Notify,
     tickets: AtomicU64,
+    /// Handles alive ([`DirMirror`]s).
+    handles: AtomicUsize,
+    /// While no handle is alive: the mirror itself, kept for [`LINGER`] by the task.
+    keep: Mutex<Kept>,
+    /// Told by the last handle's drop.
+    unused: Notify,
     #[cfg(feature = "testing")]
     hooks: hooks::MirrorHooks,
     /// Whether a watch was added once (for the hook that never adds it again).
     #[cfg(feature = "testing")]
     added_once: std::sync::atomic::AtomicBool,
+}
+
+/// What the task keeps of its own mirror.
+#[derive(Default)]
+struct Kept {
+    core: Option<Arc<Core>>,
+    /// The task is over: nothing is kept any more (it would never be let go).
+    task_over: bool,
 }
 
 impl Inner {
@@ -108,21 +122,50 @@ impl Inner {
     }
 }
 
-/// One session's mirror of one lock directory; its task stops when the last holder drops it.
+/// How long a mirror outlives its last handle: a recipe made afresh for each acquire (a new
+/// latch per term, say) finds the session's mirror still running instead of paying one
+/// `addWatch` and one listing each time. Meanwhile the session still hears every create and
+/// delete in the directory.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// One session's mirror of one lock directory (a handle on it); its task stops [`LINGER`]
+/// after the last handle is dropped, unless a new handle comes first.
 pub(crate) struct DirMirror {
+    core: Arc<Core>,
+}
+
+/// The mirror the session's registry shares: its state and its task, which stops when this
+/// goes.
+struct Core {
     inner: Arc<Inner>,
     task: AbortHandle,
 }
 
+impl Drop for Core {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 impl std::fmt::Debug for DirMirror {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DirMirror").field("dir", &self.inner.dir).field("epoch", &self.inner.epoch).finish()
+        let inner = &self.core.inner;
+        f.debug_struct("DirMirror").field("dir", &inner.dir).field("epoch", &inner.epoch).finish()
     }
 }
 
 impl Drop for DirMirror {
+    /// The last handle hands the mirror to its task, which keeps it for [`LINGER`]; nothing
+    /// here waits or spawns.
     fn drop(&mut self) {
-        self.task.abort();
+        let inner = &self.core.inner;
+        if inner.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let mut kept = inner.keep.lock();
+            if !kept.task_over {
+                kept.core = Some(self.core.clone());
+                inner.unused.notify_one();
+            }
+        }
     }
 }
 
@@ -197,10 +240,16 @@ pub(crate) struct Asker {
 impl DirMirror {
     /// The session's mirror of `dir` (a full server path), started if none is alive.
     pub(crate) fn for_session(framework: &Framework, session: &Session, dir: &str) -> Arc<DirMirror> {
-        session.shared.get_or_make(&key(dir), || Self::start(framework, session, dir))
+        let core = session.shared.get_or_make(&key(dir), || Self::start(framework, session, dir));
+        core.inner.handles.fetch_add(1, Ordering::AcqRel);
+        Arc::new(DirMirror { core })
     }
 
-    fn start(framework: &Framework, session: &Session, dir: &str) -> Arc<DirMirror> {
+    fn inner(&self) -> &Arc<Inner> {
+        &self.core.inner
+    }
+
+    fn start(framework: &Framework, session: &Session, dir: &str) -> Arc<Core> {
         #[cfg(feature = "testing")]
         let hooks = hooks::get(dir);
         #[cfg(feature = "testing")]
@@ -226,35 +275,38 @@ impl DirMirror {
             state: Mutex::new(state),
             kick: Notify::new(),
             tickets: AtomicU64::new(0),
+            handles: AtomicUsize::new(0),
+            keep: Mutex::new(Kept::default()),
+            unused: Notify::new(),
             #[cfg(feature = "testing")]
             hooks,
             #[cfg(feature = "testing")]
             added_once: std::sync::atomic::AtomicBool::new(false),
         });
         let task = tokio::spawn(run(inner.clone(), framework.clone(), session.clone())).abort_handle();
-        Arc::new(DirMirror { inner, task })
+        Arc::new(Core { inner, task })
     }
 
     /// The session (epoch) this mirror belongs to.
     pub(crate) fn epoch(&self) -> u64 {
-        self.inner.epoch
+        self.inner().epoch
     }
 
     /// Whether the server refused the watch (the handle then waits the classic way).
     pub(crate) fn is_refused(&self) -> bool {
-        self.inner.update(|s| s.run == Run::Refused)
+        self.inner().update(|s| s.run == Run::Refused)
     }
 
     /// To be called right after our create's reply: what the waiter keeps between questions.
     pub(crate) fn asker(&self) -> Asker {
-        Asker { created_after: self.inner.update(|s| s.sent), seen: false }
+        Asker { created_after: self.inner().update(|s| s.sent), seen: false }
     }
 
     /// What the mirror says about our node `own`, with `driver`'s rule; a waiter that is to
     /// wait is registered for the event it waits for (before the state lock is released, so
     /// no event is missed between the question and the wait).
     pub(crate) fn ask(&self, driver: &dyn Driver, own: &str, asker: &mut Asker) -> Ask {
-        let mut state = self.inner.state.lock();
+        let mut state = self.inner().state.lock();
         match state.run {
             Run::Refused => return Ask::Classic,
             Run::Ended => return Ask::Missing,
@@ -272,12 +324,12 @@ impl DirMirror {
             Decision::Barrier => WaitOn::Barrier,
             Decision::Unknown => WaitOn::Valid,
             Decision::Resync => {
-                tracing::debug!(dir = %self.inner.dir, node = own, "the mirror missed a create: listing again");
+                tracing::debug!(dir = %self.inner().dir, node = own, "the mirror missed a create: listing again");
                 self.resync(&mut state);
                 WaitOn::Valid
             }
         };
-        let ticket = self.inner.tickets.fetch_add(1, Ordering::Relaxed);
+        let ticket = self.inner().tickets.fetch_add(1, Ordering::Relaxed);
         let notify = Arc::new(Notify::new());
         // Behind a predecessor, our own node's deletion wakes us too (start over at once).
         let names = match &on {
@@ -292,12 +344,12 @@ impl DirMirror {
             state.by_name.entry(name.clone()).or_default().push((ticket, notify.clone()));
         }
         drop(state);
-        Ask::Wait { wake: Wake { inner: self.inner.clone(), names, ticket, notify }, on }
+        Ask::Wait { wake: Wake { inner: self.inner().clone(), names, ticket, notify }, on }
     }
 
     /// Asks the task to add the watch again and list again (a waiter found the view behind).
     pub(crate) fn request_resync(&self) {
-        let mut state = self.inner.state.lock();
+        let mut state = self.inner().state.lock();
         self.resync(&mut state);
     }
 
@@ -305,7 +357,7 @@ impl DirMirror {
         state.view.interrupt();
         state.resync_wanted = true;
         state.wake_all();
-        self.inner.kick.notify_one();
+        self.inner().kick.notify_one();
     }
 }
 
@@ -327,7 +379,11 @@ async fn run(inner: Arc<Inner>, framework: Framework, session: Session) {
     #[cfg(feature = "testing")]
     let _running = hooks::Running::new(&inner.dir);
     let mut watcher: Option<PersistentWatcher> = None;
-    while let Next::Again = connection(&inner, &framework, &session, &mut watcher).await {}
+    let connections = async { while let Next::Again = connection(&inner, &framework, &session, &mut watcher).await {} };
+    tokio::select! {
+        () = connections => {}
+        () = linger(&inner) => {}
+    }
     // Never poll the watcher again: drop it (the session is over, or the server holds no
     // watch of ours).
     drop(watcher);
@@ -338,6 +394,25 @@ async fn run(inner: Arc<Inner>, framework: Framework, session: Session) {
         s.view.interrupt();
         s.wake_all();
     });
+    // Last: letting the kept mirror go may stop this very task.
+    let kept = {
+        let mut kept = inner.keep.lock();
+        kept.task_over = true;
+        kept.core.take()
+    };
+    drop(kept);
+}
+
+/// Keeps the mirror [`LINGER`] after its last handle went, then lets it go (which stops this
+/// task, unless a handle came back meanwhile and holds it).
+async fn linger(inner: &Inner) {
+    loop {
+        inner.unused.notified().await;
+        tokio::time::sleep(LINGER).await;
+        // With a handle back, it holds the mirror; without, this lets it go.
+        let kept = inner.keep.lock().core.take();
+        drop(kept);
+    }
 }
 
 /// One stretch of the task on one connection: add the watch, list, follow the events.
