@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::fixtures::{
-    bounded, children, children_count_becomes, eventually, framework, init_tracing, sequence_of, shared_connect,
-    unique_path, within, Exclusion,
+    bounded, children, children_count_becomes, eventually, framework, init_tracing, mirror_framework, sequence_of,
+    shared_connect, unique_path, within, Exclusion,
 };
 use common::timing::{EVENT, LIMIT};
 use tokio::sync::{mpsc, oneshot};
@@ -189,15 +189,28 @@ async fn one_release_wakes_only_the_next_waiter() {
 /// increasing fencing tokens.
 #[tokio::test]
 async fn two_thousand_waiters_acquire_in_sequence_order() {
+    in_sequence_order(false).await;
+}
+
+/// The same with every session waiting on its mirror of the lock directory.
+#[tokio::test]
+async fn two_thousand_waiters_on_the_mirror_acquire_in_sequence_order() {
+    in_sequence_order(true).await;
+}
+
+async fn in_sequence_order(mirror: bool) {
     init_tracing();
     bounded(LIMIT, async {
         const SESSIONS: usize = 20;
         const TASKS: usize = 2_000;
         let connect = shared_connect().await;
-        let path = path("2000");
+        let path = path(if mirror { "2000-mirror" } else { "2000" });
         let mut frameworks = Vec::new();
         for _ in 0..SESSIONS {
-            frameworks.push(framework(&connect, Duration::from_secs(30)).await);
+            let session = Duration::from_secs(30);
+            let fw =
+                if mirror { mirror_framework(&connect, session).await } else { framework(&connect, session).await };
+            frameworks.push(fw);
         }
         let gate = InterProcessMutex::new(&frameworks[0], &path).unwrap().acquire().await.unwrap();
         let order: Arc<Mutex<Vec<(u64, i64)>>> = Arc::default();
@@ -429,4 +442,78 @@ async fn a_thousand_waiters_over_ten_sessions_wake_one_at_a_time() {
 #[ignore = "slow: 10,000 waiters (run with --ignored)"]
 async fn ten_thousand_waiters_over_ten_sessions_wake_one_at_a_time() {
     waiters_acquire_in_turn(10_000, 10, Duration::from_secs(1800)).await;
+}
+
+/// Handoffs per second while `waiters` tasks over `sessions` sessions (on their mirror of the
+/// lock directory when `mirror`) drain a queue they formed behind a gate holder, and the
+/// client's RSS with the whole queue waiting (KiB).
+async fn drain_rate(waiters: usize, sessions: usize, mirror: bool) -> (f64, u64) {
+    let connect = shared_connect().await;
+    let path = path(&format!("drain-{waiters}-{}", if mirror { "mirror" } else { "classic" }));
+    let mut frameworks = Vec::new();
+    for _ in 0..sessions {
+        let session = Duration::from_secs(60);
+        let fw = if mirror { mirror_framework(&connect, session).await } else { framework(&connect, session).await };
+        frameworks.push(fw);
+    }
+    // Each session's mirror (or fast path) warmed up before the queue forms.
+    for fw in &frameworks {
+        let mutex = InterProcessMutex::new(fw, &path).unwrap();
+        for _ in 0..3 {
+            mutex.acquire().await.unwrap().release().await.unwrap();
+        }
+    }
+    let gate = InterProcessMutex::new(&frameworks[0], &path).unwrap().acquire().await.unwrap();
+    let exclusion = Exclusion::default();
+    let mut tasks = Vec::with_capacity(waiters);
+    for i in 0..waiters {
+        let mutex = InterProcessMutex::new(&frameworks[i % sessions], &path).unwrap();
+        let exclusion = exclusion.clone();
+        tasks.push(tokio::spawn(async move {
+            let guard = mutex.acquire().await.unwrap();
+            exclusion.enter(&format!("task {i}"));
+            exclusion.exit();
+            guard.release().await.unwrap();
+        }));
+    }
+    children_count_becomes(&frameworks[1], &path, waiters + 1, Duration::from_secs(600)).await;
+    let rss = rss_kib().unwrap_or(0);
+    let opened = Instant::now();
+    gate.release().await.unwrap();
+    for task in tasks {
+        within(Duration::from_secs(900), "every waiter acquiring", task).await.unwrap();
+    }
+    let rate = waiters as f64 / opened.elapsed().as_secs_f64();
+    assert_eq!(exclusion.entries(), waiters);
+    for fw in frameworks {
+        fw.close().await;
+    }
+    (rate, rss)
+}
+
+/// The drain rate by queue length, classic and mirror, as JSON lines (a measurement, not a
+/// check: run it by hand, in a release build, on a quiet machine):
+/// `cargo test --release --features testing --test mutex_scale drain_rates -- --ignored --nocapture`
+/// (`ZKR_DRAIN_SIZES=100,2000` and `ZKR_DRAIN_STRATEGIES=mirror` choose).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: 100, 2,000 and 10,000 queued waiters, both wait strategies"]
+async fn drain_rates_by_queue_length() {
+    init_tracing();
+    let sizes: Vec<usize> = std::env::var("ZKR_DRAIN_SIZES")
+        .ok()
+        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![100, 2_000, 10_000]);
+    let strategies = std::env::var("ZKR_DRAIN_STRATEGIES").unwrap_or_else(|_| "per-waiter-watch,mirror".into());
+    for mirror in [false, true] {
+        if !strategies.split(',').any(|s| s.trim() == if mirror { "mirror" } else { "per-waiter-watch" }) {
+            continue;
+        }
+        for &waiters in &sizes {
+            let (rate, rss) = drain_rate(waiters, 10, mirror).await;
+            println!(
+                "{{\"test\":\"drain_rate\",\"strategy\":\"{}\",\"waiters\":{waiters},\"sessions\":10,\"handoffs_per_s\":{rate:.0},\"rss_full_queue_kib\":{rss}}}",
+                if mirror { "mirror" } else { "per-waiter-watch" }
+            );
+        }
+    }
 }

@@ -55,6 +55,9 @@ pub(crate) trait Driver: Send + Sync + std::fmt::Debug + 'static {
     fn sort_key<'a>(&self, name: &'a str) -> &'a str;
 
     /// Whether `our` (a child name) holds the lock among `sorted` children.
+    ///
+    /// Reads only the children up to and including `our` (the verdict is the same on the
+    /// prefix of `sorted` that ends there): a mirror of the directory sorts only those.
     fn verdict(&self, sorted: &[String], our: &str) -> Verdict;
 
     /// Whether a waiter that watched the child at index 0 (the holder) and saw it deleted may
@@ -209,6 +212,48 @@ mod tests {
     /// `our` waits on `node`, at `index` of `sorted`.
     fn assert_watches(driver: &dyn Driver, sorted: &[String], our: &str, node: &str, index: usize) {
         assert_eq!(driver.verdict(sorted, our), Verdict::Watch { node: node.into(), index }, "{our} in {sorted:?}");
+    }
+
+    /// Every driver's verdict on a sorted listing is its verdict on the listing's prefix that
+    /// ends with our node (what a mirror sorts): random read-write queues with foreign
+    /// children, every member asked, for each driver.
+    #[test]
+    fn a_verdict_reads_nothing_after_our_node() {
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move |n: u64| {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) % n
+        };
+        let drivers: [&dyn Driver; 5] = [
+            &StandardDriver::MUTEX,
+            &StandardDriver::LATCH,
+            &StandardDriver { lock_name: LOCK_NAME, max_leases: 3 },
+            &ReadDriver,
+            &WriteDriver,
+        ];
+        for round in 0..200 {
+            let len = 1 + next(12) as usize;
+            let mut children: Vec<String> = (0..len)
+                .map(|i| {
+                    let marker = match next(5) {
+                        0 => READ_LOCK_NAME,
+                        1 => WRITE_LOCK_NAME,
+                        2 => LOCK_NAME,
+                        3 => LATCH_NAME,
+                        _ => return format!("foreign-{round}-{i}"),
+                    };
+                    format!("_c_{round:03}{i:02}-{marker}{:010}", next(40))
+                })
+                .collect();
+            for driver in drivers {
+                driver.sort(&mut children);
+                for (i, our) in children.iter().enumerate() {
+                    let whole = driver.verdict(&children, our);
+                    let prefix = driver.verdict(&children[..=i], our);
+                    assert_eq!(whole, prefix, "{driver:?}: {our} in {children:?}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -243,7 +243,13 @@ impl DirView {
         }
         // Witnessed once, always: the count right after our node does not change.
         self.children.insert(our.to_owned(), Entry::Listed);
-        let mut sorted: Vec<String> = self.children.keys().cloned().collect();
+        // A verdict reads only the children sorted up to ours (see `Driver::verdict`), so
+        // only those are sorted: the waiter at the head of a queue of thousands sorts a
+        // handful of names on a handoff, not the queue. A wrapped suffix (a leading `-`)
+        // sorts before every sequence, so it is among them whenever it is anywhere.
+        let our_key = driver.sort_key(our);
+        let mut sorted: Vec<String> =
+            self.children.keys().filter(|child| driver.sort_key(child) <= our_key).cloned().collect();
         driver.sort(&mut sorted);
         if driver.wrapped(&sorted).is_some() {
             // The order cannot be decided by names: the listing path fails such an acquire.
