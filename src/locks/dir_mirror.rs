@@ -36,7 +36,7 @@ use zookeeper_client::{AddWatchMode, EventType, PersistentWatcher, SessionState,
 use super::driver::{Driver, Verdict};
 use super::mirror_wait::{Decision, DirEvent, DirView};
 use crate::error::{is_zk_connection_error, is_zk_retryable, is_zk_session_lost, ZkError};
-use crate::framework::{Framework, Session};
+use crate::framework::{ConnectionState, Framework, Session};
 use crate::path;
 use crate::sync::Mutex;
 
@@ -380,9 +380,18 @@ async fn run(inner: Arc<Inner>, framework: Framework, session: Session) {
     let _running = hooks::Running::new(&inner.dir);
     let mut watcher: Option<PersistentWatcher> = None;
     let connections = async { while let Next::Again = connection(&inner, &framework, &session, &mut watcher).await {} };
+    // Once the framework has given the session up (lost, or replaced by a new one), this task
+    // must not keep a clone of its client: the framework ends a session it gave up by letting
+    // go of its last clone, which closes it at once (its ephemeral nodes with it); a clone
+    // kept here would leave that to a second connection, and to the session's expiry when
+    // the ensemble cannot be reached meanwhile.
+    let mut states = framework.state_watch();
+    let epoch = inner.epoch;
+    let given_up = states.wait_for(|s| s.epoch != epoch || s.state == ConnectionState::Lost);
     tokio::select! {
         () = connections => {}
         () = linger(&inner) => {}
+        _ = given_up => {}
     }
     // Never poll the watcher again: drop it (the session is over, or the server holds no
     // watch of ours).
