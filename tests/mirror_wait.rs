@@ -15,7 +15,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use common::curator::CuratorPeer;
 use common::fixtures::*;
 use common::timing::{EVENT, FAULT_SESSION, INTEROP_SESSION, LIMIT, SESSION, SLOW_LIMIT};
-use zk_recipes::testing::{mirror_tasks_running, set_mirror_hooks, MirrorHooks, ProxyMode, TestingServer};
+use zk_recipes::testing::{
+    allow_mirror_watch, mirror_listings_held, mirror_tasks_running, mirror_watches_added, set_mirror_hooks,
+    MirrorHooks, ProxyMode, TestingServer,
+};
 use zk_recipes::zk::{Acls, CreateMode};
 use zk_recipes::{Framework, InterProcessMutex};
 
@@ -685,6 +688,106 @@ async fn selectors_on_the_mirror_lead_one_term_at_a_time() {
         for fw in frameworks {
             fw.close().await;
         }
+    })
+    .await;
+}
+
+/// The order of the watch and the listing (T1): A's connection breaks; after the reconnect its
+/// mirror lists the directory again. The hook sends that listing first and holds the watch
+/// back until B has taken the lock (B's node is in no listing and has no event), and drops the
+/// witness that would catch the missing create. A then acquires: its own node's event arrives,
+/// and the view, the listing without B's node plus A's node, grants the lock while B holds it.
+/// The library adds the watch before it lists, so B's node is in the listing or in the events,
+/// and A waits. Returns whether A was granted the lock while B held it.
+async fn watch_order_scenario(hooks: MirrorHooks) -> bool {
+    let server = FaultyServer::start().await;
+    let path = path(if hooks.list_before_watch { "list-first" } else { "watch-first" });
+    set_mirror_hooks(&path, hooks);
+    let a = mirror_framework(&server.proxied(), FAULT_SESSION).await;
+    let b = framework(&server.direct(), SESSION).await;
+    let mutex_a = InterProcessMutex::new(&a, &path).unwrap();
+    let mutex_b = InterProcessMutex::new(&b, &path).unwrap();
+    // Lets the hooked mirror add each watch it holds back, until told to stop.
+    let let_through = |from: usize, to: usize| {
+        let path = path.clone();
+        async move {
+            for n in from..to {
+                eventually(EVENT, "the mirror's listing", || async {
+                    if mirror_listings_held(&path) > n {
+                        Ok(())
+                    } else {
+                        Err("not yet".to_owned())
+                    }
+                })
+                .await;
+                allow_mirror_watch(&path);
+            }
+        }
+    };
+    if hooks.list_before_watch {
+        tokio::join!(warm(&mutex_a, &path), let_through(0, 1));
+    } else {
+        warm(&mutex_a, &path).await;
+    }
+    let (epoch, watches) = (a.snapshot().epoch, mirror_watches_added(&path));
+    server.proxy.set_mode(ProxyMode::BlackHole);
+    server.proxy.refuse_new(true);
+    server.proxy.drop_connections();
+    wait_for_state(&a, EVENT, "A suspended", |s| !s.state.is_connected()).await;
+    server.proxy.set_mode(ProxyMode::Pass);
+    server.proxy.refuse_new(false);
+    wait_connected(&a, EVENT, epoch).await;
+    let held_by_b = if hooks.list_before_watch {
+        // The listing is in; B takes the lock before the watch goes out.
+        let_through(1, 1).await;
+        eventually(EVENT, "the listing after the reconnect", || async {
+            if mirror_listings_held(&path) >= 2 {
+                Ok(())
+            } else {
+                Err("not yet".to_owned())
+            }
+        })
+        .await;
+        let held = mutex_b.acquire().await.unwrap();
+        allow_mirror_watch(&path);
+        held
+    } else {
+        mutex_b.acquire().await.unwrap()
+    };
+    eventually(EVENT, "the watch added again", || async {
+        if mirror_watches_added(&path) > watches {
+            Ok(())
+        } else {
+            Err("not yet".to_owned())
+        }
+    })
+    .await;
+    let granted = granted_within(&mutex_a, Duration::from_secs(1)).await;
+    held_by_b.release().await.unwrap();
+    a.close().await;
+    b.close().await;
+    granted
+}
+
+#[tokio::test]
+async fn the_watch_goes_before_the_listing() {
+    init_tracing();
+    bounded(LIMIT, async {
+        assert!(!watch_order_scenario(MirrorHooks::default()).await, "A was granted the lock while B held it");
+        // The order alone suffices: without the witness too, B's node is in the listing or
+        // in the events.
+        let no_witness = MirrorHooks { no_witness: true, ..MirrorHooks::default() };
+        assert!(!watch_order_scenario(no_witness).await, "without the witness, A was granted the lock while B held it");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn listing_before_the_watch_misses_a_create_and_grants_a_held_lock() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let hooks = MirrorHooks { list_before_watch: true, no_witness: true, ..MirrorHooks::default() };
+        assert!(watch_order_scenario(hooks).await, "the hook's mirror did not grant the held lock");
     })
     .await;
 }

@@ -494,12 +494,17 @@ async fn connection(
             }
         }
     }
-    let (added, listing) = if hooks.list_before_watch {
-        let listing = client.get_children(dir);
-        (client.watch(dir, AddWatchMode::PersistentRecursive), listing)
+    type Listing<'a> =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Result<(Vec<String>, Stat), ZkError>> + Send + 'a>>;
+    let (added, listing): (_, Listing<'_>) = if hooks.list_before_watch {
+        // The listing's reply first, then (once the test lets it) the watch.
+        let listed = client.get_children(dir).await;
+        #[cfg(feature = "testing")]
+        hooks::before_watch(dir).await;
+        (client.watch(dir, AddWatchMode::PersistentRecursive), Box::pin(std::future::ready(listed)))
     } else {
         let added = client.watch(dir, AddWatchMode::PersistentRecursive);
-        (added, client.get_children(dir))
+        (added, Box::pin(client.get_children(dir)))
     };
     let new = match added.await {
         Ok(new) => new,
@@ -536,7 +541,10 @@ async fn connection(
         }
     };
     #[cfg(feature = "testing")]
-    inner.added_once.store(true, Ordering::SeqCst);
+    {
+        inner.added_once.store(true, Ordering::SeqCst);
+        hooks::watch_added(dir);
+    }
     // The new watcher exists: the old one may go without a `RemoveWatches`.
     drop(watcher.replace(new));
     let current = watcher.as_mut().expect("just set");
@@ -734,7 +742,8 @@ pub(crate) mod hooks {
         /// After the first watch, list again without ever adding the watch again (as
         /// zookeeper-client leaves it after a reconnect: the server holds no watch).
         pub no_readd_after_reconnect: bool,
-        /// List before adding the watch.
+        /// List before adding the watch: the listing's reply first, then the watch, once
+        /// [`allow_mirror_watch`] lets it (see [`mirror_listings_held`]).
         pub list_before_watch: bool,
         /// Apply each event of a valid view this much later.
         pub event_delay: Option<Duration>,
@@ -753,11 +762,59 @@ pub(crate) mod hooks {
     struct Table {
         hooks: HashMap<String, MirrorHooks>,
         running: HashMap<String, usize>,
+        /// Listings made with `list_before_watch`, and watches let through after them.
+        held: HashMap<String, usize>,
+        allowed: HashMap<String, usize>,
+        /// Watches added.
+        added: HashMap<String, usize>,
     }
 
     fn table() -> &'static Mutex<Table> {
         static TABLE: OnceLock<Mutex<Table>> = OnceLock::new();
         TABLE.get_or_init(|| Mutex::new(Table::default()))
+    }
+
+    fn allowed() -> &'static tokio::sync::Notify {
+        static ALLOWED: OnceLock<tokio::sync::Notify> = OnceLock::new();
+        ALLOWED.get_or_init(tokio::sync::Notify::new)
+    }
+
+    /// With `list_before_watch`: how many listings of `dir` (full server path) a mirror has
+    /// made and then held its watch back after.
+    pub fn mirror_listings_held(dir: &str) -> usize {
+        table().lock().held.get(dir).copied().unwrap_or(0)
+    }
+
+    /// With `list_before_watch`: lets one held watch of `dir` be added.
+    pub fn allow_mirror_watch(dir: &str) {
+        *table().lock().allowed.entry(dir.to_owned()).or_default() += 1;
+        allowed().notify_waiters();
+    }
+
+    /// How many watches mirrors of `dir` have added.
+    pub fn mirror_watches_added(dir: &str) -> usize {
+        table().lock().added.get(dir).copied().unwrap_or(0)
+    }
+
+    pub(crate) async fn before_watch(dir: &str) {
+        let mine = {
+            let mut table = table().lock();
+            let held = table.held.entry(dir.to_owned()).or_default();
+            *held += 1;
+            *held
+        };
+        loop {
+            // Created before the check: `notify_waiters` reaches it from here on.
+            let notified = allowed().notified();
+            if table().lock().allowed.get(dir).copied().unwrap_or(0) >= mine {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    pub(crate) fn watch_added(dir: &str) {
+        *table().lock().added.entry(dir.to_owned()).or_default() += 1;
     }
 
     /// Sets the hooks of the lock directory `dir` (its full server path, namespace included)

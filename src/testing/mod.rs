@@ -66,7 +66,9 @@ pub use self::proxy::{FaultProxy, ProxyMode};
 pub use self::security::TlsFiles;
 pub use self::server::{TestingServer, TestingServerBuilder};
 pub use self::session::expire_session;
-pub use crate::locks::mirror_hooks::{mirror_tasks_running, set_mirror_hooks, MirrorHooks};
+pub use crate::locks::mirror_hooks::{
+    allow_mirror_watch, mirror_listings_held, mirror_tasks_running, mirror_watches_added, set_mirror_hooks, MirrorHooks,
+};
 
 /// The process-wide server for tests that inject no server faults.
 static SHARED: tokio::sync::OnceCell<TestingServer> = tokio::sync::OnceCell::const_new();
