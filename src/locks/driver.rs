@@ -51,8 +51,14 @@ pub(crate) trait Driver: Send + Sync + std::fmt::Debug + 'static {
     /// The marker in node names (`lock-`, `lease-`, `__READ__`, `__WRIT__`).
     fn lock_name(&self) -> &'static str;
 
-    /// The key children are sorted by.
+    /// The key children are sorted by: a part of `name` (a suffix, or the whole name).
     fn sort_key<'a>(&self, name: &'a str) -> &'a str;
+
+    /// Names [`sort_key`](Self::sort_key): two drivers with the same name sort every child
+    /// alike (a mirror keeps its children in one driver's order while that holds).
+    fn sort_name(&self) -> &'static str {
+        self.lock_name()
+    }
 
     /// Whether `our` (a child name) holds the lock among `sorted` children.
     ///
@@ -149,6 +155,11 @@ impl<S: ReadWriteSide> Driver for S {
 
     fn sort_key<'a>(&self, name: &'a str) -> &'a str {
         read_write_sort_key(name)
+    }
+
+    /// Both sides sort by [`read_write_sort_key`].
+    fn sort_name(&self) -> &'static str {
+        "read-write"
     }
 
     fn verdict(&self, sorted: &[String], our: &str) -> Verdict {

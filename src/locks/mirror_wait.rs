@@ -94,11 +94,59 @@ pub(crate) enum Decision {
     Verdict(Verdict),
 }
 
+/// The children sorted by one driver's key.
+#[derive(Debug)]
+struct Order {
+    /// The drivers that sort this way ([`Driver::sort_name`]).
+    sort_name: &'static str,
+    keys: std::collections::BTreeSet<Keyed>,
+    /// Children created or deleted since `keys` was brought up to date (in order).
+    changed: Vec<String>,
+}
+
+/// A child name with where its sort key lies in it, ordered by that key (then the name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Keyed {
+    name: String,
+    key: std::ops::Range<usize>,
+}
+
+impl Keyed {
+    fn new(driver: &dyn Driver, name: String) -> Self {
+        let key = driver.sort_key(&name);
+        // A sort key is a part of the name (`Driver::sort_key`): its place in the name's bytes.
+        let start = (key.as_ptr() as usize).wrapping_sub(name.as_ptr() as usize);
+        let key = start..start.saturating_add(key.len());
+        debug_assert!(key.end <= name.len(), "a sort key outside its name");
+        let key = if key.end <= name.len() { key } else { 0..name.len() };
+        Keyed { name, key }
+    }
+
+    fn key(&self) -> &str {
+        &self.name[self.key.clone()]
+    }
+}
+
+impl Ord for Keyed {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key().cmp(other.key()).then_with(|| self.name.cmp(&other.name))
+    }
+}
+
+impl PartialOrd for Keyed {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 /// One session's view of one lock directory.
 #[derive(Debug)]
 pub(crate) struct DirView {
     state: State,
     children: HashMap<String, Entry>,
+    /// The children in the order of the driver asked last, kept in step with `children` by
+    /// the changes since that question (`None`: sorted again at the next).
+    order: Option<Order>,
     /// Child creates in the directory's current incarnation, as far as the view knows.
     count: u64,
     /// Test hooks: decide without the barrier's wait (our node assumed present) or without the
@@ -125,6 +173,7 @@ impl DirView {
         DirView {
             state: State::Invalid,
             children: HashMap::new(),
+            order: None,
             count: 0,
             #[cfg(any(test, feature = "testing"))]
             hooks: Hooks::default(),
@@ -163,6 +212,7 @@ impl DirView {
             return;
         };
         self.children = children.into_iter().map(|name| (name, Entry::Listed)).collect();
+        self.order = None;
         self.count = count;
         self.state = State::Valid;
         // Events from before the reply: the listing already shows their changes (3.6-3.9
@@ -200,9 +250,18 @@ impl DirView {
         let consistent = match event {
             DirEvent::ChildCreated(name) => {
                 self.count += 1;
+                if let Some(order) = &mut self.order {
+                    order.changed.push(name.clone());
+                }
                 self.children.insert(name, Entry::Counted(self.count)).is_none()
             }
-            DirEvent::ChildDeleted(name) => self.children.remove(&name).is_some(),
+            DirEvent::ChildDeleted(name) => {
+                let removed = self.children.remove(&name).is_some();
+                if let Some(order) = &mut self.order {
+                    order.changed.push(name);
+                }
+                removed
+            }
             DirEvent::DirCreated | DirEvent::DirDeleted => {
                 self.count = 0;
                 self.children.is_empty()
@@ -247,15 +306,44 @@ impl DirView {
         // only those are sorted: the waiter at the head of a queue of thousands sorts a
         // handful of names on a handoff, not the queue. A wrapped suffix (a leading `-`)
         // sorts before every sequence, so it is among them whenever it is anywhere.
-        let our_key = driver.sort_key(our);
-        let mut sorted: Vec<String> =
-            self.children.keys().filter(|child| driver.sort_key(child) <= our_key).cloned().collect();
+        let mut sorted = self.sorted_up_to(driver, our);
         driver.sort(&mut sorted);
         if driver.wrapped(&sorted).is_some() {
             // The order cannot be decided by names: the listing path fails such an acquire.
             return Decision::Wrapped;
         }
         Decision::Verdict(driver.verdict(&sorted, our))
+    }
+
+    /// The children whose sort key is at most `our`'s, in `driver`'s order: from the order
+    /// kept since the last question when `driver` sorts as that one's did (the changes since
+    /// then applied: a handoff costs a deletion and a lookup, whatever the queue's length),
+    /// otherwise from all children, sorted once.
+    fn sorted_up_to(&mut self, driver: &dyn Driver, our: &str) -> Vec<String> {
+        let name = driver.sort_name();
+        let order = match self.order.take() {
+            Some(mut order) if order.sort_name == name && order.changed.len() <= self.children.len() => {
+                for child in std::mem::take(&mut order.changed) {
+                    let keyed = Keyed::new(driver, child);
+                    if self.children.contains_key(&keyed.name) {
+                        order.keys.insert(keyed);
+                    } else {
+                        order.keys.remove(&keyed);
+                    }
+                }
+                order
+            }
+            _ => Order {
+                sort_name: name,
+                keys: self.children.keys().map(|child| Keyed::new(driver, child.clone())).collect(),
+                changed: Vec::new(),
+            },
+        };
+        let our_key = driver.sort_key(our);
+        let up_to =
+            order.keys.iter().take_while(|keyed| keyed.key() <= our_key).map(|keyed| keyed.name.clone()).collect();
+        self.order = Some(order);
+        up_to
     }
 
     #[cfg(any(test, feature = "testing"))]
