@@ -1412,6 +1412,17 @@ async fn run(seed: u64, steps: Vec<Step>, strategy: WaitStrategy) {
     })
     .await;
     eprintln!("after the faults: every task progressed: {}", progress.as_ref().map_or_else(|e| e.as_str(), |()| "yes"));
+    if progress.is_err() {
+        // For the reader of a failure: who is queued, and which sessions the clients are on.
+        let sessions: Vec<String> = clients
+            .iter()
+            .map(|c| format!("{} {:#x} {:?}", c.name, c.fw.snapshot().session_id, c.fw.state()))
+            .collect();
+        eprintln!("  clients: {sessions:?}");
+        for (node, owner) in nodes(&observer, &paths_list).await {
+            eprintln!("  queued: {node} (session {owner:#x})");
+        }
+    }
 
     // The counters: every task increments again after the faults, then all stop and each
     // value is judged against what its tasks were told.

@@ -455,21 +455,27 @@ pub(crate) async fn run_workload(env: &Env, workload: Workload) -> BenchResult<V
             results.push(run(env, plan("raw-floor"), contenders.collect()).await?);
             env.remove_tree(&dir).await;
 
-            let dir = env.dir(workload, "zk-recipes");
-            let sessions = env.mutex_contenders(o.clients, &dir, ReleaseStyle::Await).await?;
-            let mut contenders = Vec::with_capacity(o.clients * WAITERS_PER_SESSION);
-            for session in sessions {
-                if let Contender::Mutex { framework, mutex, release } = session {
-                    for _ in 0..WAITERS_PER_SESSION {
-                        contenders.push(Contender::Mutex {
-                            framework: framework.clone(),
-                            mutex: mutex.clone(),
-                            release,
-                        });
+            for implementation in ["zk-recipes", "zk-recipes-mirror"] {
+                let dir = env.dir(workload, implementation);
+                let sessions = if implementation == "zk-recipes" {
+                    env.mutex_contenders(o.clients, &dir, ReleaseStyle::Await).await?
+                } else {
+                    env.mirror_mutex_contenders(o.clients, &dir).await?
+                };
+                let mut contenders = Vec::with_capacity(o.clients * WAITERS_PER_SESSION);
+                for session in sessions {
+                    if let Contender::Mutex { framework, mutex, release } = session {
+                        for _ in 0..WAITERS_PER_SESSION {
+                            contenders.push(Contender::Mutex {
+                                framework: framework.clone(),
+                                mutex: mutex.clone(),
+                                release,
+                            });
+                        }
                     }
                 }
+                results.push(run(env, plan(implementation), contenders).await?);
             }
-            results.push(run(env, plan("zk-recipes"), contenders).await?);
         }
         Workload::RwLock => {
             let plan = |implementation| Plan {
