@@ -692,6 +692,18 @@ async fn selectors_on_the_mirror_lead_one_term_at_a_time() {
     .await;
 }
 
+/// Waits (by polling, within [`EVENT`]) until `done` holds.
+async fn until(what: &str, done: impl Fn() -> bool) {
+    eventually(EVENT, what, || async {
+        if done() {
+            Ok(())
+        } else {
+            Err("not yet".to_owned())
+        }
+    })
+    .await;
+}
+
 /// The order of the watch and the listing (T1): A's connection breaks; after the reconnect its
 /// mirror lists the directory again. The hook sends that listing first and holds the watch
 /// back until B has taken the lock (B's node is in no listing and has no event), and drops the
@@ -707,28 +719,23 @@ async fn watch_order_scenario(hooks: MirrorHooks) -> bool {
     let b = framework(&server.direct(), SESSION).await;
     let mutex_a = InterProcessMutex::new(&a, &path).unwrap();
     let mutex_b = InterProcessMutex::new(&b, &path).unwrap();
-    // Lets the hooked mirror add each watch it holds back, until told to stop.
-    let let_through = |from: usize, to: usize| {
-        let path = path.clone();
-        async move {
-            for n in from..to {
-                eventually(EVENT, "the mirror's listing", || async {
-                    if mirror_listings_held(&path) > n {
-                        Ok(())
-                    } else {
-                        Err("not yet".to_owned())
-                    }
-                })
-                .await;
+    if hooks.list_before_watch {
+        // Until the mirror runs, every watch it holds back goes through (a slow first create
+        // can make it list again).
+        let let_through = async {
+            for n in 1.. {
+                until("a listing of the mirror", || mirror_listings_held(&path) >= n).await;
                 allow_mirror_watch(&path);
             }
+        };
+        tokio::select! {
+            () = warm(&mutex_a, &path) => {}
+            () = let_through => {}
         }
-    };
-    if hooks.list_before_watch {
-        tokio::join!(warm(&mutex_a, &path), let_through(0, 1));
     } else {
         warm(&mutex_a, &path).await;
     }
+    let listings = mirror_listings_held(&path);
     let (epoch, watches) = (a.snapshot().epoch, mirror_watches_added(&path));
     server.proxy.set_mode(ProxyMode::BlackHole);
     server.proxy.refuse_new(true);
@@ -739,29 +746,14 @@ async fn watch_order_scenario(hooks: MirrorHooks) -> bool {
     wait_connected(&a, EVENT, epoch).await;
     let held_by_b = if hooks.list_before_watch {
         // The listing is in; B takes the lock before the watch goes out.
-        let_through(1, 1).await;
-        eventually(EVENT, "the listing after the reconnect", || async {
-            if mirror_listings_held(&path) >= 2 {
-                Ok(())
-            } else {
-                Err("not yet".to_owned())
-            }
-        })
-        .await;
+        until("the listing after the reconnect", || mirror_listings_held(&path) > listings).await;
         let held = mutex_b.acquire().await.unwrap();
         allow_mirror_watch(&path);
         held
     } else {
         mutex_b.acquire().await.unwrap()
     };
-    eventually(EVENT, "the watch added again", || async {
-        if mirror_watches_added(&path) > watches {
-            Ok(())
-        } else {
-            Err("not yet".to_owned())
-        }
-    })
-    .await;
+    until("the watch added again", || mirror_watches_added(&path) > watches).await;
     let granted = granted_within(&mutex_a, Duration::from_secs(1)).await;
     held_by_b.release().await.unwrap();
     a.close().await;
