@@ -783,3 +783,58 @@ async fn listing_before_the_watch_misses_a_create_and_grants_a_held_lock() {
     })
     .await;
 }
+
+/// Panics raised inside zookeeper-client so far in this process (a panic hook counts them).
+fn client_panics() -> usize {
+    static COUNT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if info.location().is_some_and(|l| l.file().contains("zookeeper-client")) {
+                COUNT.fetch_add(1, Ordering::SeqCst);
+            }
+            default(info);
+        }));
+    });
+    COUNT.load(Ordering::SeqCst)
+}
+
+/// A's session expires while its mirror runs; returns whether zookeeper-client panicked
+/// before the old session's mirror task was gone.
+async fn expiry_scenario(hooks: MirrorHooks) -> bool {
+    let server = FaultyServer::start().await;
+    let path = path(if hooks.poll_after_terminal { "expiry-polled" } else { "expiry-stopped" });
+    set_mirror_hooks(&path, hooks);
+    let a = mirror_framework(&server.proxied(), FAULT_SESSION).await;
+    let mutex_a = InterProcessMutex::new(&a, &path).unwrap();
+    warm(&mutex_a, &path).await;
+    let before = client_panics();
+    server.expire(&a, EVENT).await;
+    eventually(EVENT, "the old session's mirror task gone", || async {
+        match mirror_tasks_running(&path) {
+            0 => Ok(()),
+            n => Err(format!("{n} running")),
+        }
+    })
+    .await;
+    let panicked = client_panics() > before;
+    drop(mutex_a);
+    a.close().await;
+    panicked
+}
+
+/// The mirror's task stops at the end of its session without polling its watcher again
+/// (T12); the hook that keeps polling makes zookeeper-client panic in the task. One test, so
+/// that the panic counter sees only its own scenarios.
+#[tokio::test]
+async fn after_expiry_the_mirror_stops_before_the_client_panics() {
+    init_tracing();
+    bounded(LIMIT, async {
+        client_panics();
+        assert!(!expiry_scenario(MirrorHooks::default()).await, "zookeeper-client panicked in the mirror's task");
+        let hooks = MirrorHooks { poll_after_terminal: true, ..MirrorHooks::default() };
+        assert!(expiry_scenario(hooks).await, "polling after the session's end did not make the client panic");
+    })
+    .await;
+}

@@ -371,7 +371,13 @@ enum Next {
 
 /// The next item of `watcher`, or `None` once the client dropped its end (zookeeper-client
 /// panics then; the panic is caught here and ends the mirror).
-async fn next_event(watcher: &mut PersistentWatcher) -> Option<WatchedEvent> {
+async fn next_event(inner: &Inner, watcher: &mut PersistentWatcher) -> Option<WatchedEvent> {
+    #[cfg(feature = "testing")]
+    if inner.hooks.poll_after_terminal {
+        return Some(watcher.changed().await);
+    }
+    #[cfg(not(feature = "testing"))]
+    let _ = inner;
     AssertUnwindSafe(watcher.changed()).catch_unwind().await.ok()
 }
 
@@ -391,7 +397,7 @@ async fn run(inner: Arc<Inner>, framework: Framework, session: Session) {
     tokio::select! {
         () = connections => {}
         () = linger(&inner) => {}
-        _ = given_up => {}
+        _ = given_up, if !poll_after_terminal(&inner) => {}
     }
     // Never poll the watcher again: drop it (the session is over, or the server holds no
     // watch of ours).
@@ -410,6 +416,17 @@ async fn run(inner: Arc<Inner>, framework: Framework, session: Session) {
         kept.core.take()
     };
     drop(kept);
+}
+
+/// Whether the test hook that keeps polling after the session's end is on.
+fn poll_after_terminal(inner: &Inner) -> bool {
+    #[cfg(feature = "testing")]
+    return inner.hooks.poll_after_terminal;
+    #[cfg(not(feature = "testing"))]
+    {
+        let _ = inner;
+        false
+    }
 }
 
 /// Keeps the mirror [`LINGER`] after its last handle went, then lets it go (which stops this
@@ -442,7 +459,7 @@ async fn connection(
         if let Some(w) = watcher.as_mut() {
             loop {
                 let event = tokio::select! {
-                    event = next_event(w) => event,
+                    event = next_event(inner, w) => event,
                     () = session.task_end() => return Next::Stop,
                 };
                 match event {
@@ -558,12 +575,12 @@ async fn connection(
     let listed = loop {
         tokio::select! {
             biased;
-            event = next_event(current) => match apply(inner, event) {
+            event = next_event(inner, current) => match apply(inner, event) {
                 Applied::Event => {}
                 Applied::Next(next) => return next,
             },
             reply = &mut listing => {
-                while let Some(event) = next_event(current).now_or_never() {
+                while let Some(event) = next_event(inner, current).now_or_never() {
                     if let Applied::Next(next) = apply(inner, event) {
                         return next;
                     }
@@ -592,8 +609,8 @@ async fn follow(inner: &Inner, session: &Session, current: &mut PersistentWatche
     loop {
         tokio::select! {
             biased;
-            () = session.task_end() => return Next::Stop,
-            event = next_event(current) => {
+            () = session.task_end(), if !poll_after_terminal(inner) => return Next::Stop,
+            event = next_event(inner, current) => {
                 #[cfg(feature = "testing")]
                 if let Some(delay) = inner.hooks.event_delay {
                     tokio::time::sleep(delay).await;
@@ -629,7 +646,7 @@ fn apply(inner: &Inner, event: Option<WatchedEvent>) -> Applied {
     let hooks = hooks_off::Hooks::default();
     let dir_event = match event.event_type {
         EventType::Session => match event.session_state {
-            state if state.is_terminated() => return Applied::Next(Next::Stop),
+            state if state.is_terminated() && !hooks.poll_after_terminal => return Applied::Next(Next::Stop),
             SessionState::Disconnected => {
                 if !hooks.keep_view_on_disconnect {
                     inner.update(|s| {
@@ -716,6 +733,7 @@ mod hooks_off {
     pub(super) struct Hooks {
         pub(super) keep_view_on_disconnect: bool,
         pub(super) list_before_watch: bool,
+        pub(super) poll_after_terminal: bool,
     }
 }
 
@@ -750,6 +768,11 @@ pub(crate) mod hooks {
         /// Take a watch the server refused as added: list, and decide from the listing as
         /// if events would follow (none do).
         pub ignore_refusal: bool,
+        /// Keep polling the watcher after the session ended: no stop at a terminal state, at
+        /// the end of the client's task or when the framework gives the session up, and no
+        /// guard around the poll (zookeeper-client's watcher panics once its session's
+        /// channel is gone).
+        pub poll_after_terminal: bool,
     }
 
     impl MirrorHooks {
