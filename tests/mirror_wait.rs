@@ -502,43 +502,68 @@ async fn taking_a_refused_watch_as_added_leaves_waiters_deaf() {
 async fn a_reaped_and_recreated_directory_starts_the_count_over() {
     init_tracing();
     bounded(LIMIT, async {
-        let server = TestingServer::builder()
-            .system_property("znode.container.checkIntervalMs", "100")
-            .start()
-            .await
-            .expect("starting a server");
-        let connect = server.connect_string();
-        let path = path("reaped");
-        let a = mirror_framework(&connect, SESSION).await;
-        let b = framework(&connect, SESSION).await;
-        let mutex_a = InterProcessMutex::new(&a, &path).unwrap();
-        let mutex_b = InterProcessMutex::new(&b, &path).unwrap();
-        for _ in 0..2 {
-            warm(&mutex_a, &path).await;
-            let b_client = b.zk_client().unwrap();
-            eventually(EVENT, "the empty directory reaped", || async {
-                match b_client.check_stat(&path).await {
-                    Ok(None) => Ok(()),
-                    other => Err(format!("{other:?}")),
-                }
-            })
-            .await;
-            let held_by_b = mutex_b.acquire().await.unwrap();
-            assert!(held_by_b.lock_path().ends_with("0000000000"), "{}", held_by_b.lock_path());
-            assert!(!granted_within(&mutex_a, Duration::from_secs(1)).await, "A took the lock while B held it");
-            let waiter = {
-                let mutex = mutex_a.clone();
-                tokio::spawn(async move { mutex.acquire().await.unwrap() })
-            };
-            children_count_becomes(&b, &path, 2, EVENT).await;
-            held_by_b.release().await.unwrap();
-            within(EVENT, "A after B's release", waiter).await.unwrap().release().await.unwrap();
-        }
-        assert!(mirror_tasks_running(&path) >= 1, "A waited on its mirror");
-        a.close().await;
-        b.close().await;
+        let relisted = reaped_scenario(MirrorHooks::default()).await;
+        assert_eq!(relisted, 0, "the new incarnation's creates were witnessed without listing again");
     })
     .await;
+}
+
+/// Without the count starting over at the directory's creation, every node of the new
+/// incarnation fails the witness: each acquire costs the mirror a new watch and a listing.
+#[tokio::test]
+async fn without_the_count_starting_over_every_acquire_lists_again() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let relisted = reaped_scenario(MirrorHooks { no_count_reset: true, ..MirrorHooks::default() }).await;
+        assert!(relisted > 0, "the hook's mirror never listed again");
+    })
+    .await;
+}
+
+/// Twice: A warms its mirror, the empty directory is reaped, B creates it again and holds
+/// `…0000000000`; A must wait, then get the lock after B's release. Returns how many times
+/// A's mirror added its watch again (and listed) during the second incarnation's acquires.
+async fn reaped_scenario(hooks: MirrorHooks) -> usize {
+    let server = TestingServer::builder()
+        .system_property("znode.container.checkIntervalMs", "100")
+        .start()
+        .await
+        .expect("starting a server");
+    let connect = server.connect_string();
+    let path = path(if hooks.no_count_reset { "reaped-no-reset" } else { "reaped" });
+    set_mirror_hooks(&path, hooks);
+    let a = mirror_framework(&connect, SESSION).await;
+    let b = framework(&connect, SESSION).await;
+    let mutex_a = InterProcessMutex::new(&a, &path).unwrap();
+    let mutex_b = InterProcessMutex::new(&b, &path).unwrap();
+    let mut relisted = 0;
+    for _ in 0..2 {
+        warm(&mutex_a, &path).await;
+        let b_client = b.zk_client().unwrap();
+        eventually(EVENT, "the empty directory reaped", || async {
+            match b_client.check_stat(&path).await {
+                Ok(None) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await;
+        let watches = mirror_watches_added(&path);
+        let held_by_b = mutex_b.acquire().await.unwrap();
+        assert!(held_by_b.lock_path().ends_with("0000000000"), "{}", held_by_b.lock_path());
+        assert!(!granted_within(&mutex_a, Duration::from_secs(1)).await, "A took the lock while B held it");
+        let waiter = {
+            let mutex = mutex_a.clone();
+            tokio::spawn(async move { mutex.acquire().await.unwrap() })
+        };
+        children_count_becomes(&b, &path, 2, EVENT).await;
+        held_by_b.release().await.unwrap();
+        within(EVENT, "A after B's release", waiter).await.unwrap().release().await.unwrap();
+        relisted = mirror_watches_added(&path) - watches;
+    }
+    assert!(mirror_tasks_running(&path) >= 1, "A waited on its mirror");
+    a.close().await;
+    b.close().await;
+    relisted
 }
 
 /// Several waiters per session on one mirror (each woken by its own predecessor's deletion

@@ -754,6 +754,9 @@ pub(crate) mod hooks {
         pub no_barrier: bool,
         /// Take a node that entered by its event without checking the create count.
         pub no_witness: bool,
+        /// Keep counting creates across the directory's deletion and creation (the count
+        /// the witness checks then never matches a new incarnation's suffixes).
+        pub no_count_reset: bool,
         /// Keep the view through a disconnection, and only add the watch again after it (no
         /// invalidation, no listing).
         pub keep_view_on_disconnect: bool,
@@ -777,7 +780,11 @@ pub(crate) mod hooks {
 
     impl MirrorHooks {
         pub(crate) fn view(&self) -> super::super::mirror_wait::Hooks {
-            super::super::mirror_wait::Hooks { no_barrier: self.no_barrier, no_witness: self.no_witness }
+            super::super::mirror_wait::Hooks {
+                no_barrier: self.no_barrier,
+                no_witness: self.no_witness,
+                no_count_reset: self.no_count_reset,
+            }
         }
     }
 

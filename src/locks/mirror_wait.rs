@@ -160,6 +160,8 @@ pub(crate) struct DirView {
 pub(crate) struct Hooks {
     pub(crate) no_barrier: bool,
     pub(crate) no_witness: bool,
+    /// Keep counting creates across the directory's deletion and creation.
+    pub(crate) no_count_reset: bool,
 }
 
 impl Default for DirView {
@@ -263,7 +265,13 @@ impl DirView {
                 removed
             }
             DirEvent::DirCreated | DirEvent::DirDeleted => {
-                self.count = 0;
+                #[cfg(any(test, feature = "testing"))]
+                let reset = !self.hooks.no_count_reset;
+                #[cfg(not(any(test, feature = "testing")))]
+                let reset = true;
+                if reset {
+                    self.count = 0;
+                }
                 self.children.is_empty()
             }
         };
@@ -353,7 +361,7 @@ impl DirView {
 
     #[cfg(test)]
     fn with_hooks(mut self, no_barrier: bool, no_witness: bool) -> Self {
-        self.hooks = Hooks { no_barrier, no_witness };
+        self.hooks = Hooks { no_barrier, no_witness, no_count_reset: false };
         self
     }
 }

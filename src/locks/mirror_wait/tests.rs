@@ -383,7 +383,7 @@ fn sum(model: Model) -> Outcome {
     total
 }
 
-const SOUND: Hooks = Hooks { no_barrier: false, no_witness: false };
+const SOUND: Hooks = Hooks { no_barrier: false, no_witness: false, no_count_reset: false };
 
 #[test]
 fn the_view_decides_as_a_listing_does() {
@@ -409,14 +409,14 @@ fn the_model_finds_the_hazards_each_rule_closes() {
         hidden: 20,
         breaks: false,
         read_write: false,
-        hooks: Hooks { no_barrier: false, no_witness: true },
+        hooks: Hooks { no_barrier: false, no_witness: true, no_count_reset: false },
     });
     assert!(o.wrong_grants > 0, "without the witness: {o:?}");
     let o = sum(Model {
         hidden: 0,
         breaks: false,
         read_write: false,
-        hooks: Hooks { no_barrier: true, no_witness: false },
+        hooks: Hooks { no_barrier: true, no_witness: false, no_count_reset: false },
     });
     assert!(o.wrong_grants > 0, "without the barrier: {o:?}");
 }
@@ -432,7 +432,7 @@ fn both_halves_of_the_read_write_lock_decide_as_a_listing_does() {
         hidden: 20,
         breaks: false,
         read_write: true,
-        hooks: Hooks { no_barrier: false, no_witness: true },
+        hooks: Hooks { no_barrier: false, no_witness: true, no_count_reset: false },
     });
     assert!(o.wrong_grants > 0, "without the witness: {o:?}");
 }
