@@ -863,3 +863,66 @@ async fn after_expiry_the_mirror_stops_before_the_client_panics() {
     })
     .await;
 }
+
+/// The ensemble's leader killed under contention (T14): every client reconnects, so every
+/// session's mirror adds its watch again and lists again; there is never a second holder,
+/// and the waiters go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_kill_under_contention_relists_every_mirror() {
+    const SESSIONS: usize = 3;
+    init_tracing();
+    bounded(SLOW_LIMIT, async {
+        let mut cluster = zk_recipes::testing::TestingCluster::start().await.expect("a 3-server ensemble");
+        cluster.settle(Duration::from_secs(60)).await.unwrap();
+        let path = path("leader-kill");
+        let exclusion = Exclusion::default();
+        let ops = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut frameworks = Vec::new();
+        let mut loops = Vec::new();
+        for s in 0..SESSIONS {
+            let fw = mirror_framework(&cluster.connect_string(), SESSION).await;
+            let mutex = InterProcessMutex::new(&fw, &path).unwrap();
+            let (exclusion, ops, stop) = (exclusion.clone(), ops.clone(), stop.clone());
+            loops.push(tokio::spawn(async move {
+                while !stop.load(Ordering::SeqCst) {
+                    // An acquire may fail while the ensemble elects a leader: try again.
+                    let Ok(guard) = mutex.acquire().await else { continue };
+                    exclusion.enter(&format!("session {s}"));
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    exclusion.exit();
+                    ops.fetch_add(1, Ordering::SeqCst);
+                    let _ = guard.release().await;
+                }
+            }));
+            frameworks.push(fw);
+        }
+        until("every session's mirror running", || mirror_tasks_running(&path) >= SESSIONS).await;
+        until("contended cycles", || ops.load(Ordering::SeqCst) >= 50).await;
+        let watches = mirror_watches_added(&path);
+        let leader = cluster.leader().await.expect("a leader");
+        cluster.kill(leader).await.unwrap();
+        let after_kill = ops.load(Ordering::SeqCst);
+        eventually(SLOW_LIMIT / 2, "cycles after the leader kill", || async {
+            match ops.load(Ordering::SeqCst) {
+                n if n >= after_kill + 50 => Ok(()),
+                n => Err(format!("{} cycles since the kill", n - after_kill)),
+            }
+        })
+        .await;
+        assert!(
+            mirror_watches_added(&path) >= watches + SESSIONS,
+            "every mirror added its watch again: {} new watches for {SESSIONS} sessions",
+            mirror_watches_added(&path) - watches
+        );
+        stop.store(true, Ordering::SeqCst);
+        for task in loops {
+            within(EVENT, "the loops ending", task).await.unwrap();
+        }
+        for fw in frameworks {
+            fw.close().await;
+        }
+        cluster.restart(leader).await.unwrap();
+    })
+    .await;
+}
