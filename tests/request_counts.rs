@@ -414,3 +414,63 @@ async fn read_write_cycles_on_the_mirror_cost_two_requests() {
     })
     .await;
 }
+
+/// After each reconnect a session's mirror of a lock directory costs exactly one `addWatch`
+/// and one listing, whatever the number of handles and waiters sharing it (T13): three
+/// handles of one session, two of them waiting behind another session's holder, through
+/// three connection breaks.
+#[tokio::test]
+async fn a_mirror_costs_one_watch_and_one_listing_per_reconnect() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let path = unique_path("counts", "mirror-reconnect");
+        let cut = zk_recipes::testing::FaultProxy::start(&server().await).await.expect("a fault proxy");
+        let proxy = CountingProxy::start(&cut.connect_string()).await.expect("counting proxy");
+        let counted = mirror_framework(&proxy.connect_string(), SESSION).await;
+        let other = mirror_framework(&server().await, SESSION).await;
+        let handles: Vec<InterProcessMutex> =
+            (0..3).map(|_| InterProcessMutex::new(&counted, &path).unwrap()).collect();
+        // Until the session's server is known and its mirror listed, cycles cost more.
+        for _ in 0..3 {
+            handles[0].acquire().await.unwrap().release().await.unwrap();
+        }
+        let held = InterProcessMutex::new(&other, &path).unwrap().acquire().await.unwrap();
+        let waiters: Vec<_> = handles[1..]
+            .iter()
+            .map(|mutex| {
+                let mutex = mutex.clone();
+                tokio::spawn(async move { mutex.acquire().await.unwrap() })
+            })
+            .collect();
+        children_count_becomes(&other, &path, 3, LIMIT).await;
+        for round in 1..=3u64 {
+            let epoch = counted.snapshot().epoch;
+            let before = proxy.counts();
+            cut.drop_connections();
+            eventually(LIMIT, "the mirror's watch added again", || async {
+                match proxy.counts().since(&before).get("addWatch") {
+                    0 => Err("not yet".to_owned()),
+                    _ => Ok(()),
+                }
+            })
+            .await;
+            wait_for_state(&counted, LIMIT, "connected again", |s| s.state.is_connected() && s.epoch == epoch).await;
+            // Let anything else the reconnect would send go out.
+            counted.exists("/").await.unwrap();
+            let counts = proxy.counts().since(&before);
+            assert_eq!(
+                (counts.get("addWatch"), counts.get("getChildren")),
+                (1, 1),
+                "reconnect {round}: one addWatch and one listing ({})",
+                counts.per_op(1)
+            );
+        }
+        drop(held);
+        for waiter in waiters {
+            within(LIMIT, "a waiter after the holder's release", waiter).await.unwrap().release().await.unwrap();
+        }
+        counted.close().await;
+        other.close().await;
+    })
+    .await;
+}
