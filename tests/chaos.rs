@@ -44,7 +44,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::fixtures::{framework, init_tracing, mirror_framework, unique_path};
+use common::fixtures::{framework, framework_waiting, init_tracing, unique_path};
 use common::timing::FAULT_SESSION as SESSION;
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -1180,10 +1180,7 @@ async fn run(seed: u64, steps: Vec<Step>, strategy: WaitStrategy) {
             }
             proxies.iter().map(FaultProxy::connect_string).collect::<Vec<_>>().join(",")
         };
-        let fw = match strategy {
-            WaitStrategy::Mirror => mirror_framework(&connect, SESSION).await,
-            _ => framework(&connect, SESSION).await,
-        };
+        let fw = framework_waiting(&connect, SESSION, strategy).await;
         clients.push(Client { name: format!("c{c}"), fw, proxies });
     }
     let observer = framework(&direct, SESSION).await;

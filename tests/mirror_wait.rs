@@ -836,13 +836,7 @@ async fn expiry_scenario(hooks: MirrorHooks) -> bool {
     warm(&mutex_a, &path).await;
     let before = client_panics();
     server.expire(&a, EVENT).await;
-    eventually(EVENT, "the old session's mirror task gone", || async {
-        match mirror_tasks_running(&path) {
-            0 => Ok(()),
-            n => Err(format!("{n} running")),
-        }
-    })
-    .await;
+    until("the old session's mirror task gone", || mirror_tasks_running(&path) == 0).await;
     let panicked = client_panics() > before;
     drop(mutex_a);
     a.close().await;

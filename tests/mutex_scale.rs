@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::fixtures::{
-    bounded, children, children_count_becomes, eventually, framework, init_tracing, mirror_framework, sequence_of,
-    shared_connect, unique_path, within, Exclusion,
+    bounded, children, children_count_becomes, eventually, framework, framework_waiting, init_tracing, sequence_of,
+    shared_connect, unique_path, waits, within, Exclusion,
 };
 use common::timing::{EVENT, LIMIT};
 use tokio::sync::{mpsc, oneshot};
@@ -208,8 +208,7 @@ async fn in_sequence_order(mirror: bool) {
         let mut frameworks = Vec::new();
         for _ in 0..SESSIONS {
             let session = Duration::from_secs(30);
-            let fw =
-                if mirror { mirror_framework(&connect, session).await } else { framework(&connect, session).await };
+            let fw = framework_waiting(&connect, session, waits(mirror)).await;
             frameworks.push(fw);
         }
         let gate = InterProcessMutex::new(&frameworks[0], &path).unwrap().acquire().await.unwrap();
@@ -453,7 +452,7 @@ async fn drain_rate(waiters: usize, sessions: usize, mirror: bool) -> (f64, u64)
     let mut frameworks = Vec::new();
     for _ in 0..sessions {
         let session = Duration::from_secs(60);
-        let fw = if mirror { mirror_framework(&connect, session).await } else { framework(&connect, session).await };
+        let fw = framework_waiting(&connect, session, waits(mirror)).await;
         frameworks.push(fw);
     }
     // Each session's mirror (or fast path) warmed up before the queue forms.

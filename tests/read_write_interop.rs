@@ -17,8 +17,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::curator::CuratorPeer;
 use common::fixtures::{
-    bounded, children_count_becomes, framework, init_tracing, is_curator_node_name, mirror_framework, node_name,
-    sequence_of, shared_connect, unique_path, within,
+    bounded, children_count_becomes, framework, framework_waiting, init_tracing, is_curator_node_name, node_name,
+    sequence_of, shared_connect, unique_path, waits, within,
 };
 use common::timing::{INTEROP_EVENT as EVENT, INTEROP_SESSION as SESSION, SLOW_LIMIT as LIMIT};
 use tokio::sync::oneshot;
@@ -131,8 +131,7 @@ async fn shared_log(mirror: bool) {
         let mut frameworks = Vec::new();
         let mirrored = Arc::new(AtomicBool::new(false));
         for (i, id) in ["R1", "R2"].into_iter().enumerate() {
-            let fw =
-                if mirror { mirror_framework(&connect, SESSION).await } else { framework(&connect, SESSION).await };
+            let fw = framework_waiting(&connect, SESSION, waits(mirror)).await;
             let lock = InterProcessReadWriteLock::new(&fw, &path).unwrap();
             let log = log.clone();
             let (mirrored, path) = (mirrored.clone(), path.clone());

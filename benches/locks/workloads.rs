@@ -214,6 +214,13 @@ impl Env {
         futures::future::try_join_all((0..n).map(|_| self.framework())).await
     }
 
+    /// `n` frameworks whose lock waits go through their session's mirror of the directory.
+    async fn mirror_frameworks(&self, n: usize) -> BenchResult<Vec<Framework>> {
+        let start =
+            || async { Ok(Framework::builder(&self.connect).wait_strategy(WaitStrategy::Mirror).start().await?) };
+        futures::future::try_join_all((0..n).map(|_| start())).await
+    }
+
     pub(crate) async fn raw_client(&self) -> BenchResult<zk::Client> {
         Ok(zk::Client::connect(&self.connect).await?)
     }
@@ -240,8 +247,7 @@ impl Env {
     /// Mutex contenders whose sessions wait on their mirror of the lock directory.
     async fn mirror_mutex_contenders(&self, n: usize, dir: &str) -> BenchResult<Vec<Contender>> {
         let mut contenders = Vec::with_capacity(n);
-        for _ in 0..n {
-            let framework = Framework::builder(&self.connect).wait_strategy(WaitStrategy::Mirror).start().await?;
+        for framework in self.mirror_frameworks(n).await? {
             let mutex = InterProcessMutex::new(&framework, dir)?;
             contenders.push(Contender::Mutex { framework, mutex, release: ReleaseStyle::Await });
         }
@@ -542,22 +548,20 @@ pub(crate) async fn run_workload(env: &Env, workload: Workload) -> BenchResult<V
             results.push(run(env, plan("raw-floor"), raw.into_iter().map(Contender::RawMutex).collect()).await?);
             env.remove_tree(&dir).await;
 
-            let path = env.dir(workload, "zk-recipes");
-            let frameworks = env.frameworks(o.clients).await?;
-            let contenders = frameworks
-                .into_iter()
-                .enumerate()
-                .map(|(i, framework)| Contender::Latch { framework, path: path.clone(), id: format!("c{i}") })
-                .collect();
-            results.push(run(env, plan("zk-recipes"), contenders).await?);
-
-            let path = env.dir(workload, "zk-recipes-mirror");
-            let mut contenders = Vec::with_capacity(o.clients);
-            for i in 0..o.clients {
-                let framework = Framework::builder(&env.connect).wait_strategy(WaitStrategy::Mirror).start().await?;
-                contenders.push(Contender::Latch { framework, path: path.clone(), id: format!("c{i}") });
+            for implementation in ["zk-recipes", "zk-recipes-mirror"] {
+                let path = env.dir(workload, implementation);
+                let frameworks = if implementation == "zk-recipes" {
+                    env.frameworks(o.clients).await?
+                } else {
+                    env.mirror_frameworks(o.clients).await?
+                };
+                let contenders = frameworks
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, framework)| Contender::Latch { framework, path: path.clone(), id: format!("c{i}") })
+                    .collect();
+                results.push(run(env, plan(implementation), contenders).await?);
             }
-            results.push(run(env, plan("zk-recipes-mirror"), contenders).await?);
         }
         Workload::CounterIncrement | Workload::SharedCountCas => results = counters(env, workload).await?,
         Workload::QueueThroughput => {

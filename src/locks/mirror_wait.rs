@@ -314,8 +314,7 @@ impl DirView {
         // only those are sorted: the waiter at the head of a queue of thousands sorts a
         // handful of names on a handoff, not the queue. A wrapped suffix (a leading `-`)
         // sorts before every sequence, so it is among them whenever it is anywhere.
-        let mut sorted = self.sorted_up_to(driver, our);
-        driver.sort(&mut sorted);
+        let sorted = self.sorted_up_to(driver, our);
         if driver.wrapped(&sorted).is_some() {
             // The order cannot be decided by names: the listing path fails such an acquire.
             return Decision::Wrapped;
@@ -323,7 +322,9 @@ impl DirView {
         Decision::Verdict(driver.verdict(&sorted, our))
     }
 
-    /// The children whose sort key is at most `our`'s, in `driver`'s order: from the order
+    /// The children whose sort key is at most `our`'s, in `driver`'s order (by key, which is
+    /// all `Driver::sort` orders by; ties, which one incarnation's sequence numbers never
+    /// make, by name): from the order
     /// kept since the last question when `driver` sorts as that one's did (the changes since
     /// then applied: a handoff costs a deletion and a lookup, whatever the queue's length),
     /// otherwise from all children, sorted once.

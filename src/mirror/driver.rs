@@ -110,12 +110,7 @@ impl<T: Send + Sync + 'static> ReadQueue<T> {
                 requests.push(request);
             }
             self.loading += requests.len();
-            if requests.len() == 1 {
-                let request = requests.pop().expect("one request");
-                self.in_flight.push(Box::pin(read(framework, config, request).map(|answer| vec![answer])));
-            } else {
-                self.in_flight.push(read_many(framework, config, requests));
-            }
+            self.send(framework, config, requests);
         }
     }
 
@@ -137,12 +132,17 @@ impl<T: Send + Sync + 'static> ReadQueue<T> {
         while !together.is_empty() {
             let rest = together.split_off(together.len().min(MAX_BATCH));
             let batch = std::mem::replace(&mut together, rest);
-            if batch.len() == 1 {
-                let request = batch.into_iter().next().expect("one request");
-                self.in_flight.push(Box::pin(read(framework, config, request).map(|answer| vec![answer])));
-            } else {
-                self.in_flight.push(read_many(framework, config, batch));
-            }
+            self.send(framework, config, batch);
+        }
+    }
+
+    /// Sends `requests` at once: one read alone, several as one multi-read.
+    fn send(&mut self, framework: &Framework, config: &Arc<Config<T>>, mut requests: Vec<Request>) {
+        if requests.len() == 1 {
+            let request = requests.pop().expect("one request");
+            self.in_flight.push(Box::pin(read(framework, config, request).map(|answer| vec![answer])));
+        } else {
+            self.in_flight.push(read_many(framework, config, requests));
         }
     }
 

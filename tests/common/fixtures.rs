@@ -75,21 +75,34 @@ pub async fn shared_connect() -> String {
 /// A started framework with `session_timeout` that retries connection loss forever (so a test
 /// decides how long an outage lasts, not the retry policy).
 pub async fn framework(connect: &str, session_timeout: Duration) -> Framework {
-    Framework::builder(connect)
-        .session_timeout(session_timeout)
-        .retry_policy(RetryForever::new(Duration::from_millis(50)))
-        .start()
-        .await
-        .expect("starting a framework")
+    framework_waiting(connect, session_timeout, zk_recipes::WaitStrategy::default()).await
 }
 
 /// As [`framework`], with lock waits on the session's mirror of each lock directory
 /// (`WaitStrategy::Mirror`).
 pub async fn mirror_framework(connect: &str, session_timeout: Duration) -> Framework {
+    framework_waiting(connect, session_timeout, zk_recipes::WaitStrategy::Mirror).await
+}
+
+/// `WaitStrategy::Mirror` when `mirror`, the default otherwise.
+pub fn waits(mirror: bool) -> zk_recipes::WaitStrategy {
+    if mirror {
+        zk_recipes::WaitStrategy::Mirror
+    } else {
+        zk_recipes::WaitStrategy::default()
+    }
+}
+
+/// As [`framework`], with lock waits by `strategy`.
+pub async fn framework_waiting(
+    connect: &str,
+    session_timeout: Duration,
+    strategy: zk_recipes::WaitStrategy,
+) -> Framework {
     Framework::builder(connect)
         .session_timeout(session_timeout)
         .retry_policy(RetryForever::new(Duration::from_millis(50)))
-        .wait_strategy(zk_recipes::WaitStrategy::Mirror)
+        .wait_strategy(strategy)
         .start()
         .await
         .expect("starting a framework")
