@@ -210,8 +210,22 @@ async fn witness_scenario(hooks: MirrorHooks) -> bool {
     warm(&mutex_a, &path).await;
     let b_client = b.zk_client().unwrap();
     let private = CreateMode::EphemeralSequential.with_acls(Acls::creator_all());
-    let (_, sequence) =
-        b_client.create(&format!("{path}/_c_00000000-0000-0000-0000-000000000000-lock-"), &[], &private).await.unwrap();
+    let base = format!("{path}/_c_00000000-0000-0000-0000-000000000000-lock-");
+    // The directory is an empty container by now, which the server may reap at any moment:
+    // made again when it is gone (a new container is not reaped before its first child).
+    let sequence = loop {
+        match b_client.create(&base, &[], &private).await {
+            Ok((_, sequence)) => break sequence,
+            Err(zk_recipes::zk::Error::NoNode) => {
+                let container = CreateMode::Container.with_acls(Acls::anyone_all());
+                match b_client.create(&path, &[], &container).await {
+                    Ok(_) | Err(zk_recipes::zk::Error::NodeExists) => {}
+                    Err(e) => panic!("making the lock directory again: {e}"),
+                }
+            }
+            Err(e) => panic!("B's private node: {e}"),
+        }
+    };
     let b_node = format!("{path}/_c_00000000-0000-0000-0000-000000000000-lock-{sequence}");
     let granted = granted_within(&mutex_a, Duration::from_secs(1)).await;
     if !granted {
@@ -611,8 +625,9 @@ async fn many_waiters_per_session_on_the_mirror_exclude_each_other() {
     .await;
 }
 
-/// The semaphore's internal mutex (`<path>/locks`) waits on the mirror too on such a
-/// framework: one lease, two mirror sessions and a classic one, never two holders.
+/// The semaphore waits on the mirror too on such a framework, for its internal mutex
+/// (`<path>/locks`) and for its leases (`<path>/leases`, counted on the mirror): one lease,
+/// two mirror sessions and a classic one, never two holders.
 #[tokio::test]
 async fn a_semaphore_on_mirror_frameworks_keeps_its_lease_count() {
     const ROUNDS: usize = 15;
@@ -917,6 +932,57 @@ async fn a_leader_kill_under_contention_relists_every_mirror() {
             fw.close().await;
         }
         cluster.restart(leader).await.unwrap();
+    })
+    .await;
+}
+
+/// A holder on the mirror (T9): while its connection is cut, its guards are not trusted
+/// (suspended); a node an admin deleted meanwhile is known lost once the mirror has listed
+/// the directory again, while a node nobody touched is held again, on the same session.
+#[tokio::test]
+async fn a_holder_learns_from_the_relisted_mirror_that_its_node_was_deleted() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let server = FaultyServer::start().await;
+        let (deleted_path, kept_path) = (path("holder-deleted"), path("holder-kept"));
+        let a = mirror_framework(&server.proxied(), FAULT_SESSION).await;
+        let admin = framework(&server.direct(), SESSION).await;
+        let deleted = InterProcessMutex::new(&a, &deleted_path).unwrap();
+        let kept = InterProcessMutex::new(&a, &kept_path).unwrap();
+        warm(&deleted, &deleted_path).await;
+        warm(&kept, &kept_path).await;
+        let (gone, stays) = (deleted.acquire().await.unwrap(), kept.acquire().await.unwrap());
+        let epoch = a.snapshot().epoch;
+        server.proxy.set_mode(ProxyMode::BlackHole);
+        server.proxy.refuse_new(true);
+        server.proxy.drop_connections();
+        wait_for_state(&a, EVENT, "A suspended", |s| !s.state.is_connected()).await;
+        within(EVENT, "lost() while suspended", gone.lost()).await;
+        assert!(!gone.is_held() && !stays.is_held(), "no guard is trusted while suspended");
+        admin.delete(gone.lock_path()).await.unwrap();
+        server.proxy.set_mode(ProxyMode::Pass);
+        server.proxy.refuse_new(false);
+        wait_connected(&a, EVENT, epoch).await;
+        assert_eq!(a.snapshot().epoch, epoch, "the same session");
+        // Connected again: lost() waits for the relisting, which shows the node gone.
+        within(EVENT, "lost() after the relisting", gone.lost()).await;
+        assert!(!gone.is_held(), "the deleted node's guard is lost");
+        assert!(stays.is_held(), "the untouched node's guard is held again");
+        // The deleted node's lock is free for another session; the kept one is still A's.
+        let theirs = within(
+            EVENT,
+            "the admin takes the freed lock",
+            InterProcessMutex::new(&admin, &deleted_path).unwrap().acquire(),
+        )
+        .await
+        .unwrap();
+        let blocked = InterProcessMutex::new(&admin, &kept_path).unwrap().try_acquire().await.unwrap();
+        assert!(blocked.is_none(), "the kept node still holds its lock");
+        theirs.release().await.unwrap();
+        stays.release().await.unwrap();
+        drop(gone);
+        a.close().await;
+        admin.close().await;
     })
     .await;
 }

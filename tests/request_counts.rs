@@ -475,3 +475,111 @@ async fn a_mirror_costs_one_watch_and_one_listing_per_reconnect() {
     })
     .await;
 }
+
+/// A holder on the mirror learns that its node was deleted from the mirror (T9): `lost()`
+/// and `is_held()` cost no request (the classic path sets a data watch on the node), and a
+/// revocable holder reads its node once when it starts and once per data change, with no
+/// watch of its own.
+#[tokio::test]
+async fn holders_on_the_mirror_learn_of_deletion_and_revocation_without_a_watch() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let path = unique_path("counts", "mirror-holder");
+        let proxy = CountingProxy::start(&server().await).await.expect("counting proxy");
+        let counted = mirror_framework(&proxy.connect_string(), SESSION).await;
+        let admin = plain_framework(&server().await, SESSION).await;
+        let mutex = InterProcessMutex::new(&counted, &path).unwrap();
+        for _ in 0..3 {
+            mutex.acquire().await.unwrap().release().await.unwrap();
+        }
+        let guard = mutex.acquire().await.unwrap();
+        let before = proxy.counts();
+        let lost = {
+            let guard = &guard;
+            async move { guard.lost().await }
+        };
+        let delete = async {
+            // Give `lost()` its first poll (it sets up its wait there).
+            tokio::task::yield_now().await;
+            admin.delete(guard.lock_path()).await.unwrap();
+        };
+        tokio::time::timeout(LIMIT, futures::future::join(lost, delete)).await.expect("lost() fires");
+        assert!(!guard.is_held(), "the deleted node's guard is not held");
+        let counts = proxy.counts().since(&before);
+        let per_op = counts.per_op(1);
+        assert_eq!(counts.requests(), 0, "lost() from the mirror costs no request ({per_op})");
+        assert!(counts.get("watch-event") >= 1, "the mirror heard the deletion ({per_op})");
+        drop(guard);
+
+        // Revocable: one plain read when the watch starts, one per request.
+        let revocable = mutex.revocable();
+        let guard = revocable.acquire().await.unwrap();
+        let node = guard.lock_path().to_owned();
+        let before = proxy.counts();
+        zk_recipes::Revoker::attempt_revoke(&admin, &node).await.unwrap();
+        assert!(tokio::time::timeout(LIMIT, guard.revocation_requested()).await.expect("the request is heard"));
+        zk_recipes::Revoker::attempt_revoke(&admin, &node).await.unwrap();
+        let second = tokio::time::timeout(LIMIT, guard.revocation_requested()).await;
+        assert!(second.expect("the second request is heard"));
+        let counts = proxy.counts().since(&before);
+        let per_op = counts.per_op(1);
+        for kind in ["getData+watch", "exists+watch", "getChildren+watch", "removeWatches"] {
+            assert_eq!(counts.get(kind), 0, "no {kind} for a revocable holder on the mirror ({per_op})");
+        }
+        // The read at the start may have gone out before `before`.
+        assert!((2..=3).contains(&counts.get("getData")), "one read per request ({per_op})");
+        guard.release().await.unwrap();
+        counted.close().await;
+        admin.close().await;
+    })
+    .await;
+}
+
+/// Semaphore leases on the mirror: the internal lock and the lease count both come from the
+/// session's mirrors, so a contended lease cycle costs the lock's create and delete and the
+/// lease's create and delete (the classic path adds a listing with a child watch per
+/// admission check, and a listing and watch per lock handoff).
+#[tokio::test]
+async fn semaphore_cycles_on_the_mirror_cost_four_requests() {
+    const CONTENDED: u64 = 60;
+    init_tracing();
+    bounded(LIMIT, async {
+        let path = unique_path("counts", "semaphore-mirror");
+        let proxy = CountingProxy::start(&server().await).await.expect("counting proxy");
+        let counted = mirror_framework(&proxy.connect_string(), SESSION).await;
+        let other = mirror_framework(&server().await, SESSION).await;
+        let mine = InterProcessSemaphore::new(&counted, &path, 1).unwrap();
+        let theirs = InterProcessSemaphore::new(&other, &path, 1).unwrap();
+        // Until each session's server is known, and its mirrors listed, cycles cost more.
+        for _ in 0..3 {
+            mine.acquire().await.unwrap().release().await.unwrap();
+            theirs.acquire().await.unwrap().release().await.unwrap();
+        }
+        let run = |semaphore: InterProcessSemaphore| {
+            tokio::spawn(async move {
+                for _ in 0..CONTENDED {
+                    let lease = semaphore.acquire().await.unwrap();
+                    tokio::task::yield_now().await;
+                    lease.release().await.unwrap();
+                }
+            })
+        };
+        let before = proxy.counts();
+        let (a, b) = (run(mine.clone()), run(theirs.clone()));
+        a.await.unwrap();
+        b.await.unwrap();
+        let counts = proxy.counts().since(&before);
+        let per_cycle = counts.requests() as f64 / CONTENDED as f64;
+        let per_op = counts.per_op(CONTENDED as usize);
+        println!("semaphore on the mirror, contended: {per_cycle:.2} requests per cycle ({per_op})");
+        assert!(per_cycle <= 4.2, "requests per contended lease cycle: {per_cycle:.2} ({per_op})");
+        for kind in ["exists+watch", "getData+watch", "getChildren+watch", "removeWatches"] {
+            assert_eq!(counts.get(kind), 0, "no {kind} with the mirror on ({per_op})");
+        }
+        assert_eq!(counts.get("create2"), 2 * CONTENDED, "{per_op}");
+        assert_eq!(counts.get("delete"), 2 * CONTENDED, "{per_op}");
+        counted.close().await;
+        other.close().await;
+    })
+    .await;
+}

@@ -13,7 +13,8 @@ use std::task::Poll;
 use std::time::Duration;
 
 use common::fixtures::{
-    bounded, children, children_count_becomes, plain_framework, semaphore_settles, shared_connect, unique_path,
+    bounded, children, children_count_becomes, eventually, plain_framework, semaphore_settles, shared_connect,
+    unique_path,
 };
 use common::timing::{LIMIT, PROMPT, QUIET as BLOCKED, SESSION};
 use tokio::sync::mpsc;
@@ -739,9 +740,23 @@ async fn namespace_and_layout() {
         assert!(lease.lease_path().starts_with(&format!("{path}/leases/")), "namespace stripped");
         let full = format!("/{ns}{}", lease.lease_path());
         assert!(raw.exists(&full).await.unwrap().is_some(), "{full} exists");
-        let mut kids = children(&raw, &format!("/{ns}{path}")).await;
-        kids.sort();
-        assert_eq!(kids, ["leases", "locks"]);
+        // A second contender holds the internal lock while it waits for a lease (an empty
+        // `locks` container may be reaped at any moment otherwise).
+        let waiting = {
+            let semaphore = semaphore.clone();
+            tokio::spawn(async move { semaphore.acquire().await })
+        };
+        eventually(PROMPT, "both parents under the namespace", || async {
+            let mut kids = children(&raw, &format!("/{ns}{path}")).await;
+            kids.sort();
+            match kids == ["leases", "locks"] {
+                true => Ok(()),
+                false => Err(format!("{kids:?}")),
+            }
+        })
+        .await;
+        waiting.abort();
+        let _ = waiting.await;
         let parent = raw.exists(&format!("/{ns}{path}/leases")).await.unwrap().unwrap();
         assert_eq!(parent.ephemeral_owner, 0);
         lease.release().await.unwrap();

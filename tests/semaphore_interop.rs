@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::curator::CuratorPeer;
-use common::fixtures::{bounded, plain_framework, shared_connect, unique_path};
+use common::fixtures::{bounded, framework_waiting, plain_framework, shared_connect, unique_path, waits};
 use common::timing::{INTEROP_EVENT as EVENT, INTEROP_SESSION as SESSION, SLOW_LIMIT as LIMIT};
 use tokio::time::timeout;
 use zk_recipes::{InterProcessSemaphore, InterProcessSemaphoreMutex, SemaphoreLease};
@@ -96,14 +96,25 @@ where
 /// the other's leases.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rust_and_curator_leases_share_one_limit() {
+    leases_share_one_limit(false).await;
+}
+
+/// The same with the Rust sessions counting leases on their mirror of the lease directory
+/// (`WaitStrategy::Mirror`) while Curator lists and watches it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_mirror_sessions_and_curator_leases_share_one_limit() {
+    leases_share_one_limit(true).await;
+}
+
+async fn leases_share_one_limit(mirror: bool) {
     bounded(LIMIT, async {
         const MAX: usize = 3;
         let connect = shared_connect().await;
         let Some(mut java) = CuratorPeer::started(&connect, SESSION).await else {
             return;
         };
-        let path = unique_path("sem-interop", "leases");
-        let fw = plain_framework(&connect, SESSION).await;
+        let path = unique_path("sem-interop", if mirror { "leases-mirror" } else { "leases" });
+        let fw = framework_waiting(&connect, SESSION, waits(mirror)).await;
         let semaphore = InterProcessSemaphore::new(&fw, &path, MAX).unwrap();
         for id in ["J1", "J2"] {
             assert_eq!(java.command(&format!("semaphore {id} {path} {MAX}")).await.unwrap(), "ok");
@@ -148,7 +159,7 @@ async fn rust_and_curator_leases_share_one_limit() {
             let reply = java.command(&format!("loop {id} {CYCLES} {} 2", log.arg())).await.unwrap();
             assert_eq!(reply, format!("loop-started {id}"));
         }
-        let fw2 = plain_framework(&connect, SESSION).await;
+        let fw2 = framework_waiting(&connect, SESSION, waits(mirror)).await;
         let mut rust = Vec::new();
         for (i, fw) in [&fw, &fw2, &fw2].into_iter().enumerate() {
             let semaphore = InterProcessSemaphore::new(fw, &path, MAX).unwrap();

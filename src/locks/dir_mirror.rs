@@ -34,7 +34,7 @@ use tokio::task::AbortHandle;
 use zookeeper_client::{AddWatchMode, EventType, PersistentWatcher, SessionState, Stat, WatchedEvent};
 
 use super::driver::{Driver, Verdict};
-use super::mirror_wait::{Decision, DirEvent, DirView};
+use super::mirror_wait::{Admission, Decision, DirEvent, DirView};
 use crate::error::{is_zk_connection_error, is_zk_retryable, is_zk_session_lost, ZkError};
 use crate::framework::{ConnectionState, Framework, Session};
 use crate::path;
@@ -42,6 +42,10 @@ use crate::sync::Mutex;
 
 /// The pause before adding the watch again after a connection error.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// The name under which waiters for any child's deletion are registered (no child is named
+/// so).
+const ANY_DELETION: &str = "";
 
 /// The key of a directory's mirror among a session's shared objects.
 fn key(dir: &str) -> String {
@@ -169,6 +173,32 @@ impl Drop for DirMirror {
     }
 }
 
+/// A handle's place for its session's mirror of one directory, shared by the handle's clones
+/// and replaced when the session changes.
+#[derive(Debug, Default)]
+pub(crate) struct MirrorSlot(Mutex<Option<Arc<DirMirror>>>);
+
+impl MirrorSlot {
+    /// The session's mirror of `dir` (a full server path), when the session's server is known
+    /// to keep it exact (Apache ZooKeeper 3.6+, the watch not refused, not a read-only
+    /// connection); `None` means the classic wait.
+    pub(crate) fn for_session(&self, framework: &Framework, session: &Session, dir: &str) -> Option<Arc<DirMirror>> {
+        let known = framework.server_features_now();
+        let exact = known.is_some_and(|f| f.persistent_watches && f.exact_child_count);
+        let read_only = session.client.state() == SessionState::ConnectedReadOnly;
+        if !exact || read_only || framework.server_refuses_persistent_watches() {
+            return None;
+        }
+        let mut slot = self.0.lock();
+        if let Some(mirror) = slot.as_ref().filter(|m| m.epoch() == session.epoch) {
+            return (!mirror.is_refused()).then(|| mirror.clone());
+        }
+        let mirror = DirMirror::for_session(framework, session, dir);
+        *slot = Some(mirror.clone());
+        Some(mirror)
+    }
+}
+
 /// What a waiter is to do, from the mirror.
 pub(crate) enum Ask {
     /// The lock is ours.
@@ -190,6 +220,8 @@ pub(crate) enum WaitOn {
     Barrier,
     /// The deletion of the node ahead of it.
     Predecessor(String),
+    /// The deletion of any child (a semaphore's leases are all taken).
+    AnyDeletion,
     /// The view to become valid (a listing is out, or the connection is down).
     Valid,
 }
@@ -226,6 +258,20 @@ impl Drop for Wake {
             }
         }
     }
+}
+
+/// What the mirror says about a node we created (see [`DirMirror::presence`]).
+pub(crate) enum Presence {
+    /// In the view: wait for `Wake` (a data change, its deletion, or the view's state).
+    Present(Wake),
+    /// Deleted.
+    Gone,
+    /// The view cannot tell yet (broken, being listed, or our create's event not applied):
+    /// wait for `Wake`, and ask for a resync if that takes long.
+    Unsure(Wake),
+    /// The mirror does not run (the server refused its watch, or it ended): watch the node
+    /// the classic way.
+    Unwatched,
 }
 
 /// What a waiter keeps between two questions to the mirror.
@@ -313,7 +359,10 @@ impl DirMirror {
             Run::Running => {}
         }
         let on = match state.view.decide(driver, own) {
-            Decision::Verdict(Verdict::Acquired) => return Ask::Acquired,
+            Decision::Verdict(Verdict::Acquired) => {
+                asker.seen = true;
+                return Ask::Acquired;
+            }
             Decision::Verdict(Verdict::Missing) => return Ask::Missing,
             Decision::Wrapped => return Ask::Wrapped,
             Decision::Verdict(Verdict::Watch { node, .. }) => {
@@ -329,22 +378,95 @@ impl DirMirror {
                 WaitOn::Valid
             }
         };
-        let ticket = self.inner().tickets.fetch_add(1, Ordering::Relaxed);
-        let notify = Arc::new(Notify::new());
         // Behind a predecessor, our own node's deletion wakes us too (start over at once).
         let names = match &on {
             WaitOn::Barrier => vec![own.to_owned()],
             WaitOn::Predecessor(node) => vec![node.clone(), own.to_owned()],
-            WaitOn::Valid => Vec::new(),
+            WaitOn::Valid | WaitOn::AnyDeletion => Vec::new(),
         };
+        Ask::Wait { wake: self.register(&mut state, names), on }
+    }
+
+    /// What the mirror says about a semaphore's leases `ours` under at most `max` leases
+    /// (see [`DirView::admit`]); `driver` gives the leases' sort key (their sequence, for the
+    /// witness). A contender that is to wait is registered for the event it waits for: the
+    /// create of a lease not in the view yet, or any deletion when all are taken.
+    pub(crate) fn admit(&self, driver: &dyn Driver, ours: &[&str], max: usize, asker: &mut Asker) -> Ask {
+        let mut state = self.inner().state.lock();
+        match state.run {
+            Run::Refused => return Ask::Classic,
+            Run::Ended => return Ask::Missing,
+            Run::Running => {}
+        }
+        let (on, names) = match state.view.admit(driver, ours, max) {
+            Admission::Admitted => {
+                asker.seen = true;
+                return Ask::Acquired;
+            }
+            Admission::Full => {
+                asker.seen = true;
+                (WaitOn::AnyDeletion, vec![ANY_DELETION.to_owned()])
+            }
+            Admission::Barrier(_) if Self::gone(&state, asker) => return Ask::Missing,
+            Admission::Barrier(lease) => (WaitOn::Barrier, vec![lease]),
+            Admission::Unknown => (WaitOn::Valid, Vec::new()),
+            Admission::Resync => {
+                tracing::debug!(dir = %self.inner().dir, "the mirror missed a lease's create: listing again");
+                self.resync(&mut state);
+                (WaitOn::Valid, Vec::new())
+            }
+        };
+        Ask::Wait { wake: self.register(&mut state, names), on }
+    }
+
+    /// Registers a waiter for the events of `names` (none: for the view's next change of
+    /// state; every waiter is woken by that too).
+    fn register(&self, state: &mut State, names: Vec<String>) -> Wake {
+        let ticket = self.inner().tickets.fetch_add(1, Ordering::Relaxed);
+        let notify = Arc::new(Notify::new());
         if names.is_empty() {
             state.anyone.push((ticket, notify.clone()));
         }
         for name in &names {
             state.by_name.entry(name.clone()).or_default().push((ticket, notify.clone()));
         }
-        drop(state);
-        Ask::Wait { wake: Wake { inner: self.inner().clone(), names, ticket, notify }, on }
+        Wake { inner: self.inner().clone(), names, ticket, notify }
+    }
+
+    /// What the mirror says about our node `own`, which exists or existed (created before the
+    /// `asker` was made, or held): the holder's question. A holder that is to wait is
+    /// registered for its node's events (a data change, the deletion) before the state lock
+    /// is released.
+    pub(crate) fn presence(&self, own: &str, asker: &mut Asker) -> Presence {
+        let mut state = self.inner().state.lock();
+        match state.run {
+            Run::Refused | Run::Ended => return Presence::Unwatched,
+            Run::Running => {}
+        }
+        if !state.view.is_valid() {
+            return Presence::Unsure(self.register(&mut state, Vec::new()));
+        }
+        if state.view.contains(own) {
+            asker.seen = true;
+            return Presence::Present(self.register(&mut state, vec![own.to_owned()]));
+        }
+        if Self::gone(&state, asker) {
+            return Presence::Gone;
+        }
+        // Listed before our create and its event not applied (yet): wait for it.
+        Presence::Unsure(self.register(&mut state, vec![own.to_owned()]))
+    }
+
+    /// Whether the mirror knows our node `own` is gone, without waiting or registering.
+    pub(crate) fn knows_gone(&self, own: &str, asker: &Asker) -> bool {
+        let state = self.inner().state.lock();
+        state.run == Run::Running && state.view.is_valid() && !state.view.contains(own) && Self::gone(&state, asker)
+    }
+
+    /// A valid view without our node proves it gone once the node was in the view, or once
+    /// the view comes from a listing sent after our create's reply.
+    fn gone(state: &State, asker: &Asker) -> bool {
+        asker.seen || state.listed > asker.created_after
     }
 
     /// Asks the task to add the watch again and list again (a waiter found the view behind).
@@ -669,7 +791,14 @@ fn apply(inner: &Inner, event: Option<WatchedEvent>) -> Applied {
                 DirEvent::ChildDeleted(name.to_owned())
             }
         }
-        EventType::NodeDataChanged | EventType::NodeChildrenChanged => return Applied::Event,
+        EventType::NodeDataChanged => {
+            // A holder re-reads its node (a revocation request is a data change).
+            if let Some(name) = child_name(&inner.dir, &event.path) {
+                inner.update(|s| s.wake_name(name));
+            }
+            return Applied::Event;
+        }
+        EventType::NodeChildrenChanged => return Applied::Event,
     };
     inner.update(|s| {
         let valid = s.view.is_valid();
@@ -677,9 +806,13 @@ fn apply(inner: &Inner, event: Option<WatchedEvent>) -> Applied {
             DirEvent::ChildCreated(name) | DirEvent::ChildDeleted(name) => Some(name.clone()),
             DirEvent::DirCreated | DirEvent::DirDeleted => None,
         };
+        let deleted = matches!(dir_event, DirEvent::ChildDeleted(_));
         s.view.event(dir_event);
         match name {
             Some(name) if s.view.is_valid() == valid => {
+                if deleted {
+                    s.wake_name(ANY_DELETION);
+                }
                 s.wake_name(&name);
                 Applied::Event
             }

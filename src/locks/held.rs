@@ -15,7 +15,7 @@ use zookeeper_client::WatchedEvent;
 
 use super::fast_path::SoleHold;
 use super::node::{Cleanup, CreatedNode, DeleteReply, SendDelete};
-use super::node_watch::{watch_data, End};
+use super::node_watch::{watch_node, End, MirrorSeat};
 use super::revocation::NodeRevocation;
 use crate::error::{is_zk_retryable, is_zk_session_lost, Result, ZkError};
 use crate::framework::{ConnectionState, Framework};
@@ -55,6 +55,7 @@ impl HeldNode {
             gone: Arc::default(),
             deletion: Arc::default(),
             revocation: None,
+            seat: None,
         };
         Self { cleanup, sole: None, watch, kept_watches: Mutex::default() }
     }
@@ -64,6 +65,12 @@ impl HeldNode {
         let mut held = Self::new(node);
         held.watch.revocation = revocation;
         held
+    }
+
+    /// The node's session mirrors its directory: `lost()` and `is_held()` learn of its
+    /// deletion from the mirror, without a watch of their own.
+    pub(crate) fn on_mirror(&mut self, seat: MirrorSeat) {
+        self.watch.seat = Some(seat);
     }
 
     /// The node held its lock alone: its delete is recorded for the handle's fast path.
@@ -151,6 +158,8 @@ pub(crate) struct NodeWatch {
     deletion: Arc<DeletionWatch>,
     /// The node's revocation requests, when it was acquired revocably.
     revocation: Option<Arc<NodeRevocation>>,
+    /// The node's place on its session's mirror of its directory, when it waited there.
+    seat: Option<MirrorSeat>,
 }
 
 /// The one deletion watch of a node that is not revocable, set by the first `lost()` and
@@ -194,7 +203,7 @@ impl NodeWatch {
     /// is current, and the connection state is not an error state under the error policy.
     pub(crate) fn is_held(&self) -> bool {
         let snapshot = self.framework.snapshot();
-        !self.gone.load(Ordering::SeqCst)
+        !self.known_gone()
             && snapshot.epoch == self.epoch
             && !snapshot.state.is_error_state(self.framework.error_policy())
             && !self.framework.is_closed()
@@ -204,10 +213,23 @@ impl NodeWatch {
     /// created it is (`Lost`, replaced by a new session, or the framework closed).
     pub(crate) fn is_over(&self) -> bool {
         let snapshot = self.framework.snapshot();
-        self.gone.load(Ordering::SeqCst)
+        self.known_gone()
             || snapshot.epoch != self.epoch
             || snapshot.state == ConnectionState::Lost
             || self.framework.is_closed()
+    }
+
+    /// Whether this process knows the node is gone: released, seen deleted, or missing from
+    /// its session's mirror (recorded then).
+    fn known_gone(&self) -> bool {
+        if self.gone.load(Ordering::SeqCst) {
+            return true;
+        }
+        let missing = self.seat.as_ref().is_some_and(|seat| seat.knows_gone(&self.full_path));
+        if missing {
+            self.gone.store(true, Ordering::SeqCst);
+        }
+        missing
     }
 
     /// Completes when the lock can no longer be trusted: an error state under the policy, a
@@ -247,7 +269,8 @@ impl NodeWatch {
     /// A revocable node already has a data watch that reads every change (revocation requests
     /// are data changes): that watch's end is awaited instead of a second watch that would
     /// read each change again and drop it. Any other node gets one deletion watch, shared by
-    /// every caller.
+    /// every caller: on its session's mirror when it waited there (no request), a data watch
+    /// otherwise.
     async fn node_gone(&self) {
         let end = match &self.revocation {
             Some(revocation) => revocation.ended().await,
@@ -266,7 +289,8 @@ impl NodeWatch {
         let mut slot = self.deletion.0.lock();
         let watch = slot.get_or_insert_with(|| {
             let (framework, epoch, full_path) = (self.framework.clone(), self.epoch, self.full_path.clone());
-            async move { watch_data(&framework, epoch, &full_path, |_, _| {}).await }.boxed().shared()
+            let seat = self.seat.clone();
+            async move { watch_node(&framework, epoch, &full_path, seat, false, |_, _| {}).await }.boxed().shared()
         });
         watch.clone()
     }

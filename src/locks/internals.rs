@@ -27,18 +27,18 @@ use futures::future::{BoxFuture, FutureExt};
 use zookeeper_client::{EventType, WatchedEvent};
 
 use super::acquire::Mode;
-use super::dir_mirror::{Ask, DirMirror, WaitOn};
+use super::dir_mirror::{Ask, Asker, DirMirror, MirrorSlot, WaitOn};
 use super::driver::{Driver, Verdict};
 use super::fast_path::{self, FastPath, FastPathStats, FastTry};
 use super::held::HeldNode;
 use super::node::{retry_request, CreatedNode, Failure};
+use super::node_watch::MirrorSeat;
 use super::protected::{NodeDir, NodeSpec};
 use super::revocation::{NodeRevocation, Signal};
 use super::start_over::fresh_attempts;
 use crate::error::{Error, Result, ZkError};
 use crate::framework::{ConnectionState, Framework, Listing, Session};
 use crate::path;
-use crate::sync::Mutex;
 use crate::WaitStrategy;
 
 /// The watch on our own node while we wait, kept armed when it proves the lock is ours.
@@ -53,12 +53,13 @@ pub(crate) struct LockInternals {
     fast: Option<Arc<FastPath>>,
     /// The session's mirror of the directory, for mutexes that wait on it (shared by the
     /// handle's clones; replaced when the session changes).
-    mirror: Option<Arc<Mutex<Option<Arc<DirMirror>>>>>,
+    mirror: Option<Arc<MirrorSlot>>,
 }
 
 /// How a wait on the mirror ended.
 enum MirrorWait {
-    Acquired,
+    /// The lock is ours; the asker has seen our node in the view.
+    Acquired(Asker),
     /// A try found the lock held.
     Busy,
     /// No mirror on this session after all: wait the classic way.
@@ -101,25 +102,10 @@ impl LockInternals {
         self
     }
 
-    /// The session's mirror of the directory, when this handle waits on one and the
-    /// session's server is known to keep it exact (Apache ZooKeeper 3.6+, the watch not
-    /// refused, not a read-only connection); otherwise the classic wait.
+    /// The session's mirror of the directory, when this handle waits on one (see
+    /// [`MirrorSlot::for_session`]).
     fn mirror_for(&self, session: &Session) -> Option<Arc<DirMirror>> {
-        let slot = self.mirror.as_ref()?;
-        let framework = self.framework();
-        let known = framework.server_features_now();
-        let exact = known.is_some_and(|f| f.persistent_watches && f.exact_child_count);
-        let read_only = session.client.state() == zookeeper_client::SessionState::ConnectedReadOnly;
-        if !exact || read_only || framework.server_refuses_persistent_watches() {
-            return None;
-        }
-        let mut slot = slot.lock();
-        if let Some(mirror) = slot.as_ref().filter(|m| m.epoch() == session.epoch) {
-            return (!mirror.is_refused()).then(|| mirror.clone());
-        }
-        let mirror = DirMirror::for_session(framework, session, self.dir());
-        *slot = Some(mirror.clone());
-        Some(mirror)
+        self.mirror.as_ref()?.for_session(self.framework(), session, self.dir())
     }
 
     /// How the fast path has fared (all zero when it is off).
@@ -172,14 +158,18 @@ impl LockInternals {
         // Started once the attempt is known to wait or hold (a busy try deletes its node at
         // once); its first read checks the data too, so an earlier request is not missed.
         let epoch = session.epoch;
+        let mirror = self.mirror_for(&session);
         let mut revocation: Option<Arc<NodeRevocation>> = None;
+        let revocation_seat = mirror.clone();
         let mut watch_revocation = move |node: &CreatedNode| {
             if let (Some(signal), None) = (revocable, &revocation) {
-                revocation = Some(NodeRevocation::start(framework, epoch, node.full_path(), signal.clone()));
+                // Started after our create's reply: a seat made now is on the safe side.
+                let seat = revocation_seat.as_ref().map(MirrorSeat::after_create);
+                revocation = Some(NodeRevocation::start(framework, epoch, node.full_path(), seat, signal.clone()));
             }
             revocation.clone()
         };
-        if let Some(mirror) = self.mirror_for(&session) {
+        if let Some(mirror) = mirror {
             // The mirror decides: the create goes alone.
             let (node, _) = spec.create(&session, None, || async { Ok::<_, ZkError>(()) }).await?;
             let try_only = M::busy::<HeldNode>().is_some();
@@ -187,9 +177,11 @@ impl LockInternals {
                 watch_revocation(&node);
             }
             match self.wait_on_mirror(&mirror, &session, &node, try_only).await? {
-                MirrorWait::Acquired => {
+                MirrorWait::Acquired(asker) => {
                     let revocation = watch_revocation(&node);
-                    return Ok(M::held(self.hold(&session, node, false, revocation)));
+                    let mut held = self.hold(&session, node, false, revocation);
+                    held.on_mirror(MirrorSeat { mirror, asker });
+                    return Ok(M::held(held));
                 }
                 // Our node is dropped, which deletes it.
                 MirrorWait::Busy => return Ok(M::busy().expect("only a try is busy")),
@@ -232,7 +224,7 @@ impl LockInternals {
         let mut asker = mirror.asker();
         loop {
             let (wake, on) = match mirror.ask(&*self.driver, node.name(), &mut asker) {
-                Ask::Acquired => return Ok(MirrorWait::Acquired),
+                Ask::Acquired => return Ok(MirrorWait::Acquired(asker)),
                 Ask::Missing => return Err(Failure::NodeMissing),
                 Ask::Wrapped => return Err(Error::SequenceWrapped { path: self.path().to_owned() }.into()),
                 Ask::Classic => return Ok(MirrorWait::Classic),
@@ -243,7 +235,7 @@ impl LockInternals {
             }
             let bound = match on {
                 WaitOn::Barrier => timeout / 4,
-                WaitOn::Predecessor(_) => timeout,
+                WaitOn::Predecessor(_) | WaitOn::AnyDeletion => timeout,
                 WaitOn::Valid => timeout * 2,
             };
             let session_ended = state.wait_for(|s| s.epoch != epoch || s.state == ConnectionState::Lost);

@@ -95,6 +95,20 @@ pub(crate) enum Decision {
 }
 
 /// The children sorted by one driver's key.
+/// A semaphore's admission, from the view (see [`DirView::admit`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// The view is not valid.
+    Unknown,
+    /// This lease of ours is not in the view yet.
+    Barrier(String),
+    /// A lease of ours entered by an event the count does not witness: list again.
+    Resync,
+    Admitted,
+    /// More children than leases: wait for a deletion.
+    Full,
+}
+
 #[derive(Debug)]
 struct Order {
     /// The drivers that sort this way ([`Driver::sort_name`]).
@@ -180,6 +194,11 @@ impl DirView {
             #[cfg(any(test, feature = "testing"))]
             hooks: Hooks::default(),
         }
+    }
+
+    /// Whether `name` is among the children (valid view only: the caller checks).
+    pub(crate) fn contains(&self, name: &str) -> bool {
+        self.children.contains_key(name)
     }
 
     /// Whether decisions can be made from the view.
@@ -293,8 +312,50 @@ impl DirView {
             driver.sort(&mut sorted);
             return Decision::Verdict(driver.verdict(&sorted, our));
         }
+        if let Some(decision) = self.witness(driver, our) {
+            return decision;
+        }
+        // A verdict reads only the children sorted up to ours (see `Driver::verdict`), so
+        // only those are sorted: the waiter at the head of a queue of thousands sorts a
+        // handful of names on a handoff, not the queue. A wrapped suffix (a leading `-`)
+        // sorts before every sequence, so it is among them whenever it is anywhere.
+        let sorted = self.sorted_up_to(driver, our);
+        if driver.wrapped(&sorted).is_some() {
+            // The order cannot be decided by names: the listing path fails such an acquire.
+            return Decision::Wrapped;
+        }
+        Decision::Verdict(driver.verdict(&sorted, our))
+    }
+
+    /// Whether leases `ours` (each a child whose create's reply has come) are admitted under
+    /// at most `max` children: the semaphore's rule, as on a listing. Each of ours must pass
+    /// the barrier and the witness first; the children ahead of them are then exact (the
+    /// semaphore's internal lock keeps lease creates from overlapping), and a deletion not
+    /// heard only makes the count higher, never lower.
+    pub(crate) fn admit(&mut self, driver: &dyn Driver, ours: &[&str], max: usize) -> Admission {
+        if self.state != State::Valid {
+            return Admission::Unknown;
+        }
+        for our in ours {
+            match self.witness(driver, our) {
+                None => {}
+                Some(Decision::Barrier) => return Admission::Barrier((*our).to_owned()),
+                Some(_) => return Admission::Resync,
+            }
+        }
+        if self.children.len() <= max {
+            Admission::Admitted
+        } else {
+            Admission::Full
+        }
+    }
+
+    /// The barrier and the witness for our node: `None` once it is in the view and its entry
+    /// is witnessed (it counts as listed from then on); otherwise the decision to return (an
+    /// unwitnessed entry makes the view invalid).
+    fn witness(&mut self, driver: &dyn Driver, our: &str) -> Option<Decision> {
         let witnessed = match self.children.get(our) {
-            None => return Decision::Barrier,
+            None => return Some(Decision::Barrier),
             Some(Entry::Listed) => true,
             Some(Entry::Unwitnessed) => false,
             Some(&Entry::Counted(count)) => {
@@ -306,20 +367,11 @@ impl DirView {
         let witnessed = witnessed || self.hooks.no_witness;
         if !witnessed {
             self.state = State::Invalid;
-            return Decision::Resync;
+            return Some(Decision::Resync);
         }
         // Witnessed once, always: the count right after our node does not change.
         self.children.insert(our.to_owned(), Entry::Listed);
-        // A verdict reads only the children sorted up to ours (see `Driver::verdict`), so
-        // only those are sorted: the waiter at the head of a queue of thousands sorts a
-        // handful of names on a handoff, not the queue. A wrapped suffix (a leading `-`)
-        // sorts before every sequence, so it is among them whenever it is anywhere.
-        let sorted = self.sorted_up_to(driver, our);
-        if driver.wrapped(&sorted).is_some() {
-            // The order cannot be decided by names: the listing path fails such an acquire.
-            return Decision::Wrapped;
-        }
-        Decision::Verdict(driver.verdict(&sorted, our))
+        None
     }
 
     /// The children whose sort key is at most `our`'s, in `driver`'s order (by key, which is

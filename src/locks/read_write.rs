@@ -206,8 +206,8 @@ impl Shared {
         if !ours(checked) {
             return Err(lost());
         }
-        let revocation =
-            revocable.map(|signal| NodeRevocation::start(framework, session.epoch, node.full_path(), signal.clone()));
+        let revocation = revocable
+            .map(|signal| NodeRevocation::start(framework, session.epoch, node.full_path(), None, signal.clone()));
         Ok(HeldNode::with_revocation(node, revocation))
     }
 }

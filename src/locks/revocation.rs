@@ -21,7 +21,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::acquire::{self, Acquire, Mode};
-use super::node_watch::{watch_data, End};
+use super::node_watch::{watch_node, End, MirrorSeat};
 use crate::error::{Error, Result, ZkError};
 use crate::framework::Framework;
 use crate::path;
@@ -44,14 +44,21 @@ pub(crate) struct NodeRevocation {
 
 impl NodeRevocation {
     /// Starts watching the node at `full_path` (of session `epoch`) for revocation requests;
-    /// each also raises `handle`.
+    /// each also raises `handle`. With `seat`, through the session's mirror of the node's
+    /// directory (one plain read per data change, no watch of its own).
     ///
     /// The watch runs as a task that ends when the node is deleted or its session ends. It
     /// never keeps the session's client across a wait, so it never keeps a closed framework's
     /// session open.
-    pub(crate) fn start(framework: &Framework, epoch: u64, full_path: &str, handle: Arc<Signal>) -> Arc<Self> {
+    pub(crate) fn start(
+        framework: &Framework,
+        epoch: u64,
+        full_path: &str,
+        seat: Option<MirrorSeat>,
+        handle: Arc<Signal>,
+    ) -> Arc<Self> {
         let node = Arc::new(NodeRevocation::new(handle));
-        let task = watch_node(framework.clone(), epoch, full_path.to_owned(), node.clone());
+        let task = watch_requests(framework.clone(), epoch, full_path.to_owned(), seat, node.clone());
         tokio::spawn(async move {
             let end = task.await;
             tracing::trace!(?end, "revocation watch ended");
@@ -106,9 +113,15 @@ impl NodeRevocation {
 /// Watches the node's data until it is deleted or its session ends, counting every read that
 /// finds the revoke message in a version not seen before (the first read included: a request
 /// written before the watch was set is not missed). Other data only re-arms the watch.
-async fn watch_node(framework: Framework, epoch: u64, full_path: String, node: Arc<NodeRevocation>) -> End {
+async fn watch_requests(
+    framework: Framework,
+    epoch: u64,
+    full_path: String,
+    seat: Option<MirrorSeat>,
+    node: Arc<NodeRevocation>,
+) -> End {
     let mut fired_version: Option<i32> = None;
-    let end = watch_data(&framework, epoch, &full_path, |data, stat| {
+    let end = watch_node(&framework, epoch, &full_path, seat, true, |data, stat| {
         if data == REVOKE_MESSAGE && fired_version.map_or(true, |v| stat.version > v) {
             fired_version = Some(stat.version);
             tracing::debug!(node = %full_path, "revocation requested");

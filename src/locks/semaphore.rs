@@ -8,15 +8,18 @@ use futures::FutureExt;
 use zookeeper_client::{EventType, OneshotWatcher};
 
 use super::acquire::{self, Acquire, Block, Hold, LockHold, Mode, Try};
+use super::dir_mirror::{Ask, DirMirror, MirrorSlot, WaitOn};
 use super::driver::StandardDriver;
 use super::held::HeldNode;
 use super::internals::LockInternals;
 use super::node::{retry_request, CreatedNode, Failure};
+use super::node_watch::MirrorSeat;
 use super::protected::NodeDir;
 use super::start_over::fresh_attempts;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, ZkError};
 use crate::framework::{ConnectionState, Framework, Session};
 use crate::path;
+use crate::WaitStrategy;
 
 // The child that holds the semaphore's internal mutex, the child that holds the lease nodes,
 // and the lease node base name.
@@ -143,10 +146,23 @@ struct Shared {
     lock: LockInternals,
     /// The lease directory `S/leases`: counted, never ordered.
     leases: NodeDir,
+    /// The session's mirror of `S/leases`, when the framework's [`WaitStrategy`] is the
+    /// mirror: the count comes from it instead of a listing with a child watch.
+    leases_mirror: Option<MirrorSlot>,
     /// Leases acquired through this handle (or a clone) and not yet released.
     held: Arc<AtomicUsize>,
     /// The path as the user gave it.
     path: String,
+}
+
+/// How a wait on the lease directory's mirror ended.
+enum MirrorAdmit {
+    /// Our leases are admitted; the asker has seen them in the view.
+    Admitted(super::dir_mirror::Asker),
+    /// A try found every lease taken.
+    Busy,
+    /// No mirror on this session after all: admit the classic way.
+    Classic,
 }
 
 /// The leases of one successful acquire: at least one.
@@ -190,7 +206,9 @@ impl InterProcessSemaphore {
         // The internal lock is a plain mutex: uncontended, its fast path saves a request.
         let lock = LockInternals::new(framework, &path::join(path, LOCKS), mutex, Vec::new())?.with_fast_path();
         let leases = NodeDir::new(framework, &path::join(path, LEASES), LEASE_NAME, data)?;
-        let shared = Shared { max_leases: limit, lock, leases, held: Arc::default(), path: path.to_owned() };
+        let leases_mirror = (framework.config().wait_strategy == WaitStrategy::Mirror).then(MirrorSlot::default);
+        let shared =
+            Shared { max_leases: limit, lock, leases, leases_mirror, held: Arc::default(), path: path.to_owned() };
         Ok(Self { shared: Arc::new(shared) })
     }
 
@@ -368,6 +386,38 @@ impl InterProcessSemaphore {
         if session.epoch != lock.watch().epoch() {
             return Err(Failure::NodeMissing); // the lock went with its session
         }
+        let mut limit = shared.max_leases.reader();
+        let mirror = shared
+            .leases_mirror
+            .as_ref()
+            .and_then(|slot| slot.for_session(self.framework(), &session, shared.leases.dir()));
+        if let Some(mirror) = mirror {
+            // The mirror counts: the creates go alone.
+            let mut created = Vec::with_capacity(n);
+            for _ in 0..n {
+                let (node, _) = shared.leases.spec().create(&session, None, || async { Ok::<_, ZkError>(()) }).await?;
+                created.push(node);
+            }
+            match self.admit_on_mirror::<M>(&mirror, &session, &created, &mut limit).await? {
+                MirrorAdmit::Admitted(asker) => {
+                    drop(lock); // the next contender goes in first
+                    let mut leases = created.into_iter().map(|node| {
+                        let mut held = HeldNode::new(node);
+                        held.on_mirror(MirrorSeat { mirror: mirror.clone(), asker });
+                        self.lease(held)
+                    });
+                    let first = leases.next().expect("at least one lease");
+                    return Ok(M::held(Granted { first, rest: leases.collect() }));
+                }
+                // Our leases are dropped (deleted) before the lock.
+                MirrorAdmit::Busy => return Ok(M::busy().expect("only a try is busy")),
+                MirrorAdmit::Classic => {
+                    let mut created = created.into_iter();
+                    let first = created.next().expect("at least one lease");
+                    return self.admit_classic::<M>(&session, lock, first, created.collect(), None, limit).await;
+                }
+            }
+        }
         let list = || session.client.list_and_watch_children(shared.leases.dir());
         let (first, mut listing) = shared.leases.spec().create(&session, None, list).await?;
         let mut rest: Vec<CreatedNode> = Vec::new();
@@ -376,7 +426,61 @@ impl InterProcessSemaphore {
             rest.push(node);
             listing = listed;
         }
-        let mut limit = shared.max_leases.reader();
+        self.admit_classic::<M>(&session, lock, first, rest, listing, limit).await
+    }
+
+    /// Waits on the session's mirror of the lease directory until our leases `created` are
+    /// admitted (or, for a try, until it is known they are not). A contender stuck at the
+    /// barrier for a quarter of the session timeout, or with every lease taken for a whole one
+    /// (a lease the session may not read sends no deletion event), asks for a resync.
+    async fn admit_on_mirror<M: Mode>(
+        &self,
+        mirror: &DirMirror,
+        session: &Session,
+        created: &[CreatedNode],
+        limit: &mut LimitReader,
+    ) -> Result<MirrorAdmit, Failure> {
+        // Only the sort key (the sequence, for the witness) is read.
+        let driver = StandardDriver { lock_name: LEASE_NAME, max_leases: 1 };
+        let names: Vec<&str> = created.iter().map(CreatedNode::name).collect();
+        let timeout = session.client.session_timeout();
+        let epoch = session.epoch;
+        let mut state = self.framework().state_watch();
+        let mut asker = mirror.asker();
+        loop {
+            let (wake, on) = match mirror.admit(&driver, &names, limit.current(), &mut asker) {
+                Ask::Acquired => return Ok(MirrorAdmit::Admitted(asker)),
+                Ask::Missing | Ask::Wrapped => return Err(Failure::NodeMissing),
+                Ask::Classic => return Ok(MirrorAdmit::Classic),
+                Ask::Wait { wake, on } => (wake, on),
+            };
+            if on == WaitOn::AnyDeletion && M::busy::<Granted>().is_some() {
+                return Ok(MirrorAdmit::Busy);
+            }
+            let bound = if on == WaitOn::Barrier { timeout / 4 } else { timeout };
+            let session_ended = state.wait_for(|s| s.epoch != epoch || s.state == ConnectionState::Lost);
+            tokio::select! {
+                () = wake.notified() => {}
+                () = limit.changed() => {}
+                _ = session_ended => return Err(Failure::NodeMissing),
+                () = tokio::time::sleep(bound) => mirror.request_resync(),
+            }
+        }
+    }
+
+    /// The classic admission: list the leases with a child watch until ours are at most
+    /// `max_leases` (`listing`: the listing sent with the last create, if any).
+    async fn admit_classic<M: Mode>(
+        &self,
+        session: &Session,
+        lock: HeldNode,
+        first: CreatedNode,
+        rest: Vec<CreatedNode>,
+        mut listing: Option<(Vec<String>, OneshotWatcher)>,
+        mut limit: LimitReader,
+    ) -> Result<M::Out<Granted>, Failure> {
+        let shared = &*self.shared;
+        let list = || session.client.list_and_watch_children(shared.leases.dir());
         loop {
             let (children, watcher) = match listing.take() {
                 Some(listed) => listed,
@@ -402,7 +506,7 @@ impl InterProcessSemaphore {
             if let Some(busy) = M::busy() {
                 return Ok(busy);
             }
-            if !self.wait_for_change(&session, watcher, &mut limit).await {
+            if !self.wait_for_change(session, watcher, &mut limit).await {
                 return Err(Failure::NodeMissing);
             }
         }
