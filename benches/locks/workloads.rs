@@ -430,13 +430,20 @@ pub(crate) async fn run_workload(env: &Env, workload: Workload) -> BenchResult<V
             results.push(run(env, plan("raw-floor"), contenders.collect()).await?);
             env.remove_tree(&dir).await;
 
-            let dir = env.dir(workload, "zk-recipes");
-            let mut contenders = Vec::with_capacity(o.clients);
-            for framework in env.frameworks(o.clients).await? {
-                let semaphore = InterProcessSemaphore::new(&framework, &dir, o.max_leases)?;
-                contenders.push(Contender::Semaphore { framework, semaphore });
+            for implementation in ["zk-recipes", "zk-recipes-mirror"] {
+                let dir = env.dir(workload, implementation);
+                let frameworks = if implementation == "zk-recipes" {
+                    env.frameworks(o.clients).await?
+                } else {
+                    env.mirror_frameworks(o.clients).await?
+                };
+                let mut contenders = Vec::with_capacity(o.clients);
+                for framework in frameworks {
+                    let semaphore = InterProcessSemaphore::new(&framework, &dir, o.max_leases)?;
+                    contenders.push(Contender::Semaphore { framework, semaphore });
+                }
+                results.push(run(env, plan(implementation), contenders).await?);
             }
-            results.push(run(env, plan("zk-recipes"), contenders).await?);
         }
         Workload::ManyWaiters => {
             // WAITERS_PER_SESSION tasks per session share the session's budget of cycles, so
