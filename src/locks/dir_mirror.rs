@@ -374,6 +374,8 @@ impl DirMirror {
             Decision::Unknown => WaitOn::Valid,
             Decision::Resync => {
                 tracing::debug!(dir = %self.inner().dir, node = own, "the mirror missed a create: listing again");
+                #[cfg(feature = "testing")]
+                hooks::witness_failed(&self.inner().dir, state.view.take_count_mismatches());
                 self.resync(&mut state);
                 WaitOn::Valid
             }
@@ -412,6 +414,8 @@ impl DirMirror {
             Admission::Unknown => (WaitOn::Valid, Vec::new()),
             Admission::Resync => {
                 tracing::debug!(dir = %self.inner().dir, "the mirror missed a lease's create: listing again");
+                #[cfg(feature = "testing")]
+                hooks::witness_failed(&self.inner().dir, state.view.take_count_mismatches());
                 self.resync(&mut state);
                 (WaitOn::Valid, Vec::new())
             }
@@ -930,6 +934,8 @@ pub(crate) mod hooks {
         allowed: HashMap<String, usize>,
         /// Watches added.
         added: HashMap<String, usize>,
+        /// Decisions the witness refused because the create count did not match.
+        witness_failures: HashMap<String, usize>,
     }
 
     fn table() -> &'static Mutex<Table> {
@@ -974,6 +980,19 @@ pub(crate) mod hooks {
             }
             notified.await;
         }
+    }
+
+    /// How many times a decision on a mirror of `dir` (full server path) found that the
+    /// creates counted since the listing did not match our node's sequence (the witness
+    /// failing) while the count was exact. Not counted: a node whose create came while the
+    /// directory was being listed (not witnessed by design), and a count known to be low
+    /// (a create right after a listing's reply taken among the events before it).
+    pub fn mirror_witness_failures(dir: &str) -> usize {
+        table().lock().witness_failures.get(dir).copied().unwrap_or(0)
+    }
+
+    pub(crate) fn witness_failed(dir: &str, mismatches: usize) {
+        *table().lock().witness_failures.entry(dir.to_owned()).or_default() += mismatches;
     }
 
     pub(crate) fn watch_added(dir: &str) {
