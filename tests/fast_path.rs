@@ -94,7 +94,7 @@ async fn directory_reaped_and_recreated_with_n_plus_one_creates() {
     init_tracing();
     bounded(LIMIT, async {
         let server = TestingServer::start().await.unwrap(); // reaps empty containers every 100 ms
-        let fw = framework(&server.connect_string(), SESSION).await;
+        let fw = classic_framework(&server.connect_string(), SESSION).await;
         let dir = unique_path("fast", "reaped");
         let mutex = InterProcessMutex::new(&fw, &dir).unwrap();
         cycle(&mutex).await;
@@ -129,13 +129,13 @@ async fn directory_recreated_during_an_outage() {
     bounded(LIMIT, async {
         let server = TestingServer::start().await.unwrap();
         let proxy = FaultProxy::start(&server.connect_string()).await.unwrap();
-        let fw = framework(&proxy.connect_string(), SESSION).await;
+        let fw = classic_framework(&proxy.connect_string(), SESSION).await;
         let dir = unique_path("fast", "outage");
         let mutex = InterProcessMutex::new(&fw, &dir).unwrap();
         cycle(&mutex).await;
         let n = cycle(&mutex).await;
         proxy.set_mode(ProxyMode::BlackHole);
-        let admin = plain_framework(&server.connect_string(), SESSION).await;
+        let admin = plain_classic_framework(&server.connect_string(), SESSION).await;
         eventually(EVENT, "the empty directory reaped", || async {
             match admin.exists(&dir).await.unwrap() {
                 None => Ok(()),
@@ -167,7 +167,7 @@ async fn directory_recreated_in_one_multi() {
     init_tracing();
     bounded(LIMIT, async {
         let connect = steady_server().await;
-        let fw = framework(&connect, SESSION).await;
+        let fw = classic_framework(&connect, SESSION).await;
         let dir = unique_path("fast", "multi");
         let mutex = InterProcessMutex::new(&fw, &dir).unwrap();
         cycle(&mutex).await;
@@ -203,7 +203,7 @@ async fn set_data_on_the_directory_falls_back_once() {
     init_tracing();
     bounded(LIMIT, async {
         let connect = steady_server().await;
-        let fw = framework(&connect, SESSION).await;
+        let fw = classic_framework(&connect, SESSION).await;
         let dir = unique_path("fast", "set-data");
         let mutex = InterProcessMutex::new(&fw, &dir).unwrap();
         for _ in 0..3 {
@@ -228,12 +228,12 @@ async fn another_sessions_create_in_the_gap() {
     init_tracing();
     bounded(LIMIT, async {
         let connect = steady_server().await;
-        let fw = framework(&connect, SESSION).await;
+        let fw = classic_framework(&connect, SESSION).await;
         let dir = unique_path("fast", "gap");
         let mutex = InterProcessMutex::new(&fw, &dir).unwrap();
         cycle(&mutex).await;
         cycle(&mutex).await;
-        let b = InterProcessMutex::new(&framework(&connect, SESSION).await, &dir).unwrap();
+        let b = InterProcessMutex::new(&classic_framework(&connect, SESSION).await, &dir).unwrap();
         let theirs = b.acquire().await.unwrap();
         let waiting = must_wait(&mutex).await;
         assert_eq!(mutex.fast_path_stats().fallbacks_for(FastPathFallback::SequenceGap), 1);
@@ -263,7 +263,7 @@ async fn a_foreign_child_means_never_fast() {
     init_tracing();
     bounded(LIMIT, async {
         let connect = steady_server().await;
-        let fw = framework(&connect, SESSION).await;
+        let fw = classic_framework(&connect, SESSION).await;
         let dir = unique_path("fast", "foreign");
         fw.create(&format!("{dir}/00000000055")).await.unwrap();
         let mutex = InterProcessMutex::new(&fw, &dir).unwrap();
@@ -290,10 +290,10 @@ async fn a_cut_after_a_dropped_guard_never_makes_two_holders() {
     bounded(LIMIT, async {
         let connect = steady_server().await;
         let proxy = FaultProxy::start(&connect).await.unwrap();
-        let fw = framework(&proxy.connect_string(), SESSION).await;
+        let fw = classic_framework(&proxy.connect_string(), SESSION).await;
         let dir = unique_path("fast", "cut");
         let mutex = InterProcessMutex::new(&fw, &dir).unwrap();
-        let other = InterProcessMutex::new(&framework(&connect, SESSION).await, &dir).unwrap();
+        let other = InterProcessMutex::new(&classic_framework(&connect, SESSION).await, &dir).unwrap();
         cycle(&mutex).await;
         for _ in 0..5 {
             let guard = mutex.acquire().await.unwrap();
@@ -332,7 +332,7 @@ async fn a_refused_delete_falls_back() {
         let admin_all = Acl::new(Permission::ALL, AuthId::new("digest", "admin:fvr2cB/fjGeAiX8g1aGhUm3ZICk="));
         let open = [Acl::new(Permission::ALL, AuthId::anyone()), admin_all.clone()];
         admin.create(&dir, &[], &CreateMode::Persistent.with_acls(Acls::new(&open))).await.unwrap();
-        let fw = framework(&connect, SESSION).await;
+        let fw = classic_framework(&connect, SESSION).await;
         let mutex = InterProcessMutex::new(&fw, &dir).unwrap();
         for _ in 0..3 {
             cycle(&mutex).await; // alone, then with a watch armed, then fast
@@ -367,7 +367,7 @@ async fn racing_tasks_handles_and_curator_never_overlap() {
         const ROUNDS: usize = 40;
         let connect = steady_server().await;
         let proxy = Arc::new(FaultProxy::start(&connect).await.unwrap());
-        let fw = framework(&proxy.connect_string(), SESSION).await;
+        let fw = classic_framework(&proxy.connect_string(), SESSION).await;
         let dir = unique_path("fast", "race");
         let log = std::env::temp_dir().join(format!("zkr-fast-path-{}-{}.log", std::process::id(), sequence_tag()));
         let h1 = InterProcessMutex::new(&fw, &dir).unwrap();
@@ -452,10 +452,10 @@ async fn expiry_and_restart_between_release_and_acquire() {
     init_tracing();
     bounded(LIMIT, async {
         let mut server = FaultyServer::start().await;
-        let fw = framework(&server.proxied(), SESSION).await;
+        let fw = classic_framework(&server.proxied(), SESSION).await;
         let dir = unique_path("fast", "expiry");
         let mutex = InterProcessMutex::new(&fw, &dir).unwrap();
-        let other = InterProcessMutex::new(&framework(&server.direct(), SESSION).await, &dir).unwrap();
+        let other = InterProcessMutex::new(&classic_framework(&server.direct(), SESSION).await, &dir).unwrap();
         cycle(&mutex).await;
         server.expire(&fw, EVENT * 2).await;
         let guard = mutex.acquire().await.unwrap();
@@ -489,9 +489,9 @@ async fn random_interleavings_keep_exclusion() {
     bounded(LIMIT * 2, async {
         let server = TestingServer::start().await.unwrap();
         let proxy = FaultProxy::start(&server.connect_string()).await.unwrap();
-        let fw = framework(&proxy.connect_string(), SESSION).await;
+        let fw = classic_framework(&proxy.connect_string(), SESSION).await;
         let b = raw(&server.connect_string()).await;
-        let other_fw = framework(&server.connect_string(), SESSION).await;
+        let other_fw = classic_framework(&server.connect_string(), SESSION).await;
         for seed in 0..seeds {
             let dir = unique_path("fast", &format!("seed-{seed}"));
             let mutex = InterProcessMutex::new(&fw, &dir).unwrap();

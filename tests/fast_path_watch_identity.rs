@@ -55,6 +55,7 @@ async fn a_watch_armed_after_the_delete_does_not_prove_the_directory() {
         let cut = FaultProxy::start(&server.connect_string()).await.unwrap();
         let counting = CountingProxy::start(&cut.connect_string()).await.unwrap();
         let fw = Framework::builder(&counting.connect_string())
+            .wait_strategy(zk_recipes::WaitStrategy::PerWaiterWatch)
             .session_timeout(SESSION)
             .retry_policy(RetryNTimes::new(10, BACKOFF))
             .start()

@@ -39,8 +39,9 @@ async fn a_predecessor_deleted_during_an_outage_is_confirmed_by_a_listing() {
         let server = TestingServer::start().await.unwrap();
         let cut = FaultProxy::start(&server.connect_string()).await.unwrap();
         let counting = CountingProxy::start(&cut.connect_string()).await.unwrap();
-        let holder_fw = framework(&server.connect_string(), SESSION).await;
+        let holder_fw = classic_framework(&server.connect_string(), SESSION).await;
         let waiter_fw = Framework::builder(&counting.connect_string())
+            .wait_strategy(zk_recipes::WaitStrategy::PerWaiterWatch)
             .session_timeout(SESSION)
             .retry_policy(RetryForever::new(Duration::from_millis(50)))
             .start()

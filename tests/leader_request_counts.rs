@@ -16,7 +16,7 @@ const CYCLES: u64 = 10;
 
 async fn counted() -> (CountingProxy, Framework) {
     let proxy = CountingProxy::start(&shared_connect().await).await.expect("counting proxy");
-    let fw = plain_framework(&proxy.connect_string(), SESSION).await;
+    let fw = plain_classic_framework(&proxy.connect_string(), SESSION).await;
     (proxy, fw)
 }
 

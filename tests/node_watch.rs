@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::fixtures::{bounded, init_tracing, plain_framework, unique_path, within};
+use common::fixtures::{bounded, init_tracing, plain_classic_framework, unique_path, within};
 use futures::future::join_all;
 use futures::StreamExt;
 use zk_recipes::retry::RetryNTimes;
@@ -32,6 +32,7 @@ async fn server() -> String {
 async fn giving_up_at_once() -> (CountingProxy, Framework) {
     let proxy = CountingProxy::start(&server().await).await.expect("counting proxy");
     let fw = Framework::builder(&proxy.connect_string())
+        .wait_strategy(zk_recipes::WaitStrategy::PerWaiterWatch)
         .session_timeout(SESSION)
         .error_policy(ConnectionStateErrorPolicy::SessionOnly)
         .retry_policy(RetryNTimes::new(0, Duration::from_millis(10)))
@@ -54,8 +55,8 @@ async fn many_lost_callers_share_one_watch() {
     init_tracing();
     bounded(LIMIT, async {
         let proxy = CountingProxy::start(&server().await).await.expect("counting proxy");
-        let fw = plain_framework(&proxy.connect_string(), SESSION).await;
-        let other = plain_framework(&server().await, SESSION).await;
+        let fw = plain_classic_framework(&proxy.connect_string(), SESSION).await;
+        let other = plain_classic_framework(&server().await, SESSION).await;
         let path = unique_path("node-watch", "shared");
         let guard = InterProcessMutex::new(&fw, &path).unwrap().acquire().await.unwrap();
 
@@ -88,7 +89,7 @@ async fn lost_watches_again_after_the_retry_policy_gave_up() {
     init_tracing();
     bounded(LIMIT, async {
         let (proxy, fw) = giving_up_at_once().await;
-        let other = plain_framework(&server().await, SESSION).await;
+        let other = plain_classic_framework(&server().await, SESSION).await;
         let path = unique_path("node-watch", "rearm");
         let guard = InterProcessMutex::new(&fw, &path).unwrap().acquire().await.unwrap();
         let epoch = fw.snapshot().epoch;
@@ -129,7 +130,7 @@ async fn revocation_watches_again_after_the_retry_policy_gave_up() {
     init_tracing();
     bounded(LIMIT, async {
         let (proxy, fw) = giving_up_at_once().await;
-        let other = plain_framework(&server().await, SESSION).await;
+        let other = plain_classic_framework(&server().await, SESSION).await;
         let path = unique_path("node-watch", "revocable");
         let mutex = InterProcessMutex::new(&fw, &path).unwrap();
         let guard = mutex.revocable().acquire().await.unwrap();

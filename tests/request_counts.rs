@@ -24,7 +24,7 @@ async fn server() -> String {
 
 async fn counted() -> (CountingProxy, Framework) {
     let proxy = CountingProxy::start(&server().await).await.expect("counting proxy");
-    let fw = plain_framework(&proxy.connect_string(), SESSION).await;
+    let fw = plain_classic_framework(&proxy.connect_string(), SESSION).await;
     (proxy, fw)
 }
 
@@ -96,7 +96,10 @@ async fn without_the_fast_path_a_cycle_costs_three_requests() {
     init_tracing();
     bounded(LIMIT, async {
         let proxy = CountingProxy::start(&server().await).await.expect("counting proxy");
-        let fw = Framework::builder(&proxy.connect_string()).session_timeout(SESSION).fast_path(false);
+        let fw = Framework::builder(&proxy.connect_string())
+            .session_timeout(SESSION)
+            .wait_strategy(zk_recipes::WaitStrategy::PerWaiterWatch)
+            .fast_path(false);
         let fw = fw.start().await.unwrap();
         let mutex = InterProcessMutex::new(&fw, &unique_path("counts", "no-fast-path")).unwrap();
         mutex.acquire().await.unwrap().release().await.unwrap(); // creates the parent
@@ -120,7 +123,7 @@ async fn contended_handoff_costs_the_waiter_four_requests() {
     init_tracing();
     bounded(LIMIT, async {
         let path = unique_path("counts", "handoff");
-        let holder_fw = plain_framework(&server().await, SESSION).await;
+        let holder_fw = plain_classic_framework(&server().await, SESSION).await;
         let holder = InterProcessMutex::new(&holder_fw, &path).unwrap().acquire().await.unwrap();
         let (proxy, fw) = counted().await;
         let mutex = InterProcessMutex::new(&fw, &path).unwrap();
@@ -165,7 +168,7 @@ async fn waiters_queueing_on_one_session_share_listings() {
     init_tracing();
     bounded(LIMIT, async {
         let path = unique_path("counts", "shared-listings");
-        let holder_fw = plain_framework(&server().await, SESSION).await;
+        let holder_fw = plain_classic_framework(&server().await, SESSION).await;
         let holder = InterProcessMutex::new(&holder_fw, &path).unwrap().acquire().await.unwrap();
         let (proxy, fw) = counted().await;
         let before = proxy.counts();

@@ -12,7 +12,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::fixtures::{bounded, children_count_becomes, framework, init_tracing, unique_path};
+use common::fixtures::{bounded, children_count_becomes, classic_framework, init_tracing, unique_path};
 use tokio::time::Instant;
 use zk_recipes::testing::{four_letter_word, CountingProxy, TestingServer};
 use zk_recipes::{Framework, InterProcessMutex};
@@ -56,9 +56,9 @@ async fn waiters_arriving_one_at_a_time(waiters: usize, sessions: usize) {
         // A holder, and a first waiter (it watches the holder and its own node), both on
         // sessions of their own, straight to the server: every waiter measured then watches
         // exactly one node (its predecessor's), through the proxy.
-        let holder_fw = framework(&direct, SESSION).await;
+        let holder_fw = classic_framework(&direct, SESSION).await;
         let holder = InterProcessMutex::new(&holder_fw, &path).unwrap().acquire().await.unwrap();
-        let first_fw = framework(&direct, SESSION).await;
+        let first_fw = classic_framework(&direct, SESSION).await;
         let first = {
             let mutex = InterProcessMutex::new(&first_fw, &path).unwrap();
             tokio::spawn(async move { drop(mutex.acquire().await) })
@@ -71,7 +71,7 @@ async fn waiters_arriving_one_at_a_time(waiters: usize, sessions: usize) {
 
         let mut frameworks: Vec<Framework> = Vec::new();
         for _ in 0..sessions {
-            frameworks.push(framework(&proxy.connect_string(), SESSION).await);
+            frameworks.push(classic_framework(&proxy.connect_string(), SESSION).await);
         }
         let rss_start = rss_kib();
         let started = Instant::now();

@@ -210,8 +210,13 @@ impl Env {
         Ok(Framework::connect(&self.connect).await?)
     }
 
+    /// `n` frameworks whose lock waiters each watch the node ahead of them (the
+    /// `zk-recipes` lines of the lock workloads; the default, the mirror, has its own).
     async fn frameworks(&self, n: usize) -> BenchResult<Vec<Framework>> {
-        futures::future::try_join_all((0..n).map(|_| self.framework())).await
+        let start = || async {
+            Ok(Framework::builder(&self.connect).wait_strategy(WaitStrategy::PerWaiterWatch).start().await?)
+        };
+        futures::future::try_join_all((0..n).map(|_| start())).await
     }
 
     /// `n` frameworks whose lock waits go through their session's mirror of the directory.

@@ -151,7 +151,7 @@ impl FrameworkBuilder {
             close_timeout: Duration::from_secs(5),
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             fast_path: true,
-            wait_strategy: WaitStrategy::PerWaiterWatch,
+            wait_strategy: WaitStrategy::Mirror,
             session_failure_policy: SessionFailurePolicy::Retry,
             security: SecurityOptions::default(),
         }
@@ -246,8 +246,9 @@ impl FrameworkBuilder {
         self
     }
 
-    /// How a waiting mutex learns that the lock came its way (default
-    /// [`WaitStrategy::PerWaiterWatch`]): see [`WaitStrategy`].
+    /// How a waiting lock learns that the lock came its way (default
+    /// [`WaitStrategy::Mirror`]; [`WaitStrategy::PerWaiterWatch`] is Curator's way): see
+    /// [`WaitStrategy`].
     pub fn wait_strategy(mut self, strategy: WaitStrategy) -> Self {
         self.wait_strategy = strategy;
         self

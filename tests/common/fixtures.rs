@@ -84,13 +84,29 @@ pub async fn mirror_framework(connect: &str, session_timeout: Duration) -> Frame
     framework_waiting(connect, session_timeout, zk_recipes::WaitStrategy::Mirror).await
 }
 
-/// `WaitStrategy::Mirror` when `mirror`, the default otherwise.
+/// `WaitStrategy::Mirror` when `mirror`, `WaitStrategy::PerWaiterWatch` otherwise.
 pub fn waits(mirror: bool) -> zk_recipes::WaitStrategy {
     if mirror {
         zk_recipes::WaitStrategy::Mirror
     } else {
-        zk_recipes::WaitStrategy::default()
+        zk_recipes::WaitStrategy::PerWaiterWatch
     }
+}
+
+/// As [`framework`], with each lock waiter watching the node ahead of it
+/// (`WaitStrategy::PerWaiterWatch`, Curator's way; the fast path on).
+pub async fn classic_framework(connect: &str, session_timeout: Duration) -> Framework {
+    framework_waiting(connect, session_timeout, zk_recipes::WaitStrategy::PerWaiterWatch).await
+}
+
+/// As [`plain_framework`], with each lock waiter watching the node ahead of it.
+pub async fn plain_classic_framework(connect: &str, session_timeout: Duration) -> Framework {
+    Framework::builder(connect)
+        .session_timeout(session_timeout)
+        .wait_strategy(zk_recipes::WaitStrategy::PerWaiterWatch)
+        .start()
+        .await
+        .expect("framework starts")
 }
 
 /// As [`framework`], with lock waits by `strategy`.
