@@ -72,7 +72,7 @@ async fn mirror_sessions_exclude_classic_sessions_and_curator() {
             let fw = if mirror {
                 mirror_framework(&connect, INTEROP_SESSION).await
             } else {
-                framework(&connect, INTEROP_SESSION).await
+                classic_framework(&connect, INTEROP_SESSION).await
             };
             let tasks_per_session = if mirror { 2 } else { 1 };
             for t in 0..tasks_per_session {
@@ -167,7 +167,7 @@ async fn barrier_scenario(hooks: MirrorHooks) -> bool {
     let path = path(if hooks.no_barrier { "no-barrier" } else { "barrier" });
     set_mirror_hooks(&path, MirrorHooks { event_delay: Some(Duration::from_millis(200)), ..hooks });
     let a = mirror_framework(&connect, SESSION).await;
-    let b = framework(&connect, SESSION).await;
+    let b = classic_framework(&connect, SESSION).await;
     let mutex_a = InterProcessMutex::new(&a, &path).unwrap();
     let mutex_b = InterProcessMutex::new(&b, &path).unwrap();
     warm(&mutex_a, &path).await;
@@ -288,7 +288,7 @@ async fn one_shot_scenario(hooks: MirrorHooks) -> bool {
     let path = path(if hooks.no_barrier { "one-shot-no-barrier" } else { "one-shot" });
     set_mirror_hooks(&path, hooks);
     let a = mirror_framework(&connect, FAULT_SESSION).await;
-    let b = framework(&connect, SESSION).await;
+    let b = classic_framework(&connect, SESSION).await;
     let mutex_a = InterProcessMutex::new(&a, &path).unwrap();
     let mutex_b = InterProcessMutex::new(&b, &path).unwrap();
     warm(&mutex_a, &path).await;
@@ -334,7 +334,7 @@ async fn reconnect_scenario(hooks: MirrorHooks) -> (bool, bool) {
     let path = path("reconnect");
     set_mirror_hooks(&path, hooks);
     let a = mirror_framework(&server.proxied(), FAULT_SESSION).await;
-    let b = framework(&server.direct(), SESSION).await;
+    let b = classic_framework(&server.direct(), SESSION).await;
     let mutex_a = InterProcessMutex::new(&a, &path).unwrap();
     let mutex_b = InterProcessMutex::new(&b, &path).unwrap();
     warm(&mutex_a, &path).await;
@@ -416,7 +416,7 @@ async fn session_expiry_ends_the_mirror_and_the_wait_starts_over() {
         let server = FaultyServer::start().await;
         let path = path("expiry");
         let a = mirror_framework(&server.proxied(), FAULT_SESSION).await;
-        let b = framework(&server.direct(), SESSION).await;
+        let b = classic_framework(&server.direct(), SESSION).await;
         let mutex_a = InterProcessMutex::new(&a, &path).unwrap();
         let mutex_b = InterProcessMutex::new(&b, &path).unwrap();
         warm(&mutex_a, &path).await;
@@ -470,7 +470,7 @@ async fn refused_scenario(hooks: MirrorHooks) -> (bool, usize) {
     let path = path("refused");
     set_mirror_hooks(&path, hooks);
     let a = mirror_framework(&server.connect_string(), SESSION).await;
-    let b = framework(&server.connect_string(), SESSION).await;
+    let b = classic_framework(&server.connect_string(), SESSION).await;
     let mutex_a = InterProcessMutex::new(&a, &path).unwrap();
     let mutex_b = InterProcessMutex::new(&b, &path).unwrap();
     for _ in 0..3 {
@@ -560,7 +560,7 @@ async fn reaped_scenario(hooks: MirrorHooks) -> usize {
     let path = path(if hooks.no_count_reset { "reaped-no-reset" } else { "reaped" });
     set_mirror_hooks(&path, hooks);
     let a = mirror_framework(&connect, SESSION).await;
-    let b = framework(&connect, SESSION).await;
+    let b = classic_framework(&connect, SESSION).await;
     let mutex_a = InterProcessMutex::new(&a, &path).unwrap();
     let mutex_b = InterProcessMutex::new(&b, &path).unwrap();
     let mut relisted = 0;
@@ -609,7 +609,7 @@ async fn many_waiters_per_session_on_the_mirror_exclude_each_other() {
             let fw = if session < 3 {
                 mirror_framework(&connect, SESSION).await
             } else {
-                framework(&connect, SESSION).await
+                classic_framework(&connect, SESSION).await
             };
             for task in 0..4 {
                 let mutex = InterProcessMutex::new(&fw, &path).unwrap();
@@ -655,7 +655,7 @@ async fn a_semaphore_on_mirror_frameworks_keeps_its_lease_count() {
             let fw = if session < 2 {
                 mirror_framework(&connect, SESSION).await
             } else {
-                framework(&connect, SESSION).await
+                classic_framework(&connect, SESSION).await
             };
             let semaphore = zk_recipes::InterProcessSemaphore::new(&fw, &path, 1).unwrap();
             let exclusion = exclusion.clone();
@@ -769,7 +769,7 @@ async fn watch_order_scenario(hooks: MirrorHooks) -> bool {
     let path = path(if hooks.list_before_watch { "list-first" } else { "watch-first" });
     set_mirror_hooks(&path, hooks);
     let a = mirror_framework(&server.proxied(), FAULT_SESSION).await;
-    let b = framework(&server.direct(), SESSION).await;
+    let b = classic_framework(&server.direct(), SESSION).await;
     let mutex_a = InterProcessMutex::new(&a, &path).unwrap();
     let mutex_b = InterProcessMutex::new(&b, &path).unwrap();
     if hooks.list_before_watch {
@@ -959,7 +959,7 @@ async fn a_holder_learns_from_the_relisted_mirror_that_its_node_was_deleted() {
         let server = FaultyServer::start().await;
         let (deleted_path, kept_path) = (path("holder-deleted"), path("holder-kept"));
         let a = mirror_framework(&server.proxied(), FAULT_SESSION).await;
-        let admin = framework(&server.direct(), SESSION).await;
+        let admin = classic_framework(&server.direct(), SESSION).await;
         let deleted = InterProcessMutex::new(&a, &deleted_path).unwrap();
         let kept = InterProcessMutex::new(&a, &kept_path).unwrap();
         warm(&deleted, &deleted_path).await;

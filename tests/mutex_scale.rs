@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::fixtures::{
-    bounded, children, children_count_becomes, eventually, framework, framework_waiting, init_tracing, sequence_of,
-    shared_connect, unique_path, waits, within, Exclusion,
+    bounded, children, children_count_becomes, classic_framework, eventually, framework_waiting, init_tracing,
+    sequence_of, shared_connect, unique_path, waits, within, Exclusion,
 };
 use common::timing::{EVENT, LIMIT};
 use tokio::sync::{mpsc, oneshot};
@@ -83,7 +83,7 @@ async fn one_release_wakes_only_the_next_waiter() {
         let connect = shared_connect().await;
         let session = Duration::from_secs(60);
         let path = path("no-herd");
-        let holder_fw = framework(&connect, session).await;
+        let holder_fw = classic_framework(&connect, session).await;
         let holder = InterProcessMutex::new(&holder_fw, &path).unwrap().acquire().await.unwrap();
 
         const WAITERS: usize = 50;
@@ -92,7 +92,7 @@ async fn one_release_wakes_only_the_next_waiter() {
         let mut releases: HashMap<i64, oneshot::Sender<()>> = HashMap::new();
         let mut tasks = Vec::new();
         for _ in 0..WAITERS {
-            let fw = framework(&connect, session).await;
+            let fw = classic_framework(&connect, session).await;
             let sid = fw.snapshot().session_id;
             let (release_tx, release_rx) = oneshot::channel::<()>();
             releases.insert(sid, release_tx);
@@ -287,7 +287,7 @@ async fn waiters_acquire_in_turn(waiters: usize, sessions: usize, limit: Duratio
         let rss_start = rss_kib();
         let mut frameworks = Vec::new();
         for _ in 0..sessions {
-            frameworks.push(framework(&connect, Duration::from_secs(60)).await);
+            frameworks.push(classic_framework(&connect, Duration::from_secs(60)).await);
         }
         let sids: Vec<i64> = frameworks.iter().map(|fw| fw.snapshot().session_id).collect();
         let gate = InterProcessMutex::new(&frameworks[0], &path).unwrap().acquire().await.unwrap();

@@ -276,6 +276,14 @@ async fn joined_semaphore_mutex_acquires_wait_their_turn_and_end() {
         let path = path("semaphore-mutex");
         let mutex = InterProcessSemaphoreMutex::new(&fw, &path).unwrap();
         let other = InterProcessSemaphoreMutex::new(&other_fw, &path).unwrap();
+        // The directories exist before the join (fresh containers, which the server does not
+        // reap before their first child): otherwise both creates fail, make the parents and
+        // are sent again, in an order no longer the join's, and the bounded acquire may take
+        // the lease while the unbounded one waits for its guard, which the join holds.
+        for dir in ["locks", "leases"] {
+            let dir = format!("{path}/{dir}");
+            fw.create(&dir).mode(zk_recipes::zk::CreateMode::Container).await.unwrap();
+        }
 
         let (held, second) = within(EVENT, "an acquire joined with a bounded acquire", async {
             tokio::join!(mutex.acquire(), mutex.acquire_timeout(GIVE_UP))

@@ -10,7 +10,9 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::fixtures::{bounded, children_count_becomes, framework, init_tracing, shared_connect, unique_path, within};
+use common::fixtures::{
+    bounded, children_count_becomes, classic_framework, framework, init_tracing, shared_connect, unique_path, within,
+};
 use common::timing::{EVENT, LIMIT, QUIET, SESSION};
 use zk_recipes::{
     Error, Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, Lockable, MultiLock, Revoker,
@@ -375,7 +377,10 @@ async fn revoking_what_is_not_a_lock_node_is_refused() {
 #[tokio::test]
 async fn a_fast_path_hold_is_revocable_too() {
     bounded(LIMIT, async {
-        let (fw, other) = (fw().await, fw().await);
+        // The fast path is the per-waiter watch's (the mirror takes such a lock with the
+        // create alone in its own way).
+        let other = fw().await;
+        let fw = classic_framework(&shared_connect().await, SESSION).await;
         let mutex = InterProcessMutex::new(&fw, &path("fast-path")).unwrap();
         for _ in 0..2 {
             mutex.revocable().acquire().await.unwrap().release().await.unwrap();

@@ -369,6 +369,7 @@ async fn dropped_waiting_acquire_removes_its_lease() {
 /// never over the limit, and leave no orphaned lease behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loops_carry_on_through_connection_drops() {
+    common::fixtures::init_tracing();
     bounded(LIMIT, async {
         const CLIENTS: usize = 4;
         const MAX: usize = 2;

@@ -475,6 +475,7 @@ impl DirMirror {
 
     /// Asks the task to add the watch again and list again (a waiter found the view behind).
     pub(crate) fn request_resync(&self) {
+        tracing::trace!(dir = %self.inner().dir, "a waiter asks the mirror to list again");
         let mut state = self.inner().state.lock();
         self.resync(&mut state);
     }
@@ -580,33 +581,20 @@ async fn connection(
     let hooks = inner.hooks;
     #[cfg(not(feature = "testing"))]
     let hooks = hooks_off::Hooks::default();
-    // Wait for a connection (the old watcher tells: its session events).
+    // Wait for a connection. The client's state says, not the old watcher's session events:
+    // the event that announced this connection may have been taken already (it is what ended
+    // the last stretch), and the state may still have read `Disconnected` a moment after it;
+    // waiting for another such event then waited for the next fault. The old watcher stays
+    // (unpolled) until the new one exists.
     if !is_connected(client.state()) {
-        if let Some(w) = watcher.as_mut() {
-            loop {
-                let event = tokio::select! {
-                    event = next_event(inner, w) => event,
-                    () = session.task_end() => return Next::Stop,
-                };
-                match event {
-                    None => return Next::Stop,
-                    Some(e) if e.event_type == EventType::Session && e.session_state.is_terminated() => {
-                        return Next::Stop
-                    }
-                    Some(e) if e.event_type == EventType::Session && is_connected(e.session_state) => break,
-                    Some(_) => {}
-                }
-            }
-        } else {
-            let mut states = client.state_watcher();
-            while !is_connected(states.peek_state()) {
-                let state = tokio::select! {
-                    state = states.changed() => state,
-                    () = session.task_end() => return Next::Stop,
-                };
-                if state.is_terminated() {
-                    return Next::Stop;
-                }
+        let mut states = client.state_watcher();
+        while !is_connected(states.peek_state()) {
+            let state = tokio::select! {
+                state = states.changed() => state,
+                () = session.task_end() => return Next::Stop,
+            };
+            if state.is_terminated() {
+                return Next::Stop;
             }
         }
     }
@@ -617,6 +605,7 @@ async fn connection(
         s.resync_wanted = false;
         s.sent
     });
+    tracing::trace!(dir, number, "the mirror adds its watch and lists");
     #[cfg(feature = "testing")]
     if hooks.no_readd_after_reconnect && inner.added_once.load(Ordering::SeqCst) {
         {
@@ -716,6 +705,7 @@ async fn connection(
         }
     };
     let listed = finish_listing(inner, number, listed);
+    tracing::trace!(dir, number, ok = listed.is_ok(), "the mirror's listing is in");
     if let Err(e) = listed {
         if !is_zk_connection_error(&e) {
             tracing::info!(dir, error = %e, "the lock directory cannot be listed: waiting the classic way");
