@@ -238,9 +238,9 @@ impl FrameworkBuilder {
     /// child count when it replays a snapshot after a restart, and hand out a number twice
     /// (fixed in 3.6). Until the session's server is known, acquires take the usual way.
     /// `fast_path(false)` turns it off everywhere, for example during a rolling upgrade
-    /// from 3.5 (a mixed ensemble is as old as its oldest member). With
-    /// [`WaitStrategy::Mirror`] the fast path is not used: the mirror takes an uncontended lock
-    /// with the create alone too.
+    /// from 3.5 (a mixed ensemble is as old as its oldest member). The fast path serves
+    /// [`WaitStrategy::PerWaiterWatch`] only: with the default, [`WaitStrategy::Mirror`], it is
+    /// not used (the mirror takes an uncontended lock with the create alone too).
     pub fn fast_path(mut self, enabled: bool) -> Self {
         self.fast_path = enabled;
         self

@@ -152,7 +152,8 @@ impl InterProcessMutex {
     }
 
     /// How often this handle (and its clones) took the lock with the create alone, and why it
-    /// did not when it could not (see [`FrameworkBuilder::fast_path`](crate::FrameworkBuilder::fast_path)).
+    /// did not when it could not (see [`FrameworkBuilder::fast_path`](crate::FrameworkBuilder::fast_path));
+    /// all zero on a framework that waits on the mirror (the default), which does not use it.
     pub fn fast_path_stats(&self) -> FastPathStats {
         self.shared.internals.fast_path_stats()
     }
