@@ -139,25 +139,6 @@ fn append(log: &std::path::Path, line: &str) {
     file.write_all(line.as_bytes()).unwrap();
 }
 
-/// The holders in `log`'s order, which must show no overlap (every enter followed by the same
-/// holder's exit); the log is removed.
-fn holders_in(log: &std::path::Path) -> Vec<String> {
-    let text = std::fs::read_to_string(log).unwrap();
-    let _ = std::fs::remove_file(log);
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len() % 2, 0, "an unfinished hold: {text}");
-    let mut holders = Vec::new();
-    for (i, pair) in lines.chunks(2).enumerate() {
-        let who = pair[0]
-            .strip_prefix("enter ")
-            .and_then(|rest| rest.split_whitespace().next())
-            .unwrap_or_else(|| panic!("line {}: expected an enter line, got {pair:?}", 2 * i + 1));
-        assert_eq!(pair[1], format!("exit {who}"), "overlapping holders at line {}: {pair:?}", 2 * i + 1);
-        holders.push(who.to_owned());
-    }
-    holders
-}
-
 /// The barrier (our own node in the mirror before any decision): with the mirror's events
 /// applied late, B takes the lock just before A's create. A must wait for its own node's
 /// event, which comes after B's; deciding at A's create reply (the hook) grants the lock

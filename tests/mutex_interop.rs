@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::curator::CuratorPeer;
 use common::fixtures::{
-    bounded, children_count_becomes, framework, init_tracing, is_curator_lock_name, node_name, shared_connect,
-    unique_path, within,
+    bounded, children_count_becomes, framework, holders_in, init_tracing, is_curator_lock_name, node_name,
+    shared_connect, unique_path, within,
 };
 use common::timing::{INTEROP_EVENT as EVENT, INTEROP_SESSION as SESSION, SLOW_LIMIT as LIMIT};
 use zk_recipes::{Framework, InterProcessMutex};
@@ -197,21 +197,10 @@ async fn loops_alternate_in_a_shared_log() {
             assert_eq!(done, format!("loop-done {id} {ROUNDS}"));
         }
 
-        let text = std::fs::read_to_string(&log).unwrap();
-        let _ = std::fs::remove_file(&log);
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 2 * 4 * ROUNDS, "{text}");
-        let mut holders = Vec::new();
-        for (i, pair) in lines.chunks(2).enumerate() {
-            let who = pair[0]
-                .strip_prefix("enter ")
-                .and_then(|rest| rest.split_whitespace().next())
-                .unwrap_or_else(|| panic!("line {}: expected an enter line, got {pair:?}", 2 * i + 1));
-            assert_eq!(pair[1], format!("exit {who}"), "overlapping holders at line {}: {pair:?}", 2 * i + 1);
-            holders.push(who);
-        }
+        let holders = holders_in(&log);
+        assert_eq!(holders.len(), 4 * ROUNDS, "{holders:?}");
         for who in ["java:L1", "java:L2", "rust:R1", "rust:R2"] {
-            assert_eq!(holders.iter().filter(|h| **h == who).count(), ROUNDS, "{who} rounds");
+            assert_eq!(holders.iter().filter(|h| *h == who).count(), ROUNDS, "{who} rounds");
         }
         let handoffs = |from: &str, to: &str| {
             holders.windows(2).filter(|w| w[0].starts_with(from) && w[1].starts_with(to)).count()

@@ -219,6 +219,16 @@ impl Env {
         futures::future::try_join_all((0..n).map(|_| start())).await
     }
 
+    /// `n` frameworks for a lock line: `zk-recipes-mirror` waits on the mirror, any other the
+    /// per-waiter watch.
+    async fn frameworks_for(&self, implementation: &str, n: usize) -> BenchResult<Vec<Framework>> {
+        if implementation == "zk-recipes-mirror" {
+            self.mirror_frameworks(n).await
+        } else {
+            self.frameworks(n).await
+        }
+    }
+
     /// `n` frameworks whose lock waits go through their session's mirror of the directory.
     async fn mirror_frameworks(&self, n: usize) -> BenchResult<Vec<Framework>> {
         let start =
@@ -437,11 +447,7 @@ pub(crate) async fn run_workload(env: &Env, workload: Workload) -> BenchResult<V
 
             for implementation in ["zk-recipes", "zk-recipes-mirror"] {
                 let dir = env.dir(workload, implementation);
-                let frameworks = if implementation == "zk-recipes" {
-                    env.frameworks(o.clients).await?
-                } else {
-                    env.mirror_frameworks(o.clients).await?
-                };
+                let frameworks = env.frameworks_for(implementation, o.clients).await?;
                 let mut contenders = Vec::with_capacity(o.clients);
                 for framework in frameworks {
                     let semaphore = InterProcessSemaphore::new(&framework, &dir, o.max_leases)?;
@@ -562,11 +568,7 @@ pub(crate) async fn run_workload(env: &Env, workload: Workload) -> BenchResult<V
 
             for implementation in ["zk-recipes", "zk-recipes-mirror"] {
                 let path = env.dir(workload, implementation);
-                let frameworks = if implementation == "zk-recipes" {
-                    env.frameworks(o.clients).await?
-                } else {
-                    env.mirror_frameworks(o.clients).await?
-                };
+                let frameworks = env.frameworks_for(implementation, o.clients).await?;
                 let contenders = frameworks
                     .into_iter()
                     .enumerate()

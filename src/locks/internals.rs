@@ -33,7 +33,7 @@ use super::fast_path::{self, FastPath, FastPathStats, FastTry};
 use super::held::HeldNode;
 use super::node::{retry_request, CreatedNode, Failure};
 use super::node_watch::MirrorSeat;
-use super::protected::{NodeDir, NodeSpec};
+use super::protected::{nothing_behind, NodeDir, NodeSpec};
 use super::revocation::{NodeRevocation, Signal};
 use super::start_over::fresh_attempts;
 use crate::error::{Error, Result, ZkError};
@@ -171,7 +171,7 @@ impl LockInternals {
         };
         if let Some(mirror) = mirror {
             // The mirror decides: the create goes alone.
-            let (node, _) = spec.create(&session, None, || async { Ok::<_, ZkError>(()) }).await?;
+            let (node, _) = spec.create(&session, None, nothing_behind).await?;
             let try_only = M::busy::<HeldNode>().is_some();
             if !try_only {
                 watch_revocation(&node);

@@ -92,6 +92,10 @@ async fn watch_on_mirror(
     read: &mut impl FnMut(&[u8], &Stat),
 ) -> Option<End> {
     let name = path::node_name(full_path);
+    // The session's timeout is fixed for its life; a new session ends this watch.
+    let Some(timeout) = framework.client_of(epoch).map(|client| client.session_timeout()) else {
+        return Some(End::SessionOver);
+    };
     let mut state = framework.state_watch();
     let mut read_due = reads;
     let mut pause = RetryLoop::new(&REARM);
@@ -125,9 +129,6 @@ async fn watch_on_mirror(
                 }
             }
         }
-        let Some(timeout) = framework.client_of(epoch).map(|client| client.session_timeout()) else {
-            return Some(End::SessionOver);
-        };
         let session_over = state.wait_for(|s| s.epoch != epoch || s.state == ConnectionState::Lost);
         let retry = async {
             if !sure {

@@ -95,6 +95,12 @@ pub(crate) struct ProtectedName {
     acl: Vec<Acl>,
 }
 
+/// Nothing sent behind a create (a waiter that decides from its session's mirror): pass the
+/// function itself as the create's [`Behind`].
+pub(crate) fn nothing_behind() -> std::future::Ready<Result<(), ZkError>> {
+    std::future::ready(Ok(()))
+}
+
 /// A request sent right behind a create, in the same round trip (a listing of the
 /// directory): called once for each send of the create.
 pub(crate) trait Behind<T>: Fn() -> Self::Reply {

@@ -8,15 +8,15 @@ use futures::FutureExt;
 use zookeeper_client::{EventType, OneshotWatcher};
 
 use super::acquire::{self, Acquire, Block, Hold, LockHold, Mode, Try};
-use super::dir_mirror::{Ask, DirMirror, MirrorSlot, WaitOn};
+use super::dir_mirror::{Ask, Asker, DirMirror, MirrorSlot, WaitOn};
 use super::driver::StandardDriver;
 use super::held::HeldNode;
 use super::internals::LockInternals;
 use super::node::{retry_request, CreatedNode, Failure};
 use super::node_watch::MirrorSeat;
-use super::protected::NodeDir;
+use super::protected::{nothing_behind, NodeDir};
 use super::start_over::fresh_attempts;
-use crate::error::{Error, Result, ZkError};
+use crate::error::{Error, Result};
 use crate::framework::{ConnectionState, Framework, Session};
 use crate::path;
 use crate::WaitStrategy;
@@ -158,7 +158,7 @@ struct Shared {
 /// How a wait on the lease directory's mirror ended.
 enum MirrorAdmit {
     /// Our leases are admitted; the asker has seen them in the view.
-    Admitted(super::dir_mirror::Asker),
+    Admitted(Asker),
     /// A try found every lease taken.
     Busy,
     /// No mirror on this session after all: admit the classic way.
@@ -395,7 +395,7 @@ impl InterProcessSemaphore {
             // The mirror counts: the creates go alone.
             let mut created = Vec::with_capacity(n);
             for _ in 0..n {
-                let (node, _) = shared.leases.spec().create(&session, None, || async { Ok::<_, ZkError>(()) }).await?;
+                let (node, _) = shared.leases.spec().create(&session, None, nothing_behind).await?;
                 created.push(node);
             }
             match self.admit_on_mirror::<M>(&mirror, &session, &created, &mut limit).await? {

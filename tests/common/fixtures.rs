@@ -330,3 +330,22 @@ impl Exclusion {
         self.entries.load(Ordering::SeqCst)
     }
 }
+
+/// The holders in `log`'s order, which must show no overlap (every enter followed by the same
+/// holder's exit); the log is removed.
+pub fn holders_in(log: &std::path::Path) -> Vec<String> {
+    let text = std::fs::read_to_string(log).unwrap();
+    let _ = std::fs::remove_file(log);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len() % 2, 0, "an unfinished hold: {text}");
+    let mut holders = Vec::new();
+    for (i, pair) in lines.chunks(2).enumerate() {
+        let who = pair[0]
+            .strip_prefix("enter ")
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("line {}: expected an enter line, got {pair:?}", 2 * i + 1));
+        assert_eq!(pair[1], format!("exit {who}"), "overlapping holders at line {}: {pair:?}", 2 * i + 1);
+        holders.push(who.to_owned());
+    }
+    holders
+}
