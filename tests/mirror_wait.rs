@@ -16,8 +16,8 @@ use common::curator::CuratorPeer;
 use common::fixtures::*;
 use common::timing::{EVENT, FAULT_SESSION, INTEROP_SESSION, LIMIT, SESSION, SLOW_LIMIT};
 use zk_recipes::testing::{
-    allow_mirror_watch, mirror_listings_held, mirror_tasks_running, mirror_watches_added, set_mirror_hooks,
-    MirrorHooks, ProxyMode, TestingServer,
+    allow_mirror_watch, hold_mirror_events, mirror_lease_guesses_missed, mirror_listings_held, mirror_tasks_running,
+    mirror_watches_added, set_mirror_hooks, MirrorHooks, ProxyMode, TestingServer,
 };
 use zk_recipes::zk::{Acls, CreateMode};
 use zk_recipes::{Framework, InterProcessMutex};
@@ -658,6 +658,184 @@ async fn a_semaphore_on_mirror_frameworks_keeps_its_lease_count() {
         for fw in frameworks {
             fw.close().await;
         }
+    })
+    .await;
+}
+
+/// Cycles `semaphore` until its session's mirror of the lease directory `leases` runs (a
+/// session's first acquire waits the classic way while its server's version is not known).
+async fn warm_lease_mirror(semaphore: &zk_recipes::InterProcessSemaphore, leases: &str) {
+    eventually(EVENT, "the lease mirror running", || async {
+        semaphore.acquire().await.unwrap().release().await.unwrap();
+        match mirror_tasks_running(leases) {
+            0 => Err("no lease mirror yet".to_owned()),
+            _ => Ok(()),
+        }
+    })
+    .await;
+}
+
+/// `semaphore.acquire()` in a task of its own.
+fn spawn_acquire(semaphore: &zk_recipes::InterProcessSemaphore) -> tokio::task::JoinHandle<zk_recipes::SemaphoreLease> {
+    let semaphore = semaphore.clone();
+    tokio::spawn(async move { semaphore.acquire().await.unwrap() })
+}
+
+/// Waits until `dir` has `n` children, listed through `framework`'s client.
+async fn until_children(framework: &Framework, dir: &str, n: usize, what: &str) {
+    let client = framework.zk_client().unwrap();
+    eventually(EVENT, what, || async {
+        match client.list_children(dir).await {
+            Ok(children) if children.len() == n => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+}
+
+/// The count after the create, when the internal lock went with it (`pipelined_admission`): B's
+/// mirror of the lease directory is held back (it applies no event) from just before A, a
+/// classic-path session, takes the one lease. When B is granted the internal lock, its view of
+/// the leases does not show A's lease (whose create came before the lock's delete) and guesses
+/// room, so B's lease create carries the lock's delete behind it. Once both leases exist the view catches up.
+/// B's admission waits for its own lease in the view and counts there: A's lease is ahead of
+/// it, so B deletes its lease, queues again (a missed guess) and waits for A. Admitting on the
+/// guess (the hook) gives B the lease while A holds it. Returns whether B was granted while A
+/// held, and the guesses missed.
+async fn lease_check_scenario(hooks: MirrorHooks) -> (bool, usize) {
+    let connect = shared_connect().await;
+    let path = path(if hooks.no_lease_check { "no-lease-check" } else { "lease-check" });
+    let leases = format!("{path}/leases");
+    set_mirror_hooks(&leases, hooks);
+    let a = classic_framework(&connect, SESSION).await;
+    let b = mirror_framework(&connect, SESSION).await;
+    let semaphore_a = zk_recipes::InterProcessSemaphore::new(&a, &path, 1).unwrap();
+    let semaphore_b = zk_recipes::InterProcessSemaphore::new(&b, &path, 1).unwrap().pipelined_admission(true);
+    warm_lease_mirror(&semaphore_b, &leases).await;
+    hold_mirror_events(&leases, true);
+    let held_by_a = semaphore_a.acquire().await.unwrap();
+    let missed_before = mirror_lease_guesses_missed(&leases);
+    let mut b_acquire = spawn_acquire(&semaphore_b);
+    until_children(&a, &leases, 2, "B's lease created beside A's").await;
+    hold_mirror_events(&leases, false);
+    let early = tokio::time::timeout(QUIET_WAIT * 3, &mut b_acquire).await.ok();
+    let granted = early.is_some();
+    let missed = mirror_lease_guesses_missed(&leases) - missed_before;
+    held_by_a.release().await.unwrap();
+    let lease_b = match early {
+        Some(lease) => lease.unwrap(),
+        None => within(LIMIT, "B's lease after A released", b_acquire).await.unwrap(),
+    };
+    lease_b.release().await.unwrap();
+    a.close().await;
+    b.close().await;
+    (granted, missed)
+}
+
+#[tokio::test]
+async fn a_lease_created_on_a_guess_of_room_is_counted_again() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let (granted, missed) = lease_check_scenario(MirrorHooks::default()).await;
+        assert!(!granted, "B took the only lease while A held it");
+        assert!(missed >= 1, "B's guess of room should have been wrong, and caught ({missed} missed)");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn admitting_a_lease_on_the_guess_alone_gives_two_holders() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let (granted, _) = lease_check_scenario(MirrorHooks { no_lease_check: true, ..MirrorHooks::default() }).await;
+        assert!(granted, "the hook should show the hole");
+    })
+    .await;
+}
+
+/// Fencing tokens in the order acquires return: A (on the mirror) is granted the internal lock
+/// of a semaphore of `max_leases` with its mirror of the leases held back, so its lease is
+/// created but not yet admitted when B, a classic-path session, asks for a lease. By default
+/// A keeps the internal lock until its lease is admitted: B waits, and returns after A with
+/// the higher token. With `pipelined_admission(true)` the lock went with A's create: with two leases, B takes the other one and returns first, with the higher
+/// token, before A (the documented price); with one lease, B counts A's lease and waits for
+/// A's release. Returns whether B returned first, and the tokens (A's, B's).
+async fn token_order_scenario(max_leases: usize, pipelined: bool) -> (bool, i64, i64) {
+    let connect = shared_connect().await;
+    let path = path(&format!("token-order-{max_leases}-{}", if pipelined { "pipelined" } else { "serial" }));
+    let leases = format!("{path}/leases");
+    let a = mirror_framework(&connect, SESSION).await;
+    let b = classic_framework(&connect, SESSION).await;
+    let semaphore_a =
+        zk_recipes::InterProcessSemaphore::new(&a, &path, max_leases).unwrap().pipelined_admission(pipelined);
+    let semaphore_b = zk_recipes::InterProcessSemaphore::new(&b, &path, max_leases).unwrap();
+    warm_lease_mirror(&semaphore_a, &leases).await;
+    hold_mirror_events(&leases, true);
+    let mut a_acquire = spawn_acquire(&semaphore_a);
+    until_children(&b, &leases, 1, "A's lease created").await;
+    // Pipelined, A's lock node went right behind its lease's create; serial, A keeps it.
+    let (locks, lock_nodes) = (format!("{path}/locks"), if pipelined { 0 } else { 1 });
+    until_children(&b, &locks, lock_nodes, "A's internal lock as its admission mode says").await;
+    let mut b_acquire = spawn_acquire(&semaphore_b);
+    let b_early = tokio::time::timeout(QUIET_WAIT * 3, &mut b_acquire).await.ok().map(Result::unwrap);
+    assert!(tokio::time::timeout(Duration::ZERO, &mut a_acquire).await.is_err(), "A was admitted with its mirror held");
+    let b_first = b_early.is_some();
+    hold_mirror_events(&leases, false);
+    let lease_a = within(LIMIT, "A's lease once its mirror caught up", a_acquire).await.unwrap();
+    let token_a = lease_a.fencing_token();
+    let b_waits = within(LIMIT, "B's lease after A's admission", b_acquire);
+    let lease_b = match b_early {
+        Some(lease) => {
+            lease_a.release().await.unwrap();
+            lease
+        }
+        // One lease: B's turn comes with A's release.
+        None if max_leases == 1 => {
+            lease_a.release().await.unwrap();
+            b_waits.await.unwrap()
+        }
+        None => {
+            let lease_b = b_waits.await.unwrap();
+            lease_a.release().await.unwrap();
+            lease_b
+        }
+    };
+    let token_b = lease_b.fencing_token();
+    lease_b.release().await.unwrap();
+    a.close().await;
+    b.close().await;
+    (b_first, token_a, token_b)
+}
+
+#[tokio::test]
+async fn leases_return_in_the_order_of_their_tokens() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let (b_first, a, b) = token_order_scenario(2, false).await;
+        assert!(!b_first, "B returned while A, with the lower token, was not admitted yet");
+        assert!(a < b, "tokens {a} and {b}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn pipelined_admission_can_return_a_lease_before_one_with_a_lower_token() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let (b_first, a, b) = token_order_scenario(2, true).await;
+        assert!(b_first, "B should take the other lease while A's is being counted");
+        assert!(a < b, "tokens {a} and {b}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn pipelined_admission_of_a_single_lease_keeps_token_order() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let (b_first, a, b) = token_order_scenario(1, true).await;
+        assert!(!b_first, "B took the only lease while A's was being counted");
+        assert!(a < b, "tokens {a} and {b}");
     })
     .await;
 }

@@ -96,26 +96,38 @@ where
 /// the other's leases.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rust_and_curator_leases_share_one_limit() {
-    leases_share_one_limit(false).await;
+    leases_share_one_limit(false, false).await;
 }
 
 /// The same with the Rust sessions counting leases on their mirror of the lease directory
 /// (`WaitStrategy::Mirror`) while Curator lists and watches it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rust_mirror_sessions_and_curator_leases_share_one_limit() {
-    leases_share_one_limit(true).await;
+    leases_share_one_limit(true, false).await;
 }
 
-async fn leases_share_one_limit(mirror: bool) {
+/// The same with `pipelined_admission` on the Rust side: our contenders release the internal
+/// lock with their lease's create, Curator's keep it until they have counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_pipelined_sessions_and_curator_leases_share_one_limit() {
+    leases_share_one_limit(true, true).await;
+}
+
+async fn leases_share_one_limit(mirror: bool, pipelined: bool) {
     bounded(LIMIT, async {
         const MAX: usize = 3;
         let connect = shared_connect().await;
         let Some(mut java) = CuratorPeer::started(&connect, SESSION).await else {
             return;
         };
-        let path = unique_path("sem-interop", if mirror { "leases-mirror" } else { "leases" });
+        let name = match (mirror, pipelined) {
+            (false, _) => "leases",
+            (true, false) => "leases-mirror",
+            (true, true) => "leases-pipelined",
+        };
+        let path = unique_path("sem-interop", name);
         let fw = framework_waiting(&connect, SESSION, waits(mirror)).await;
-        let semaphore = InterProcessSemaphore::new(&fw, &path, MAX).unwrap();
+        let semaphore = InterProcessSemaphore::new(&fw, &path, MAX).unwrap().pipelined_admission(pipelined);
         for id in ["J1", "J2"] {
             assert_eq!(java.command(&format!("semaphore {id} {path} {MAX}")).await.unwrap(), "ok");
         }
@@ -162,7 +174,7 @@ async fn leases_share_one_limit(mirror: bool) {
         let fw2 = framework_waiting(&connect, SESSION, waits(mirror)).await;
         let mut rust = Vec::new();
         for (i, fw) in [&fw, &fw2, &fw2].into_iter().enumerate() {
-            let semaphore = InterProcessSemaphore::new(fw, &path, MAX).unwrap();
+            let semaphore = InterProcessSemaphore::new(fw, &path, MAX).unwrap().pipelined_admission(pipelined);
             let acquire = move || {
                 let semaphore = semaphore.clone();
                 async move { semaphore.acquire().await.unwrap() }

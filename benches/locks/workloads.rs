@@ -219,10 +219,10 @@ impl Env {
         futures::future::try_join_all((0..n).map(|_| start())).await
     }
 
-    /// `n` frameworks for a lock line: `zk-recipes-mirror` waits on the mirror, any other the
-    /// per-waiter watch.
+    /// `n` frameworks for a lock line: `zk-recipes-mirror` (and its variants,
+    /// `zk-recipes-mirror-*`) waits on the mirror, any other the per-waiter watch.
     async fn frameworks_for(&self, implementation: &str, n: usize) -> BenchResult<Vec<Framework>> {
-        if implementation == "zk-recipes-mirror" {
+        if implementation.starts_with("zk-recipes-mirror") {
             self.mirror_frameworks(n).await
         } else {
             self.frameworks(n).await
@@ -445,12 +445,16 @@ pub(crate) async fn run_workload(env: &Env, workload: Workload) -> BenchResult<V
             results.push(run(env, plan("raw-floor"), contenders.collect()).await?);
             env.remove_tree(&dir).await;
 
-            for implementation in ["zk-recipes", "zk-recipes-mirror"] {
+            // `zk-recipes-mirror-pipelined`: the mirror, with the internal lock's delete sent
+            // right behind the lease's create when the mirror shows room.
+            for implementation in ["zk-recipes", "zk-recipes-mirror", "zk-recipes-mirror-pipelined"] {
                 let dir = env.dir(workload, implementation);
+                let pipelined = implementation == "zk-recipes-mirror-pipelined";
                 let frameworks = env.frameworks_for(implementation, o.clients).await?;
                 let mut contenders = Vec::with_capacity(o.clients);
                 for framework in frameworks {
-                    let semaphore = InterProcessSemaphore::new(&framework, &dir, o.max_leases)?;
+                    let semaphore =
+                        InterProcessSemaphore::new(&framework, &dir, o.max_leases)?.pipelined_admission(pipelined);
                     contenders.push(Contender::Semaphore { framework, semaphore });
                 }
                 results.push(run(env, plan(implementation), contenders).await?);

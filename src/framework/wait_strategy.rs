@@ -44,12 +44,14 @@
 /// (0.9-1.0x) with 16 and at 0.55-0.65x with 32, where each handoff's notifications to every
 /// mirroring session cost the server more than the listings they save. Against a JIT-warmed
 /// Curator 5.4 in the same run (4 sessions), the mirror ran the contended mutex at 2.2x,
-/// the read-write lock at 2.6x and leader handoffs at 2.2x Curator's rate, the per-waiter
-/// watch at 1.4x, 2.0x and 1.4x. The mirror is therefore the default: it is the better
-/// choice for a lock shared by a handful of processes, the common case. Choose
-/// `PerWaiterWatch` for a lock shared by more than about 16 processes (each mirroring
-/// session adds to every handoff's cost on the server), or to behave exactly as Curator
-/// does.
+/// the read-write lock at 2.6x, leader handoffs at 2.2x and the semaphore (4 sessions, 3
+/// leases) at 2.0-2.1x Curator's rate (2.2-2.3x with
+/// [`InterProcessSemaphore::pipelined_admission`](crate::InterProcessSemaphore::pipelined_admission)),
+/// the per-waiter watch at 1.4x, 2.0x, 1.4x and 1.3-1.5x. The mirror is therefore the
+/// default: it is the better choice for a lock shared by a handful of processes, the common
+/// case. Choose `PerWaiterWatch` for a lock shared by more than about 16 processes (each
+/// mirroring session adds to every handoff's cost on the server), or to behave exactly as
+/// Curator does.
 ///
 /// A mirror lives while some handle of the session uses the directory, and 2 s after the
 /// last one goes, so that a recipe made afresh for every acquire (a new latch per term, say)

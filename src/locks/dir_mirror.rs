@@ -423,6 +423,28 @@ impl DirMirror {
         Ask::Wait { wake: self.register(&mut state, names), on }
     }
 
+    /// Whether `n` leases more would fit under `max` now, by the view (a guess: see
+    /// [`DirView::has_room`]). False unless the mirror runs and its view is valid.
+    pub(crate) fn has_room(&self, n: usize, max: usize) -> bool {
+        let state = self.inner().state.lock();
+        state.run == Run::Running && state.view.has_room(n, max)
+    }
+
+    /// The guess of [`has_room`](Self::has_room) was wrong once the leases were created.
+    pub(crate) fn guess_missed(&self) {
+        tracing::debug!(dir = %self.inner().dir, "every lease was taken after all: queueing again");
+        #[cfg(feature = "testing")]
+        hooks::guess_missed(&self.inner().dir);
+    }
+
+    /// Test hook: leases are admitted on the guess alone.
+    pub(crate) fn skips_lease_check(&self) -> bool {
+        #[cfg(feature = "testing")]
+        return self.inner().hooks.no_lease_check;
+        #[cfg(not(feature = "testing"))]
+        false
+    }
+
     /// Registers a waiter for the events of `names` (none: for the view's next change of
     /// state; every waiter is woken by that too).
     fn register(&self, state: &mut State, names: Vec<String>) -> Wake {
@@ -731,6 +753,8 @@ async fn follow(inner: &Inner, session: &Session, current: &mut PersistentWatche
                 if let Some(delay) = inner.hooks.event_delay {
                     tokio::time::sleep(delay).await;
                 }
+                #[cfg(feature = "testing")]
+                hooks::events_released(&inner.dir).await;
                 if let Applied::Next(next) = apply(inner, event) {
                     return next;
                 }
@@ -898,6 +922,10 @@ pub(crate) mod hooks {
         /// Take a watch the server refused as added: list, and decide from the listing as
         /// if events would follow (none do).
         pub ignore_refusal: bool,
+        /// Admit a semaphore's leases on the guess made when the internal lock was granted
+        /// (the leases' mirror had room), without waiting for them in the view and counting
+        /// again after their creates.
+        pub no_lease_check: bool,
         /// Keep polling the watcher after the session ended: no stop at a terminal state, at
         /// the end of the client's task or when the framework gives the session up, and no
         /// guard around the poll (zookeeper-client's watcher panics once its session's
@@ -926,11 +954,52 @@ pub(crate) mod hooks {
         added: HashMap<String, usize>,
         /// Decisions the witness refused because the create count did not match.
         witness_failures: HashMap<String, usize>,
+        /// Semaphore admissions whose guess of room was wrong once the leases were created.
+        guesses_missed: HashMap<String, usize>,
+        /// Directories whose mirrors apply no event for now.
+        holding: std::collections::HashSet<String>,
     }
 
     fn table() -> &'static Mutex<Table> {
         static TABLE: OnceLock<Mutex<Table>> = OnceLock::new();
         TABLE.get_or_init(|| Mutex::new(Table::default()))
+    }
+
+    fn released() -> &'static tokio::sync::Notify {
+        static RELEASED: OnceLock<tokio::sync::Notify> = OnceLock::new();
+        RELEASED.get_or_init(tokio::sync::Notify::new)
+    }
+
+    /// While `hold` is true, the running mirrors of `dir` (full server path) take the events
+    /// of their valid views and apply none of them; once it is false again they apply them,
+    /// in order. A view that lags behind the server for exactly as long as a test wants.
+    pub fn hold_mirror_events(dir: &str, hold: bool) {
+        let mut table = table().lock();
+        if hold {
+            table.holding.insert(dir.to_owned());
+        } else {
+            table.holding.remove(dir);
+            released().notify_waiters();
+        }
+        ANY_HELD.store(!table.holding.is_empty(), std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Some directory's events are held: only then does a mirror look at the table for each
+    /// event (the benches run with this feature too).
+    static ANY_HELD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+    pub(crate) async fn events_released(dir: &str) {
+        if !ANY_HELD.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        loop {
+            // Created before the check: `notify_waiters` reaches it from here on.
+            let notified = released().notified();
+            if !table().lock().holding.contains(dir) {
+                return;
+            }
+            notified.await;
+        }
     }
 
     fn allowed() -> &'static tokio::sync::Notify {
@@ -979,6 +1048,17 @@ pub(crate) mod hooks {
     /// (a create right after a listing's reply taken among the events before it).
     pub fn mirror_witness_failures(dir: &str) -> usize {
         table().lock().witness_failures.get(dir).copied().unwrap_or(0)
+    }
+
+    /// How many times a semaphore contender on a mirror of the lease directory `dir` (full
+    /// server path) released the internal lock with its lease create, on a guess of room,
+    /// and then found every lease taken (it deleted its lease and queued again).
+    pub fn mirror_lease_guesses_missed(dir: &str) -> usize {
+        table().lock().guesses_missed.get(dir).copied().unwrap_or(0)
+    }
+
+    pub(crate) fn guess_missed(dir: &str) {
+        *table().lock().guesses_missed.entry(dir.to_owned()).or_default() += 1;
     }
 
     pub(crate) fn witness_failed(dir: &str, mismatches: usize) {

@@ -351,10 +351,22 @@ impl DirView {
     }
 
     /// Whether leases `ours` (each a child whose create's reply has come) are admitted under
-    /// at most `max` children: the semaphore's rule, as on a listing. Each of ours must pass
-    /// the barrier and the witness first; the children ahead of them are then exact (the
-    /// semaphore's internal lock keeps lease creates from overlapping), and a deletion not
-    /// heard only makes the count higher, never lower.
+    /// at most `max` children: the semaphore's rule, counted up to our last lease. Each of ours
+    /// must pass the barrier and the witness first; every create before them is then in the
+    /// view, and a deletion not heard only makes the count higher, never lower.
+    ///
+    /// The count is of the children created before our last lease (or that lease itself) and
+    /// still present: a lease created after ours does not count against ours. Curator counts
+    /// every child at its listing after its create; both rules keep the holders within `max`
+    /// together. Take the holder whose lease was created last: every other holder's lease was
+    /// created before it, and exists now, so existed at that holder's check, where it was
+    /// counted by either rule (a sequence orders the creates of one incarnation of the
+    /// directory, and a directory is only deleted empty); that check admitted at most `max`.
+    /// The difference matters to a contender that released the internal lock before its
+    /// check (its create and the lock's delete sent back to back): the next contender's lease
+    /// may already be in the view then, and must not push ours out. A child whose sequence
+    /// cannot be read (or wrapped past `i32::MAX`) counts, and so does every child when one of
+    /// ours has no sequence.
     pub(crate) fn admit(&mut self, driver: &dyn Driver, ours: &[&str], max: usize) -> Admission {
         if self.state != State::Valid {
             return Admission::Unknown;
@@ -366,11 +378,24 @@ impl DirView {
                 Some(_) => return Admission::Resync,
             }
         }
-        if self.children.len() <= max {
+        let sequence = |name: &str| parse_sequence(driver.sort_key(name)).filter(|&n| n >= 0);
+        let our_sequences: Option<Vec<i64>> = ours.iter().map(|our| sequence(our)).collect();
+        let counted = match our_sequences.and_then(|sequences| sequences.into_iter().max()) {
+            Some(last) => self.children.keys().filter(|child| sequence(child).map_or(true, |seq| seq <= last)).count(),
+            None => self.children.len(),
+        };
+        if counted <= max {
             Admission::Admitted
         } else {
             Admission::Full
         }
+    }
+
+    /// Whether `n` leases more would fit under `max` children now: a valid view with at most
+    /// `max - n` children. A guess, not an admission (a create the view has not applied yet is
+    /// not counted): the leases still pass [`admit`](Self::admit) once created.
+    pub(crate) fn has_room(&self, n: usize, max: usize) -> bool {
+        self.state == State::Valid && self.children.len().saturating_add(n) <= max
     }
 
     /// The barrier and the witness for our node: `None` once it is in the view and its entry

@@ -67,8 +67,8 @@ pub use self::security::TlsFiles;
 pub use self::server::{TestingServer, TestingServerBuilder};
 pub use self::session::expire_session;
 pub use crate::locks::mirror_hooks::{
-    allow_mirror_watch, mirror_listings_held, mirror_tasks_running, mirror_watches_added, mirror_witness_failures,
-    set_mirror_hooks, MirrorHooks,
+    allow_mirror_watch, hold_mirror_events, mirror_lease_guesses_missed, mirror_listings_held, mirror_tasks_running,
+    mirror_watches_added, mirror_witness_failures, set_mirror_hooks, MirrorHooks,
 };
 
 /// The process-wide server for tests that inject no server faults.

@@ -105,6 +105,60 @@ fn without_the_witness_an_unseen_create_grants_beside_its_holder() {
     assert_eq!(view.decide(MUTEX, &node(1)), acquired(), "the hook must show the hazard");
 }
 
+fn lease(owner: char, seq: u64) -> String {
+    format!("_c_{owner}-lease-{seq:010}")
+}
+
+const LEASES: &StandardDriver = &StandardDriver { lock_name: "lease-", max_leases: 1 };
+
+#[test]
+fn a_lease_is_counted_with_the_leases_created_before_it_only() {
+    // Two holders of a 3-lease semaphore; our lease is the third, and the next contender's
+    // lease (created after ours, its holder released the internal lock to it) is in already.
+    let mut view = listed(&[lease('a', 0), lease('b', 1)], 2);
+    assert!(view.has_room(1, 3));
+    view.event(DirEvent::ChildCreated(lease('c', 2)));
+    view.event(DirEvent::ChildCreated(lease('d', 3)));
+    assert!(!view.has_room(1, 3));
+    assert_eq!(view.admit(LEASES, &[&lease('c', 2)], 3), Admission::Admitted);
+    // The later lease counts ours: it waits.
+    assert_eq!(view.admit(LEASES, &[&lease('d', 3)], 3), Admission::Full);
+    // Until a holder leaves.
+    view.event(DirEvent::ChildDeleted(lease('a', 0)));
+    assert_eq!(view.admit(LEASES, &[&lease('d', 3)], 3), Admission::Admitted);
+}
+
+#[test]
+fn leases_without_a_readable_sequence_count_against_everyone() {
+    let odd = "_c_x-lease-wrapped".to_owned();
+    let mut view = listed(&[odd.clone(), lease('a', 1)], 2);
+    view.event(DirEvent::ChildCreated(lease('c', 2)));
+    // The odd child counts, wherever it was created: ours is the third of 2.
+    assert_eq!(view.admit(LEASES, &[&lease('c', 2)], 2), Admission::Full);
+    assert_eq!(view.admit(LEASES, &[&lease('c', 2)], 3), Admission::Admitted);
+    // Several of ours are counted up to the last of them.
+    let mut view = listed(&[lease('a', 0)], 1);
+    view.event(DirEvent::ChildCreated(lease('c', 1)));
+    view.event(DirEvent::ChildCreated(lease('c', 2)));
+    view.event(DirEvent::ChildCreated(lease('d', 3)));
+    assert_eq!(view.admit(LEASES, &[&lease('c', 1), &lease('c', 2)], 3), Admission::Admitted);
+    assert_eq!(view.admit(LEASES, &[&lease('c', 1), &lease('c', 2)], 2), Admission::Full);
+}
+
+#[test]
+fn a_lease_admission_waits_for_its_barrier_and_its_witness() {
+    let mut view = listed(&[lease('a', 0)], 1);
+    assert!(view.has_room(1, 2));
+    // A create the view has not applied: the guess says room, the admission waits.
+    assert_eq!(view.admit(LEASES, &[&lease('c', 2)], 2), Admission::Barrier(lease('c', 2)));
+    // The create before ours was withheld: ours is counted as the second create, its suffix
+    // says third. The count cannot be trusted.
+    view.event(DirEvent::ChildCreated(lease('c', 2)));
+    assert_eq!(view.admit(LEASES, &[&lease('c', 2)], 2), Admission::Resync);
+    assert!(!view.is_valid());
+    assert!(!view.has_room(1, 2));
+}
+
 #[test]
 fn a_witnessed_node_keeps_deciding_from_events() {
     let mut view = listed(&[peer(3)], 4);
