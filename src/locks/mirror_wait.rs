@@ -479,3 +479,6 @@ impl DirView {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod lease_model;
