@@ -369,13 +369,24 @@ async fn dropped_waiting_acquire_removes_its_lease() {
 /// never over the limit, and leave no orphaned lease behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loops_carry_on_through_connection_drops() {
+    loops_through_connection_drops(false).await;
+}
+
+/// The same with `pipelined_admission`: a contender's create carries the internal lock's delete
+/// behind it, and the cuts also catch contenders counting their leases without the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_loops_carry_on_through_connection_drops() {
+    loops_through_connection_drops(true).await;
+}
+
+async fn loops_through_connection_drops(pipelined: bool) {
     common::fixtures::init_tracing();
     bounded(LIMIT, async {
         const CLIENTS: usize = 4;
         const MAX: usize = 2;
         let connect = shared_connect().await;
         let proxy = Arc::new(FaultProxy::start(&connect).await.unwrap());
-        let path = unique_path("sem", "lost-connections");
+        let path = unique_path("sem", if pipelined { "lost-connections-pipelined" } else { "lost-connections" });
         let occupancy = Arc::new(Occupancy::default());
         let done = Arc::new(AtomicUsize::new(0));
         let mut tasks = Vec::new();
@@ -383,7 +394,7 @@ async fn loops_carry_on_through_connection_drops() {
             let fw = plain_framework(&proxy.connect_string(), SESSION).await;
             let (occupancy, done, path) = (occupancy.clone(), done.clone(), path.clone());
             tasks.push(tokio::spawn(async move {
-                let semaphore = InterProcessSemaphore::new(&fw, &path, MAX).unwrap();
+                let semaphore = InterProcessSemaphore::new(&fw, &path, MAX).unwrap().pipelined_admission(pipelined);
                 let mut count = 0usize;
                 while count < 40 {
                     let lease = match semaphore.acquire().await {
