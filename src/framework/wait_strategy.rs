@@ -45,7 +45,7 @@
 /// mirroring session cost the server more than the listings they save. Against a JIT-warmed
 /// Curator 5.4 in the same run (4 sessions), the mirror ran the contended mutex at 2.2x,
 /// the read-write lock at 2.6x, leader handoffs at 2.2x and the semaphore (4 sessions, 3
-/// leases) at 2.0-2.1x Curator's rate (2.2-2.3x with
+/// leases) at 1.95-2.2x Curator's rate (2.2-2.7x with
 /// [`InterProcessSemaphore::pipelined_admission`](crate::InterProcessSemaphore::pipelined_admission)),
 /// the per-waiter watch at 1.4x, 2.0x, 1.4x and 1.3-1.5x. The mirror is therefore the
 /// default: it is the better choice for a lock shared by a handful of processes, the common
