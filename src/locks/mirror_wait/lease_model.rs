@@ -79,7 +79,8 @@ struct Model {
     guess_only: bool,
 }
 
-/// The children of the server in a listing's reply, and the `listed` arguments.
+/// The session adds its watch again and lists the directory (the reply is queued behind the
+/// events already on their way).
 fn relist(contender: &mut Contender, server: &Server) {
     contender.view.watch_added();
     contender.queue.push_back(Item::Listing(server.children.clone(), server.creates));
