@@ -28,6 +28,7 @@ mod sync;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
+mod watch;
 
 /// The attribute [`ConnectionStateListener`] is written with: `#[zk_recipes::async_trait]` on an
 /// `impl ConnectionStateListener for ...` block, without a dependency of your own.
@@ -43,7 +44,6 @@ pub use cache::{
 pub use error::{Error, Result};
 pub use framework::session_failure::SessionFailurePolicy;
 pub use framework::wait_strategy::WaitStrategy;
-pub use framework::watches::{NodeEvent, NodeEventKind, PersistentWatch, ResyncReason, WatchEvent, WatchMode};
 pub use framework::{
     AclProvider, ConnectionState, ConnectionStateErrorPolicy, ConnectionStateListener, ConnectionStateStream,
     FixedAclProvider, Framework, FrameworkBuilder, ListenerHandle, OpenAclProvider, StateSnapshot,
@@ -52,6 +52,7 @@ pub use framework::{
     CreateBuilder, Created, Delete, Exists, ExistsWatched, Fence, GetChildren, GetChildrenWatched, GetChildrenWithStat,
     GetData, GetDataWatched, OneshotWatch, OpResult, Parents, SetData, Transaction,
 };
+pub use framework::{NodeEvent, NodeEventKind, WatchMode};
 pub use leader::{CloseMode, LeaderLatch, LeaderSelector, Leadership, LeadershipEvent, LeadershipEvents, Participant};
 pub use locks::{FastPathFallback, FastPathStats, LockHold, Lockable, MultiLock, MultiLockGuard};
 pub use locks::{InterProcessMutex, MutexGuard};
@@ -67,6 +68,7 @@ pub use queue::{
     SimpleDistributedQueue,
 };
 pub use shared::{SharedCount, SharedCountChanges, SharedValue, SharedValueChanges, VersionedValue};
+pub use watch::stream::{PersistentWatch, ResyncReason, WatchEvent};
 /// The ZooKeeper client this crate builds on, for every type of its own (`Client`, `Error`,
 /// `WatchedEvent`, ...); the ones this crate's API takes or returns are also at the root.
 pub use zookeeper_client as zk;

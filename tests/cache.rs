@@ -156,7 +156,10 @@ async fn stats_only_single_node_and_decoder() {
         assert!(kid.data().is_none(), "stats only");
         assert_eq!(kid.stat().data_length, 1);
 
-        let single = CuratorCache::builder(&fw, &root).mode(CacheMode::SingleNode).build().unwrap();
+        // A session keeps one watch mode per path: the single-node cache (a persistent watch)
+        // on the root the tree cache watches recursively takes a framework of its own.
+        let single_fw = framework(&shared_connect().await, Duration::from_secs(10)).await;
+        let single = CuratorCache::builder(&single_fw, &root).mode(CacheMode::SingleNode).build().unwrap();
         let mut single_events = single.events();
         single.start().await.unwrap();
         expect_events(&mut single_events, &[format!("+{root}=7"), s("init")]).await;
@@ -179,6 +182,7 @@ async fn stats_only_single_node_and_decoder() {
             cache.close().await;
         }
         decoded.close().await;
+        single_fw.close().await;
         delete_tree(&fw, &root).await;
         fw.close().await;
     })

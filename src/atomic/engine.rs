@@ -95,7 +95,7 @@ impl Engine {
             Some(known) => Some((known.data, known.version)),
             None => match self.framework.get_data(&self.path).await {
                 Ok((data, stat)) => {
-                    self.knowledge.learned(&self.framework, &data, &stat);
+                    self.knowledge.learned(&data, &stat);
                     Some((data, stat.version))
                 }
                 Err(Error::ZooKeeper(ZkError::NoNode)) => None,
@@ -114,7 +114,7 @@ impl Engine {
             }
             Some((_, version)) => match set_versioned(&self.framework, &self.path, &post, version, operation).await {
                 Ok(Cas::Written(stat)) => {
-                    self.knowledge.learned(&self.framework, &post, &stat);
+                    self.knowledge.learned(&post, &stat);
                     true
                 }
                 Ok(Cas::Conflict) => {

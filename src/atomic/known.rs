@@ -66,30 +66,30 @@ pub(crate) struct Knowledge {
 impl State {
     /// Reads every event queued on the watch. Any change, a broken watch or none at all drops
     /// the knowledge. Returns the highest zxid the changes carried.
-    fn drain(&mut self, fw: &Framework) -> Option<i64> {
+    fn drain(&mut self) -> Option<i64> {
         let Some(watch) = self.watch.as_mut() else {
             self.known = None;
             return None;
         };
-        let drained = watch.drain(fw);
-        if drained.changes > 0 || !watch.is_live(fw) {
+        let drained = watch.drain();
+        if drained.changes > 0 || !watch.is_live() {
             self.known = None;
         }
         drained.latest_zxid
     }
 
-    fn is_live(&mut self, fw: &Framework) -> bool {
-        self.watch.as_mut().is_some_and(|w| w.is_live(fw))
+    fn is_live(&mut self) -> bool {
+        self.watch.as_mut().is_some_and(|w| w.is_live())
     }
 }
 
 impl Knowledge {
     /// Records what a reply just handed over found (`data` at `stat`); the events queued
     /// before it are for changes it reflects. Nothing is kept without a live watch.
-    pub(crate) fn learned(&self, fw: &Framework, data: &[u8], stat: &Stat) {
+    pub(crate) fn learned(&self, data: &[u8], stat: &Stat) {
         let mut state = self.state.lock();
-        let latest = state.drain(fw);
-        if !state.is_live(fw) {
+        let latest = state.drain();
+        if !state.is_live() {
             return;
         }
         // An event queued between the reply and this call, for a change after what the reply
@@ -125,8 +125,8 @@ impl Knowledge {
             if state.asked < 2 {
                 return None;
             }
-            state.drain(fw);
-            if state.is_live(fw) {
+            state.drain();
+            if state.is_live() {
                 return state.known.clone();
             }
             if state.refused == Some(epoch) {

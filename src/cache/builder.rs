@@ -23,6 +23,7 @@ pub struct CuratorCacheBuilder<T = Vec<u8>> {
     pub(super) stats_only: bool,
     pub(super) decode: Decode<T>,
     pub(super) max_reads_in_flight: usize,
+    pub(super) event_capacity: usize,
 }
 
 impl<T> std::fmt::Debug for CuratorCacheBuilder<T> {
@@ -41,6 +42,10 @@ impl<T> std::fmt::Debug for CuratorCacheBuilder<T> {
 /// reads on the server at once.
 pub(super) const DEFAULT_READS_IN_FLIGHT: usize = 64;
 
+/// Events a stream or listener may fall behind, by default, before it gets
+/// [`CacheEvent::Lagged`](crate::CacheEvent::Lagged) instead.
+pub(super) const DEFAULT_EVENT_CAPACITY: usize = 10_000;
+
 impl CuratorCacheBuilder<Vec<u8>> {
     pub(super) fn new(framework: &Framework, path: &str) -> Self {
         CuratorCacheBuilder {
@@ -50,6 +55,7 @@ impl CuratorCacheBuilder<Vec<u8>> {
             stats_only: false,
             decode: Arc::new(|_, bytes| Some(bytes)),
             max_reads_in_flight: DEFAULT_READS_IN_FLIGHT,
+            event_capacity: DEFAULT_EVENT_CAPACITY,
         }
     }
 }
@@ -91,6 +97,7 @@ impl<T: Send + Sync + 'static> CuratorCacheBuilder<T> {
             stats_only: self.stats_only,
             decode,
             max_reads_in_flight: self.max_reads_in_flight,
+            event_capacity: self.event_capacity,
         }
     }
 
@@ -102,17 +109,29 @@ impl<T: Send + Sync + 'static> CuratorCacheBuilder<T> {
         self
     }
 
+    /// How many events each stream and listener may fall behind (default 10,000) before its
+    /// queue is dropped and it gets [`CacheEvent::Lagged`](crate::CacheEvent::Lagged), with the
+    /// whole cache, instead: a consumer that stalls costs at most this much memory.
+    pub fn event_capacity(mut self, events: usize) -> Self {
+        self.event_capacity = events;
+        self
+    }
+
     /// Checks the settings; does no I/O.
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for a path that is not a valid absolute path;
-    /// [`Error::InvalidArgument`] for zero reads in flight.
+    /// [`Error::InvalidArgument`] for zero reads in flight or a zero event capacity.
     pub fn build(self) -> Result<CuratorCache<T>> {
         if self.max_reads_in_flight == 0 {
             return Err(Error::invalid_argument("max_reads_in_flight", "must be at least 1"));
         }
+        if self.event_capacity == 0 {
+            return Err(Error::invalid_argument("event_capacity", "must be at least 1"));
+        }
         let full = self.framework.full_path(&self.path)?;
-        let Self { framework, path, mode, stats_only, decode, max_reads_in_flight } = self;
-        Ok(CuratorCache::from_parts(framework, path, full, mode, stats_only, decode, max_reads_in_flight))
+        let Self { framework, path, mode, stats_only, decode, max_reads_in_flight, event_capacity } = self;
+        let cache = CuratorCache::from_parts(framework, path, full, mode, stats_only, decode, max_reads_in_flight);
+        Ok(cache.with_event_capacity(event_capacity))
     }
 }

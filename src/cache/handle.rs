@@ -4,17 +4,17 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
-use zookeeper_client::AddWatchMode;
 
 use super::hub::{Hub, Phase};
 use super::listener::{self, CacheEventStream, CuratorCacheListener};
 use super::mode::CacheMode;
 use super::node::{CacheEvent, ChildData};
 use crate::error::{Error, Result};
-use crate::framework::{Framework, ListenerHandle};
+use crate::framework::{Framework, ListenerHandle, WatchMode};
 use crate::mirror::driver::{self, Decode};
-use crate::mirror::{source, Reads, Scope};
+use crate::mirror::{Mirror, Reads, Scope};
 use crate::sync::Mutex;
+use crate::watch::SessionWatch;
 
 /// A local copy of a ZooKeeper node and (by [`CacheMode`]) its descendants or its children,
 /// kept current by one persistent watch (Curator's `CuratorCache`).
@@ -76,11 +76,12 @@ use crate::sync::Mutex;
 /// `MarshallingError` on a server whose watch manager cannot keep persistent watches); there
 /// is no fallback to one-shot watches.
 ///
-/// Do not mix, on the same framework, a cache on a path and one-shot watches on that same
-/// path (an `exists` or `getData` watch on the cache's root, the lock fast path's directory
-/// watch when the root is a lock directory): ZooKeeper 3.6-3.8 then stops sending the
-/// recursive watch's create events for the path's children (ZOOKEEPER-4466). A second
-/// framework, or a cache on the parent, avoids it.
+/// While the cache runs, the framework refuses one-shot watches of its own on the cache's root
+/// (an `exists` or `getData` watch there would make ZooKeeper 3.6-3.8 stop sending the
+/// recursive watch's create events for the root's children: ZOOKEEPER-4466), and a persistent
+/// watch of the other mode on it. A second framework, or a watch on another path, avoids
+/// that. Code that sets watches through [`Framework::zk_client`] is not seen: it must set
+/// none on the cache's root.
 ///
 /// Nodes the session may not read are left out: their events are not delivered by servers
 /// that filter events by ACL (3.8.4+, 3.9.2+ and some distribution builds), and their reads
@@ -97,6 +98,7 @@ pub struct CuratorCache<T = Vec<u8>> {
     reads: Reads,
     decode: Decode<T>,
     concurrency: usize,
+    event_capacity: usize,
     hub: Arc<Hub<T>>,
     lifecycle: Mutex<Lifecycle>,
 }
@@ -136,7 +138,7 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
         };
         let reads = if stats_only { Reads::Stat } else { Reads::Data };
         CuratorCache {
-            hub: Arc::new(Hub::new(path.clone(), scope, reads)),
+            hub: Arc::new(Hub::new(path.clone(), scope)),
             framework,
             path,
             full,
@@ -144,8 +146,14 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
             reads,
             decode,
             concurrency,
+            event_capacity: super::builder::DEFAULT_EVENT_CAPACITY,
             lifecycle: Mutex::new(Lifecycle::Built),
         }
+    }
+
+    pub(super) fn with_event_capacity(mut self, event_capacity: usize) -> Self {
+        self.event_capacity = event_capacity;
+        self
     }
 
     /// Adds the watch and starts loading; returns once the server accepted the watch (the
@@ -155,7 +163,9 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
     /// # Errors
     /// [`Error::Closed`] after `close()`; [`Error::NotStarted`] when the framework is not
     /// started; the server's refusal of the watch (`Unimplemented` on ZooKeeper 3.5);
-    /// [`Error::InvalidArgument`] while another `start()` is in progress.
+    /// [`Error::InvalidArgument`] while another `start()` is in progress, or when this
+    /// framework watches the path in the other mode (a [`Framework::watch`], another cache, a
+    /// lock's mirror of its directory: a session keeps one watch mode per path).
     ///
     /// # Cancel safety
     /// Cancel-safe: a cancelled start leaves the cache unstarted (it may be started again).
@@ -171,11 +181,10 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
         }
         let reset = ResetOnDrop(&self.lifecycle);
         let mode = match self.mode {
-            CacheMode::SingleNode => AddWatchMode::Persistent,
-            CacheMode::Tree | CacheMode::Children => AddWatchMode::PersistentRecursive,
+            CacheMode::SingleNode => WatchMode::Persistent,
+            CacheMode::Tree | CacheMode::Children => WatchMode::PersistentRecursive,
         };
-        let first = source::add_watch(&self.framework, &self.full, mode).await?;
-        let events = source::stream(self.framework.clone(), self.full.clone(), mode, first);
+        let watch = SessionWatch::add(&self.framework, &self.full, mode).await?;
         let config = driver::Config {
             root: self.full.clone(),
             reads: self.reads,
@@ -183,7 +192,13 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
             concurrency: self.concurrency,
         };
         let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(driver::run(self.framework.clone(), Arc::clone(&self.hub), events, config, stopped));
+        let task = tokio::spawn(driver::run::<Mirror<T>, _>(
+            self.framework.clone(),
+            Arc::clone(&self.hub),
+            watch,
+            config,
+            stopped,
+        ));
         std::mem::forget(reset);
         *self.lifecycle.lock() = Lifecycle::Started { stop, task: task.abort_handle() };
         tracing::debug!(path = %self.path, mode = ?self.mode, "cache started");
@@ -264,9 +279,10 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
 
     /// Every change from now on, as a stream, starting with a `Created` for each node held
     /// now and `Initialized` if the initial load is done. The stream ends when the cache
-    /// closes. It is unbounded: a stream nobody reads grows; drop it when done.
+    /// closes. A stream that falls more than the cache's event capacity behind gets
+    /// [`CacheEvent::Lagged`] (with the whole cache) instead of what it missed.
     pub fn events(&self) -> CacheEventStream<T> {
-        CacheEventStream::new(self.hub.subscribe())
+        CacheEventStream::new(self.hub.subscribe(self.event_capacity))
     }
 
     /// Registers a listener (Curator's `listenable().addListener`); it is called once per
@@ -277,7 +293,7 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
     /// [`Error::NotStarted`] outside a Tokio runtime.
     pub fn add_listener(&self, listener: Arc<dyn CuratorCacheListener<T>>) -> Result<ListenerHandle> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| Error::NotStarted)?;
-        let events = self.hub.subscribe();
+        let events = self.hub.subscribe(self.event_capacity);
         let task = runtime.spawn(listener::run(events, listener));
         Ok(ListenerHandle::new(task.abort_handle()))
     }

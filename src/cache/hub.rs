@@ -1,11 +1,14 @@
 //! The cache's side of the mirror: the mirror under one lock, and the subscribers (streams and
 //! listeners) that get its changes as [`CacheEvent`]s.
 
-use tokio::sync::{mpsc, watch};
+use std::sync::Arc;
+
+use tokio::sync::watch;
 
 use super::node::{CacheEvent, ChildData};
+use super::subscription::{Receiver, Subscriber};
 use crate::mirror::driver::Host;
-use crate::mirror::{Change, Item, Mirror, Reads, Scope, Status};
+use crate::mirror::{Change, Item, Mirror, Scope, Status};
 use crate::sync::Mutex;
 
 /// Where the cache's life stands, for `initialized()`.
@@ -22,21 +25,19 @@ pub(crate) struct Hub<T> {
     /// The root's path as users name it (no namespace).
     root: String,
     scope: Scope,
-    reads: Reads,
 }
 
 struct HubState<T> {
     mirror: Mirror<T>,
-    subscribers: Vec<mpsc::UnboundedSender<CacheEvent<T>>>,
+    subscribers: Vec<Arc<Subscriber<T>>>,
     initialized: bool,
     closed: bool,
 }
 
 impl<T> Hub<T> {
-    pub(crate) fn new(root: String, scope: Scope, reads: Reads) -> Self {
-        let state =
-            HubState { mirror: Mirror::new(scope, reads), subscribers: Vec::new(), initialized: false, closed: false };
-        Hub { state: Mutex::new(state), phase: watch::channel(Phase::Loading).0, root, scope, reads }
+    pub(crate) fn new(root: String, scope: Scope) -> Self {
+        let state = HubState { mirror: Mirror::new(scope), subscribers: Vec::new(), initialized: false, closed: false };
+        Hub { state: Mutex::new(state), phase: watch::channel(Phase::Loading).0, root, scope }
     }
 
     /// The user path of a path relative to the root.
@@ -87,38 +88,57 @@ impl<T> Hub<T> {
     }
 
     pub(crate) fn nodes(&self) -> Vec<ChildData<T>> {
-        let state = self.state.lock();
-        state.mirror.tree().entries().into_iter().map(|(rel, e)| self.child_data(&rel, &e.item)).collect()
+        self.nodes_of(&self.state.lock())
     }
 
     pub(crate) fn len(&self) -> usize {
         self.state.lock().mirror.tree().len()
     }
 
-    /// A new subscriber: it gets `Created` for every node held now (and `Initialized` if the
-    /// initial load is done) before any later change. After `close()` its stream is empty.
-    pub(crate) fn subscribe(&self) -> mpsc::UnboundedReceiver<CacheEvent<T>> {
-        let (tx, rx) = mpsc::unbounded_channel();
+    /// A new subscriber that may fall `capacity` events behind: it gets `Created` for every
+    /// node held now (and `Initialized` if the initial load is done) before any later change.
+    /// After `close()` its stream is empty.
+    pub(crate) fn subscribe(self: &Arc<Self>, capacity: usize) -> Receiver<T> {
+        let subscriber = Subscriber::new(capacity);
+        let receiver = Receiver::new(subscriber.clone(), Arc::downgrade(self));
         let mut state = self.state.lock();
         if state.closed {
-            return rx;
+            subscriber.close();
+            return receiver;
         }
-        for (rel, entry) in state.mirror.tree().entries() {
-            let _ = tx.send(CacheEvent::Created(self.child_data(&rel, &entry.item)));
-        }
+        let mut first: Vec<CacheEvent<T>> = self.nodes_of(&state).into_iter().map(CacheEvent::Created).collect();
         if state.initialized {
-            let _ = tx.send(CacheEvent::Initialized);
+            first.push(CacheEvent::Initialized);
         }
-        state.subscribers.push(tx);
-        rx
+        subscriber.prime(first);
+        state.subscribers.push(subscriber);
+        receiver
+    }
+
+    /// The event for a subscriber that lagged: the cache as it is now (`None` once the cache
+    /// is closed, or when the subscriber did not lag after all).
+    pub(crate) fn catch_up(&self, subscriber: &Subscriber<T>) -> Option<CacheEvent<T>> {
+        let state = self.state.lock();
+        if state.closed {
+            return None;
+        }
+        let missed = subscriber.take_lag()?;
+        tracing::debug!(root = %self.root, missed, "cache: a subscriber lagged; it gets the whole cache");
+        Some(CacheEvent::Lagged { missed, nodes: self.nodes_of(&state) })
+    }
+
+    fn nodes_of(&self, state: &HubState<T>) -> Vec<ChildData<T>> {
+        state.mirror.tree().entries().into_iter().map(|(rel, e)| self.child_data(&rel, &e.item)).collect()
     }
 
     /// Ends every stream and listener, and forgets what the cache held.
     pub(crate) fn close(&self) {
         let mut state = self.state.lock();
         state.closed = true;
-        state.subscribers.clear();
-        state.mirror = Mirror::new(self.scope, self.reads);
+        for subscriber in state.subscribers.drain(..) {
+            subscriber.close();
+        }
+        state.mirror = Mirror::new(self.scope);
         drop(state);
         self.phase.send_replace(Phase::Closed);
     }
@@ -140,7 +160,7 @@ impl<T> Hub<T> {
             events.push(CacheEvent::Initialized);
         }
         if !events.is_empty() {
-            state.subscribers.retain(|tx| events.iter().all(|event| tx.send(event.clone()).is_ok()));
+            state.subscribers.retain(|subscriber| subscriber.send(&events));
         }
         if initialized_now {
             self.phase.send_replace(Phase::Initialized);
@@ -148,7 +168,7 @@ impl<T> Hub<T> {
     }
 }
 
-impl<T: Send + Sync + 'static> Host<T> for Hub<T> {
+impl<T: Send + Sync + 'static> Host<Mirror<T>> for Hub<T> {
     fn update(&self, f: &mut dyn FnMut(&mut Mirror<T>)) {
         let mut state = self.state.lock();
         if state.closed {

@@ -7,14 +7,16 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::{FutureExt, Stream};
-use tokio::sync::mpsc;
 
 use super::node::CacheEvent;
+use super::subscription::Receiver;
 
 /// Receives a cache's events (Curator's `CuratorCacheListener`).
 ///
 /// Each listener runs on its own task and gets the events in order; there is no ordering
-/// between listeners. A listener that panics is logged and stays registered. Curator's
+/// between listeners. A listener that panics is logged and stays registered. A listener that
+/// falls further behind than the cache's event capacity gets [`CacheEvent::Lagged`] with the
+/// whole cache, and goes on from there. Curator's
 /// builder forms map to matching on the event: `forCreates` is `CacheEvent::Created`,
 /// `forChanges` `CacheEvent::Changed`, `forDeletes` `CacheEvent::Deleted`, `forInitialized`
 /// `CacheEvent::Initialized`; `afterInitialized()` is skipping events until `Initialized`.
@@ -38,10 +40,7 @@ where
     }
 }
 
-pub(crate) async fn run<T: Send + Sync + 'static>(
-    mut events: mpsc::UnboundedReceiver<CacheEvent<T>>,
-    listener: Arc<dyn CuratorCacheListener<T>>,
-) {
+pub(crate) async fn run<T: Send + Sync + 'static>(mut events: Receiver<T>, listener: Arc<dyn CuratorCacheListener<T>>) {
     while let Some(event) = events.recv().await {
         if AssertUnwindSafe(listener.event(event)).catch_unwind().await.is_err() {
             tracing::error!("cache listener panicked; it stays registered");
@@ -51,13 +50,16 @@ pub(crate) async fn run<T: Send + Sync + 'static>(
 
 /// A cache's events as a [`Stream`]; see [`CuratorCache::events`](crate::CuratorCache::events).
 ///
+/// It holds at most the cache's event capacity of events not yet taken; a stream that falls
+/// further behind gets [`CacheEvent::Lagged`] (with the whole cache) and goes on from there.
+///
 /// `StreamExt::next` on it is cancel-safe: no event is lost by dropping a `next()` future.
 pub struct CacheEventStream<T = Vec<u8>> {
-    events: mpsc::UnboundedReceiver<CacheEvent<T>>,
+    events: Receiver<T>,
 }
 
 impl<T> CacheEventStream<T> {
-    pub(crate) fn new(events: mpsc::UnboundedReceiver<CacheEvent<T>>) -> Self {
+    pub(crate) fn new(events: Receiver<T>) -> Self {
         CacheEventStream { events }
     }
 }

@@ -52,6 +52,7 @@ mod hub;
 mod listener;
 mod mode;
 mod node;
+mod subscription;
 mod views;
 
 pub use self::builder::CuratorCacheBuilder;

@@ -86,6 +86,17 @@ pub enum CacheEvent<T = Vec<u8>> {
     /// The initial load is complete (once per cache; a listener or stream added later gets
     /// it right after the current nodes).
     Initialized,
+    /// This stream (or listener) fell further behind than its capacity
+    /// ([`CuratorCacheBuilder::event_capacity`](crate::CuratorCacheBuilder::event_capacity)):
+    /// `missed` events were dropped for it. `nodes` is every node the cache holds now, parents
+    /// before children: replace what was built from earlier events with it; the events that
+    /// follow go on from there.
+    Lagged {
+        /// How many events were dropped.
+        missed: u64,
+        /// The cache's nodes as of this event.
+        nodes: Vec<ChildData<T>>,
+    },
 }
 
 impl<T> CacheEvent<T> {
@@ -93,7 +104,7 @@ impl<T> CacheEvent<T> {
     pub fn path(&self) -> Option<&str> {
         match self {
             CacheEvent::Created(node) | CacheEvent::Changed(_, node) | CacheEvent::Deleted(node) => Some(node.path()),
-            CacheEvent::Initialized => None,
+            CacheEvent::Initialized | CacheEvent::Lagged { .. } => None,
         }
     }
 }
@@ -105,6 +116,7 @@ impl<T> Clone for CacheEvent<T> {
             CacheEvent::Changed(old, new) => CacheEvent::Changed(old.clone(), new.clone()),
             CacheEvent::Deleted(node) => CacheEvent::Deleted(node.clone()),
             CacheEvent::Initialized => CacheEvent::Initialized,
+            CacheEvent::Lagged { missed, nodes } => CacheEvent::Lagged { missed: *missed, nodes: nodes.clone() },
         }
     }
 }
@@ -116,6 +128,9 @@ impl<T: fmt::Debug> fmt::Debug for CacheEvent<T> {
             CacheEvent::Changed(old, new) => f.debug_tuple("Changed").field(old).field(new).finish(),
             CacheEvent::Deleted(node) => f.debug_tuple("Deleted").field(node).finish(),
             CacheEvent::Initialized => f.write_str("Initialized"),
+            CacheEvent::Lagged { missed, nodes } => {
+                f.debug_struct("Lagged").field("missed", missed).field("nodes", &nodes.len()).finish()
+            }
         }
     }
 }

@@ -24,6 +24,15 @@ pub enum PathChildrenEvent<T = Vec<u8>> {
     ChildRemoved(ChildData<T>),
     /// `INITIALIZED`: the cache's initial load is done.
     Initialized,
+    /// The stream fell further behind than the cache's event capacity: `missed` events were
+    /// dropped for it, and `children` are the parent's children now (replace what was built
+    /// from earlier events with them).
+    Lagged {
+        /// How many of the cache's events were dropped.
+        missed: u64,
+        /// The parent's children as of this event.
+        children: Vec<ChildData<T>>,
+    },
 }
 
 impl<T: std::fmt::Debug> std::fmt::Debug for PathChildrenEvent<T> {
@@ -33,6 +42,9 @@ impl<T: std::fmt::Debug> std::fmt::Debug for PathChildrenEvent<T> {
             PathChildrenEvent::ChildUpdated(node) => f.debug_tuple("ChildUpdated").field(node).finish(),
             PathChildrenEvent::ChildRemoved(node) => f.debug_tuple("ChildRemoved").field(node).finish(),
             PathChildrenEvent::Initialized => f.write_str("Initialized"),
+            PathChildrenEvent::Lagged { missed, children } => {
+                f.debug_struct("Lagged").field("missed", missed).field("children", &children.len()).finish()
+            }
         }
     }
 }
@@ -103,6 +115,10 @@ impl<T> Stream for PathChildrenStream<T> {
             };
             let event = match event {
                 CacheEvent::Initialized => PathChildrenEvent::Initialized,
+                CacheEvent::Lagged { missed, nodes } => {
+                    let children = nodes.into_iter().filter(|node| is_child_of(node.path(), &self.parent)).collect();
+                    PathChildrenEvent::Lagged { missed, children }
+                }
                 CacheEvent::Created(node) if is_child_of(node.path(), &self.parent) => {
                     PathChildrenEvent::ChildAdded(node)
                 }
@@ -129,6 +145,8 @@ impl<T> Stream for NodeStream<T> {
             };
             let value = match event {
                 CacheEvent::Initialized if !self.yielded => None,
+                // Whatever was missed, this is the node's value now.
+                CacheEvent::Lagged { nodes, .. } => nodes.into_iter().find(|node| node.path() == self.path),
                 CacheEvent::Created(node) | CacheEvent::Changed(_, node) if node.path() == self.path => Some(node),
                 CacheEvent::Deleted(node) if node.path() == self.path => None,
                 _ => continue,

@@ -36,7 +36,7 @@ mod state;
 mod state_manager;
 mod transaction;
 pub(crate) mod wait_strategy;
-pub(crate) mod watches;
+mod watch_table;
 mod write;
 
 use std::sync::{Arc, Weak};
@@ -60,6 +60,8 @@ pub(crate) use self::session::Session;
 pub use self::state::{ConnectionState, ConnectionStateErrorPolicy, StateSnapshot};
 use self::state_manager::Timing;
 pub use self::transaction::{Fence, OpResult, Transaction};
+pub(crate) use self::watch_table::Registered;
+pub use self::watch_table::{NodeEvent, NodeEventKind, WatchMode};
 pub use self::write::{Delete, SetData};
 use crate::error::{Error, Result};
 

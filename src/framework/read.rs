@@ -10,7 +10,7 @@ use std::future::IntoFuture;
 use futures::future::BoxFuture;
 use zookeeper_client::{EventType, OneshotWatcher, SessionState, Stat};
 
-use super::watches::NodeEvent;
+use super::watch_table::{NodeEvent, Registered};
 use super::Framework;
 use crate::error::{Error, Result, ZkError};
 
@@ -27,11 +27,13 @@ use crate::error::{Error, Result, ZkError};
 pub struct OneshotWatch {
     framework: Framework,
     watcher: OneshotWatcher,
+    /// Its place in the framework's watch table while it is armed.
+    entry: Registered,
 }
 
 impl OneshotWatch {
-    fn new(framework: &Framework, watcher: OneshotWatcher) -> Self {
-        OneshotWatch { framework: framework.clone(), watcher }
+    fn new(framework: &Framework, watcher: OneshotWatcher, entry: Registered) -> Self {
+        OneshotWatch { framework: framework.clone(), watcher, entry }
     }
 
     /// Waits for the event.
@@ -44,8 +46,10 @@ impl OneshotWatch {
     /// # Cancel safety
     /// Cancel-safe in the sense that nothing is lost on the server, but the watch is consumed:
     /// a cancelled wait removes it.
-    pub async fn changed(self) -> Result<NodeEvent> {
+    pub async fn changed(mut self) -> Result<NodeEvent> {
         let event = self.watcher.changed().await;
+        // Fired (or its session ended): nothing of it is removed from the server any more.
+        self.entry.fired();
         if event.event_type != EventType::Session {
             return Ok(NodeEvent::of(&self.framework, event.event_type, &event));
         }
@@ -117,26 +121,20 @@ pub struct GetChildrenWatched<'a> {
 }
 
 impl Framework {
-    /// The full path of `path`, for a read that sets a one-shot watch there.
+    /// The full path of `path` and its entry in the framework's watch table, for a read that
+    /// sets a one-shot watch there.
     ///
     /// # Errors
     /// [`Error::InvalidPath`]; [`Error::InvalidArgument`] when this framework watches the path
-    /// persistently: on ZooKeeper 3.6 to 3.8 a one-shot watch of the same session on the same
-    /// path silences the persistent watch's creations below it, and removing the one-shot
-    /// before it fired removes half of the persistent one (ZOOKEEPER-4466, -4472), so the two
-    /// kinds are kept apart per framework and path.
-    fn oneshot_watchable(&self, path: &str) -> Result<String> {
+    /// persistently (a [`Framework::watch`], a cache, a lock's mirror): on ZooKeeper 3.6 to
+    /// 3.8 a one-shot watch of the same session on the same path silences the persistent
+    /// watch's creations below it, and removing the one-shot before it fired removes half of
+    /// the persistent one (ZOOKEEPER-4466, -4472), so the two kinds are kept apart per
+    /// framework and path.
+    fn oneshot_watchable(&self, path: &str) -> Result<(String, Registered)> {
         let full = self.full_path(path)?;
-        if self.has_persistent_watch(&full) {
-            return Err(Error::InvalidArgument {
-                name: "path",
-                reason: format!(
-                    "{path} is watched persistently by this framework; a one-shot watch there would silence it \
-                     (ZooKeeper 3.6-3.8): read it without .watch(), or from another framework"
-                ),
-            });
-        }
-        Ok(full)
+        let entry = self.enter_oneshot_watch(&full)?;
+        Ok((full, entry))
     }
 
     /// Reads a node's data and stat when awaited; `.watch()` adds a one-shot watch.
@@ -246,11 +244,11 @@ impl<'a> IntoFuture for GetDataWatched<'a> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let fw = self.framework;
-            let full = fw.oneshot_watchable(self.path)?;
+            let (full, entry) = fw.oneshot_watchable(self.path)?;
             let full = &full;
             let (data, stat, watcher) =
                 fw.with_retry(|s| async move { s.client.get_and_watch_data(full).await }).await?;
-            Ok((data, stat, OneshotWatch::new(fw, watcher)))
+            Ok((data, stat, OneshotWatch::new(fw, watcher, entry)))
         })
     }
 }
@@ -285,10 +283,10 @@ impl<'a> IntoFuture for ExistsWatched<'a> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let fw = self.framework;
-            let full = fw.oneshot_watchable(self.path)?;
+            let (full, entry) = fw.oneshot_watchable(self.path)?;
             let full = &full;
             let (stat, watcher) = fw.with_retry(|s| async move { s.client.check_and_watch_stat(full).await }).await?;
-            Ok((stat, OneshotWatch::new(fw, watcher)))
+            Ok((stat, OneshotWatch::new(fw, watcher, entry)))
         })
     }
 }
@@ -341,11 +339,11 @@ impl<'a> IntoFuture for GetChildrenWatched<'a> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let fw = self.framework;
-            let full = fw.oneshot_watchable(self.path)?;
+            let (full, entry) = fw.oneshot_watchable(self.path)?;
             let full = &full;
             let (children, stat, watcher) =
                 fw.with_retry(|s| async move { s.client.get_and_watch_children(full).await }).await?;
-            Ok((children, stat, OneshotWatch::new(fw, watcher)))
+            Ok((children, stat, OneshotWatch::new(fw, watcher, entry)))
         })
     }
 }

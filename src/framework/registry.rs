@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::server_features::Knowledge;
-use super::watches::Table;
+use super::watch_table::WatchTable;
 use crate::sync::Mutex;
 
 /// The data plane's state of one framework.
@@ -12,6 +12,6 @@ use crate::sync::Mutex;
 pub(crate) struct Registry {
     /// What the current session's server supports.
     pub(crate) server: Mutex<Knowledge>,
-    /// The live persistent watches.
-    pub(crate) watches: Arc<Mutex<Table>>,
+    /// The watches the session holds (see `watch_table.rs`).
+    pub(crate) watches: Arc<Mutex<WatchTable>>,
 }

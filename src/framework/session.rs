@@ -115,12 +115,19 @@ impl std::fmt::Debug for SessionShared {
 }
 
 impl SessionShared {
-    /// The live object under `key`, or the one `make` makes (kept under `key` while it lives).
-    /// An object of another type under `key` is replaced.
-    pub(crate) fn get_or_make<T: Any + Send + Sync>(&self, key: &str, make: impl FnOnce() -> Arc<T>) -> Arc<T> {
+    /// The live object under `key` for which `usable` holds, or the one `make` makes (kept
+    /// under `key` while it lives). An object of another type under `key`, or one that is no
+    /// longer usable, is replaced.
+    pub(crate) fn get_or_make<T: Any + Send + Sync>(
+        &self,
+        key: &str,
+        usable: impl FnOnce(&T) -> bool,
+        make: impl FnOnce() -> Arc<T>,
+    ) -> Arc<T> {
         let mut objects = self.objects.lock();
         objects.retain(|_, object| object.strong_count() > 0);
-        if let Some(found) = objects.get(key).and_then(Weak::upgrade).and_then(|object| object.downcast::<T>().ok()) {
+        let found = objects.get(key).and_then(Weak::upgrade).and_then(|object| object.downcast::<T>().ok());
+        if let Some(found) = found.filter(|found| usable(found)) {
             return found;
         }
         let made = make();

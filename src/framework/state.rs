@@ -57,6 +57,14 @@ pub struct StateSnapshot {
     pub epoch: u64,
 }
 
+impl StateSnapshot {
+    /// Whether session `epoch` is over as of this snapshot: another session replaced it, or
+    /// it was lost.
+    pub(crate) fn session_over(&self, epoch: u64) -> bool {
+        self.epoch != epoch || self.state == ConnectionState::Lost
+    }
+}
+
 /// Which connection states count as "the lock may be lost" for guards' `lost()` and
 /// `is_held()` (Curator's `ConnectionStateErrorPolicy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

@@ -9,7 +9,7 @@ use tracing::Instrument;
 use super::leadership::{Leadership, LeadershipEvent, LeadershipEvents, Term};
 use super::{election, read_leader, read_participants, rejoin_pause, wait_until_usable, Participant, Phase, Task};
 use crate::error::{Error, Result};
-use crate::framework::{ConnectionState, Framework};
+use crate::framework::Framework;
 use crate::locks::{
     retry_request, Block, Driver, Failure, HeldNode, LockInternals, NodeWatch, StandardDriver, Verdict,
 };
@@ -438,11 +438,7 @@ impl Shared {
         let framework = self.framework();
         let epoch = watch.epoch();
         let mut states = framework.state_watch();
-        let _ = states
-            .wait_for(|s| {
-                s.epoch != epoch || s.state == ConnectionState::Lost || s.state.is_connected() || framework.is_closed()
-            })
-            .await;
+        let _ = states.wait_for(|s| s.session_over(epoch) || s.state.is_connected() || framework.is_closed()).await;
         !watch.is_over()
     }
 

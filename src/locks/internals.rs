@@ -37,7 +37,7 @@ use super::protected::{nothing_behind, NodeDir, NodeSpec};
 use super::revocation::{NodeRevocation, Signal};
 use super::start_over::fresh_attempts;
 use crate::error::{Error, Result, ZkError};
-use crate::framework::{ConnectionState, Framework, Listing, Session};
+use crate::framework::{Framework, Listing, Session};
 use crate::path;
 use crate::WaitStrategy;
 
@@ -238,7 +238,7 @@ impl LockInternals {
                 WaitOn::Predecessor(_) | WaitOn::AnyDeletion => timeout,
                 WaitOn::Valid => timeout * 2,
             };
-            let session_ended = state.wait_for(|s| s.epoch != epoch || s.state == ConnectionState::Lost);
+            let session_ended = state.wait_for(|s| s.session_over(epoch));
             let stuck = tokio::select! {
                 () = wake.notified() => false,
                 _ = session_ended => return Err(Failure::NodeMissing),
@@ -317,7 +317,10 @@ impl LockInternals {
     /// directory: then the listing is our own, with an `exists` watch sent right behind it
     /// (same round trip).
     fn listing<'a>(&'a self, session: &'a Session) -> impl Future<Output = Listing> + 'a {
-        let Some(fast) = self.fast.as_deref().filter(|fast| fast.needs_watch(session)) else {
+        // The fast path's watch is a one-shot watch on the directory: never beside a
+        // persistent one of this framework there (it would silence it on ZooKeeper 3.6-3.8).
+        let watchable = || self.framework().may_watch_once(self.dir());
+        let Some(fast) = self.fast.as_deref().filter(|fast| fast.needs_watch(session) && watchable()) else {
             let driver = self.driver.clone();
             let sort = move |children: &mut Vec<String>| driver.sort(children);
             return session.listings.list(&session.client, self.dir(), self.driver.lock_name(), sort).left_future();
@@ -397,7 +400,7 @@ impl LockInternals {
         };
         let epoch = session.epoch;
         let mut state = self.framework().state_watch();
-        let session_ended = state.wait_for(|s| s.epoch != epoch || s.state == ConnectionState::Lost);
+        let session_ended = state.wait_for(|s| s.session_over(epoch));
         let event = tokio::select! {
             biased;
             () = own_changed => return Ok(None), // our node changed or went: look again

@@ -1,8 +1,9 @@
 //! A session's view of a lock directory built from one persistent recursive watch and one
 //! listing, and when that view may stand in for a listing in a lock decision. Pure logic: the
 //! events, the listing reply and the connection's breaks go in, a decision made with the same
-//! [`Driver`] as the listing path comes out. The session's live mirror (`dir_mirror.rs`)
-//! feeds it and the wait engine asks it.
+//! [`Driver`] as the listing path comes out. [`DirHost`] holds it with its waiters, as the
+//! [`View`] that the crate's mirror driver keeps current; the session's live mirror
+//! (`dir_mirror.rs`) asks it.
 //!
 //! # Why a decision from the view is a listing's decision
 //! - The watch is added before the listing is sent, and a server answers one session's
@@ -40,8 +41,13 @@
 //!   wait (for example by the session timeout) and then list or check the predecessor.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::sync::Notify;
 
 use super::driver::{parse_sequence, Driver, Verdict};
+use crate::mirror::{EventKind, Op, Reply, Request, View};
+use crate::watch::probe::Ablations;
 
 /// A watch event about the directory or one of its direct children (deeper events are not
 /// passed in; data changes do not change who holds).
@@ -94,7 +100,23 @@ pub(crate) enum Decision {
     Verdict(Verdict),
 }
 
-/// The children sorted by one driver's key.
+/// What a listing's reply made of the view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Listed {
+    /// The view is valid.
+    Valid,
+    /// The reply is not the one the view waits for (the view was interrupted since): nothing
+    /// changed.
+    Stale,
+    /// Directory events came with the reply: the directory may have been deleted and made
+    /// again after the listing, and the count belongs to its old incarnation. The view stays
+    /// invalid: list again.
+    Again,
+    /// The directory's stat gives no create count this view can use (an odd count: not a
+    /// server whose child counters it knows): decide the classic way.
+    Unusable,
+}
+
 /// A semaphore's admission, from the view (see [`DirView::admit`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Admission {
@@ -163,27 +185,14 @@ pub(crate) struct DirView {
     order: Option<Order>,
     /// Child creates in the directory's current incarnation, as far as the view knows.
     count: u64,
-    /// Test hooks: decide without the barrier's wait (our node assumed present) or without the
-    /// witness, to show what each guards against.
-    #[cfg(any(test, feature = "testing"))]
-    hooks: Hooks,
+    /// Safety conditions a test turned off (none in normal use).
+    ablations: Ablations,
     /// Entries that came by their event and failed the witness's count (not those that came
     /// during a listing, which are not counted at all) while the count was exact, since the
-    /// last look.
-    #[cfg(any(test, feature = "testing"))]
+    /// last look (for tests).
     count_mismatches: usize,
     /// No create replayed on the last listing was missing from it: the count is exact.
-    #[cfg(any(test, feature = "testing"))]
     count_exact: bool,
-}
-
-#[cfg(any(test, feature = "testing"))]
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct Hooks {
-    pub(crate) no_barrier: bool,
-    pub(crate) no_witness: bool,
-    /// Keep counting creates across the directory's deletion and creation.
-    pub(crate) no_count_reset: bool,
 }
 
 impl Default for DirView {
@@ -199,11 +208,8 @@ impl DirView {
             children: HashMap::new(),
             order: None,
             count: 0,
-            #[cfg(any(test, feature = "testing"))]
-            hooks: Hooks::default(),
-            #[cfg(any(test, feature = "testing"))]
+            ablations: Ablations::default(),
             count_mismatches: 0,
-            #[cfg(any(test, feature = "testing"))]
             count_exact: true,
         }
     }
@@ -216,6 +222,11 @@ impl DirView {
     /// Whether decisions can be made from the view.
     pub(crate) fn is_valid(&self) -> bool {
         self.state == State::Valid
+    }
+
+    /// Whether a listing is out (the view waits for its reply).
+    pub(crate) fn is_listing(&self) -> bool {
+        matches!(self.state, State::Listing(_))
     }
 
     /// The connection broke, or the session ended: events may be lost from here on.
@@ -232,36 +243,39 @@ impl DirView {
     /// The listing's reply: the children and the directory's `cversion` and `numChildren`. A
     /// listing that is not the one the last [`watch_added`](Self::watch_added) announced (the
     /// view was interrupted since) changes nothing.
-    pub(crate) fn listed(&mut self, children: Vec<String>, cversion: i32, num_children: i32) {
+    pub(crate) fn listed(&mut self, children: Vec<String>, cversion: i32, num_children: i32) -> Listed {
         if !matches!(self.state, State::Listing(_)) {
-            return;
+            return Listed::Stale;
         }
         let State::Listing(buffered) = std::mem::replace(&mut self.state, State::Invalid) else {
-            return;
+            return Listed::Stale;
         };
-        let stored = (i64::from(cversion) + i64::from(num_children)) / 2;
-        let Ok(count) = u64::try_from(stored) else {
-            // Not a count 3.6+ keeps: nothing can be witnessed.
-            return;
+        let Some(count) = creates(cversion, num_children) else {
+            return Listed::Unusable;
         };
+        // The events taken before the reply may include some that came right after it (the
+        // driver takes every queued event before it looks at the reply). A directory event
+        // among them may be the directory's deletion and creation after the listing: the
+        // listing's count would then be the old incarnation's, too high for the new one, and
+        // a too high count can cancel out a create this session never heard of. So the view
+        // stays invalid and the directory is listed again.
+        if buffered.iter().any(|event| matches!(event, DirEvent::DirCreated | DirEvent::DirDeleted)) {
+            return Listed::Again;
+        }
         self.children = children.into_iter().map(|name| (name, Entry::Listed)).collect();
         self.order = None;
         self.count = count;
         self.state = State::Valid;
         // Events from before the reply: the listing already shows their changes (3.6-3.9
         // answer no read while a write is applied), but replaying them is sound either way.
-        // The count is the listing's. The session task may also hand over events that came
-        // right after the reply among them (they are all taken before the reply is looked at):
-        // a create the listing does not show then goes uncounted, so the count can only be
-        // low, and a low count fails the witness (a listing again), never passes it.
-        #[cfg(any(test, feature = "testing"))]
-        {
-            self.count_exact = true;
-        }
+        // The count is the listing's. Child events that came right after the reply may be
+        // among them (see above): a create the listing does not show then goes uncounted, so
+        // the count can only be low, and a low count fails the witness (a listing again),
+        // never passes it.
+        self.count_exact = true;
         for event in buffered {
             match event {
                 DirEvent::ChildCreated(name) => {
-                    #[cfg(any(test, feature = "testing"))]
                     if !self.children.contains_key(&name) {
                         self.count_exact = false;
                     }
@@ -273,12 +287,13 @@ impl DirView {
                 DirEvent::DirCreated | DirEvent::DirDeleted => {}
             }
         }
+        Listed::Valid
     }
 
     /// The listing found no directory: no children, and the count starts at 0 when it is
     /// created (its created event arrives through the watch).
-    pub(crate) fn listed_missing(&mut self) {
-        self.listed(Vec::new(), 0, 0);
+    pub(crate) fn listed_missing(&mut self) -> Listed {
+        self.listed(Vec::new(), 0, 0)
     }
 
     /// A watch event, in the order the session received it.
@@ -294,24 +309,16 @@ impl DirView {
         let consistent = match event {
             DirEvent::ChildCreated(name) => {
                 self.count += 1;
-                if let Some(order) = &mut self.order {
-                    order.changed.push(name.clone());
-                }
+                self.note_change(&name);
                 self.children.insert(name, Entry::Counted(self.count)).is_none()
             }
             DirEvent::ChildDeleted(name) => {
                 let removed = self.children.remove(&name).is_some();
-                if let Some(order) = &mut self.order {
-                    order.changed.push(name);
-                }
+                self.note_change(&name);
                 removed
             }
             DirEvent::DirCreated | DirEvent::DirDeleted => {
-                #[cfg(any(test, feature = "testing"))]
-                let reset = !self.hooks.no_count_reset;
-                #[cfg(not(any(test, feature = "testing")))]
-                let reset = true;
-                if reset {
+                if !self.ablations.no_count_reset {
                     self.count = 0;
                 }
                 self.children.is_empty()
@@ -322,14 +329,33 @@ impl DirView {
         }
     }
 
+    /// Keeps the kept order's log of changes, as long as replaying it is cheaper than sorting
+    /// the children again: past that the order is dropped (the next decision sorts afresh).
+    /// So the log never outgrows the children, however many other sessions come and go while
+    /// this session decides nothing (a holder of a long lease, say).
+    fn note_change(&mut self, name: &str) {
+        if let Some(order) = &mut self.order {
+            if order.changed.len() >= self.children.len().max(1) {
+                self.order = None;
+            } else {
+                order.changed.push(name.to_owned());
+            }
+        }
+    }
+
+    /// Entries the view keeps: its children, its kept order and that order's log of changes.
+    #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
+    pub(crate) fn retained(&self) -> usize {
+        self.children.len() + self.order.as_ref().map_or(0, |order| order.keys.len() + order.changed.len())
+    }
+
     /// What the view says about `our` node (a child name of this session's), with `driver`'s
     /// order and rule. A failed witness makes the view invalid.
     pub(crate) fn decide(&mut self, driver: &dyn Driver, our: &str) -> Decision {
         if self.state != State::Valid {
             return Decision::Unknown;
         }
-        #[cfg(any(test, feature = "testing"))]
-        if self.hooks.no_barrier && !self.children.contains_key(our) {
+        if self.ablations.no_barrier && !self.children.contains_key(our) {
             // Decide as if our node were in the view, without putting it there.
             let mut sorted: Vec<String> = self.children.keys().cloned().chain([our.to_owned()]).collect();
             driver.sort(&mut sorted);
@@ -416,12 +442,10 @@ impl DirView {
                 suffix.is_some_and(|n| u64::try_from(n).is_ok_and(|n| n + 1 == count))
             }
         };
-        #[cfg(any(test, feature = "testing"))]
         if !witnessed && self.count_exact && matches!(self.children.get(our), Some(Entry::Counted(_))) {
             self.count_mismatches += 1;
         }
-        #[cfg(any(test, feature = "testing"))]
-        let witnessed = witnessed || self.hooks.no_witness;
+        let witnessed = witnessed || self.ablations.no_witness;
         if !witnessed {
             self.state = State::Invalid;
             return Some(Decision::Resync);
@@ -465,20 +489,233 @@ impl DirView {
     }
 
     /// Entries that failed the witness's count since the last call.
-    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn take_count_mismatches(&mut self) -> usize {
         std::mem::take(&mut self.count_mismatches)
     }
 
-    #[cfg(any(test, feature = "testing"))]
-    pub(crate) fn set_hooks(&mut self, hooks: Hooks) {
-        self.hooks = hooks;
+    /// Turns safety conditions off (a test's seam).
+    pub(crate) fn set_ablations(&mut self, ablations: Ablations) {
+        self.ablations = ablations;
     }
 
     #[cfg(test)]
     fn with_hooks(mut self, no_barrier: bool, no_witness: bool) -> Self {
-        self.hooks = Hooks { no_barrier, no_witness, no_count_reset: false };
+        self.ablations = Ablations { no_barrier, no_witness, ..Ablations::default() };
         self
+    }
+}
+
+/// The child creates a directory's stat says it has had: ZooKeeper 3.6+ keeps a count `c` of
+/// them and reports `cversion = 2c - numChildren` as a Java `int`, which wraps once `c`
+/// reaches 2^30. Decoded modulo 2^32 the count is exact while `c < 2^31` (past that, sequence
+/// suffixes wrap too and the drivers refuse the names). An odd sum is no count of that form.
+pub(crate) fn creates(cversion: i32, num_children: i32) -> Option<u64> {
+    let twice = (i64::from(cversion) + i64::from(num_children)).rem_euclid(1 << 32);
+    (twice % 2 == 0).then_some((twice / 2) as u64)
+}
+
+/// The name under which waiters for any child's deletion are registered (no child is named
+/// so).
+pub(crate) const ANY_DELETION: &str = "";
+
+/// Where the mirror stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Run {
+    Running,
+    /// No mirror on this session for this directory: waiters wait the classic way.
+    Refused,
+    /// The session ended (or the framework closed): the mirror stopped.
+    Ended,
+}
+
+/// A lock directory's view and its waiters, under one lock: the [`View`] the mirror driver
+/// drives (its events, listings and breaks go in; waiters are woken by the names they wait
+/// for).
+pub(crate) struct DirHost {
+    pub(crate) dir: String,
+    pub(crate) view: DirView,
+    pub(crate) run: Run,
+    /// Waiters by the child name whose event they wait for.
+    pub(crate) by_name: HashMap<String, Vec<(u64, Arc<Notify>)>>,
+    /// Waiters that wait for the view to change state.
+    pub(crate) anyone: Vec<(u64, Arc<Notify>)>,
+    /// Listings sent so far, and the number of the one the view holds.
+    pub(crate) sent: u64,
+    pub(crate) listed: u64,
+    /// The last listing failed: list again after a pause.
+    pub(crate) failed: bool,
+    /// The watch is to be added again (and the directory listed again).
+    pub(crate) rearm: bool,
+    /// The listing to send.
+    pub(crate) requests: Vec<Request>,
+    pub(crate) ablations: Ablations,
+}
+
+impl DirHost {
+    /// The host of a view of `dir` (full path), running or refused from the start.
+    pub(crate) fn new(dir: &str, run: Run, ablations: Ablations) -> Self {
+        let mut view = DirView::new();
+        view.set_ablations(ablations);
+        DirHost {
+            dir: dir.to_owned(),
+            view,
+            run,
+            by_name: HashMap::new(),
+            anyone: Vec::new(),
+            sent: 0,
+            listed: 0,
+            failed: false,
+            rearm: false,
+            requests: Vec::new(),
+            ablations,
+        }
+    }
+
+    pub(crate) fn wake_name(&mut self, name: &str) {
+        for (_, notify) in self.by_name.remove(name).unwrap_or_default() {
+            notify.notify_one();
+        }
+    }
+
+    pub(crate) fn wake_all(&mut self) {
+        for (_, notify) in self.anyone.drain(..).chain(self.by_name.drain().flat_map(|(_, w)| w)) {
+            notify.notify_one();
+        }
+    }
+
+    /// No mirror for this directory on this session from now on.
+    pub(crate) fn stop(&mut self, run: Run) {
+        if self.run == Run::Running {
+            self.run = run;
+        }
+        self.view.interrupt();
+        self.wake_all();
+    }
+
+    /// The view went invalid while its watch seems fine: add the watch again (a one-shot
+    /// watch of the session may have silenced it) and list again.
+    pub(crate) fn relist(&mut self) {
+        self.view.interrupt();
+        self.rearm = true;
+        self.wake_all();
+    }
+
+    fn child_event(&mut self, event: DirEvent) {
+        let valid = self.view.is_valid();
+        let name = match &event {
+            DirEvent::ChildCreated(name) | DirEvent::ChildDeleted(name) => Some(name.clone()),
+            DirEvent::DirCreated | DirEvent::DirDeleted => None,
+        };
+        let deleted = matches!(event, DirEvent::ChildDeleted(_));
+        self.view.event(event);
+        match name {
+            Some(name) if self.view.is_valid() == valid => {
+                if deleted {
+                    self.wake_name(ANY_DELETION);
+                }
+                self.wake_name(&name);
+            }
+            _ if valid && !self.view.is_valid() => {
+                tracing::warn!(dir = %self.dir, "a watch event contradicts the lock directory's mirror: listing again");
+                self.relist();
+            }
+            _ => self.wake_all(),
+        }
+    }
+}
+
+impl View for DirHost {
+    type Data = ();
+
+    fn event(&mut self, kind: EventKind, rel: &str) {
+        let event = match (kind, rel) {
+            (EventKind::Created, "") => DirEvent::DirCreated,
+            (EventKind::Deleted, "") => DirEvent::DirDeleted,
+            (_, "") => return,
+            (_, rel) if rel.contains('/') => return,
+            // A holder reads its node again (a revocation request is a data change).
+            (EventKind::DataChanged, name) => return self.wake_name(name),
+            (EventKind::Created, name) => DirEvent::ChildCreated(name.to_owned()),
+            (EventKind::Deleted, name) => DirEvent::ChildDeleted(name.to_owned()),
+        };
+        self.child_event(event);
+    }
+
+    fn interrupt(&mut self) {
+        if self.ablations.keep_view_on_disconnect && self.view.is_valid() {
+            return;
+        }
+        self.view.interrupt();
+        self.wake_all();
+    }
+
+    fn resync(&mut self) {
+        self.rearm = false;
+        self.failed = false;
+        if self.run != Run::Running || (self.ablations.keep_view_on_disconnect && self.view.is_valid()) {
+            return;
+        }
+        // Counted before it is sent: a listing counted after a waiter's create reply is
+        // surely sent after it.
+        self.sent += 1;
+        self.view.watch_added();
+        self.requests = vec![Request::snapshot(self.sent, String::new(), Op::List)];
+        tracing::trace!(dir = %self.dir, number = self.sent, "the mirror lists the directory");
+    }
+
+    fn refused(&mut self) {
+        tracing::info!(dir = %self.dir, "no watch on the lock directory: waiting the classic way");
+        self.stop(Run::Refused);
+    }
+
+    fn reply(&mut self, request: &Request, reply: Reply<()>) {
+        if request.generation() != self.sent || self.run != Run::Running {
+            return;
+        }
+        let listed = match reply {
+            Reply::Found { stat, children, .. } => {
+                self.view.listed(children.unwrap_or_default(), stat.cversion, stat.num_children)
+            }
+            Reply::Missing => self.view.listed_missing(),
+            Reply::Denied => {
+                tracing::info!(dir = %self.dir, "the lock directory cannot be listed: waiting the classic way");
+                return self.stop(Run::Refused);
+            }
+            Reply::Failed => {
+                // A lost connection (its events say when it is back), or a server that
+                // refused for now (`Throttled`, `SessionMoved`): list again after a pause.
+                self.view.interrupt();
+                self.failed = true;
+                return self.wake_all();
+            }
+        };
+        tracing::trace!(dir = %self.dir, number = self.sent, ?listed, "the mirror's listing is in");
+        match listed {
+            Listed::Valid => self.listed = self.sent,
+            Listed::Stale => {}
+            Listed::Again => self.failed = true,
+            Listed::Unusable => {
+                tracing::warn!(dir = %self.dir, "the lock directory's create count is unusable: waiting the classic way");
+                return self.stop(Run::Refused);
+            }
+        }
+        self.wake_all();
+    }
+
+    fn take_requests(&mut self) -> Vec<Request> {
+        std::mem::take(&mut self.requests)
+    }
+
+    fn needs_resync(&self) -> bool {
+        self.failed
+    }
+
+    fn take_rearm(&mut self) -> bool {
+        std::mem::take(&mut self.rearm)
+    }
+
+    fn is_incomplete(&self) -> bool {
+        self.run == Run::Running && !self.view.is_valid() && !self.view.is_listing()
     }
 }
 

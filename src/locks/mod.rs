@@ -55,8 +55,6 @@ pub(crate) use self::internals::LockInternals;
 pub(crate) use self::node::{retry_request, Failure, PendingCreate};
 
 pub use self::acquire::{LockHold, Lockable};
-#[cfg(feature = "testing")]
-pub(crate) use self::dir_mirror::hooks as mirror_hooks;
 pub use self::fast_path::{FastPathFallback, FastPathStats};
 pub use self::multi::{MultiLock, MultiLockGuard};
 pub use self::mutex::{InterProcessMutex, MutexGuard};

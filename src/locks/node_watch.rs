@@ -129,7 +129,7 @@ async fn watch_on_mirror(
                 }
             }
         }
-        let session_over = state.wait_for(|s| s.epoch != epoch || s.state == ConnectionState::Lost);
+        let session_over = state.wait_for(|s| s.session_over(epoch));
         let retry = async {
             if !sure {
                 tokio::time::sleep(timeout / 4).await;
@@ -182,8 +182,7 @@ pub(crate) async fn watch_data(
                 // The retry policy gave up, but the session may live on: watch again once the
                 // framework is connected (or stop when the session is over).
                 tracing::debug!(node = %full_path, %error, "node watch not set; setting it again once connected");
-                let back =
-                    state.wait_for(|s| s.epoch != epoch || s.state == ConnectionState::Lost || s.state.is_connected());
+                let back = state.wait_for(|s| s.session_over(epoch) || s.state.is_connected());
                 match back.await.map(|s| *s) {
                     Ok(s) if s.epoch == epoch && s.state != ConnectionState::Lost => {}
                     _ => return End::SessionOver,
@@ -196,7 +195,7 @@ pub(crate) async fn watch_data(
                 return End::Unwatchable;
             }
         };
-        let session_over = state.wait_for(|s| s.epoch != epoch || s.state == ConnectionState::Lost);
+        let session_over = state.wait_for(|s| s.session_over(epoch));
         tokio::select! {
             // The session's end first: a watcher of a client whose task is gone is never
             // polled again.

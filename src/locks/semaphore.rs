@@ -17,7 +17,7 @@ use super::node_watch::MirrorSeat;
 use super::protected::{nothing_behind, NodeDir};
 use super::start_over::fresh_attempts;
 use crate::error::{Error, Result};
-use crate::framework::{ConnectionState, Framework, Session};
+use crate::framework::{Framework, Session};
 use crate::path;
 use crate::sync::Mutex;
 use crate::WaitStrategy;
@@ -592,7 +592,7 @@ impl InterProcessSemaphore {
                 }
             }
             let bound = if on == WaitOn::Barrier { timeout / 4 } else { timeout };
-            let session_ended = state.wait_for(|s| s.epoch != epoch || s.state == ConnectionState::Lost);
+            let session_ended = state.wait_for(|s| s.session_over(epoch));
             tokio::select! {
                 () = wake.notified() => {}
                 () = limit.changed() => {}
@@ -655,7 +655,7 @@ impl InterProcessSemaphore {
     async fn wait_for_change(&self, session: &Session, watcher: OneshotWatcher, limit: &mut LimitReader) -> bool {
         let epoch = session.epoch;
         let mut state = self.framework().state_watch();
-        let session_ended = state.wait_for(|s| s.epoch != epoch || s.state == ConnectionState::Lost);
+        let session_ended = state.wait_for(|s| s.session_over(epoch));
         tokio::select! {
             event = watcher.changed() => event.event_type != EventType::Session,
             () = limit.changed() => true,

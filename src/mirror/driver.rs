@@ -1,7 +1,11 @@
-//! The task that keeps a mirror current: it applies the source's items, sends the reads the
-//! mirror asks for on the framework's session (a load's or a resync's at most
-//! [`Config::concurrency`] at a time, an event's as soon as the mirror asks), and applies
-//! their replies, each only after every event that arrived before it.
+//! The task that keeps a view current: it applies the session watch's items, sends the reads
+//! the view asks for on the watch's own session (a load's or a resync's at most
+//! [`Config::concurrency`] at a time, an event's as soon as the view asks), and applies their
+//! replies, each only after every event that arrived before it.
+//!
+//! One driver for every view ([`View`]): the cache's subtree mirror and a lock directory's
+//! view are two states this one loop drives, so the order of events and replies, the resync
+//! after a gap, and the pause after a failed read are written once.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -10,22 +14,30 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::FuturesUnordered;
-use futures::{FutureExt, Stream, StreamExt};
-use tokio::sync::watch;
+use futures::{FutureExt, StreamExt};
+use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
-use zookeeper_client::{Error as ZkError, MultiReadResult};
+use zookeeper_client::{Client, Error as ZkError, EventType, MultiReadResult, WatchedEvent};
 
-use super::source::SourceItem;
-use super::state::{Mirror, Op, Reads, Reply, Request, Status};
+use super::state::{EventKind, Op, Reads, Reply, Request};
+use super::view::View;
 use crate::framework::Framework;
+use crate::watch::probe::{probe, Ablations};
+use crate::watch::{SessionWatch, WatchItem};
 
 /// Turns a node's bytes into what the mirror keeps (`None`: keep the stat only).
 pub(crate) type Decode<T> = Arc<dyn Fn(&str, Vec<u8>) -> Option<T> + Send + Sync>;
 
-/// Who holds the mirror: the driver changes it only through [`Host::update`], which applies
+/// Who holds the view: the driver changes it only through [`Host::update`], which applies
 /// the change under the host's lock and then publishes what changed.
-pub(crate) trait Host<T>: Send + Sync + 'static {
-    fn update(&self, f: &mut dyn FnMut(&mut Mirror<T>));
+pub(crate) trait Host<V>: Send + Sync + 'static {
+    fn update(&self, f: &mut dyn FnMut(&mut V));
+
+    /// Told when the view wants something of the driver between two items (a resync asked
+    /// for by a waiter): the driver then looks at [`View::take_rearm`].
+    fn kick(&self) -> Option<&Notify> {
+        None
+    }
 }
 
 pub(crate) struct Config<T> {
@@ -91,7 +103,7 @@ impl<T: Send + Sync + 'static> ReadQueue<T> {
     /// together go as multi-reads (one request carrying up to a quarter of the bound's
     /// `getData`s, so that several stay in flight): a server spends less per node on one
     /// request of many reads than on many requests.
-    fn fill(&mut self, framework: &Framework, config: &Arc<Config<T>>) {
+    fn fill(&mut self, client: Option<&Client>, config: &Arc<Config<T>>) {
         let batch = (config.concurrency / 4).clamp(1, MAX_BATCH);
         while self.loading < config.concurrency && !self.queue.is_empty() {
             let room = (config.concurrency - self.loading).min(batch);
@@ -110,7 +122,7 @@ impl<T: Send + Sync + 'static> ReadQueue<T> {
                 requests.push(request);
             }
             self.loading += requests.len();
-            self.send(framework, config, requests);
+            self.send(client, config, requests);
         }
     }
 
@@ -118,7 +130,7 @@ impl<T: Send + Sync + 'static> ReadQueue<T> {
     /// that arrived together go as one multi-read (up to [`MAX_BATCH`] reads each): they would
     /// leave at the same moment anyway, and the server spends less on one request of many
     /// reads than on many requests, which is what a writer at full speed competes with.
-    fn route(&mut self, framework: &Framework, config: &Arc<Config<T>>, requests: &mut Vec<Request>) {
+    fn route(&mut self, client: Option<&Client>, config: &Arc<Config<T>>, requests: &mut Vec<Request>) {
         let mut together = Vec::new();
         for request in requests.drain(..) {
             if request.is_snapshot() {
@@ -126,23 +138,23 @@ impl<T: Send + Sync + 'static> ReadQueue<T> {
             } else if config.reads == Reads::Data && matches!(request.op, Op::Read | Op::Load) {
                 together.push(request);
             } else {
-                self.in_flight.push(Box::pin(read(framework, config, request).map(|answer| vec![answer])));
+                self.in_flight.push(Box::pin(read(client, config, request).map(|answer| vec![answer])));
             }
         }
         while !together.is_empty() {
             let rest = together.split_off(together.len().min(MAX_BATCH));
             let batch = std::mem::replace(&mut together, rest);
-            self.send(framework, config, batch);
+            self.send(client, config, batch);
         }
     }
 
     /// Sends `requests` at once: one read alone, several as one multi-read.
-    fn send(&mut self, framework: &Framework, config: &Arc<Config<T>>, mut requests: Vec<Request>) {
+    fn send(&mut self, client: Option<&Client>, config: &Arc<Config<T>>, mut requests: Vec<Request>) {
         if requests.len() == 1 {
             let request = requests.pop().expect("one request");
-            self.in_flight.push(Box::pin(read(framework, config, request).map(|answer| vec![answer])));
+            self.in_flight.push(Box::pin(read(client, config, request).map(|answer| vec![answer])));
         } else {
-            self.in_flight.push(read_many(framework, config, requests));
+            self.in_flight.push(read_many(client, config, requests));
         }
     }
 
@@ -153,36 +165,56 @@ impl<T: Send + Sync + 'static> ReadQueue<T> {
     }
 }
 
-/// Runs until the source ends (the framework closed) or `stop` turns true.
+/// What the session watch said, for the view.
+enum Item {
+    Event(EventKind, String),
+    Interrupted,
+    /// The watch is being added: the view reads again (its reads go behind the add).
+    Adding,
+    /// The watch is in place (no read needed when `Adding` came first).
+    Added {
+        read: bool,
+    },
+    Refused,
+}
+
+/// Runs until the watch ends (the framework closed, the watch's session ended, the server
+/// refused it) or `stop` turns true; the view is told `interrupt` at the end.
 ///
-/// When replies and events are both ready, replies go first, each batch of them only after
-/// every event that had arrived by then (the server sent those before the replies); what
+/// When replies and items are both ready, replies go first, each batch of them only after
+/// every item that had arrived by then (the server sent those before the replies); what
 /// arrived together is applied under one lock of the host.
-pub(crate) async fn run<T, H, S>(
+pub(crate) async fn run<V, H>(
     framework: Framework,
     host: Arc<H>,
-    mut source: S,
-    config: Config<T>,
+    mut watch: SessionWatch,
+    config: Config<V::Data>,
     mut stop: watch::Receiver<bool>,
 ) where
-    T: Send + Sync + 'static,
-    H: Host<T>,
-    S: Stream<Item = SourceItem> + Send + Unpin,
+    V: View,
+    H: Host<V>,
 {
     let config = Arc::new(config);
+    let ablations = probe().ablations(&config.root);
     let mut reads = ReadQueue { queue: VecDeque::new(), in_flight: FuturesUnordered::new(), loading: 0 };
     let mut state = framework.state_watch();
+    drop(framework);
     let mut pause = FIRST_PAUSE;
-    // The source said `Interrupted` and has not said `Resync` since: it will.
-    let mut source_gap = false;
-    // When to resync without the source asking: a read failed, or the framework was
-    // suspended and is back while the source saw no gap (the watch held).
+    // The watch said `Interrupted` and has not said `Resync` since: it will.
+    let mut watch_gap = false;
+    // When to resync without the watch asking: a read failed, or the framework was
+    // suspended and is back while the watch saw no gap (it held).
     let mut resync_at: Option<Instant> = None;
-    let mut items: Vec<SourceItem> = Vec::new();
-    let mut answers: Vec<Answered<T>> = Vec::new();
+    let mut items: Vec<Item> = Vec::new();
+    let mut answers: Vec<Answered<V::Data>> = Vec::new();
     let mut requests: Vec<Request> = Vec::new();
+    let no_kick = Notify::new();
+    let kick = host.kick().unwrap_or(&no_kick);
+    // An `Adding` came, and the `Resync` that confirms it not yet: the view read behind it.
+    let mut adding = false;
     loop {
-        reads.fill(&framework, &config);
+        let client = watch.client().cloned();
+        reads.fill(client.as_ref(), &config);
         let connected = state.borrow().state.is_connected();
         let wake = resync_at.unwrap_or_else(Instant::now);
         let mut ended = false;
@@ -198,67 +230,79 @@ pub(crate) async fn run<T, H, S>(
                 while let Some(Some(more)) = reads.in_flight.next().now_or_never() {
                     answers.extend(more);
                 }
-                // Every event the server sent before these replies is in the source's queue
+                // Every event the server sent before these replies is queued on the watch
                 // now: they are applied first.
-                ended = drain(&mut source, &mut items);
+                ended = drain(&mut watch, &config, &mut items, &mut adding);
             }
-            item = source.next() => match item {
-                Some(item) => {
-                    items.push(item);
-                    ended = drain(&mut source, &mut items);
+            item = watch.next() => {
+                match item {
+                    Some(item) => push(&config, item, &mut items, &mut adding),
+                    None => ended = true,
                 }
-                None => ended = true,
-            },
+                ended = ended || drain(&mut watch, &config, &mut items, &mut adding);
+            }
             changed = state.changed() => {
                 if changed.is_err() {
                     return;
                 }
                 if !state.borrow().state.is_connected() {
-                    host.update(&mut |m| m.interrupt());
+                    host.update(&mut |v| v.interrupt());
                 }
             }
+            () = kick.notified() => {}
             _ = tokio::time::sleep_until(wake), if resync_at.is_some() && connected && reads.in_flight.is_empty() => {
-                tracing::debug!(root = %config.root, "mirror: reading the subtree again (a read failed, or the framework was suspended)");
+                tracing::debug!(root = %config.root, "mirror: reading again (a read failed, or the framework was suspended)");
                 pause = (pause * 2).min(MAX_PAUSE);
                 resync_at = None;
                 reads.queue.clear();
-                host.update(&mut |m| {
-                    m.resync();
-                    requests.extend(m.take_requests());
+                host.update(&mut |v| {
+                    v.resync();
+                    requests.extend(v.take_requests());
                 });
             }
+        }
+        if items.iter().any(|item| matches!(item, Item::Event(..))) {
+            delay(&ablations, &config.root).await;
         }
         for answer in &answers {
             reads.answered(answer);
         }
         for item in &items {
-            note(item, &mut source_gap, &mut pause);
+            note(item, &mut watch_gap, &mut pause);
         }
         let mut wants = false;
-        host.update(&mut |m| {
+        let mut rearm = false;
+        host.update(&mut |v| {
             for item in items.drain(..) {
-                if matches!(item, SourceItem::Resync { .. }) {
+                if matches!(item, Item::Adding | Item::Added { read: true }) {
                     // A new generation: the reads asked for before it are of no use.
                     reads.queue.clear();
                     requests.clear();
                 }
-                apply(m, &config, item);
-                requests.extend(m.take_requests());
+                apply(v, &config, item);
+                requests.extend(v.take_requests());
             }
             for answer in answers.drain(..) {
-                m.reply(&answer.request, answer.reply);
+                v.reply(&answer.request, answer.reply);
             }
-            requests.extend(m.take_requests());
+            requests.extend(v.take_requests());
             if ended {
-                m.interrupt();
+                v.interrupt();
             }
-            wants = m.needs_resync() || (m.status() == Status::Incomplete && !source_gap);
+            rearm = v.take_rearm();
+            wants = v.needs_resync() || (v.is_incomplete() && !watch_gap);
         });
         if ended {
             return;
         }
-        reads.route(&framework, &config, &mut requests);
-        match (wants, resync_at) {
+        if rearm && !watch_gap {
+            // Added again on the same connection (the view suspects a silenced watch); a gap
+            // under way ends with an add anyway.
+            watch.rearm();
+            watch_gap = true;
+        }
+        reads.route(watch.client(), &config, &mut requests);
+        match (wants && !rearm, resync_at) {
             (true, None) => resync_at = Some(Instant::now() + pause),
             (false, Some(_)) => resync_at = None,
             _ => {}
@@ -266,42 +310,84 @@ pub(crate) async fn run<T, H, S>(
     }
 }
 
-/// Moves every item the source has ready into `items`; true if the source ended.
-fn drain<S: Stream<Item = SourceItem> + Unpin>(source: &mut S, items: &mut Vec<SourceItem>) -> bool {
+/// A test's seam: events applied later than they arrived (see `watch/probe.rs`).
+async fn delay(ablations: &Ablations, root: &str) {
+    probe().events_released(root).await;
+    if let Some(delay) = ablations.event_delay {
+        tokio::time::sleep(delay).await;
+    }
+}
+
+/// The watch's item for the view (children events carry nothing a view keeps). `adding`
+/// tracks an `Adding` not confirmed yet.
+fn push<T>(config: &Config<T>, item: WatchItem, items: &mut Vec<Item>, adding: &mut bool) {
+    let item = match item {
+        WatchItem::Event(event) => match event_kind(&event) {
+            Some(kind) => Item::Event(kind, event.path),
+            None => return,
+        },
+        WatchItem::Interrupted => Item::Interrupted,
+        WatchItem::Adding => {
+            *adding = true;
+            Item::Adding
+        }
+        WatchItem::Resync(reason) => {
+            tracing::debug!(root = %config.root, ?reason, "mirror: the watch is in place");
+            let read = !std::mem::take(adding);
+            Item::Added { read }
+        }
+        WatchItem::Refused(error) => {
+            tracing::info!(root = %config.root, %error, "mirror: the watch was refused");
+            Item::Refused
+        }
+    };
+    items.push(item);
+}
+
+fn event_kind(event: &WatchedEvent) -> Option<EventKind> {
+    match event.event_type {
+        EventType::NodeCreated => Some(EventKind::Created),
+        EventType::NodeDeleted => Some(EventKind::Deleted),
+        EventType::NodeDataChanged => Some(EventKind::DataChanged),
+        EventType::NodeChildrenChanged | EventType::Session => None,
+    }
+}
+
+/// Moves every item the watch has ready into `items`; true if the watch ended.
+fn drain<T>(watch: &mut SessionWatch, config: &Config<T>, items: &mut Vec<Item>, adding: &mut bool) -> bool {
     loop {
-        match source.next().now_or_never() {
-            Some(Some(item)) => items.push(item),
+        match watch.next().now_or_never() {
+            Some(Some(item)) => push(config, item, items, adding),
             Some(None) => return true,
             None => return false,
         }
     }
 }
 
-/// Tracks the source's gaps: between `Interrupted` and `Resync` the source will resync.
-fn note(item: &SourceItem, source_gap: &mut bool, pause: &mut Duration) {
+/// Tracks the watch's gaps: between `Interrupted` and the add, the watch will resync.
+fn note(item: &Item, watch_gap: &mut bool, pause: &mut Duration) {
     match item {
-        SourceItem::Interrupted => *source_gap = true,
-        SourceItem::Resync { .. } => {
-            *source_gap = false;
+        Item::Interrupted => *watch_gap = true,
+        Item::Added { .. } => {
+            *watch_gap = false;
             *pause = FIRST_PAUSE;
         }
-        SourceItem::Event { .. } => {}
+        Item::Adding | Item::Event(..) | Item::Refused => {}
     }
 }
 
-/// Applies one source item to the mirror.
-fn apply<T>(m: &mut Mirror<T>, config: &Config<T>, item: SourceItem) {
-    match &item {
-        SourceItem::Event { kind, path, .. } => {
-            if let Some(rel) = config.relative(path) {
-                m.event(*kind, rel);
+/// Applies one item to the view.
+fn apply<V: View>(v: &mut V, config: &Config<V::Data>, item: Item) {
+    match item {
+        Item::Event(kind, path) => {
+            if let Some(rel) = config.relative(&path) {
+                v.event(kind, rel);
             }
         }
-        SourceItem::Interrupted => m.interrupt(),
-        SourceItem::Resync { reason } => {
-            tracing::debug!(root = %config.root, ?reason, "mirror: resync");
-            m.resync();
-        }
+        Item::Interrupted => v.interrupt(),
+        Item::Adding | Item::Added { read: true } => v.resync(),
+        Item::Added { read: false } => v.watch_confirmed(),
+        Item::Refused => v.refused(),
     }
 }
 
@@ -310,17 +396,16 @@ fn apply<T>(m: &mut Mirror<T>, config: &Config<T>, item: SourceItem) {
 /// server answers a multi-read's reads together, at one point between writes, so each reply
 /// is as a single read's would be at that point.
 fn read_many<T: Send + Sync + 'static>(
-    framework: &Framework,
+    client: Option<&Client>,
     config: &Arc<Config<T>>,
     requests: Vec<Request>,
 ) -> InFlight<T> {
     let failed = |requests: Vec<Request>| -> Vec<Answered<T>> {
         requests.into_iter().map(|request| Answered { request, reply: Reply::Failed }).collect()
     };
-    let Ok(session) = framework.session() else {
+    let Some(client) = client.cloned() else {
         return Box::pin(std::future::ready(failed(requests)));
     };
-    let client = session.client;
     let config = Arc::clone(config);
     Box::pin(async move {
         let fulls: Vec<String> = requests.iter().map(|r| config.full_path(&r.path)).collect();
@@ -379,14 +464,13 @@ fn read_many<T: Send + Sync + 'static>(
 /// Sends one read on the current session at once (the client writes a request when it is
 /// called) and maps its outcome when polled.
 fn read<T: Send + Sync + 'static>(
-    framework: &Framework,
+    client: Option<&Client>,
     config: &Arc<Config<T>>,
     request: Request,
 ) -> Pin<Box<dyn Future<Output = Answered<T>> + Send>> {
-    let Ok(session) = framework.session() else {
+    let Some(client) = client else {
         return Box::pin(std::future::ready(Answered { request, reply: Reply::Failed }));
     };
-    let client = &session.client;
     let full = config.full_path(&request.path);
     let config = Arc::clone(config);
     match (request.op, config.reads) {
@@ -402,7 +486,7 @@ fn read<T: Send + Sync + 'static>(
                 Answered { request, reply }
             })
         }
-        (Op::Read, Reads::Stat | Reads::Presence) => {
+        (Op::Read, Reads::Stat) => {
             let stat = client.check_stat(&full);
             Box::pin(async move {
                 let reply = match stat.await {

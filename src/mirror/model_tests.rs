@@ -247,12 +247,10 @@ impl Client {
                     // The child counters of a held stat are refreshed without a change.
                     let key = |s: &Stat| (s.czxid, s.mzxid, s.version);
                     assert_eq!(key(&held.stat), key(&old.stat), "Changed's old is what was held at {path:?}");
-                    if self.reads != Reads::Presence {
-                        assert!(
-                            (new.stat.czxid, new.stat.mzxid) > (old.stat.czxid, old.stat.mzxid),
-                            "a change goes forward at {path:?}"
-                        );
-                    }
+                    assert!(
+                        (new.stat.czxid, new.stat.mzxid) > (old.stat.czxid, old.stat.mzxid),
+                        "a change goes forward at {path:?}"
+                    );
                     self.view.insert(path, new);
                 }
                 Change::Deleted { path, old } => {
@@ -373,7 +371,7 @@ fn run_history(seed: u64, scope: Scope, reads: Reads, gaps: bool) {
     }
     server.watching = true;
     let mut client = Client {
-        mirror: Mirror::new(scope, reads),
+        mirror: Mirror::new(scope),
         reads,
         events: VecDeque::new(),
         pending: HashMap::new(),
@@ -410,12 +408,6 @@ fn run_history(seed: u64, scope: Scope, reads: Reads, gaps: bool) {
             _ => {}
         }
         client.send(&mut server);
-        if reads == Reads::Presence && client.mirror.status() == Status::Complete && client.applied_position > 0 {
-            let truth: BTreeSet<&String> =
-                server.states[client.applied_position].iter().filter(|p| in_scope(scope, p)).collect();
-            let held: BTreeSet<&String> = client.view.keys().collect();
-            assert_eq!(held, truth, "seed {seed}: presence mirror at wire position {}", client.applied_position);
-        }
     }
     if !server.connected {
         server.reconnect();
@@ -457,15 +449,9 @@ fn run_history(seed: u64, scope: Scope, reads: Reads, gaps: bool) {
         .into_iter()
         .map(|(p, e)| (p, (e.item.stat.czxid, e.item.stat.mzxid, e.item.stat.version, e.item.data.as_deref().copied())))
         .collect();
-    if reads == Reads::Presence {
-        let truth: BTreeSet<&String> = truth.keys().copied().collect();
-        let held: BTreeSet<&String> = held_tree.keys().collect();
-        assert_eq!(held, truth, "seed {seed}: {scope:?} {reads:?} presence after the history");
-    } else {
-        let held: BTreeMap<&String, _> = held_tree.iter().collect();
-        let truth: BTreeMap<&String, _> = truth.iter().map(|(p, v)| (*p, v)).collect();
-        assert_eq!(held, truth, "seed {seed}: {scope:?} {reads:?} mirror after the history");
-    }
+    let held: BTreeMap<&String, _> = held_tree.iter().collect();
+    let truth: BTreeMap<&String, _> = truth.iter().map(|(p, v)| (*p, v)).collect();
+    assert_eq!(held, truth, "seed {seed}: {scope:?} {reads:?} mirror after the history");
     let replayed: BTreeSet<&String> = client.view.keys().collect();
     let held: BTreeSet<&String> = held_tree.keys().collect();
     assert_eq!(replayed, held, "seed {seed}: the emitted changes replay to what the mirror holds");
@@ -476,7 +462,7 @@ fn run_history(seed: u64, scope: Scope, reads: Reads, gaps: bool) {
 fn histories_without_gaps_end_exact() {
     for seed in 0..300 {
         for scope in [Scope::Tree, Scope::Children, Scope::Node] {
-            for reads in [Reads::Data, Reads::Stat, Reads::Presence] {
+            for reads in [Reads::Data, Reads::Stat] {
                 run_history(seed, scope, reads, false);
             }
         }
@@ -487,7 +473,7 @@ fn histories_without_gaps_end_exact() {
 fn histories_with_gaps_converge_after_resync() {
     for seed in 1000..1400 {
         for scope in [Scope::Tree, Scope::Children, Scope::Node] {
-            for reads in [Reads::Data, Reads::Stat, Reads::Presence] {
+            for reads in [Reads::Data, Reads::Stat] {
                 run_history(seed, scope, reads, true);
             }
         }
@@ -498,35 +484,28 @@ fn histories_with_gaps_converge_after_resync() {
 /// the listing, is applied on top of it.
 #[test]
 fn an_event_before_the_listing_reply_is_replayed_on_top() {
-    let mut mirror: Mirror<u32> = Mirror::new(Scope::Children, Reads::Presence);
+    let node = |czxid| stat_of(&ServerNode { czxid, mzxid: czxid, version: 0, data: 0 });
+    let mut mirror: Mirror<u32> = Mirror::new(Scope::Children);
     mirror.resync();
     let list = mirror.take_requests().pop().expect("the listing");
     // The server lists {x} and then y is created; y's event is applied before the reply.
     mirror.event(EventKind::Created, "y");
-    mirror.reply(
-        &list,
-        Reply::Found {
-            stat: stat_of(&ServerNode { czxid: 1, mzxid: 1, version: 0, data: 0 }),
-            data: None,
-            children: Some(vec!["x".into()]),
-        },
-    );
+    mirror.reply(&list, Reply::Found { stat: node(1), data: None, children: Some(vec!["x".into()]) });
+    for request in mirror.take_requests() {
+        let stat = if request.path == "x" { node(2) } else { node(3) };
+        mirror.reply(&request, Reply::Found { stat, data: None, children: None });
+    }
     assert_eq!(mirror.status(), Status::Complete);
     let names: Vec<String> = mirror.tree().entries().into_iter().map(|(p, _)| p).collect();
     assert_eq!(names, ["x", "y"]);
     // And an event deleting a listed name before the reply keeps it out.
-    let mut mirror: Mirror<u32> = Mirror::new(Scope::Children, Reads::Presence);
+    let mut mirror: Mirror<u32> = Mirror::new(Scope::Children);
     mirror.resync();
     let list = mirror.take_requests().pop().expect("the listing");
     mirror.event(EventKind::Deleted, "x");
-    mirror.reply(
-        &list,
-        Reply::Found {
-            stat: stat_of(&ServerNode { czxid: 1, mzxid: 1, version: 0, data: 0 }),
-            data: None,
-            children: Some(vec!["x".into()]),
-        },
-    );
+    mirror.reply(&list, Reply::Found { stat: node(1), data: None, children: Some(vec!["x".into()]) });
+    assert!(mirror.take_requests().is_empty(), "a name deleted after the listing was sent is not read");
+    assert_eq!(mirror.status(), Status::Complete);
     assert!(mirror.tree().entries().is_empty(), "a name deleted after the listing was sent stays out");
 }
 
@@ -535,7 +514,7 @@ fn an_event_before_the_listing_reply_is_replayed_on_top() {
 #[test]
 fn a_resync_emits_the_differences() {
     let node = |czxid, mzxid, version| stat_of(&ServerNode { czxid, mzxid, version, data: 0 });
-    let mut mirror: Mirror<u32> = Mirror::new(Scope::Children, Reads::Stat);
+    let mut mirror: Mirror<u32> = Mirror::new(Scope::Children);
     mirror.resync();
     let list = mirror.take_requests().pop().expect("the listing");
     mirror.reply(&list, Reply::Found { stat: node(1, 1, 0), data: None, children: Some(vec!["a".into(), "b".into()]) });

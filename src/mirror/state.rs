@@ -43,10 +43,6 @@ impl Scope {
 /// What the mirror learns of each node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reads {
-    /// Only presence, from events and listings: no read per event (stats are unknown). For
-    /// mirrors that only need names, such as a lock directory's.
-    #[cfg_attr(not(test), allow(dead_code))]
-    Presence,
     /// Stat, read with `exists`/listings.
     Stat,
     /// Stat and data, read with `getData`.
@@ -95,6 +91,16 @@ pub(crate) struct Request {
 }
 
 impl Request {
+    /// A snapshot read of `generation` (for views that count their own generations).
+    pub(crate) fn snapshot(generation: u64, path: String, op: Op) -> Self {
+        Request { ticket: Ticket { generation, sent_at: 0, snapshot: true }, path, op }
+    }
+
+    /// The resync generation the read belongs to.
+    pub(crate) fn generation(&self) -> u64 {
+        self.ticket.generation
+    }
+
     /// Whether the read belongs to a load or resync (rather than following an event).
     pub(crate) fn is_snapshot(&self) -> bool {
         self.ticket.snapshot
@@ -132,21 +138,6 @@ pub(crate) enum Change<T> {
     Deleted { path: String, old: Item<T> },
 }
 
-/// The stat of a node known only by its presence.
-pub(crate) const UNKNOWN_STAT: Stat = Stat {
-    czxid: -1,
-    mzxid: -1,
-    pzxid: -1,
-    ctime: 0,
-    mtime: 0,
-    version: -1,
-    cversion: -1,
-    aversion: -1,
-    ephemeral_owner: 0,
-    data_length: 0,
-    num_children: 0,
-};
-
 /// The last events applied to one path, by sequence number.
 #[derive(Debug, Clone, Copy, Default)]
 struct Touch {
@@ -165,7 +156,6 @@ struct Reading {
 #[derive(Debug)]
 pub(crate) struct Mirror<T> {
     scope: Scope,
-    reads: Reads,
     tree: Tree<T>,
     status: Status,
     /// Events applied so far.
@@ -190,10 +180,9 @@ pub(crate) struct Mirror<T> {
 }
 
 impl<T> Mirror<T> {
-    pub(crate) fn new(scope: Scope, reads: Reads) -> Self {
+    pub(crate) fn new(scope: Scope) -> Self {
         Mirror {
             scope,
-            reads,
             tree: Tree::default(),
             status: Status::Incomplete,
             seq: 0,
@@ -289,28 +278,10 @@ impl<T> Mirror<T> {
             EventKind::Deleted => self.remove(rel),
             EventKind::Created | EventKind::DataChanged => {
                 let generation = self.generation;
-                let present = match self.tree.get_mut(rel) {
-                    Some(entry) => {
-                        entry.mark = generation;
-                        true
-                    }
-                    None => false,
-                };
-                match self.reads {
-                    Reads::Presence => {
-                        if present {
-                            if kind == EventKind::DataChanged {
-                                if let Some(entry) = self.tree.get(rel) {
-                                    let (old, new) = (entry.item.clone(), entry.item.clone());
-                                    self.changes.push(Change::Changed { path: rel.to_owned(), old, new });
-                                }
-                            }
-                        } else if kind == EventKind::Created {
-                            self.insert(rel, Item { stat: UNKNOWN_STAT, data: None });
-                        }
-                    }
-                    Reads::Stat | Reads::Data => self.read(rel),
+                if let Some(entry) = self.tree.get_mut(rel) {
+                    entry.mark = generation;
                 }
+                self.read(rel);
             }
         }
     }
@@ -380,16 +351,9 @@ impl<T> Mirror<T> {
                         if !self.scope.holds(&child) {
                             continue;
                         }
-                        match (self.reads, self.scope) {
-                            // The listing is all there is to know; below a child, list again.
-                            (Reads::Presence, scope) => {
-                                self.present(&child);
-                                if scope == Scope::Tree {
-                                    self.send(child, Op::List, true);
-                                }
-                            }
-                            (_, Scope::Tree) => self.send(child, Op::Load, true),
-                            (_, Scope::Node | Scope::Children) => self.send(child, Op::Read, true),
+                        match self.scope {
+                            Scope::Tree => self.send(child, Op::Load, true),
+                            Scope::Node | Scope::Children => self.send(child, Op::Read, true),
                         }
                     }
                 }
@@ -467,15 +431,6 @@ impl<T> Mirror<T> {
         self.changes.push(Change::Changed { path: rel.to_owned(), old, new });
     }
 
-    /// A node known to exist, with nothing more to learn of it (presence mirrors).
-    fn present(&mut self, rel: &str) {
-        let generation = self.generation;
-        match self.tree.get_mut(rel) {
-            Some(entry) => entry.mark = generation,
-            None => self.insert(rel, Item { stat: UNKNOWN_STAT, data: None }),
-        }
-    }
-
     fn insert(&mut self, rel: &str, item: Item<T>) {
         self.tree.insert(rel, Entry { item: item.clone(), mark: self.generation });
         self.changes.push(Change::Created { path: rel.to_owned(), new: item });
@@ -485,5 +440,37 @@ impl<T> Mirror<T> {
         for (path, entry) in self.tree.remove_all_at(rel) {
             self.changes.push(Change::Deleted { path, old: entry.item });
         }
+    }
+}
+
+impl<T: Send + Sync + 'static> super::view::View for Mirror<T> {
+    type Data = T;
+
+    fn event(&mut self, kind: EventKind, rel: &str) {
+        Mirror::event(self, kind, rel);
+    }
+
+    fn interrupt(&mut self) {
+        Mirror::interrupt(self);
+    }
+
+    fn resync(&mut self) {
+        Mirror::resync(self);
+    }
+
+    fn reply(&mut self, request: &Request, reply: Reply<T>) {
+        Mirror::reply(self, request, reply);
+    }
+
+    fn take_requests(&mut self) -> Vec<Request> {
+        Mirror::take_requests(self)
+    }
+
+    fn needs_resync(&self) -> bool {
+        Mirror::needs_resync(self)
+    }
+
+    fn is_incomplete(&self) -> bool {
+        self.status == Status::Incomplete
     }
 }

@@ -23,7 +23,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use zookeeper_client::{CreateMode, Stat};
 
 use crate::error::{Error, Result, ZkError};
-use crate::framework::watches::NodeEventKind;
+use crate::framework::NodeEventKind;
 use crate::framework::{Framework, OneshotWatch, Parents, StateSnapshot};
 use crate::path;
 

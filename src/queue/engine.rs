@@ -27,7 +27,7 @@ use zookeeper_client::CreateMode;
 use super::{delete_taken, delete_taken_after};
 use crate::error::is_zk_connection_error;
 use crate::error::{Error, Result, ZkError};
-use crate::framework::watches::NodeEvent;
+use crate::framework::NodeEvent;
 use crate::framework::{Framework, OneshotWatch, Parents, ReaperCmd};
 use crate::path;
 use crate::protocol::queue_names::{delay_epoch_of, QueueOrder};

@@ -79,9 +79,9 @@ impl Follower {
 
     /// A write of the value is about to be sent; `None` when the follower has no live watch
     /// (then the task reads after its next watch anyway).
-    pub(crate) fn begin_write(self: &Arc<Self>, fw: &Framework) -> Option<Write> {
+    pub(crate) fn begin_write(self: &Arc<Self>) -> Option<Write> {
         let mut state = self.state.lock();
-        if !state.watch.as_mut().is_some_and(|w| w.is_live(fw)) {
+        if !state.watch.as_mut().is_some_and(|w| w.is_live()) {
             return None;
         }
         state.writes += 1;
@@ -98,11 +98,11 @@ impl Follower {
         drop(watch);
     }
 
-    fn poll_step(&self, fw: &Framework, cx: &mut Context<'_>) -> Poll<Step> {
+    fn poll_step(&self, cx: &mut Context<'_>) -> Poll<Step> {
         let mut state = self.state.lock();
         let state = &mut *state;
         let Some(watch) = state.watch.as_mut() else { return Poll::Ready(Step::Rewatch) };
-        if !watch.is_live(fw) {
+        if !watch.is_live() {
             return Poll::Ready(Step::Rewatch);
         }
         if std::mem::take(&mut state.read_needed) {
@@ -112,8 +112,8 @@ impl Follower {
             state.waker = Some(cx.waker().clone());
             return Poll::Pending;
         }
-        match watch.poll_change(fw, cx) {
-            Poll::Ready(()) if !watch.is_live(fw) => Poll::Ready(Step::Rewatch),
+        match watch.poll_change(cx) {
+            Poll::Ready(()) if !watch.is_live() => Poll::Ready(Step::Rewatch),
             Poll::Ready(()) => Poll::Ready(Step::Read),
             Poll::Pending => {
                 state.waker = Some(cx.waker().clone());
@@ -134,12 +134,12 @@ pub(crate) struct Write {
 impl Write {
     /// The write succeeded: the copy is current with it unless more than its own event is
     /// queued or another write of the value was in flight.
-    pub(crate) fn written(mut self, fw: &Framework) {
+    pub(crate) fn written(mut self) {
         let mut state = self.follower.state.lock();
         let alone = state.writes == 1;
         let own_only = state.watch.as_mut().is_some_and(|w| {
-            let drained = w.drain(fw);
-            drained.changes == 1 && w.is_live(fw)
+            let drained = w.drain();
+            drained.changes == 1 && w.is_live()
         });
         if !(alone && own_only) {
             state.read_needed = true;
@@ -149,9 +149,9 @@ impl Write {
 
     /// The write lost: the events queued now are for changes the caller's read, sent next,
     /// reflects. Call [`read`](Self::read) once that read has stored what it found.
-    pub(crate) fn lost(&self, fw: &Framework) {
+    pub(crate) fn lost(&self) {
         if let Some(watch) = self.follower.state.lock().watch.as_mut() {
-            watch.drain(fw);
+            watch.drain();
         }
     }
 
@@ -187,7 +187,7 @@ pub(crate) async fn run(
     states.borrow_and_update();
     loop {
         let step = tokio::select! {
-            step = poll_fn(|cx| follower.poll_step(&fw, cx)) => step,
+            step = poll_fn(|cx| follower.poll_step(cx)) => step,
             changed = states.changed() => {
                 if changed.is_err() || fw.is_closed() {
                     return;

@@ -140,7 +140,7 @@ impl SharedValue {
     /// The start of a write, for the follower to tell its own event from others'.
     fn begin_write(&self) -> Option<follow::Write> {
         let follower = self.follower.lock().clone()?;
-        follower.begin_write(&self.framework)
+        follower.begin_write()
     }
 
     /// The current value (the seed before [`start`](Self::start)).
@@ -165,7 +165,7 @@ impl SharedValue {
         let write = self.begin_write();
         let stat = self.framework.set_data(&self.path, value).await?;
         if let Some(write) = write {
-            write.written(&self.framework);
+            write.written();
         }
         mirror::offer(&self.tx, value.to_vec(), &stat);
         Ok(())
@@ -197,14 +197,14 @@ impl SharedValue {
         match set_versioned(&self.framework, &self.path, value, previous.version, "try_set").await? {
             Cas::Written(stat) => {
                 if let Some(write) = write {
-                    write.written(&self.framework);
+                    write.written();
                 }
                 mirror::offer(&self.tx, value.to_vec(), &stat);
                 Ok(true)
             }
             Cas::Conflict => {
                 if let Some(write) = &write {
-                    write.lost(&self.framework);
+                    write.lost();
                 }
                 self.refresh().await?;
                 if let Some(write) = write {

@@ -49,6 +49,7 @@ mod cluster;
 mod counting;
 mod error;
 mod install;
+pub(crate) mod mirror_probe;
 mod options;
 mod process;
 mod proxy;
@@ -62,14 +63,14 @@ pub use self::cluster::{TestingCluster, TestingClusterBuilder};
 pub use self::counting::{CountingProxy, RequestCounts};
 pub use self::error::TestingError;
 pub use self::install::Installation;
+pub use self::mirror_probe::{
+    hold_mirror_events, mirror_lease_guesses_missed, mirror_retained_entries, mirror_tasks_running,
+    mirror_watches_added, mirror_witness_failures, set_mirror_hooks, MirrorHooks,
+};
 pub use self::proxy::{FaultProxy, ProxyMode};
 pub use self::security::TlsFiles;
 pub use self::server::{TestingServer, TestingServerBuilder};
 pub use self::session::expire_session;
-pub use crate::locks::mirror_hooks::{
-    allow_mirror_watch, hold_mirror_events, mirror_lease_guesses_missed, mirror_listings_held, mirror_tasks_running,
-    mirror_watches_added, mirror_witness_failures, set_mirror_hooks, MirrorHooks,
-};
 
 /// The process-wide server for tests that inject no server faults.
 static SHARED: tokio::sync::OnceCell<TestingServer> = tokio::sync::OnceCell::const_new();

@@ -4,6 +4,7 @@
 use super::*;
 use crate::locks::driver::{ReadDriver, StandardDriver, WriteDriver};
 use crate::protocol::names::{READ_LOCK_NAME, WRITE_LOCK_NAME};
+use crate::watch::probe::Ablations as Hooks;
 
 const MUTEX: &StandardDriver = &StandardDriver::MUTEX;
 
@@ -217,6 +218,71 @@ fn a_listing_of_no_directory_counts_from_its_creation() {
     assert_eq!(view.decide(MUTEX, &node(0)), acquired());
 }
 
+#[test]
+fn the_create_count_is_decoded_past_two_to_the_thirty() {
+    // ZooKeeper reports cversion = 2c - numChildren as a Java int: it wraps at c = 2^30.
+    let reported = |c: i64, n: i64| ((2 * c - n) as u64 as u32) as i32;
+    assert_eq!(creates(reported(3, 1), 1), Some(3));
+    assert_eq!(creates(reported(1 << 30, 0), 0), Some(1 << 30));
+    assert_eq!(creates(i32::MIN + 4, 2), Some((1 << 30) + 3));
+    assert_eq!(creates(reported((1 << 31) - 1, 5), 5), Some((1 << 31) - 1));
+    assert_eq!(creates(-3, 0), None, "an odd sum is no count of this form");
+    // A view listed past 2^30 creates is valid and witnesses the next create.
+    let mut view = DirView::new();
+    view.watch_added();
+    let creates_so_far: u64 = (1 << 30) + 1;
+    let n = 2;
+    let cversion = reported(creates_so_far as i64, n);
+    assert!(cversion < 0, "the server's int has wrapped");
+    let names = [peer(creates_so_far - 2), peer(creates_so_far - 1)];
+    assert_eq!(view.listed(names.to_vec(), cversion, n as i32), Listed::Valid);
+    assert!(view.is_valid());
+    view.event(DirEvent::ChildCreated(node(creates_so_far)));
+    assert_eq!(view.decide(MUTEX, &node(creates_so_far)), watch(peer(creates_so_far - 1), 1));
+}
+
+#[test]
+fn an_unusable_count_is_refused_not_retried() {
+    let mut view = DirView::new();
+    view.watch_added();
+    assert_eq!(view.listed(vec![], -1, 0), Listed::Unusable);
+    assert!(!view.is_valid());
+}
+
+#[test]
+fn directory_events_taken_with_a_listing_reply_make_it_list_again() {
+    // The listing found D empty after one create; D was then reaped and made again, and both
+    // events came right behind the reply (the driver takes every queued event first).
+    let mut view = DirView::new();
+    view.watch_added();
+    view.event(DirEvent::DirDeleted);
+    view.event(DirEvent::DirCreated);
+    // One create, no child: cversion 2 * 1 - 0.
+    assert_eq!(view.listed(vec![], 2, 0), Listed::Again);
+    assert!(!view.is_valid());
+    // Had the view taken the listing's count of the old incarnation, a create it never heard
+    // of (a peer's node it may not read, holding the lock) would be cancelled out by ours.
+    view.event(DirEvent::ChildCreated(node(1)));
+    assert_eq!(view.decide(MUTEX, &node(1)), Decision::Unknown);
+    view.watch_added();
+    assert_eq!(view.listed(vec![peer(0), node(1)], 2 * 2 - 2, 2), Listed::Valid);
+    assert_eq!(view.decide(MUTEX, &node(1)), watch(peer(0), 0));
+}
+
+#[test]
+fn the_kept_order_does_not_grow_with_other_sessions_tries() {
+    // A holder decided once, then holds while others come and go.
+    let mut view = listed(&[], 0);
+    view.event(DirEvent::ChildCreated(node(0)));
+    assert_eq!(view.decide(MUTEX, &node(0)), acquired());
+    for seq in 1..100_001 {
+        view.event(DirEvent::ChildCreated(peer(seq)));
+        view.event(DirEvent::ChildDeleted(peer(seq)));
+    }
+    assert!(view.retained() <= 4, "the view keeps {} entries for 1 child", view.retained());
+    assert_eq!(view.decide(MUTEX, &node(0)), acquired());
+}
+
 // --- the model -------------------------------------------------------------------------------
 
 /// xorshift64*, seeded.
@@ -238,6 +304,9 @@ impl Rng {
         self.next() % 100 < percent
     }
 }
+
+/// A listing's children and creates; `None` when the directory did not exist.
+type Snapshot = Option<(Vec<String>, u64)>;
 
 /// What reaches the session, in order.
 enum Item {
@@ -265,6 +334,11 @@ struct Model {
     breaks: bool,
     /// Read and write nodes of the read-write lock (no downgrades) instead of mutex nodes.
     read_write: bool,
+    /// On a reconnect, list before adding the watch (a few steps later): the order the
+    /// mirror must not take.
+    list_before_watch: bool,
+    /// The empty directory is reaped and made again five times as often.
+    reaps: bool,
     hooks: Hooks,
 }
 
@@ -295,7 +369,9 @@ fn run(seed: u64, model: Model) -> Outcome {
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let mut server = Server { exists: true, ..Server::default() };
     let mut view = DirView::new();
-    view.hooks = model.hooks;
+    view.set_ablations(model.hooks);
+    // With `list_before_watch`: a listing taken, and the steps until the watch is added.
+    let mut blind: Option<(Snapshot, usize)> = None;
     let mut queue: std::collections::VecDeque<Item> = Default::default();
     let mut connected = true;
     let mut outcome = Outcome::default();
@@ -305,9 +381,10 @@ fn run(seed: u64, model: Model) -> Outcome {
     view.watch_added();
     queue.push_back(Item::Listing(list(&server)));
     for _ in 0..400 {
-        match rng.below(100) {
+        let roll = rng.below(100);
+        match roll {
             // A create, by a peer or by us, or a foreign child.
-            0..=29 if server.exists && server.children.len() < 6 => {
+            0..=29 if server.exists && server.children.len() < if model.reaps { 2 } else { 6 } => {
                 let foreign = rng.chance(10);
                 let ours = !foreign && rng.chance(40);
                 let seq = server.creates;
@@ -325,7 +402,7 @@ fn run(seed: u64, model: Model) -> Outcome {
                     _ => peer(seq),
                 };
                 let hidden = !ours && rng.chance(model.hidden);
-                if connected && !hidden {
+                if connected && blind.is_none() && !hidden {
                     queue.push_back(Item::Event(DirEvent::ChildCreated(name.clone())));
                 }
                 server.children.push((name, ours, hidden));
@@ -333,51 +410,88 @@ fn run(seed: u64, model: Model) -> Outcome {
             // A delete.
             30..=44 if !server.children.is_empty() => {
                 let (name, _, hidden) = server.children.remove(rng.below(server.children.len()));
-                if connected && !hidden {
+                if connected && blind.is_none() && !hidden {
                     queue.push_back(Item::Event(DirEvent::ChildDeleted(name)));
                 }
             }
             // The empty directory is reaped, or created again.
-            45..=47 => {
+            45..=59 if roll <= 47 || model.reaps => {
                 if server.exists && server.children.is_empty() {
                     server.exists = false;
                     server.creates = 0;
-                    if connected {
+                    if connected && blind.is_none() {
                         queue.push_back(Item::Event(DirEvent::DirDeleted));
                     }
                 } else if !server.exists {
                     server.exists = true;
-                    if connected {
+                    if connected && blind.is_none() {
                         queue.push_back(Item::Event(DirEvent::DirCreated));
                     }
                 }
             }
             // The connection breaks (what was on its way is lost), or comes back (the watch
             // is added again and the directory listed).
-            48..=50 if model.breaks => {
+            60..=62 if model.breaks => {
                 if connected {
                     connected = false;
+                    blind = None;
                     queue.clear();
                     view.interrupt();
+                } else if model.list_before_watch {
+                    connected = true;
+                    blind = Some((list(&server), 1 + rng.below(4)));
                 } else {
                     connected = true;
                     view.watch_added();
                     queue.push_back(Item::Listing(list(&server)));
                 }
             }
-            // The session applies what it received so far, or part of it.
+            // The session applies what it received so far, or part of it. The driver takes
+            // every event queued when it looks at a listing's reply: some that came right
+            // after the reply may be applied before it.
             _ => {
                 let n = if rng.chance(50) { queue.len() } else { rng.below(queue.len() + 1) };
-                for item in queue.drain(..n) {
+                let mut taken: std::collections::VecDeque<Item> = queue.drain(..n).collect();
+                while let Some(item) = taken.pop_front() {
                     match item {
                         Item::Event(event) => view.event(event),
-                        Item::Listing(Some((children, creates))) => {
-                            let n = children.len() as i32;
-                            view.listed(children, 2 * creates as i32 - n, n);
+                        Item::Listing(listing) => {
+                            if rng.chance(30) {
+                                // Events from behind the reply, taken before it.
+                                let mut behind = rng.below(4);
+                                while behind > 0 {
+                                    let next = match taken.front() {
+                                        Some(Item::Event(_)) => taken.pop_front(),
+                                        Some(Item::Listing(_)) => None,
+                                        None => match queue.front() {
+                                            Some(Item::Event(_)) => queue.pop_front(),
+                                            _ => None,
+                                        },
+                                    };
+                                    let Some(Item::Event(event)) = next else { break };
+                                    view.event(event);
+                                    behind -= 1;
+                                }
+                            }
+                            let outcome = match listing {
+                                Some((children, creates)) => {
+                                    let n = children.len() as i32;
+                                    view.listed(children, 2 * creates as i32 - n, n)
+                                }
+                                None => view.listed_missing(),
+                            };
+                            assert_ne!(outcome, Listed::Unusable, "every count of the model is usable");
                         }
-                        Item::Listing(None) => view.listed_missing(),
                     }
                 }
+            }
+        }
+        if let Some((listing, steps)) = blind.take() {
+            if steps == 0 {
+                view.watch_added();
+                queue.push_back(Item::Listing(listing));
+            } else {
+                blind = Some((listing, steps - 1));
             }
         }
         // Ask the view about each of our nodes, as their waiters would.
@@ -403,7 +517,7 @@ fn run(seed: u64, model: Model) -> Outcome {
                 }
                 Decision::Resync => {
                     outcome.resyncs += 1;
-                    if connected {
+                    if connected && blind.is_none() {
                         view.watch_added();
                         queue.push_back(Item::Listing(list(&server)));
                     }
@@ -417,7 +531,7 @@ fn run(seed: u64, model: Model) -> Outcome {
             }
         }
         // Once our session has something to relist for, it does.
-        if connected && !view.is_valid() && !queue.iter().any(|i| matches!(i, Item::Listing(_))) {
+        if connected && blind.is_none() && !view.is_valid() && !queue.iter().any(|i| matches!(i, Item::Listing(_))) {
             view.watch_added();
             queue.push_back(Item::Listing(list(&server)));
         }
@@ -426,8 +540,12 @@ fn run(seed: u64, model: Model) -> Outcome {
 }
 
 fn sum(model: Model) -> Outcome {
+    sum_of(model, 400)
+}
+
+fn sum_of(model: Model, seeds: u64) -> Outcome {
     let mut total = Outcome::default();
-    for seed in 0..400 {
+    for seed in 0..seeds {
         let o = run(seed, model);
         total.wrong_grants += o.wrong_grants;
         total.disagreements += o.disagreements;
@@ -437,23 +555,50 @@ fn sum(model: Model) -> Outcome {
     total
 }
 
-const SOUND: Hooks = Hooks { no_barrier: false, no_witness: false, no_count_reset: false };
+const SOUND: Hooks = Hooks {
+    no_barrier: false,
+    no_witness: false,
+    no_count_reset: false,
+    keep_view_on_disconnect: false,
+    no_readd_after_reconnect: false,
+    event_delay: None,
+    ignore_refusal: false,
+    no_lease_check: false,
+    poll_after_terminal: false,
+};
 
 #[test]
 fn the_view_decides_as_a_listing_does() {
-    let o = sum(Model { hidden: 0, breaks: false, read_write: false, hooks: SOUND });
+    let o = sum(Model {
+        hidden: 0,
+        breaks: false,
+        read_write: false,
+        list_before_watch: false,
+        reaps: false,
+        hooks: SOUND,
+    });
     assert_eq!((o.wrong_grants, o.disagreements), (0, 0), "{o:?}");
-    // Every create was seen: the witness never fails.
-    assert_eq!(o.resyncs, 0, "{o:?}");
+    // Every create was seen: the witness fails only for a node whose create came right behind
+    // a listing's reply and was taken with it (replayed unwitnessed, by design: one listing
+    // more).
+    assert!(o.resyncs * 100 < o.grants, "{o:?}");
     assert!(o.grants > 1000, "the histories must grant often: {o:?}");
 }
 
 #[test]
 fn the_view_never_grants_what_a_listing_would_not_through_breaks_and_unseen_creates() {
-    let o = sum(Model { hidden: 20, breaks: true, read_write: false, hooks: SOUND });
+    let o = sum(Model {
+        hidden: 20,
+        breaks: true,
+        read_write: false,
+        list_before_watch: false,
+        reaps: false,
+        hooks: SOUND,
+    });
     assert_eq!(o.wrong_grants, 0, "{o:?}");
     assert!(o.grants > 500 && o.resyncs > 0, "the histories must exercise both: {o:?}");
-    let o = sum(Model { hidden: 0, breaks: true, read_write: false, hooks: SOUND });
+    let o =
+        sum(Model { hidden: 0, breaks: true, read_write: false, list_before_watch: false, reaps: false, hooks: SOUND });
     assert_eq!((o.wrong_grants, o.disagreements), (0, 0), "{o:?}");
 }
 
@@ -463,30 +608,69 @@ fn the_model_finds_the_hazards_each_rule_closes() {
         hidden: 20,
         breaks: false,
         read_write: false,
-        hooks: Hooks { no_barrier: false, no_witness: true, no_count_reset: false },
+        list_before_watch: false,
+        reaps: false,
+        hooks: Hooks { no_barrier: false, no_witness: true, no_count_reset: false, ..SOUND },
     });
     assert!(o.wrong_grants > 0, "without the witness: {o:?}");
     let o = sum(Model {
         hidden: 0,
         breaks: false,
         read_write: false,
-        hooks: Hooks { no_barrier: true, no_witness: false, no_count_reset: false },
+        list_before_watch: false,
+        reaps: false,
+        hooks: Hooks { no_barrier: true, no_witness: false, no_count_reset: false, ..SOUND },
     });
     assert!(o.wrong_grants > 0, "without the barrier: {o:?}");
 }
 
 #[test]
 fn both_halves_of_the_read_write_lock_decide_as_a_listing_does() {
-    let o = sum(Model { hidden: 0, breaks: true, read_write: true, hooks: SOUND });
+    let o =
+        sum(Model { hidden: 0, breaks: true, read_write: true, list_before_watch: false, reaps: false, hooks: SOUND });
     assert_eq!((o.wrong_grants, o.disagreements), (0, 0), "{o:?}");
-    let o = sum(Model { hidden: 20, breaks: true, read_write: true, hooks: SOUND });
+    let o =
+        sum(Model { hidden: 20, breaks: true, read_write: true, list_before_watch: false, reaps: false, hooks: SOUND });
     assert_eq!(o.wrong_grants, 0, "{o:?}");
     assert!(o.grants > 500 && o.resyncs > 0, "the histories must exercise both: {o:?}");
     let o = sum(Model {
         hidden: 20,
         breaks: false,
         read_write: true,
-        hooks: Hooks { no_barrier: false, no_witness: true, no_count_reset: false },
+        list_before_watch: false,
+        reaps: false,
+        hooks: Hooks { no_barrier: false, no_witness: true, no_count_reset: false, ..SOUND },
     });
     assert!(o.wrong_grants > 0, "without the witness: {o:?}");
+}
+
+#[test]
+fn listing_before_the_watch_misses_creates_that_only_the_witness_catches() {
+    // Events between the listing and the watch are lost: without the witness, a node created
+    // there is missed and a held lock granted; with it, never.
+    let o =
+        sum(Model { hidden: 0, breaks: true, read_write: false, list_before_watch: true, reaps: false, hooks: SOUND });
+    assert_eq!(o.wrong_grants, 0, "{o:?}");
+    assert!(o.resyncs > 0, "the witness must have caught missed creates: {o:?}");
+    let o = sum(Model {
+        hidden: 0,
+        breaks: true,
+        read_write: false,
+        list_before_watch: true,
+        reaps: false,
+        hooks: Hooks { no_witness: true, ..SOUND },
+    });
+    assert!(o.wrong_grants > 0, "listing before the watch, without the witness: {o:?}");
+}
+
+#[test]
+fn a_directory_reaped_behind_a_listing_reply_never_grants_beside_an_unseen_holder() {
+    // Directories reaped and made again often, creates the session never hears of, and events
+    // from behind a listing's reply taken with it: the count of an old incarnation must never
+    // cancel out a create of the new one.
+    let model =
+        Model { hidden: 50, breaks: true, read_write: false, list_before_watch: false, reaps: true, hooks: SOUND };
+    let o = sum_of(model, 2_000);
+    assert_eq!(o.wrong_grants, 0, "{o:?}");
+    assert!(o.grants > 500 && o.resyncs > 0, "the histories must exercise both: {o:?}");
 }

@@ -1,0 +1,20 @@
+//! Watching, in one place: the only code that adds a persistent watch on the client and keeps
+//! it added through reconnects and new sessions.
+//!
+//! - [`session`]: [`SessionWatch`](session::SessionWatch), one persistent or persistent
+//!   recursive watch on the framework's session (or on one session), polled by its owner:
+//!   events in server order, `Interrupted` when events may be missed, `Resync` each time the
+//!   watch is in place again. Every caller goes through it: [`Framework::watch`]'s stream,
+//!   the caches' and the lock directories' mirrors, shared values and atomic values.
+//! - [`stream`]: the public [`PersistentWatch`] stream over one session watch.
+//! - `probe`: the test seams of the watches and of the mirrors over them (a no-op outside
+//!   the `testing` feature).
+//!
+//! [`Framework::watch`]: crate::Framework::watch
+//! [`PersistentWatch`]: crate::PersistentWatch
+
+pub(crate) mod probe;
+pub(crate) mod session;
+pub(crate) mod stream;
+
+pub(crate) use self::session::{Bound, SessionWatch, WatchItem};

@@ -1,0 +1,263 @@
+//! [`Framework::watch`]: a persistent watch as a `Stream` that survives reconnects and new
+//! sessions, one task over one [`SessionWatch`].
+//!
+//! The task forwards the watch's events through a bounded channel; when the consumer lags the
+//! task waits, and the events wait in the client's own queue. After a reconnect or a new
+//! session (or when the framework's watch table asks for it) the watch is added again and the
+//! stream yields [`WatchEvent::Resync`] before any event of the new registration. Dropping the
+//! stream ends the task (it notices the closed channel), whose watcher's drop queues the
+//! `removeWatches` on the client: nothing in `Drop` blocks or spawns.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures::Stream;
+use tokio::sync::mpsc;
+use zookeeper_client::WatchedEvent;
+
+use super::session::{SessionWatch, WatchItem};
+use crate::error::Result;
+use crate::framework::{Framework, NodeEvent, WatchMode, WeakFramework};
+
+/// How much a watch's stream buffers before its task waits for the consumer (the events
+/// then wait in the client's own unbounded queue).
+const BUFFER: usize = 64;
+
+/// Why events may have been missed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ResyncReason {
+    /// The connection was lost and came back on the same session: changes made while it was
+    /// down were not reported (ZooKeeper does not replay them to persistent watches).
+    Reconnected,
+    /// The session ended and a new one began: everything since the last event of the old
+    /// session may have been missed, ephemeral nodes of the old session are gone.
+    NewSession,
+    /// The watch was registered again on the same connection, because another kind of watch
+    /// this framework set on the same path may have silenced it (see the crate docs,
+    /// "Watches").
+    Rearmed,
+}
+
+/// An item of a [`PersistentWatch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WatchEvent {
+    /// A node changed.
+    Node(NodeEvent),
+    /// Events may have been missed before this point: re-read what you keep. Every event
+    /// after it comes from the watch registered again, so reading after receiving it misses
+    /// nothing.
+    Resync {
+        /// Why.
+        reason: ResyncReason,
+    },
+}
+
+/// A persistent watch: a `Stream` of [`WatchEvent`]s, from [`Framework::watch`].
+///
+/// Items are `Ok` while the watch lives. An `Err` item is the last one: the watch could not be
+/// registered again (the server refused it, for example after a move to a 3.5 server). The
+/// stream ends (`None`) when the framework closes. Dropping it removes the watch from the
+/// server (in the background).
+#[must_use = "a watch reports nothing unless its stream is polled"]
+pub struct PersistentWatch {
+    path: String,
+    mode: WatchMode,
+    events: mpsc::Receiver<Result<WatchEvent>>,
+}
+
+impl std::fmt::Debug for PersistentWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PersistentWatch").field("path", &self.path).field("mode", &self.mode).finish()
+    }
+}
+
+impl PersistentWatch {
+    /// The watched path, as given (without the namespace).
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The watch's mode.
+    pub fn mode(&self) -> WatchMode {
+        self.mode
+    }
+}
+
+impl Stream for PersistentWatch {
+    type Item = Result<WatchEvent>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.events.poll_recv(cx)
+    }
+}
+
+impl Framework {
+    /// Sets a persistent watch on `path` (Curator's `watchers().add().withMode(..)`), and
+    /// returns its events as a stream. The watch survives reconnects and new sessions: it is
+    /// registered again after each, and the stream yields [`WatchEvent::Resync`] first,
+    /// because ZooKeeper does not report what changed while the connection was down. The
+    /// node need not exist.
+    ///
+    /// ```no_run
+    /// # async fn example(framework: zk_recipes::Framework) -> zk_recipes::Result<()> {
+    /// use futures::StreamExt;
+    /// use zk_recipes::{WatchEvent, WatchMode};
+    ///
+    /// let mut watch = framework.watch("/config", WatchMode::PersistentRecursive).await?;
+    /// while let Some(event) = watch.next().await {
+    ///     match event? {
+    ///         WatchEvent::Node(event) => println!("{:?} {}", event.kind, event.path),
+    ///         WatchEvent::Resync { .. } => println!("events may have been missed: re-read"),
+    ///         _ => {}
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// The session keeps one watch mode per path, whoever set it: two watches of this
+    /// framework on the same path must have the same mode, and that includes the framework's
+    /// own persistent watches (a [`CuratorCache`](crate::CuratorCache) watches its path
+    /// recursively, or persistently for a single node; a lock's mirror watches its directory
+    /// recursively).
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) before anything is sent;
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when the framework already
+    /// watches `path` in the other mode; `Unimplemented` (as
+    /// [`Error::ZooKeeper`](crate::Error::ZooKeeper)) from a server without persistent
+    /// watches (ZooKeeper 3.5, or a server configured with `WatchManagerOptimized`, which
+    /// answers `MarshallingError`); the framework's errors
+    /// ([`Error::NotStarted`](crate::Error::NotStarted), [`Error::Closed`](crate::Error::Closed),
+    /// connection errors once the retry policy gives up).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a cancelled call leaves no watch behind (the client drops a registration
+    /// whose answer comes after the cancellation, which removes it from the server).
+    pub async fn watch(&self, path: &str, mode: WatchMode) -> Result<PersistentWatch> {
+        let full_path = self.full_path(path)?;
+        let watch = SessionWatch::add(self, &full_path, mode).await?;
+        let (tx, events) = mpsc::channel(BUFFER);
+        tokio::spawn(forward(self.downgrade(), watch, tx));
+        Ok(PersistentWatch { path: path.to_owned(), mode, events })
+    }
+}
+
+/// The watch's task: forwards until the consumer leaves or the watch ends.
+async fn forward(weak: WeakFramework, mut watch: SessionWatch, tx: mpsc::Sender<Result<WatchEvent>>) {
+    loop {
+        let item = tokio::select! {
+            biased;
+            () = tx.closed() => return,
+            item = watch.next() => item,
+        };
+        let item = match item {
+            None => return,
+            Some(WatchItem::Event(event)) => {
+                let Some(event) = node_event(&weak, &event) else { return };
+                Ok(WatchEvent::Node(event))
+            }
+            Some(WatchItem::Resync(Some(reason))) => Ok(WatchEvent::Resync { reason }),
+            Some(WatchItem::Resync(None) | WatchItem::Interrupted | WatchItem::Adding) => continue,
+            Some(WatchItem::Refused(error)) => {
+                tracing::warn!(path = %watch.full_path(), %error, "persistent watch could not be registered again");
+                Err(error)
+            }
+        };
+        let last = item.is_err();
+        if tx.send(item).await.is_err() || last {
+            return;
+        }
+    }
+}
+
+/// The event as the user sees it; `None` when the framework is gone.
+fn node_event(weak: &WeakFramework, event: &WatchedEvent) -> Option<NodeEvent> {
+    let framework = weak.upgrade()?;
+    Some(NodeEvent::of(&framework, event.event_type, event))
+}
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use std::time::Duration;
+
+    use futures::StreamExt;
+
+    use super::*;
+    use crate::framework::NodeEventKind;
+
+    async fn next_item(watch: &mut PersistentWatch) -> WatchEvent {
+        match tokio::time::timeout(Duration::from_secs(10), watch.next()).await {
+            Ok(Some(Ok(item))) => item,
+            other => panic!("no watch item: {other:?}"),
+        }
+    }
+
+    fn node(kind: NodeEventKind, path: &str) -> WatchEvent {
+        WatchEvent::Node(NodeEvent { kind, path: path.to_owned(), zxid: None })
+    }
+
+    /// Creates and deletes `{dir}/{name}` and returns the next item: `Created` when the watch
+    /// hears creations, `Deleted` when they are silenced (deletions still arrive).
+    async fn probe(fw: &Framework, watch: &mut PersistentWatch, dir: &str, name: &str) -> WatchEvent {
+        let path = format!("{dir}/{name}");
+        fw.create(&path).data(b"").await.unwrap();
+        fw.delete(&path).await.unwrap();
+        let item = next_item(watch).await;
+        if item == node(NodeEventKind::Created, &path) {
+            assert_eq!(next_item(watch).await, node(NodeEventKind::Deleted, &path));
+        }
+        item
+    }
+
+    /// ZooKeeper 3.6-3.8 keep one watch mode per session and path: a one-shot watch set on a
+    /// persistently watched path silences the creations below it (ZOOKEEPER-4466), and the
+    /// one-shot's removal (the client sends it when the watcher is dropped before firing)
+    /// removes half of the persistent watch (ZOOKEEPER-4472). The framework's remedy: register
+    /// the persistent watch again afterwards, with a `Resync` first.
+    #[tokio::test]
+    async fn a_one_shot_watch_on_the_same_path_and_session_silences_creations_until_rearmed() {
+        let test = async {
+            let server = crate::testing::shared_server().await.expect("shared server");
+            let fw = Framework::connect(&server.connect_string()).await.expect("framework");
+            let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+            let dir = format!("/watch-hazards-{}-{nanos}", std::process::id());
+            fw.create(&dir).data(b"").await.unwrap();
+            let mut watch = fw.watch(&dir, WatchMode::PersistentRecursive).await.unwrap();
+            assert!(!fw.may_watch_once(&dir));
+            assert_eq!(
+                probe(&fw, &mut watch, &dir, "before").await,
+                node(NodeEventKind::Created, &format!("{dir}/before"))
+            );
+
+            // ZOOKEEPER-4466: an `exists` watch on the directory, on the same session.
+            let client = fw.zk_client().unwrap();
+            let (_, oneshot) = client.check_and_watch_stat(&dir).await.unwrap();
+            let silenced = format!("{dir}/silenced");
+            assert_eq!(probe(&fw, &mut watch, &dir, "silenced").await, node(NodeEventKind::Deleted, &silenced));
+            fw.rearm_persistent_watches(&dir);
+            assert_eq!(next_item(&mut watch).await, WatchEvent::Resync { reason: ResyncReason::Rearmed });
+            assert_eq!(
+                probe(&fw, &mut watch, &dir, "rearmed").await,
+                node(NodeEventKind::Created, &format!("{dir}/rearmed"))
+            );
+
+            // ZOOKEEPER-4472: the one-shot dropped before it fired sends removeWatches(dir, data).
+            drop(oneshot);
+            let removed = format!("{dir}/removed");
+            assert_eq!(probe(&fw, &mut watch, &dir, "removed").await, node(NodeEventKind::Deleted, &removed));
+            fw.rearm_persistent_watches(&dir);
+            assert_eq!(next_item(&mut watch).await, WatchEvent::Resync { reason: ResyncReason::Rearmed });
+            assert_eq!(
+                probe(&fw, &mut watch, &dir, "back").await,
+                node(NodeEventKind::Created, &format!("{dir}/back"))
+            );
+
+            drop(watch);
+            fw.delete(&dir).await.unwrap();
+            fw.close().await;
+        };
+        tokio::time::timeout(Duration::from_secs(60), test).await.expect("test finished in time");
+    }
+}
