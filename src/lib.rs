@@ -46,7 +46,7 @@ pub use framework::session_failure::SessionFailurePolicy;
 pub use framework::wait_strategy::WaitStrategy;
 pub use framework::{
     AclProvider, ConnectionState, ConnectionStateErrorPolicy, ConnectionStateListener, ConnectionStateStream,
-    FixedAclProvider, Framework, FrameworkBuilder, ListenerHandle, OpenAclProvider, StateSnapshot,
+    FixedAclProvider, Framework, FrameworkBuilder, ListenerHandle, OpenAclProvider, ServerInfo, StateSnapshot,
 };
 pub use framework::{
     CreateBuilder, Created, Delete, Exists, ExistsWatched, Fence, GetChildren, GetChildrenWatched, GetChildrenWithStat,

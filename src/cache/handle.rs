@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use tokio::sync::watch;
-use tokio::task::AbortHandle;
+use tokio::task::JoinHandle;
 
 use super::hub::{Hub, Phase};
 use super::listener::{self, CacheEventStream, CuratorCacheListener};
@@ -106,7 +106,7 @@ pub struct CuratorCache<T = Vec<u8>> {
 enum Lifecycle {
     Built,
     Starting,
-    Started { stop: watch::Sender<bool>, task: AbortHandle },
+    Started { stop: watch::Sender<bool>, task: JoinHandle<()> },
     Closed,
 }
 
@@ -200,7 +200,7 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
             stopped,
         ));
         std::mem::forget(reset);
-        *self.lifecycle.lock() = Lifecycle::Started { stop, task: task.abort_handle() };
+        *self.lifecycle.lock() = Lifecycle::Started { stop, task };
         tracing::debug!(path = %self.path, mode = ?self.mode, "cache started");
         Ok(())
     }
@@ -221,21 +221,21 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
     }
 
     /// Stops the watch and the background task; every stream ends, every listener is
-    /// unregistered, and the cache forgets what it held. Closing twice does nothing.
+    /// unregistered, and the cache forgets what it held. Once it returns, the watch is gone
+    /// from the framework's table (its path is free for other watches of this framework).
+    /// Closing twice does nothing.
     ///
     /// # Cancel safety
-    /// Cancel-safe: everything is done at the first poll.
+    /// Cancel-safe: everything is stopped at the first poll; only the wait for the
+    /// background task's end is cut short.
     pub async fn close(&self) {
-        self.shut_down();
-    }
-
-    fn shut_down(&self) {
         let previous = std::mem::replace(&mut *self.lifecycle.lock(), Lifecycle::Closed);
+        self.hub.close();
         if let Lifecycle::Started { stop, task } = previous {
             let _ = stop.send(true);
             task.abort();
+            let _ = task.await;
         }
-        self.hub.close();
     }
 
     /// The path the cache was built for.

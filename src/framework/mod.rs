@@ -56,6 +56,7 @@ pub use self::read::{
 };
 pub(crate) use self::reaper::ReaperCmd;
 use self::registry::Registry;
+pub use self::server_features::ServerInfo;
 pub(crate) use self::session::Session;
 pub use self::state::{ConnectionState, ConnectionStateErrorPolicy, StateSnapshot};
 use self::state_manager::Timing;

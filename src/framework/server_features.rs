@@ -41,6 +41,25 @@ impl ServerFeatures {
         ServerFeatures { persistent_watches: false, exact_child_count: false };
 }
 
+/// What a framework knows of the server its current session is connected to
+/// ([`Framework::server_info`]); the recipes decide by it which server features to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ServerInfo {
+    /// The session the answer is about (its epoch: 1 for the first session).
+    pub epoch: u64,
+    /// The connection is to a read-only server (writes are refused there).
+    pub read_only: bool,
+    /// Persistent and persistent-recursive watches (`addWatch`, ZooKeeper 3.6+): caches,
+    /// [`Framework::watch`] and the lock mirror need them. False on ZooKeeper 3.5, and on a
+    /// server whose watch manager refuses them.
+    pub persistent_watches: bool,
+    /// ZooKeeper 3.6 or later: the one request the probe sends (`getEphemerals`) exists
+    /// there, and a directory's child count survives restarts exactly (what the lock fast
+    /// path and the mirror's witness rest on).
+    pub since_3_6: bool,
+}
+
 /// What the probe's answer says about the server; `None` when it says nothing (no answer:
 /// ask again later).
 pub(crate) fn from_probe(answer: std::result::Result<(), &ZkError>) -> Option<ServerFeatures> {
@@ -149,6 +168,47 @@ impl Framework {
         }
     }
 
+    /// What the framework knows of the server of its current session, asking it first if
+    /// that is not known yet (one `getEphemerals` per session; no four-letter word, which
+    /// servers often refuse).
+    ///
+    /// # Errors
+    /// [`Error::NotStarted`](crate::Error::NotStarted) or [`Error::Closed`](crate::Error::Closed);
+    /// a connection error when the server does not answer within the session timeout.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: the question changes nothing on the server; a cancelled call leaves the
+    /// answer unknown, and the next call asks again.
+    pub async fn server_info(&self) -> crate::Result<ServerInfo> {
+        let key = self.server_key();
+        let known = match self.registry().server.lock().for_session(key) {
+            Learned::Known(features) => Some(features),
+            Learned::Unknown | Learned::Probing => None,
+        };
+        let features = match known {
+            Some(features) => features,
+            None => {
+                self.session()?;
+                let features = self.probe_server().await.ok_or(crate::Error::ZooKeeper(ZkError::ConnectionLoss))?;
+                let mut knowledge = self.registry().server.lock();
+                match knowledge.for_session(key) {
+                    // Meanwhile an `addWatch` was refused: that is the better knowledge.
+                    Learned::Known(known) => known,
+                    _ => {
+                        knowledge.set(key, Learned::Known(features));
+                        features
+                    }
+                }
+            }
+        };
+        Ok(ServerInfo {
+            epoch: key.0,
+            read_only: key.1,
+            persistent_watches: features.persistent_watches,
+            since_3_6: features.exact_child_count,
+        })
+    }
+
     /// Asks the current session's server; `None` without an answer.
     async fn probe_server(&self) -> Option<ServerFeatures> {
         let client = self.session().ok()?.client;
@@ -198,41 +258,5 @@ mod tests {
         knowledge.set((2, true), Learned::Known(ServerFeatures::BEFORE_3_6));
         assert_eq!(knowledge.for_session((2, true)), Learned::Known(ServerFeatures::BEFORE_3_6));
         assert_eq!(knowledge.for_session((2, false)), Learned::Unknown);
-    }
-}
-
-#[cfg(all(test, feature = "testing"))]
-mod server_tests {
-    use super::*;
-    use crate::testing::{shared_server, CountingProxy};
-
-    /// The servers here are 3.8: recognised as 3.6+ with one `getEphemerals` (no four-letter
-    /// word), once per session; the builder's switch still turns the fast path off.
-    #[tokio::test]
-    async fn a_3_8_server_is_recognised_with_one_request_per_session() {
-        let test = async {
-            let server = shared_server().await.expect("shared server");
-            let proxy = CountingProxy::start(&server.connect_string()).await.expect("proxy");
-            let fw = Framework::connect(&proxy.connect_string()).await.expect("framework");
-            let before = proxy.counts();
-            assert_eq!(fw.server_features_now(), None, "not known before the first question");
-            assert!(!fw.server_supports_fast_path(), "no fast path while the server is not known");
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-            while fw.server_features_now().is_none() {
-                assert!(tokio::time::Instant::now() < deadline, "the probe was not answered");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            assert_eq!(fw.server_features_now(), Some(ServerFeatures::SINCE_3_6));
-            assert!(fw.server_supports_fast_path());
-            assert!(!fw.server_refuses_persistent_watches());
-            let sent = proxy.counts().since(&before);
-            assert_eq!((sent.get("getEphemerals"), sent.errors()), (1, 0), "{sent:?}");
-            fw.close().await;
-
-            let off = Framework::builder(&server.connect_string()).fast_path(false).start().await.expect("framework");
-            assert!(!off.server_supports_fast_path());
-            off.close().await;
-        };
-        tokio::time::timeout(Duration::from_secs(60), test).await.expect("test finished in time");
     }
 }

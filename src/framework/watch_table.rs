@@ -230,13 +230,4 @@ impl Framework {
     pub(crate) fn may_watch_once(&self, full_path: &str) -> bool {
         !self.registry().watches.lock().persistent.iter().any(|e| e.full_path == full_path)
     }
-
-    /// Asks every persistent watch of this framework on `full_path` to be added again (each
-    /// yields a resync first).
-    #[cfg(all(test, feature = "testing"))]
-    pub(crate) fn rearm_persistent_watches(&self, full_path: &str) {
-        for entry in self.registry().watches.lock().persistent.iter().filter(|e| e.full_path == full_path) {
-            entry.rearm.notify_one();
-        }
-    }
 }

@@ -1,7 +1,8 @@
 //! A pass-through proxy that counts the requests crossing it, by kind, and the error codes of
-//! the replies; it can also lose one chosen reply.
+//! the replies; it can also lose one chosen reply, answer one request with an error, and shift
+//! the sequence numbers of one kind of node.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -32,6 +33,10 @@ pub struct CountingProxy {
     counts: Arc<Mutex<BTreeMap<&'static str, u64>>>,
     /// The kind of request whose reply is to be lost, when armed.
     lose: Arc<Mutex<Option<&'static str>>>,
+    /// The kind of request whose reply is to be an error, and the error's code, when armed.
+    refuse: Arc<Mutex<Option<(&'static str, i32)>>>,
+    /// The sequence shift, when on.
+    shift: Arc<Mutex<Option<Shift>>>,
     /// Dropping it stops the proxy's thread.
     _stop: tokio::sync::oneshot::Sender<()>,
 }
@@ -56,7 +61,15 @@ impl CountingProxy {
             .map_err(|e| TestingError::io("starting the counting proxy's runtime", e))?;
         let counts = Arc::new(Mutex::default());
         let lose = Arc::new(Mutex::default());
-        let shared = Shared { target: target.to_owned(), counts: counts.clone(), lose: Arc::clone(&lose) };
+        let refuse = Arc::new(Mutex::default());
+        let shift = Arc::new(Mutex::default());
+        let shared = Shared {
+            target: target.to_owned(),
+            counts: counts.clone(),
+            lose: Arc::clone(&lose),
+            refuse: Arc::clone(&refuse),
+            shift: Arc::clone(&shift),
+        };
         let shared = Arc::new(shared);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let accept = async move {
@@ -77,7 +90,7 @@ impl CountingProxy {
                 })
             })
             .map_err(|e| TestingError::io("starting the counting proxy's thread", e))?;
-        Ok(CountingProxy { address, counts, lose, _stop: stop })
+        Ok(CountingProxy { address, counts, lose, refuse, shift, _stop: stop })
     }
 
     /// The connect string for clients, `127.0.0.1:PORT`.
@@ -100,6 +113,71 @@ impl CountingProxy {
     pub fn lose_reply_to(&self, kind: &'static str) {
         *self.lose.lock() = Some(kind);
     }
+
+    /// Answers the next request of `kind` (as [`RequestCounts`] names kinds, for example
+    /// `"getChildren"`), on whichever connection sends it, with the error `code` (ZooKeeper's
+    /// code: `-127` is `Throttled`, `-118` `SessionMoved`): the server serves the request as
+    /// usual, and its reply is replaced by one that carries only the error. One reply per
+    /// call; a later call replaces an unused one.
+    pub fn refuse_next(&self, kind: &'static str, code: i32) {
+        *self.refuse.lock() = Some((kind, code));
+    }
+
+    /// From now on, shows the client every sequence number that follows `marker` in a node
+    /// name (`"lock-"` for a lock's nodes: `..lock-0000000003`) `offset` higher than the
+    /// server has it, and every `getChildren2` reply's `cversion` as the server would report
+    /// it with `offset` more child creates (`cversion + 2 * offset`, wrapping as the server's
+    /// Java `int` does); the client's requests are shifted back. A directory that has had a
+    /// few creates then looks to the client like one that has had `offset` more: with
+    /// `offset` 2^30, like a lock used for about twelve days at 1,000 acquires a second.
+    /// Suffixes keep their ten digits (the shifted number must stay below 10^10).
+    pub fn shift_sequences(&self, marker: &str, offset: u32) {
+        *self.shift.lock() = Some(Shift { marker: marker.as_bytes().to_vec(), offset });
+    }
+}
+
+/// A shift of sequence numbers (see [`CountingProxy::shift_sequences`]).
+#[derive(Debug, Clone)]
+struct Shift {
+    marker: Vec<u8>,
+    offset: u32,
+}
+
+impl Shift {
+    /// Rewrites, in place, each run of ten digits after the marker: `up` for what goes to the
+    /// client (plus), not `up` for what goes to the server (minus). Same length, so frames keep
+    /// their sizes.
+    fn rewrite(&self, bytes: &mut [u8], up: bool) {
+        let (m, digits) = (self.marker.len(), 10);
+        let mut at = 0;
+        while at + m + digits <= bytes.len() {
+            let run = at + m..at + m + digits;
+            if bytes[at..at + m] == self.marker[..] && bytes[run.clone()].iter().all(u8::is_ascii_digit) {
+                let value: u64 =
+                    std::str::from_utf8(&bytes[run.clone()]).ok().and_then(|d| d.parse().ok()).unwrap_or(0);
+                let shifted =
+                    if up { value + u64::from(self.offset) } else { value.saturating_sub(u64::from(self.offset)) };
+                if shifted < 10_000_000_000 {
+                    bytes[run].copy_from_slice(format!("{shifted:010}").as_bytes());
+                }
+                at += m + digits;
+            } else {
+                at += 1;
+            }
+        }
+    }
+
+    /// A `getChildren2` reply's body ends in the parent's stat; its `cversion` is at offset 36
+    /// of the stat's 68 bytes.
+    fn shift_cversion(&self, frame: &mut [u8]) {
+        let Some(at) = frame.len().checked_sub(68 - 36) else { return };
+        if frame.len() < 16 + 68 {
+            return;
+        }
+        let cversion = i32::from_be_bytes([frame[at], frame[at + 1], frame[at + 2], frame[at + 3]]);
+        let shifted = cversion.wrapping_add((self.offset as i32).wrapping_mul(2));
+        frame[at..at + 4].copy_from_slice(&shifted.to_be_bytes());
+    }
 }
 
 /// What the proxy's connections share.
@@ -107,6 +185,8 @@ struct Shared {
     target: String,
     counts: Arc<Mutex<BTreeMap<&'static str, u64>>>,
     lose: Arc<Mutex<Option<&'static str>>>,
+    refuse: Arc<Mutex<Option<(&'static str, i32)>>>,
+    shift: Arc<Mutex<Option<Shift>>>,
 }
 
 /// Counts by kind: requests by opcode (`create`, `delete`, `getData+watch`, `getChildren`,
@@ -173,7 +253,13 @@ async fn forward(client: TcpStream, shared: Arc<Shared>) {
     let _ = server.set_nodelay(true);
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
-    let connection = Connection { shared: &shared, in_flight: AtomicI64::new(0), doomed: AtomicI64::new(NO_XID) };
+    let connection = Connection {
+        shared: &shared,
+        in_flight: AtomicI64::new(0),
+        doomed: AtomicI64::new(NO_XID),
+        refused: Mutex::new(None),
+        listings: Mutex::default(),
+    };
     let up = pump(client_read, server_write, &connection, Direction::Requests);
     let down = pump(server_read, client_write, &connection, Direction::Replies);
     let _ = tokio::join!(up, down);
@@ -189,6 +275,10 @@ struct Connection<'a> {
     in_flight: AtomicI64,
     /// The xid of the request whose reply is to be lost, or [`NO_XID`].
     doomed: AtomicI64,
+    /// The xid of the request whose reply is to be an error, and the error's code.
+    refused: Mutex<Option<(i64, i32)>>,
+    /// The xids of `getChildren2` requests not answered yet (while a shift is on).
+    listings: Mutex<HashSet<i64>>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -223,7 +313,7 @@ async fn pump(
         buffer.resize(4 + n, 0);
         from.read_exact(&mut buffer[4..]).await?;
         let frame = &buffer[4..];
-        let kind = match direction {
+        let kind: Option<&'static str> = match direction {
             _ if first => None,
             Direction::Requests => Some(request_kind(frame)),
             Direction::Replies => reply_kind(frame),
@@ -238,11 +328,48 @@ async fn pump(
                         *lose = None;
                         connection.doomed.store(xid.unwrap_or(NO_XID), Ordering::SeqCst);
                     }
+                    let mut refuse = connection.shared.refuse.lock();
+                    if let Some((refused_kind, code)) = *refuse {
+                        if kind == Some(refused_kind) {
+                            *refuse = None;
+                            *connection.refused.lock() = Some((xid.unwrap_or(NO_XID), code));
+                        }
+                    }
                 }
                 Direction::Replies if xid == Some(connection.doomed.load(Ordering::SeqCst)) => {
                     return to.shutdown().await;
                 }
-                Direction::Replies => {}
+                Direction::Replies => {
+                    let mut refused = connection.refused.lock();
+                    if let Some((refused_xid, code)) = *refused {
+                        if xid == Some(refused_xid) {
+                            *refused = None;
+                            // The reply header only (xid, zxid), with the error code.
+                            buffer.truncate(4 + 12);
+                            buffer.extend_from_slice(&code.to_be_bytes());
+                            let length = (buffer.len() - 4) as i32;
+                            buffer[..4].copy_from_slice(&length.to_be_bytes());
+                        }
+                    }
+                }
+            }
+        }
+        let shift = connection.shared.shift.lock().clone();
+        if let (false, Some(shift)) = (first, shift) {
+            let listing = match direction {
+                Direction::Requests => {
+                    let opcode = buffer.get(8..12).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+                    if opcode == Some(12) {
+                        connection.listings.lock().insert(xid.unwrap_or(NO_XID));
+                    }
+                    false
+                }
+                Direction::Replies => xid.is_some_and(|xid| connection.listings.lock().remove(&xid)),
+            };
+            shift.rewrite(&mut buffer[4..], direction == Direction::Replies);
+            let ok = buffer.get(16..20) == Some(&0i32.to_be_bytes()[..]);
+            if listing && ok {
+                shift.shift_cversion(&mut buffer[4..]);
             }
         }
         {
