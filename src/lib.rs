@@ -34,7 +34,8 @@ mod watch;
 /// `impl ConnectionStateListener for ...` block, without a dependency of your own.
 pub use async_trait::async_trait;
 pub use atomic::{
-    AtomicStats, AtomicValue, DistributedAtomicInteger, DistributedAtomicLong, DistributedAtomicValue, PromotedToLock,
+    AtomicNumber, AtomicStats, AtomicValue, DistributedAtomicInteger, DistributedAtomicLong, DistributedAtomicNumber,
+    DistributedAtomicValue, PromotedToLock,
 };
 pub use barriers::{DistributedBarrier, DistributedDoubleBarrier};
 pub use cache::{

@@ -34,6 +34,7 @@
 
 use zookeeper_client::Stat;
 
+use crate::error::Error;
 use crate::framework::Framework;
 use crate::shared::node_watch::NodeWatch;
 use crate::sync::Mutex;
@@ -143,7 +144,7 @@ impl Knowledge {
                 drop(state);
                 drop(old);
             }
-            Err(e) if e.is_connection_error() || e.is_session_lost() || matches!(e, crate::Error::Closed) => {}
+            Err(e) if e.is_connection_error() || e.is_session_lost() || matches!(e, Error::Closed) => {}
             Err(e) => {
                 tracing::debug!(path = %full_path, error = %e, "atomic value: no persistent watch on this session; every try reads first");
                 self.state.lock().refused = Some(epoch);

@@ -4,13 +4,10 @@
 
 mod bytes;
 mod engine;
-mod integer;
 mod known;
-mod long;
 mod number;
 mod result;
 
 pub use self::bytes::DistributedAtomicValue;
-pub use self::integer::DistributedAtomicInteger;
-pub use self::long::DistributedAtomicLong;
+pub use self::number::{AtomicNumber, DistributedAtomicInteger, DistributedAtomicLong, DistributedAtomicNumber};
 pub use self::result::{AtomicStats, AtomicValue, PromotedToLock};

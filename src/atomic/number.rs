@@ -1,6 +1,6 @@
-//! The counter behind [`DistributedAtomicLong`](crate::DistributedAtomicLong) and
-//! [`DistributedAtomicInteger`](crate::DistributedAtomicInteger): the engine's versioned tries
-//! over a big-endian number format (8 or 4 bytes, as Curator writes them).
+//! [`DistributedAtomicNumber`] and its two kinds, [`DistributedAtomicLong`] and
+//! [`DistributedAtomicInteger`]: the engine's versioned tries over a big-endian number format
+//! (8 or 4 bytes, as Curator writes them), written once for both.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -14,8 +14,17 @@ use crate::protocol::values::{
 };
 use crate::retry::RetryPolicy;
 
-/// A number format of a counter node. Arithmetic wraps, as Java's does.
-pub(crate) trait Number: Copy + Send + Sync + 'static {
+/// The numbers a [`DistributedAtomicNumber`] counts in: `i64` (Java's `long`) and `i32`
+/// (Java's `int`). Arithmetic wraps, as Java's does. Implemented for those two only.
+pub trait AtomicNumber: Number + std::fmt::Debug {}
+
+impl AtomicNumber for i64 {}
+impl AtomicNumber for i32 {}
+
+/// A number format of a counter node: the crate's side of [`AtomicNumber`], public in name
+/// only (it cannot be named outside the crate, so no other type can implement either).
+#[allow(unreachable_pub)]
+pub trait Number: Copy + Send + Sync + 'static {
     /// What the node must hold, in words (for [`Error::CorruptData`]).
     const EXPECTED: &'static str;
     const ONE: Self;
@@ -127,5 +136,185 @@ impl<N: Number> Counter<N> {
 
     pub(crate) async fn initialize(&self, value: N) -> Result<bool> {
         self.engine.initialize(&value.encode()).await
+    }
+}
+
+/// A counter shared by a fleet, of a Java `long` ([`DistributedAtomicLong`]) or `int`
+/// ([`DistributedAtomicInteger`]): Curator's `DistributedAtomicLong` and
+/// `DistributedAtomicInteger`, the same node holding the same 8 or 4 big-endian bytes. Every change is a read and a write at the version read (or a create
+/// when the node is missing), repeated under the retry policy and then, if configured, under
+/// a [`PromotedToLock`]. Arithmetic wraps, as Java's does.
+///
+/// A handle keeps the bytes and version its own last reply found, with a persistent watch
+/// on the node (one `AddWatch` per session, from the handle's second operation on): while
+/// the watch reports no change, a change skips the read and is one versioned write.
+/// Another session's write, the node deleted, or a broken connection drops what it knows,
+/// and the next try reads first, as Curator's always does. While a handle watches, the
+/// framework refuses its own one-shot watches on the node (on ZooKeeper 3.6-3.8 they would
+/// silence the persistent one); code that shares the session's raw client must not set any.
+///
+/// A change whose write broke mid-flight is settled by reading the node back when that
+/// proves it was not applied, and otherwise reported as
+/// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown): it is never sent again on a guess, so an increment is never
+/// applied twice.
+///
+/// ```no_run
+/// # async fn example(fw: zk_recipes::Framework) -> zk_recipes::Result<()> {
+/// use std::time::Duration;
+/// use zk_recipes::retry::RetryNTimes;
+/// use zk_recipes::DistributedAtomicLong;
+///
+/// let hits = DistributedAtomicLong::new(&fw, "/stats/hits", RetryNTimes::new(10, Duration::from_millis(10)))?;
+/// let result = hits.increment().await?;
+/// if result.succeeded() {
+///     println!("{} -> {}", result.pre_value(), result.post_value());
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct DistributedAtomicNumber<N: AtomicNumber> {
+    counter: Counter<N>,
+}
+
+/// A 64-bit counter (Curator's `DistributedAtomicLong`: 8 big-endian bytes). See
+/// [`DistributedAtomicNumber`] for what it does.
+pub type DistributedAtomicLong = DistributedAtomicNumber<i64>;
+
+/// A 32-bit counter (Curator's `DistributedAtomicInteger`: 4 big-endian bytes). See
+/// [`DistributedAtomicNumber`] for what it does.
+pub type DistributedAtomicInteger = DistributedAtomicNumber<i32>;
+
+impl<N: AtomicNumber> DistributedAtomicNumber<N> {
+    /// A counter at `path`, its optimistic tries under `retry`. Does no I/O.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) for an invalid path, the root or a path under `/zookeeper`.
+    pub fn new(framework: &Framework, path: &str, retry: impl RetryPolicy) -> Result<Self> {
+        Ok(DistributedAtomicNumber { counter: Counter::new(framework, path, Arc::new(retry), None)? })
+    }
+
+    /// A counter whose operations fall back to `promoted` when the optimistic tries are used
+    /// up (Curator's constructor with a `PromotedToLock`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) for an invalid counter or lock path.
+    pub fn with_promotion(
+        framework: &Framework,
+        path: &str,
+        retry: impl RetryPolicy,
+        promoted: PromotedToLock,
+    ) -> Result<Self> {
+        Ok(DistributedAtomicNumber { counter: Counter::new(framework, path, Arc::new(retry), Some(promoted))? })
+    }
+
+    /// The counter's path.
+    pub fn path(&self) -> &str {
+        self.counter.path()
+    }
+
+    /// The current value (0 when the node does not exist); one read, always succeeded.
+    ///
+    /// # Errors
+    /// [`Error::CorruptData`](crate::Error::CorruptData) when the node does not hold 8 bytes for a long, 4 for an integer (or none); the server's
+    /// refusal; a connection error the retry policy gave up on.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read changes nothing.
+    pub async fn get(&self) -> Result<AtomicValue<N>> {
+        self.counter.get().await
+    }
+
+    /// Adds 1.
+    ///
+    /// # Errors
+    /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) when a connection loss leaves it unknown whether the write
+    /// was applied (do not retry blindly: it may count twice); [`Error::CorruptData`](crate::Error::CorruptData) when the
+    /// node does not hold a number of `N`'s size; the server's refusal; a connection error the retry policy
+    /// gave up on.
+    ///
+    /// # Cancel safety
+    /// A cancelled operation may have been applied on the server (once at most).
+    pub async fn increment(&self) -> Result<AtomicValue<N>> {
+        self.counter.add("increment", N::ONE).await
+    }
+
+    /// Subtracts 1.
+    ///
+    /// # Errors
+    /// As [`increment`](Self::increment).
+    ///
+    /// # Cancel safety
+    /// A cancelled operation may have been applied on the server (once at most).
+    pub async fn decrement(&self) -> Result<AtomicValue<N>> {
+        self.counter.subtract("decrement", N::ONE).await
+    }
+
+    /// Adds `delta`.
+    ///
+    /// # Errors
+    /// As [`increment`](Self::increment).
+    ///
+    /// # Cancel safety
+    /// A cancelled operation may have been applied on the server (once at most).
+    pub async fn add(&self, delta: N) -> Result<AtomicValue<N>> {
+        self.counter.add("add", delta).await
+    }
+
+    /// Subtracts `delta`.
+    ///
+    /// # Errors
+    /// As [`increment`](Self::increment).
+    ///
+    /// # Cancel safety
+    /// A cancelled operation may have been applied on the server (once at most).
+    pub async fn subtract(&self, delta: N) -> Result<AtomicValue<N>> {
+        self.counter.subtract("subtract", delta).await
+    }
+
+    /// Sets `value` whatever the node holds, through the same versioned tries (Curator's
+    /// `trySet`).
+    ///
+    /// # Errors
+    /// As [`increment`](Self::increment).
+    ///
+    /// # Cancel safety
+    /// A cancelled operation may have been applied on the server.
+    pub async fn try_set(&self, value: N) -> Result<AtomicValue<N>> {
+        self.counter.try_set(value).await
+    }
+
+    /// Sets `new` only if the node holds exactly the bytes of `expected`: one read and one
+    /// versioned write, no retry, no lock; a missing node fails (Curator's `compareAndSet`).
+    ///
+    /// # Errors
+    /// As [`increment`](Self::increment).
+    ///
+    /// # Cancel safety
+    /// A cancelled operation may have been applied on the server.
+    pub async fn compare_and_set(&self, expected: N, new: N) -> Result<AtomicValue<N>> {
+        self.counter.compare_and_set(expected, new).await
+    }
+
+    /// Writes `value` unconditionally, creating the node if needed (Curator's `forceSet`).
+    ///
+    /// # Errors
+    /// The server's refusal; a connection error the retry policy gave up on.
+    ///
+    /// # Cancel safety
+    /// A cancelled write may still happen on the server.
+    pub async fn force_set(&self, value: N) -> Result<()> {
+        self.counter.force_set(value).await
+    }
+
+    /// Creates the node holding `value`; false when it exists already (never overwrites).
+    ///
+    /// # Errors
+    /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) when a connection loss leaves it unknown whether the node is
+    /// ours; the server's refusal.
+    ///
+    /// # Cancel safety
+    /// A cancelled create may still happen on the server.
+    pub async fn initialize(&self, value: N) -> Result<bool> {
+        self.counter.initialize(value).await
     }
 }

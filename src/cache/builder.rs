@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::handle::CuratorCache;
+use super::handle::{CuratorCache, Settings};
 use super::mode::CacheMode;
 use crate::error::{Error, Result};
 use crate::framework::Framework;
@@ -44,7 +44,7 @@ pub(super) const DEFAULT_READS_IN_FLIGHT: usize = 64;
 
 /// Events a stream or listener may fall behind, by default, before it gets
 /// [`CacheEvent::Lagged`](crate::CacheEvent::Lagged) instead.
-pub(super) const DEFAULT_EVENT_CAPACITY: usize = 10_000;
+const DEFAULT_EVENT_CAPACITY: usize = 10_000;
 
 impl CuratorCacheBuilder<Vec<u8>> {
     pub(super) fn new(framework: &Framework, path: &str) -> Self {
@@ -131,7 +131,8 @@ impl<T: Send + Sync + 'static> CuratorCacheBuilder<T> {
         }
         let full = self.framework.full_path(&self.path)?;
         let Self { framework, path, mode, stats_only, decode, max_reads_in_flight, event_capacity } = self;
-        let cache = CuratorCache::from_parts(framework, path, full, mode, stats_only, decode, max_reads_in_flight);
-        Ok(cache.with_event_capacity(event_capacity))
+        let settings =
+            Settings { path, full, mode, stats_only, decode, concurrency: max_reads_in_flight, event_capacity };
+        Ok(CuratorCache::from_settings(framework, settings))
     }
 }

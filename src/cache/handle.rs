@@ -121,16 +121,21 @@ impl<T> std::fmt::Debug for CuratorCache<T> {
     }
 }
 
+/// What a cache is built with (checked by its builder).
+pub(super) struct Settings<T> {
+    pub(super) path: String,
+    /// The path with the namespace.
+    pub(super) full: String,
+    pub(super) mode: CacheMode,
+    pub(super) stats_only: bool,
+    pub(super) decode: Decode<T>,
+    pub(super) concurrency: usize,
+    pub(super) event_capacity: usize,
+}
+
 impl<T: Send + Sync + 'static> CuratorCache<T> {
-    pub(super) fn from_parts(
-        framework: Framework,
-        path: String,
-        full: String,
-        mode: CacheMode,
-        stats_only: bool,
-        decode: Decode<T>,
-        concurrency: usize,
-    ) -> Self {
+    pub(super) fn from_settings(framework: Framework, settings: Settings<T>) -> Self {
+        let Settings { path, full, mode, stats_only, decode, concurrency, event_capacity } = settings;
         let scope = match mode {
             CacheMode::Tree => Scope::Tree,
             CacheMode::SingleNode => Scope::Node,
@@ -146,14 +151,9 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
             reads,
             decode,
             concurrency,
-            event_capacity: super::builder::DEFAULT_EVENT_CAPACITY,
+            event_capacity,
             lifecycle: Mutex::new(Lifecycle::Built),
         }
-    }
-
-    pub(super) fn with_event_capacity(mut self, event_capacity: usize) -> Self {
-        self.event_capacity = event_capacity;
-        self
     }
 
     /// Adds the watch and starts loading; returns once the server accepted the watch (the

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use super::node::{CacheEvent, ChildData};
-use super::subscription::{Receiver, Subscriber};
+use super::subscription::{CatchUp, Receiver, Subscriber};
 use crate::mirror::driver::Host;
 use crate::mirror::{Change, Item, Mirror, Scope, Status};
 use crate::sync::Mutex;
@@ -98,9 +98,13 @@ impl<T> Hub<T> {
     /// A new subscriber that may fall `capacity` events behind: it gets `Created` for every
     /// node held now (and `Initialized` if the initial load is done) before any later change.
     /// After `close()` its stream is empty.
-    pub(crate) fn subscribe(self: &Arc<Self>, capacity: usize) -> Receiver<T> {
+    pub(crate) fn subscribe(self: &Arc<Self>, capacity: usize) -> Receiver<T>
+    where
+        T: Send + Sync + 'static,
+    {
         let subscriber = Subscriber::new(capacity);
-        let receiver = Receiver::new(subscriber.clone(), Arc::downgrade(self));
+        let cache: std::sync::Weak<dyn CatchUp<T>> = Arc::downgrade(self) as std::sync::Weak<dyn CatchUp<T>>;
+        let receiver = Receiver::new(subscriber.clone(), cache);
         let mut state = self.state.lock();
         if state.closed {
             subscriber.close();
@@ -113,18 +117,6 @@ impl<T> Hub<T> {
         subscriber.prime(first);
         state.subscribers.push(subscriber);
         receiver
-    }
-
-    /// The event for a subscriber that lagged: the cache as it is now (`None` once the cache
-    /// is closed, or when the subscriber did not lag after all).
-    pub(crate) fn catch_up(&self, subscriber: &Subscriber<T>) -> Option<CacheEvent<T>> {
-        let state = self.state.lock();
-        if state.closed {
-            return None;
-        }
-        let missed = subscriber.take_lag()?;
-        tracing::debug!(root = %self.root, missed, "cache: a subscriber lagged; it gets the whole cache");
-        Some(CacheEvent::Lagged { missed, nodes: self.nodes_of(&state) })
     }
 
     fn nodes_of(&self, state: &HubState<T>) -> Vec<ChildData<T>> {
@@ -177,6 +169,18 @@ impl<T: Send + Sync + 'static> Host<Mirror<T>> for Hub<T> {
         f(&mut state.mirror);
         let changes = state.mirror.take_changes();
         self.publish(&mut state, changes);
+    }
+}
+
+impl<T: Send + Sync + 'static> CatchUp<T> for Hub<T> {
+    fn catch_up(&self, subscriber: &Subscriber<T>) -> Option<CacheEvent<T>> {
+        let state = self.state.lock();
+        if state.closed {
+            return None;
+        }
+        let missed = subscriber.take_lag()?;
+        tracing::debug!(root = %self.root, missed, "cache: a subscriber lagged; it gets the whole cache");
+        Some(CacheEvent::Lagged { missed, nodes: self.nodes_of(&state) })
     }
 }
 

@@ -10,7 +10,6 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Waker};
 
-use super::hub::Hub;
 use super::node::CacheEvent;
 use crate::sync::Mutex;
 
@@ -83,15 +82,22 @@ impl<T> Subscriber<T> {
     }
 }
 
+/// What a lagging subscriber catches up from: the cache's state, under its lock.
+pub(crate) trait CatchUp<T>: Send + Sync {
+    /// The event for a subscriber that lagged: the whole cache now (`None` once the cache is
+    /// closed, or when the subscriber did not lag after all).
+    fn catch_up(&self, subscriber: &Subscriber<T>) -> Option<CacheEvent<T>>;
+}
+
 /// The receiving end (see the module docs).
 pub(crate) struct Receiver<T> {
     subscriber: Arc<Subscriber<T>>,
-    hub: Weak<Hub<T>>,
+    cache: Weak<dyn CatchUp<T>>,
 }
 
 impl<T> Receiver<T> {
-    pub(crate) fn new(subscriber: Arc<Subscriber<T>>, hub: Weak<Hub<T>>) -> Self {
-        Receiver { subscriber, hub }
+    pub(crate) fn new(subscriber: Arc<Subscriber<T>>, cache: Weak<dyn CatchUp<T>>) -> Self {
+        Receiver { subscriber, cache }
     }
 
     /// Events queued and not taken yet.
@@ -114,8 +120,8 @@ impl<T> Receiver<T> {
             }
         }
         // Lagged: the cache as it is now, under its lock (no event is queued meanwhile).
-        let Some(hub) = self.hub.upgrade() else { return Poll::Ready(None) };
-        Poll::Ready(hub.catch_up(&self.subscriber))
+        let Some(cache) = self.cache.upgrade() else { return Poll::Ready(None) };
+        Poll::Ready(cache.catch_up(&self.subscriber))
     }
 
     pub(crate) async fn recv(&mut self) -> Option<CacheEvent<T>> {

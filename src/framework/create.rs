@@ -14,9 +14,9 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use zookeeper_client::{Acl, Acls, CreateMode, Stat};
 
+use super::node::{Failure, PendingCreate};
 use super::{Framework, Session};
 use crate::error::{is_zk_connection_error, is_zk_retryable, Error, Result, ZkError};
-use crate::locks::{Failure, PendingCreate};
 use crate::path;
 
 /// The longest TTL ZooKeeper stores (five bytes of milliseconds).

@@ -11,12 +11,17 @@
 //! | `builder.rs` | [`FrameworkBuilder`] and the validated configuration |
 //! | `inner.rs` | what the handle shares with the tasks: session, state channels, lifecycle |
 //! | `heartbeat.rs` | when the state manager last ran and until when it vouches for the session |
-//! | `session.rs` | opening a session, the client task serving it, ending it |
+//! | `session.rs` | opening a session, the client task serving it, ending it; objects shared per session |
 //! | `state.rs` | connection states and the pure transition function |
 //! | `state_manager.rs` | the task that runs the transitions and replaces lost sessions |
 //! | `reaper.rs` | guaranteed background deletes |
 //! | `listener.rs` | listeners and the state stream |
-//! | `ops.rs`, `listings.rs` | namespaced operations; listings shared by concurrent callers |
+//! | `ops.rs`, `listings.rs` | namespaced operations and the retry loop; listings shared by concurrent callers |
+//! | `create.rs`, `read.rs`, `write.rs`, `transaction.rs` | the data plane: creates, reads (with one-shot watches), writes, transactions and fences |
+//! | `node.rs`, `protected.rs` | a created node's life (its delete on drop through the reaper) and the protected create that finds its node again after a connection loss |
+//! | `watch_table.rs` | every watch the session holds, by path: the one guard against mixing watch modes on a path |
+//! | `server_features.rs` | what the session's server supports, learned once per session ([`ServerInfo`]) |
+//! | `security.rs`, `session_failure.rs`, `wait_strategy.rs`, `registry.rs` | TLS and SASL settings, the session failure policy, the lock wait strategy, per-framework data-plane state |
 
 mod builder;
 mod create;
@@ -24,7 +29,9 @@ mod heartbeat;
 mod inner;
 mod listener;
 mod listings;
+pub(crate) mod node;
 mod ops;
+pub(crate) mod protected;
 mod read;
 mod reaper;
 mod registry;

@@ -232,7 +232,7 @@ mod tests {
         );
         assert!(refuse_tls_hosts("a:1,tcp://b:2").is_ok());
         #[cfg(not(feature = "tls"))]
-        assert!(matches!(crate::Framework::builder("tcp+tls://b:2").build(), Err(Error::InvalidConnectString { .. })));
+        assert!(matches!(Framework::builder("tcp+tls://b:2").build(), Err(Error::InvalidConnectString { .. })));
     }
 
     #[cfg(feature = "tls")]

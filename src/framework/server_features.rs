@@ -17,7 +17,7 @@
 use std::time::Duration;
 
 use super::{ConnectionState, Framework};
-use crate::error::{is_zk_connection_error, is_zk_session_lost, ZkError};
+use crate::error::{is_zk_connection_error, is_zk_session_lost, Error, Result, ZkError};
 
 /// A path under which no session has ephemeral nodes (nothing may be created under
 /// `/zookeeper`).
@@ -179,7 +179,7 @@ impl Framework {
     /// # Cancel safety
     /// Cancel-safe: the question changes nothing on the server; a cancelled call leaves the
     /// answer unknown, and the next call asks again.
-    pub async fn server_info(&self) -> crate::Result<ServerInfo> {
+    pub async fn server_info(&self) -> Result<ServerInfo> {
         let key = self.server_key();
         let known = match self.registry().server.lock().for_session(key) {
             Learned::Known(features) => Some(features),
@@ -189,7 +189,7 @@ impl Framework {
             Some(features) => features,
             None => {
                 self.session()?;
-                let features = self.probe_server().await.ok_or(crate::Error::ZooKeeper(ZkError::ConnectionLoss))?;
+                let features = self.probe_server().await.ok_or(Error::ZooKeeper(ZkError::ConnectionLoss))?;
                 let mut knowledge = self.registry().server.lock();
                 match knowledge.for_session(key) {
                     // Meanwhile an `addWatch` was refused: that is the better knowledge.

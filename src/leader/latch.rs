@@ -9,11 +9,11 @@ use tracing::Instrument;
 use super::leadership::{Leadership, LeadershipEvent, LeadershipEvents, Term};
 use super::{election, read_leader, read_participants, rejoin_pause, wait_until_usable, Participant, Phase, Task};
 use crate::error::{Error, Result};
+use crate::framework::node::{retry_request, Failure};
 use crate::framework::Framework;
-use crate::locks::{
-    retry_request, Block, Driver, Failure, HeldNode, LockInternals, NodeWatch, StandardDriver, Verdict,
-};
+use crate::locks::{Block, HeldNode, LockInternals, NodeWatch};
 use crate::path;
+use crate::protocol::driver::{Driver, StandardDriver, Verdict};
 use crate::sync::Mutex;
 
 /// Curator's `LeaderLatch` ordering: after the last `latch-`, the first node leads and every

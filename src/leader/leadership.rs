@@ -8,7 +8,7 @@ use futures::Stream;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, watch, Notify};
 
-use crate::framework::Framework;
+use crate::framework::{Fence, Framework};
 use crate::locks::NodeWatch;
 
 /// One term of leadership: from the moment a latch or selector became the leader until it
@@ -171,5 +171,12 @@ impl Stream for LeadershipEvents {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<LeadershipEvent>> {
         self.inner.as_mut().poll_next(cx)
+    }
+}
+
+/// A term fences with its own election node at any version (why: see [`Fence`]).
+impl Fence for Leadership {
+    fn fence_node(&self) -> (&str, i32) {
+        (self.node_path(), -1)
     }
 }

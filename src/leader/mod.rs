@@ -23,7 +23,8 @@ pub use self::selector::LeaderSelector;
 
 use crate::error::{Error, Result, ZkError};
 use crate::framework::Framework;
-use crate::locks::{Driver, LockInternals};
+use crate::locks::LockInternals;
+use crate::protocol::driver::Driver;
 use crate::retry::{Doubling, RetryLoop};
 use crate::sync::Mutex;
 

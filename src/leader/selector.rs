@@ -14,7 +14,8 @@ use super::leadership::{Leadership, Term};
 use super::{election, read_leader, read_participants, rejoin_pause, wait_until_usable, Participant, Phase, Task};
 use crate::error::{Error, Result};
 use crate::framework::Framework;
-use crate::locks::{Block, HeldNode, LockInternals, StandardDriver};
+use crate::locks::{Block, HeldNode, LockInternals};
+use crate::protocol::driver::StandardDriver;
 use crate::sync::Mutex;
 
 /// The leader closure, type-erased.

@@ -28,12 +28,12 @@ use std::sync::{Arc, Weak};
 use tokio::sync::{watch, Notify};
 use zookeeper_client::SessionState;
 
-use super::driver::{Driver, Verdict};
 use super::mirror_wait::{Admission, Decision, DirHost, Run, ANY_DELETION};
 use crate::framework::{Framework, Session, WatchMode};
 use crate::mirror::driver::{self as mirror_driver, Host};
 use crate::mirror::shared::Shared;
 use crate::mirror::Reads;
+use crate::protocol::driver::{Driver, Verdict};
 use crate::sync::Mutex;
 use crate::watch::probe::{probe, Inspect};
 use crate::watch::{Bound, SessionWatch};

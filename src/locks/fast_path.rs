@@ -36,8 +36,8 @@ use std::sync::Arc;
 use futures::future::{BoxFuture, FutureExt};
 use zookeeper_client::WatchedEvent;
 
-use super::node::{CreatedNode, DeleteReply, Failure, SendDelete};
-use super::protected::NodeSpec;
+use crate::framework::node::{CreatedNode, DeleteReply, Failure, SendDelete};
+use crate::framework::protected::NodeSpec;
 use crate::framework::{ConnectionState, Framework, Session};
 use crate::sync::Mutex;
 

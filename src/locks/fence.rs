@@ -1,9 +1,8 @@
 //! [`Fence`] for every holder of a lock node: the lock guards, the semaphore's lease and
-//! mutex guard, and a leadership term. Each fences with its own node at any version (why: see
-//! [`Fence`]).
+//! mutex guard (a leadership term's is beside `Leadership`). Each fences with its own node at
+//! any version (why: see [`Fence`]).
 
 use crate::framework::Fence;
-use crate::leader::Leadership;
 use crate::locks::{MutexGuard, ReadLockGuard, SemaphoreLease, SemaphoreMutexGuard, WriteLockGuard};
 
 impl Fence for MutexGuard {
@@ -33,11 +32,5 @@ impl Fence for SemaphoreLease {
 impl Fence for SemaphoreMutexGuard {
     fn fence_node(&self) -> (&str, i32) {
         (self.lock_path(), -1)
-    }
-}
-
-impl Fence for Leadership {
-    fn fence_node(&self) -> (&str, i32) {
-        (self.node_path(), -1)
     }
 }

@@ -14,10 +14,10 @@ use futures::future::{BoxFuture, FutureExt, Shared};
 use zookeeper_client::WatchedEvent;
 
 use super::fast_path::SoleHold;
-use super::node::{Cleanup, CreatedNode, DeleteReply, SendDelete};
 use super::node_watch::{watch_node, End, MirrorSeat};
 use super::revocation::NodeRevocation;
 use crate::error::{is_zk_retryable, is_zk_session_lost, Result, ZkError};
+use crate::framework::node::{Cleanup, CreatedNode, DeleteReply, SendDelete};
 use crate::framework::{ConnectionState, Framework};
 use crate::sync::Mutex;
 

@@ -28,18 +28,18 @@ use zookeeper_client::{EventType, WatchedEvent};
 
 use super::acquire::Mode;
 use super::dir_mirror::{Ask, Asker, DirMirror, MirrorSlot, WaitOn};
-use super::driver::{Driver, Verdict};
 use super::fast_path::{self, FastPath, FastPathStats, FastTry};
 use super::held::HeldNode;
-use super::node::{retry_request, CreatedNode, Failure};
 use super::node_watch::MirrorSeat;
-use super::protected::{nothing_behind, NodeDir, NodeSpec};
 use super::revocation::{NodeRevocation, Signal};
 use super::start_over::fresh_attempts;
 use crate::error::{Error, Result, ZkError};
+use crate::framework::node::{retry_request, CreatedNode, Failure};
+use crate::framework::protected::{nothing_behind, NodeDir, NodeSpec};
+use crate::framework::wait_strategy::WaitStrategy;
 use crate::framework::{Framework, Listing, Session};
 use crate::path;
-use crate::WaitStrategy;
+use crate::protocol::driver::{Driver, Verdict};
 
 /// The watch on our own node while we wait, kept armed when it proves the lock is ours.
 type OwnWatch = BoxFuture<'static, WatchedEvent>;

@@ -45,8 +45,8 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 
-use super::driver::{parse_sequence, Driver, Verdict};
 use crate::mirror::{EventKind, Op, Reply, Request, View};
+use crate::protocol::driver::{parse_sequence, Driver, Verdict};
 use crate::watch::probe::Ablations;
 
 /// A watch event about the directory or one of its direct children (deeper events are not

@@ -29,7 +29,6 @@
 mod acquire;
 // The protocol module decodes directories with the drivers.
 mod dir_mirror;
-pub(crate) mod driver;
 mod fast_path;
 mod fence;
 mod held;
@@ -37,9 +36,7 @@ mod internals;
 mod mirror_wait;
 mod multi;
 mod mutex;
-mod node;
 mod node_watch;
-mod protected;
 mod read_write;
 mod reentrant;
 mod revocation;
@@ -49,10 +46,8 @@ mod start_over;
 
 // The lock core, for the recipes built on it outside this module (the leader recipes).
 pub(crate) use self::acquire::Block;
-pub(crate) use self::driver::{Driver, StandardDriver, Verdict};
 pub(crate) use self::held::{HeldNode, NodeWatch};
 pub(crate) use self::internals::LockInternals;
-pub(crate) use self::node::{retry_request, Failure, PendingCreate};
 
 pub use self::acquire::{LockHold, Lockable};
 pub use self::fast_path::{FastPathFallback, FastPathStats};

@@ -5,13 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::acquire::{self, Hold, LockHold};
-use super::driver::StandardDriver;
 use super::fast_path::FastPathStats;
 use super::internals::LockInternals;
 use super::reentrant::{Guarded, Holds, Owner, Parts, Reentrant, TicketGuard, Turns};
 use super::revocation::Revocable;
 use crate::error::Result;
 use crate::framework::Framework;
+use crate::protocol::driver::StandardDriver;
 
 /// A reentrant distributed mutex, compatible with Curator's `InterProcessMutex`: a Rust process
 /// and a Java/Curator process using the same path exclude each other.

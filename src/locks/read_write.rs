@@ -7,15 +7,15 @@ use std::time::Duration;
 use zookeeper_client::Stat;
 
 use super::acquire::{self, Hold, LockHold};
-use super::driver::{ReadDriver, WriteDriver};
 use super::held::{HeldNode, NodeWatch};
 use super::internals::LockInternals;
-use super::node::{retry_request, Failure};
 use super::reentrant::{Guarded, Holds, Owner, Parts, Reentrant, TicketGuard, Turns};
 use super::revocation::{NodeRevocation, Revocable, Signal};
 use crate::error::{Error, Result};
+use crate::framework::node::{retry_request, Failure};
 use crate::framework::Framework;
 use crate::path;
+use crate::protocol::driver::{ReadDriver, WriteDriver};
 use crate::protocol::{read_write_sort_key, READ_LOCK_NAME, WRITE_LOCK_NAME};
 
 /// A distributed read-write lock, compatible with Curator's `InterProcessReadWriteLock`: any

@@ -28,6 +28,7 @@ use super::held::{HeldNode, NodeWatch};
 use super::internals::LockInternals;
 use super::revocation::{RevocableLock, Signal};
 use crate::error::{Error, Result};
+use crate::framework::Framework;
 use crate::sync::Mutex;
 
 /// The identity reentrancy is keyed by.
@@ -166,7 +167,7 @@ async fn acquire_ticket<L: Reentrant, M: Mode>(
     }))
 }
 
-fn log_acquired(framework: &crate::Framework, half: Option<&str>, node: &HeldNode, started: tokio::time::Instant) {
+fn log_acquired(framework: &Framework, half: Option<&str>, node: &HeldNode, started: tokio::time::Instant) {
     let watch = node.watch();
     let session = framework.snapshot().session_id;
     tracing::debug!(

@@ -9,18 +9,19 @@ use zookeeper_client::{EventType, OneshotWatcher};
 
 use super::acquire::{self, Acquire, Block, Hold, LockHold, Mode, Try};
 use super::dir_mirror::{Ask, Asker, DirMirror, MirrorSlot, WaitOn};
-use super::driver::StandardDriver;
 use super::held::HeldNode;
 use super::internals::LockInternals;
-use super::node::{retry_request, CreatedNode, Failure};
 use super::node_watch::MirrorSeat;
-use super::protected::{nothing_behind, NodeDir};
 use super::start_over::fresh_attempts;
 use crate::error::{Error, Result};
+use crate::framework::node::{retry_request, CreatedNode, Failure};
+use crate::framework::protected::{nothing_behind, NodeDir};
+use crate::framework::wait_strategy::WaitStrategy;
 use crate::framework::{Framework, Session};
 use crate::path;
+use crate::protocol::driver::StandardDriver;
+use crate::shared::{SharedCount, VersionedValue};
 use crate::sync::Mutex;
-use crate::WaitStrategy;
 
 // The child that holds the semaphore's internal mutex, the child that holds the lease nodes,
 // and the lease node base name.
@@ -99,11 +100,11 @@ enum Limit {
     Fixed(usize),
     /// A [`SharedCount`](crate::SharedCount)'s local copy: read at every admission check, and
     /// a change wakes the waiting contender.
-    Count(tokio::sync::watch::Receiver<crate::VersionedValue<Vec<u8>>>),
+    Count(tokio::sync::watch::Receiver<VersionedValue<Vec<u8>>>),
 }
 
 /// A count below 1 (or bytes that are not a count) admits nobody.
-fn leases_of(count: &crate::VersionedValue<Vec<u8>>) -> usize {
+fn leases_of(count: &VersionedValue<Vec<u8>>) -> usize {
     crate::protocol::values::decode_count(count.value()).ok().and_then(|c| usize::try_from(c).ok()).unwrap_or(0)
 }
 
@@ -128,7 +129,7 @@ impl Limit {
 /// One acquire's view of the limit.
 enum LimitReader {
     Fixed(usize),
-    Count(tokio::sync::watch::Receiver<crate::VersionedValue<Vec<u8>>>),
+    Count(tokio::sync::watch::Receiver<VersionedValue<Vec<u8>>>),
 }
 
 impl LimitReader {
@@ -248,7 +249,7 @@ impl InterProcessSemaphore {
     ///
     /// # Errors
     /// As [`new`](Self::new).
-    pub fn with_count(framework: &Framework, path: &str, count: &crate::SharedCount) -> Result<Self> {
+    pub fn with_count(framework: &Framework, path: &str, count: &SharedCount) -> Result<Self> {
         path::validate_recipe_path(path)?;
         Self::build(framework, path, Limit::Count(count.raw_watch()), Vec::new())
     }

@@ -4,8 +4,8 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::node::Failure;
 use crate::error::{Error, Result};
+use crate::framework::node::Failure;
 use crate::framework::Framework;
 
 /// Runs `attempt` until it ends with a verdict, starting a fresh one (with a new node)

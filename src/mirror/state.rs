@@ -442,35 +442,3 @@ impl<T> Mirror<T> {
         }
     }
 }
-
-impl<T: Send + Sync + 'static> super::view::View for Mirror<T> {
-    type Data = T;
-
-    fn event(&mut self, kind: EventKind, rel: &str) {
-        Mirror::event(self, kind, rel);
-    }
-
-    fn interrupt(&mut self) {
-        Mirror::interrupt(self);
-    }
-
-    fn resync(&mut self) {
-        Mirror::resync(self);
-    }
-
-    fn reply(&mut self, request: &Request, reply: Reply<T>) {
-        Mirror::reply(self, request, reply);
-    }
-
-    fn take_requests(&mut self) -> Vec<Request> {
-        Mirror::take_requests(self)
-    }
-
-    fn needs_resync(&self) -> bool {
-        Mirror::needs_resync(self)
-    }
-
-    fn is_incomplete(&self) -> bool {
-        self.status == Status::Incomplete
-    }
-}

@@ -5,7 +5,7 @@
 //! and data) and a lock directory's view (its children's names, the creates counted since the
 //! listing, and when a decision may rest on it).
 
-use super::state::{EventKind, Reply, Request};
+use super::state::{EventKind, Mirror, Reply, Request, Status};
 
 pub(crate) trait View: Send + 'static {
     /// What the view keeps of a node's data.
@@ -46,4 +46,36 @@ pub(crate) trait View: Send + 'static {
 
     /// Whether events may have been missed and no resync is under way.
     fn is_incomplete(&self) -> bool;
+}
+
+impl<T: Send + Sync + 'static> View for Mirror<T> {
+    type Data = T;
+
+    fn event(&mut self, kind: EventKind, rel: &str) {
+        Mirror::event(self, kind, rel);
+    }
+
+    fn interrupt(&mut self) {
+        Mirror::interrupt(self);
+    }
+
+    fn resync(&mut self) {
+        Mirror::resync(self);
+    }
+
+    fn reply(&mut self, request: &Request, reply: Reply<T>) {
+        Mirror::reply(self, request, reply);
+    }
+
+    fn take_requests(&mut self) -> Vec<Request> {
+        Mirror::take_requests(self)
+    }
+
+    fn needs_resync(&self) -> bool {
+        Mirror::needs_resync(self)
+    }
+
+    fn is_incomplete(&self) -> bool {
+        self.status() == Status::Incomplete
+    }
 }

@@ -3,13 +3,13 @@
 
 use zookeeper_client::Stat;
 
+use super::driver::{parse_sequence, Driver, ReadDriver, Verdict, WriteDriver};
 use super::layout::{Queue, Recipe, Signature};
 use super::names::{
     LATCH_NAME, LEASE_BASE_NAME, LOCK_NAME, QUEUE_ITEM_NAME, READY_NODE, READ_LOCK_NAME, REVOKE_MESSAGE,
     WRITE_LOCK_NAME,
 };
 use super::queue_names::QueueOrder;
-use crate::locks::driver::{parse_sequence, Driver, ReadDriver, Verdict, WriteDriver};
 use crate::path;
 
 /// Which recipe's nodes `children` (names) are: the one most of them carry the

@@ -5,11 +5,11 @@
 //! [`Layout`], and a [`Queue`] when its nodes queue in a new way); [`classify`](super::classify)
 //! and the decoder then know it, and so does every tool built on them.
 
+use super::driver::{Driver, ReadDriver, StandardDriver};
 use super::names::{
     LATCH_NAME, LEASE_BASE_NAME, LEASE_PARENT, LOCK_NAME, LOCK_PARENT, QUEUE_ITEM_NAME, READY_NODE, READ_LOCK_NAME,
     SIMPLE_QUEUE_PREFIX, WRITE_LOCK_NAME,
 };
-use crate::locks::driver::{Driver, ReadDriver, StandardDriver};
 
 /// A recipe, as its nodes show it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

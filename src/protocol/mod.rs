@@ -27,9 +27,10 @@
 //! [`Queue::decode`] orders a directory's [`Child`]ren and gives each its [`Role`].
 
 mod decode;
+// Who holds a lock, by Curator's rules: the lock recipes acquire by it, the decoder reads
+// directories by it.
+pub(crate) mod driver;
 mod layout;
-// The lock drivers take their node names from here (and this module takes their rules from
-// them), so they import this file directly.
 pub(crate) mod names;
 pub mod queue_names;
 pub mod values;

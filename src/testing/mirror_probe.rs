@@ -4,16 +4,10 @@
 //!
 //! Every function takes the watched node's full server path (namespace included).
 
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{OnceLock, Weak};
+use std::sync::Weak;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-use tokio::sync::Notify;
-
-use crate::sync::Mutex;
-use crate::watch::probe::{Ablations, Inspect, Probe};
+use crate::watch::probe::{recorder, Ablations, Inspect};
 
 /// Safety conditions of a lock directory's mirror that a test can turn off (all `false`: the
 /// library as shipped).
@@ -63,128 +57,23 @@ impl From<MirrorHooks> for Ablations {
     }
 }
 
-#[derive(Default)]
-struct Table {
-    hooks: HashMap<String, MirrorHooks>,
-    running: HashMap<String, usize>,
-    /// Live mirrors, to ask what they keep.
-    live: HashMap<String, Vec<Weak<dyn Inspect>>>,
-    /// Watches added.
-    added: HashMap<String, usize>,
-    /// Decisions the witness refused because the create count did not match.
-    witness_failures: HashMap<String, usize>,
-    /// Semaphore admissions whose guess of room was wrong once the leases were created.
-    guesses_missed: HashMap<String, usize>,
-    /// Directories whose mirrors apply no event for now.
-    holding: HashSet<String>,
-}
-
-/// The table's probe.
-struct TableProbe {
-    table: Mutex<Table>,
-    released: Notify,
-    /// Some directory's events are held: only then does a mirror look at the table for its
-    /// events (the benches run with this feature too).
-    any_held: AtomicBool,
-}
-
-fn table_probe() -> &'static TableProbe {
-    static PROBE: OnceLock<TableProbe> = OnceLock::new();
-    PROBE.get_or_init(|| TableProbe {
-        table: Mutex::default(),
-        released: Notify::new(),
-        any_held: AtomicBool::new(false),
-    })
-}
-
-/// The probe of the `testing` feature (see `watch/probe.rs`).
-pub(crate) fn probe() -> &'static dyn Probe {
-    table_probe()
-}
-
-fn table() -> std::sync::MutexGuard<'static, Table> {
-    table_probe().table.lock()
-}
-
-/// Counts a running mirror while it lives.
-struct Running(String);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(n) = table().running.get_mut(&self.0) {
-            *n = n.saturating_sub(1);
-        }
-    }
-}
-
-impl Probe for TableProbe {
-    fn ablations(&self, path: &str) -> Ablations {
-        self.table.lock().hooks.get(path).copied().unwrap_or_default().into()
-    }
-
-    fn mirror_started(&self, path: &str, inspect: Weak<dyn Inspect>) -> Box<dyn Send + Sync> {
-        let mut table = self.table.lock();
-        *table.running.entry(path.to_owned()).or_default() += 1;
-        let live = table.live.entry(path.to_owned()).or_default();
-        live.retain(|mirror| mirror.strong_count() > 0);
-        live.push(inspect);
-        Box::new(Running(path.to_owned()))
-    }
-
-    fn watch_added(&self, path: &str) {
-        *self.table.lock().added.entry(path.to_owned()).or_default() += 1;
-    }
-
-    fn witness_failed(&self, path: &str, mismatches: usize) {
-        *self.table.lock().witness_failures.entry(path.to_owned()).or_default() += mismatches;
-    }
-
-    fn lease_guess_missed(&self, path: &str) {
-        *self.table.lock().guesses_missed.entry(path.to_owned()).or_default() += 1;
-    }
-
-    fn events_released<'a>(&'a self, path: &'a str) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
-            if !self.any_held.load(Ordering::SeqCst) {
-                return;
-            }
-            loop {
-                // Made before the check: `notify_waiters` reaches it from here on.
-                let notified = self.released.notified();
-                if !self.table.lock().holding.contains(path) {
-                    return;
-                }
-                notified.await;
-            }
-        })
-    }
-}
-
 /// Sets the hooks of the lock directory `dir` (its full server path, namespace included) for
 /// mirrors started from now on.
 pub fn set_mirror_hooks(dir: &str, hooks: MirrorHooks) {
-    table().hooks.insert(dir.to_owned(), hooks);
+    recorder().table().hooks.insert(dir.to_owned(), hooks.into());
 }
 
 /// While `hold` is true, the running mirrors of `dir` (full server path) take their events and
 /// apply none of them; once it is false again they apply them, in order. A view that lags
 /// behind the server for exactly as long as a test wants.
 pub fn hold_mirror_events(dir: &str, hold: bool) {
-    let probe = table_probe();
-    let mut table = probe.table.lock();
-    if hold {
-        table.holding.insert(dir.to_owned());
-    } else {
-        table.holding.remove(dir);
-        probe.released.notify_waiters();
-    }
-    probe.any_held.store(!table.holding.is_empty(), Ordering::SeqCst);
+    recorder().hold(dir, hold);
 }
 
 /// How many persistent watches of `dir` (full server path) the framework's session watches
 /// have added (a lock mirror's, a cache's, a [`Framework::watch`](crate::Framework::watch)'s).
 pub fn mirror_watches_added(dir: &str) -> usize {
-    table().added.get(dir).copied().unwrap_or(0)
+    recorder().table().added.get(dir).copied().unwrap_or(0)
 }
 
 /// How many times a decision on a mirror of `dir` (full server path) found that the creates
@@ -193,19 +82,19 @@ pub fn mirror_watches_added(dir: &str) -> usize {
 /// listed (not witnessed by design), and a count known to be low (a create right after a
 /// listing's reply taken among the events before it).
 pub fn mirror_witness_failures(dir: &str) -> usize {
-    table().witness_failures.get(dir).copied().unwrap_or(0)
+    recorder().table().witness_failures.get(dir).copied().unwrap_or(0)
 }
 
 /// How many times a semaphore contender on a mirror of the lease directory `dir` (full server
 /// path) released the internal lock with its lease create, on a guess of room, and then found
 /// every lease taken (it deleted its lease and queued again).
 pub fn mirror_lease_guesses_missed(dir: &str) -> usize {
-    table().guesses_missed.get(dir).copied().unwrap_or(0)
+    recorder().table().guesses_missed.get(dir).copied().unwrap_or(0)
 }
 
 /// How many mirror tasks of the lock directory `dir` (full server path) are running.
 pub fn mirror_tasks_running(dir: &str) -> usize {
-    table().running.get(dir).copied().unwrap_or(0)
+    recorder().table().running.get(dir).copied().unwrap_or(0)
 }
 
 /// How many entries the live mirrors of the lock directory `dir` (full server path) keep, in
@@ -213,6 +102,6 @@ pub fn mirror_tasks_running(dir: &str) -> usize {
 /// mirror must keep about as many as the directory has children, however many other
 /// sessions come and go.
 pub fn mirror_retained_entries(dir: &str) -> usize {
-    let live: Vec<Weak<dyn Inspect>> = table().live.get(dir).cloned().unwrap_or_default();
+    let live: Vec<Weak<dyn Inspect>> = recorder().table().live.get(dir).cloned().unwrap_or_default();
     live.iter().filter_map(Weak::upgrade).map(|mirror| mirror.retained()).sum()
 }

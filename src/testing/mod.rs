@@ -49,7 +49,7 @@ mod cluster;
 mod counting;
 mod error;
 mod install;
-pub(crate) mod mirror_probe;
+mod mirror_probe;
 mod options;
 mod process;
 mod proxy;

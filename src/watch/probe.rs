@@ -78,10 +78,136 @@ impl Probe for Off {}
 pub(crate) fn probe() -> &'static dyn Probe {
     #[cfg(feature = "testing")]
     {
-        crate::testing::mirror_probe::probe()
+        recorder()
     }
     #[cfg(not(feature = "testing"))]
     {
         &Off
+    }
+}
+
+#[cfg(feature = "testing")]
+pub(crate) use self::recording::recorder;
+
+/// The `testing` feature's probe: a table of what tests turned off and what the mirrors did,
+/// read and set through the `testing` module.
+#[cfg(feature = "testing")]
+mod recording {
+    use std::collections::{HashMap, HashSet};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{MutexGuard, OnceLock, Weak};
+
+    use futures::future::BoxFuture;
+    use tokio::sync::Notify;
+
+    use super::{Ablations, Inspect, Probe};
+    use crate::sync::Mutex;
+
+    /// What the mirrors did, and what tests turned off, by full path.
+    #[derive(Default)]
+    pub(crate) struct Table {
+        pub(crate) hooks: HashMap<String, Ablations>,
+        pub(crate) running: HashMap<String, usize>,
+        /// Live mirrors, to ask what they keep.
+        pub(crate) live: HashMap<String, Vec<Weak<dyn Inspect>>>,
+        /// Watches added.
+        pub(crate) added: HashMap<String, usize>,
+        /// Decisions the witness refused because the create count did not match.
+        pub(crate) witness_failures: HashMap<String, usize>,
+        /// Semaphore admissions whose guess of room was wrong once the leases were created.
+        pub(crate) guesses_missed: HashMap<String, usize>,
+        /// Directories whose mirrors apply no event for now.
+        holding: HashSet<String>,
+    }
+
+    /// The recording probe.
+    pub(crate) struct Recorder {
+        table: Mutex<Table>,
+        released: Notify,
+        /// Some directory's events are held: only then does a mirror look at the table for its
+        /// events (the benches run with this feature too).
+        any_held: AtomicBool,
+    }
+
+    /// The one recorder of the process.
+    pub(crate) fn recorder() -> &'static Recorder {
+        static RECORDER: OnceLock<Recorder> = OnceLock::new();
+        RECORDER.get_or_init(|| Recorder {
+            table: Mutex::default(),
+            released: Notify::new(),
+            any_held: AtomicBool::new(false),
+        })
+    }
+
+    impl Recorder {
+        pub(crate) fn table(&self) -> MutexGuard<'_, Table> {
+            self.table.lock()
+        }
+
+        /// While `hold`, the mirrors of `path` apply none of their events.
+        pub(crate) fn hold(&self, path: &str, hold: bool) {
+            let mut table = self.table.lock();
+            if hold {
+                table.holding.insert(path.to_owned());
+            } else {
+                table.holding.remove(path);
+                self.released.notify_waiters();
+            }
+            self.any_held.store(!table.holding.is_empty(), Ordering::SeqCst);
+        }
+    }
+
+    /// Counts a running mirror while it lives.
+    struct Running(String);
+
+    impl Drop for Running {
+        fn drop(&mut self) {
+            if let Some(n) = recorder().table().running.get_mut(&self.0) {
+                *n = n.saturating_sub(1);
+            }
+        }
+    }
+
+    impl Probe for Recorder {
+        fn ablations(&self, path: &str) -> Ablations {
+            self.table.lock().hooks.get(path).copied().unwrap_or_default()
+        }
+
+        fn mirror_started(&self, path: &str, inspect: Weak<dyn Inspect>) -> Box<dyn Send + Sync> {
+            let mut table = self.table.lock();
+            *table.running.entry(path.to_owned()).or_default() += 1;
+            let live = table.live.entry(path.to_owned()).or_default();
+            live.retain(|mirror| mirror.strong_count() > 0);
+            live.push(inspect);
+            Box::new(Running(path.to_owned()))
+        }
+
+        fn watch_added(&self, path: &str) {
+            *self.table.lock().added.entry(path.to_owned()).or_default() += 1;
+        }
+
+        fn witness_failed(&self, path: &str, mismatches: usize) {
+            *self.table.lock().witness_failures.entry(path.to_owned()).or_default() += mismatches;
+        }
+
+        fn lease_guess_missed(&self, path: &str) {
+            *self.table.lock().guesses_missed.entry(path.to_owned()).or_default() += 1;
+        }
+
+        fn events_released<'a>(&'a self, path: &'a str) -> BoxFuture<'a, ()> {
+            Box::pin(async move {
+                if !self.any_held.load(Ordering::SeqCst) {
+                    return;
+                }
+                loop {
+                    // Made before the check: `notify_waiters` reaches it from here on.
+                    let notified = self.released.notified();
+                    if !self.table.lock().holding.contains(path) {
+                        return;
+                    }
+                    notified.await;
+                }
+            })
+        }
     }
 }

@@ -49,10 +49,25 @@ use super::probe::{probe, Ablations};
 use crate::error::{is_zk_retryable, Error, Result, ZkError};
 use crate::framework::{Framework, Registered, Session, StateSnapshot, WatchMode, WeakFramework};
 use crate::retry::{Doubling, RetryPolicy};
-use crate::watch::stream::ResyncReason;
 
 /// The pause between failed attempts to add the watch: the one policy of every watch.
 const PAUSE: Doubling = Doubling { first: Duration::from_millis(50), max: Duration::from_secs(1) };
+
+/// Why events may have been missed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ResyncReason {
+    /// The connection was lost and came back on the same session: changes made while it was
+    /// down were not reported (ZooKeeper does not replay them to persistent watches).
+    Reconnected,
+    /// The session ended and a new one began: everything since the last event of the old
+    /// session may have been missed, ephemeral nodes of the old session are gone.
+    NewSession,
+    /// The watch was registered again on the same connection, because another kind of watch
+    /// this framework set on the same path may have silenced it (see the crate docs,
+    /// "Watches").
+    Rearmed,
+}
 
 /// Which session a watch follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,6 +15,7 @@ use futures::Stream;
 use tokio::sync::mpsc;
 use zookeeper_client::WatchedEvent;
 
+pub use super::session::ResyncReason;
 use super::session::{SessionWatch, WatchItem};
 use crate::error::Result;
 use crate::framework::{Framework, NodeEvent, WatchMode, WeakFramework};
@@ -22,22 +23,6 @@ use crate::framework::{Framework, NodeEvent, WatchMode, WeakFramework};
 /// How much a watch's stream buffers before its task waits for the consumer (the events
 /// then wait in the client's own unbounded queue).
 const BUFFER: usize = 64;
-
-/// Why events may have been missed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ResyncReason {
-    /// The connection was lost and came back on the same session: changes made while it was
-    /// down were not reported (ZooKeeper does not replay them to persistent watches).
-    Reconnected,
-    /// The session ended and a new one began: everything since the last event of the old
-    /// session may have been missed, ephemeral nodes of the old session are gone.
-    NewSession,
-    /// The watch was registered again on the same connection, because another kind of watch
-    /// this framework set on the same path may have silenced it (see the crate docs,
-    /// "Watches").
-    Rearmed,
-}
 
 /// An item of a [`PersistentWatch`].
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,7 +7,7 @@
 
 use super::tests::Rng;
 use super::*;
-use crate::locks::driver::StandardDriver;
+use crate::protocol::driver::StandardDriver;
 use crate::protocol::names::LEASE_BASE_NAME;
 use std::collections::VecDeque;
 

@@ -2,7 +2,7 @@
 //! histories decided by the view and by a listing, which must agree.
 
 use super::*;
-use crate::locks::driver::{ReadDriver, StandardDriver, WriteDriver};
+use crate::protocol::driver::{ReadDriver, StandardDriver, WriteDriver};
 use crate::protocol::names::{READ_LOCK_NAME, WRITE_LOCK_NAME};
 use crate::watch::probe::Ablations as Hooks;
 

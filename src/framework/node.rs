@@ -20,10 +20,10 @@ use std::future::Future;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use zookeeper_client::{Client, CreateSequence};
 
-use super::driver::parse_sequence;
+use super::{Framework, ReaperCmd};
 use crate::error::{is_zk_retryable, is_zk_session_lost, Error, ZkError};
-use crate::framework::{Framework, ReaperCmd};
 use crate::path;
+use crate::protocol::driver::parse_sequence;
 
 /// Why an attempt (of any recipe) ended without a verdict.
 #[derive(Debug)]

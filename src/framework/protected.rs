@@ -10,8 +10,8 @@ use std::future::Future;
 use zookeeper_client::{Acl, Acls, CreateMode, CreateSequence, Stat};
 
 use super::node::{retry_request, CreatedNode, Failure, PendingCreate};
+use super::{Framework, ReaperCmd, Session};
 use crate::error::{is_zk_retryable, is_zk_session_lost, Error, Result, ZkError};
-use crate::framework::{Framework, ReaperCmd, Session};
 use crate::path;
 
 /// A directory of protected nodes: where they are created, under which name marker and

@@ -15,8 +15,8 @@
 //! fails with `Error::SequenceWrapped` (its node deleted). The counter starts over at 0 when
 //! the directory is deleted (a container is reaped once empty) and created again.
 
+use super::names::{read_write_sort_key, LATCH_NAME, LOCK_NAME, READ_LOCK_NAME, WRITE_LOCK_NAME};
 use crate::path;
-use crate::protocol::names::{read_write_sort_key, LATCH_NAME, LOCK_NAME, READ_LOCK_NAME, WRITE_LOCK_NAME};
 
 /// The number in a sequential suffix as ZooKeeper prints it (`%010d` of a signed 32-bit
 /// counter): digits (ten of them), or, once the directory's counter wrapped past `i32::MAX`, a minus
