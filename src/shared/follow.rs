@@ -26,7 +26,6 @@
 use std::future::poll_fn;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -36,9 +35,6 @@ use super::version::VersionedValue;
 use crate::error::{Error, ZkError};
 use crate::framework::{Framework, StateSnapshot};
 use crate::sync::Mutex;
-
-/// The longest pause between two failed attempts to add the watch.
-const MAX_PAUSE: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Default)]
 struct State {
@@ -228,39 +224,41 @@ enum Rewatched {
     Closed,
 }
 
-/// Adds the watch again once the framework is connected, replacing the broken one (dropped
-/// only once the new one exists, so the client sends no RemoveWatches for the path).
+/// Has the watch added again (the session watch waits for a connection and paces its tries),
+/// or adds a first one. Meanwhile the follower holds no watch: writes then leave the read to
+/// the task, which reads right after.
 async fn rewatch(
     fw: &Framework,
     full_path: &str,
     follower: &Follower,
     states: &mut watch::Receiver<StateSnapshot>,
 ) -> Rewatched {
-    let mut pause = Duration::from_millis(50);
-    loop {
-        if fw.is_closed() {
-            return Rewatched::Closed;
-        }
-        if !states.borrow_and_update().state.is_connected() {
-            if states.changed().await.is_err() {
+    let taken = follower.state.lock().watch.take();
+    let mut watch = match taken {
+        Some(watch) => watch,
+        None => loop {
+            if fw.is_closed() {
                 return Rewatched::Closed;
             }
-            continue;
-        }
-        match NodeWatch::add(fw, full_path).await {
-            Ok(watch) => {
-                let old = follower.state.lock().watch.replace(watch);
-                drop(old);
-                return Rewatched::Yes;
+            match NodeWatch::add(fw, full_path).await {
+                Ok(watch) => break watch,
+                Err(Error::Closed) => return Rewatched::Closed,
+                Err(e) if e.is_connection_error() || e.is_session_lost() || matches!(e, Error::NotStarted) => {
+                    if states.changed().await.is_err() {
+                        return Rewatched::Closed;
+                    }
+                }
+                Err(_) => return Rewatched::Refused,
             }
-            Err(Error::Closed) => return Rewatched::Closed,
-            Err(e) if e.is_connection_error() || e.is_session_lost() => {}
-            Err(_) => return Rewatched::Refused,
+        },
+    };
+    let result = if watch.is_live() { Ok(()) } else { watch.readd().await };
+    match result {
+        Ok(()) => {
+            follower.state.lock().watch = Some(watch);
+            Rewatched::Yes
         }
-        tokio::select! {
-            _ = tokio::time::sleep(pause) => {}
-            changed = states.changed() => if changed.is_err() { return Rewatched::Closed },
-        }
-        pause = (pause * 2).min(MAX_PAUSE);
+        Err(Error::Closed) => Rewatched::Closed,
+        Err(_) => Rewatched::Refused,
     }
 }

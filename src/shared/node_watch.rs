@@ -9,14 +9,15 @@
 //! the owner's task runs). The framework's watch table holds the path while the watch lives,
 //! so the framework refuses its own one-shot watches there.
 //!
-//! Any break (a disconnection, a new session) ends this watch for good: its owner adds a new
-//! one on the connection that follows, and reads then.
+//! Any break (a disconnection, a new session) stops the watch from vouching for anything: its
+//! owner has it added again ([`NodeWatch::readd`], the session watch's own loop) on the
+//! connection that follows, and reads then.
 
 use std::task::{Context, Poll};
 
 use crate::error::Result;
 use crate::framework::{Framework, WatchMode};
-use crate::watch::SessionWatch;
+use crate::watch::{SessionWatch, WatchItem};
 
 /// A persistent watch on one node (see the module docs).
 #[derive(Debug)]
@@ -47,6 +48,27 @@ impl NodeWatch {
     pub(crate) async fn add(fw: &Framework, full_path: &str) -> Result<NodeWatch> {
         let watch = SessionWatch::add(fw, full_path, WatchMode::Persistent).await?;
         Ok(NodeWatch { watch: Box::new(watch), broken: false })
+    }
+
+    /// Adds the broken watch again, once the framework is connected (on the new session after
+    /// a new one), with the session watch's one pause policy between failed tries. Its events
+    /// from before are dropped: the owner reads after this.
+    ///
+    /// # Errors
+    /// `Unimplemented` when the server refuses persistent watches; [`Error::Closed`](crate::Error::Closed)
+    /// once the framework is closed.
+    pub(crate) async fn readd(&mut self) -> Result<()> {
+        loop {
+            match self.watch.next().await {
+                Some(WatchItem::Resync(_)) => {
+                    self.broken = false;
+                    return Ok(());
+                }
+                Some(WatchItem::Refused(error)) => return Err(error),
+                Some(WatchItem::Event(_) | WatchItem::Interrupted | WatchItem::Adding) => {}
+                None => return Err(crate::Error::Closed),
+            }
+        }
     }
 
     /// Whether the watch still reports every change: its connection has not broken and the
