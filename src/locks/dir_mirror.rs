@@ -1,26 +1,19 @@
-//! A session's live mirror of one lock directory, and the waits on it: the [`DirView`] kept
-//! current by the crate's one mirror driver (`mirror/driver.rs`) over one session watch
-//! (persistent recursive, on the directory, bound to the session), shared by every handle and
-//! waiter of the session.
+//! A session's live mirror of one lock directory, and the waits on it: a [`DirHost`] kept
+//! current by the crate's one mirror driver over one session watch (persistent recursive, on
+//! the directory, bound to the session), shared by every handle and waiter of the session
+//! while one holds it and two seconds after the last one goes (`mirror/shared.rs`).
 //!
-//! - One mirror per (session, directory), kept in the session's shared objects while some
-//!   handle holds it, and two seconds after the last one goes (`mirror/shared.rs`).
-//! - The driver adds the watch and lists the directory in one round trip (the listing goes
-//!   out right behind the `addWatch`), after every reconnect too; events that arrive before
-//!   the listing's reply are replayed on it. A disconnection makes the view invalid until
-//!   then. A waiter that finds the view behind (a failed witness, a contradicting event) has
-//!   the watch added again and the directory listed again.
-//! - The mirror ends with its session (the framework replaced it, or lost it): its waiters
-//!   start over on the next session. A server that refuses the watch (3.5, the optimized watch
-//!   manager), a framework that watches the directory in the other mode, a read-only
-//!   connection, a listing refused (`NoAuth`) or a count the view cannot use leave the
-//!   directory to the classic wait; a listing that fails otherwise (`Throttled`,
-//!   `SessionMoved`, a lost connection) is tried again after a pause.
+//! The driver adds the watch and lists the directory in one round trip, after every reconnect
+//! too (a disconnection makes the view invalid until then); a waiter that finds the view
+//! behind (a failed witness, a contradicting event) has the watch added again and the
+//! directory listed again. The mirror ends with its session: its waiters start over on the
+//! next one. A server that refuses the watch, a framework that watches the directory in the
+//! other mode, a read-only connection, a refused listing (`NoAuth`) or an unusable count leave
+//! the directory to the classic wait; a listing that fails otherwise (`Throttled`,
+//! `SessionMoved`, a lost connection) is tried again after a pause.
 //!
-//! Waiters are woken by name: a waiter at the barrier by its own node's created event, a
-//! waiter behind a predecessor by that node's deleted event; everyone when the view changes
-//! state (invalid, listed again, ended). No waiter is woken by a change that does not concern
-//! it.
+//! Waiters are woken by name: at the barrier by their own node's created event, behind a
+//! predecessor by its deleted event; everyone when the view changes state.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -148,19 +141,7 @@ impl Wake {
 
 impl Drop for Wake {
     fn drop(&mut self) {
-        let ticket = self.ticket;
-        let mut state = self.inner.state.lock();
-        if self.names.is_empty() {
-            state.anyone.retain(|(t, _)| *t != ticket);
-        }
-        for name in &self.names {
-            if let Some(list) = state.by_name.get_mut(name) {
-                list.retain(|(t, _)| *t != ticket);
-                if list.is_empty() {
-                    state.by_name.remove(name);
-                }
-            }
-        }
+        self.inner.state.lock().unregister(self.ticket, &self.names);
     }
 }
 
@@ -332,12 +313,7 @@ impl DirMirror {
     fn register(&self, state: &mut DirHost, names: Vec<String>) -> Wake {
         let ticket = self.inner().tickets.fetch_add(1, Ordering::Relaxed);
         let notify = Arc::new(Notify::new());
-        if names.is_empty() {
-            state.anyone.push((ticket, notify.clone()));
-        }
-        for name in &names {
-            state.by_name.entry(name.clone()).or_default().push((ticket, notify.clone()));
-        }
+        state.register(ticket, &names, &notify);
         Wake { inner: self.inner().clone(), names, ticket, notify }
     }
 

@@ -577,6 +577,32 @@ impl DirHost {
         }
     }
 
+    /// Registers waiter `ticket` for the events of `names` (none: for the view's next change
+    /// of state; every waiter is woken by that too).
+    pub(crate) fn register(&mut self, ticket: u64, names: &[String], notify: &Arc<Notify>) {
+        if names.is_empty() {
+            self.anyone.push((ticket, notify.clone()));
+        }
+        for name in names {
+            self.by_name.entry(name.clone()).or_default().push((ticket, notify.clone()));
+        }
+    }
+
+    /// Unregisters waiter `ticket` (registered for `names`).
+    pub(crate) fn unregister(&mut self, ticket: u64, names: &[String]) {
+        if names.is_empty() {
+            self.anyone.retain(|(t, _)| *t != ticket);
+        }
+        for name in names {
+            if let Some(list) = self.by_name.get_mut(name) {
+                list.retain(|(t, _)| *t != ticket);
+                if list.is_empty() {
+                    self.by_name.remove(name);
+                }
+            }
+        }
+    }
+
     pub(crate) fn wake_all(&mut self) {
         for (_, notify) in self.anyone.drain(..).chain(self.by_name.drain().flat_map(|(_, w)| w)) {
             notify.notify_one();
