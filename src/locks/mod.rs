@@ -7,19 +7,18 @@
 //! per contended cycle instead of four or five, paid for with one notification per change per
 //! mirroring session (the cost model and the crossover are on `WaitStrategy`).
 //!
-//! Inside, from the bottom up:
+//! Who holds (sort keys and predicates over the children) is Curator's protocol and lives in
+//! `protocol/driver.rs`; a node's life as types and the protected create live in
+//! `framework/node.rs` and `framework/protected.rs`. Inside, from the bottom up:
 //!
 //! | file | holds |
 //! | --- | --- |
-//! | `driver.rs` | who holds: sort keys and predicates over the children (pure) |
-//! | `node.rs` | a lock node's life as types (pending create, created node) and its cleanup |
-//! | `protected.rs` | protected creation and recovery; a directory of protected nodes |
 //! | `fast_path.rs` | the uncontended mutex taken with the create alone, when provably safe |
 //! | `node_watch.rs` | the data watch on a held node, kept through connection trouble (deletion, revocation) |
 //! | `held.rs` | the one release core (`HeldNode`) and the non-owning `NodeWatch` guards observe |
 //! | `internals.rs` | the one wait engine (Curator's `LockInternals`) |
-//! | `mirror_wait.rs` | a session's view of a lock directory from one recursive watch and one listing, and when it may decide in a listing's place (pure) |
-//! | `dir_mirror.rs` | the session's live mirror of a lock directory: its task, its sharing, the waits on it |
+//! | `mirror_wait.rs` | a session's view of a lock directory from one recursive watch and one listing, and when it may decide in a listing's place (pure), held with its waiters as the mirror driver's view |
+//! | `dir_mirror.rs` | the session's live mirror of a lock directory: its handles and the waits on it |
 //! | `start_over.rs` | the start-over loop: a fresh node when the last one went missing |
 //! | `reentrant.rs` | per-task reentrancy: the one reentrant acquire core (an owner's acquires take turns; downgrade and upgrade refusal are its hooks), holds, and the ticket guard behind the public guards |
 //! | `acquire.rs` | the one acquire front-end: the acquire forms, `Lockable` and `LockHold` |
@@ -27,7 +26,6 @@
 //! | `mutex.rs`, `read_write.rs`, `semaphore.rs`, `semaphore_mutex.rs`, `multi.rs` | the recipes, thin |
 
 mod acquire;
-// The protocol module decodes directories with the drivers.
 mod dir_mirror;
 mod fast_path;
 mod fence;
