@@ -69,6 +69,16 @@ impl<T: DeserializeOwned> Parsed<T> {
     }
 
     fn apply(&self, instances: &mut BTreeMap<String, Arc<ServiceInstance<T>>>, event: CacheEvent) {
+        if let CacheEvent::Lagged { nodes, .. } = event {
+            // Events were dropped: the cache's nodes now are the whole truth.
+            instances.clear();
+            for node in nodes.iter().filter(|node| node.path() != self.dir) {
+                if let Some(instance) = self.parse(node) {
+                    instances.insert(node.name().to_owned(), Arc::new(instance));
+                }
+            }
+            return;
+        }
         if !matches!(event.path(), Some(path) if path != self.dir) {
             return;
         }

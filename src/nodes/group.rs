@@ -28,6 +28,9 @@ pub enum MembershipEvent {
     Left(String),
     /// The initial load is done: the members told so far are the group.
     Initialized,
+    /// The stream fell further behind than the cache's event capacity and missed events:
+    /// these are the members now (id and payload); replace what was built from earlier events.
+    Lagged(std::collections::BTreeMap<String, Vec<u8>>),
 }
 
 /// Membership events of one group (a `Stream` of [`MembershipEvent`]).
@@ -54,6 +57,9 @@ impl Stream for MembershipEvents {
             PathChildrenEvent::ChildAdded(node) => MembershipEvent::Joined(node.name().to_owned(), data(&node)),
             PathChildrenEvent::ChildUpdated(node) => MembershipEvent::Changed(node.name().to_owned(), data(&node)),
             PathChildrenEvent::ChildRemoved(node) => MembershipEvent::Left(node.name().to_owned()),
+            PathChildrenEvent::Lagged { children, .. } => {
+                MembershipEvent::Lagged(children.iter().map(|node| (node.name().to_owned(), data(node))).collect())
+            }
             _ => MembershipEvent::Initialized,
         }))
     }
