@@ -1,0 +1,24 @@
+//! Shared values and atomics against real ZooKeeper servers: `SharedCount`, `SharedValue`,
+//! `DistributedAtomicLong`/`Integer`/`Value`, and compile-time checks that they (and the
+//! barriers and queues) cross threads.
+//!
+//! Every test here is named `values::<module>::<test>`:
+//! `cargo test --features testing,tls,sasl,discovery -- values::` runs them; `tests/README.md` maps
+//! behaviours to modules.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+#[path = "."]
+mod values {
+    /// An atomic that knows its node writes without reading (requests counted).
+    mod atomic_knowledge;
+    /// The distributed atomics: layout, exact sums, faults, a Curator peer.
+    mod atomics;
+    /// Values, atomics, barriers and queues are `Send` and `Sync` (compile time).
+    mod send_sync;
+    /// How a shared value's copy follows its node (requests counted).
+    mod shared_value_follow;
+    /// `SharedCount` and `SharedValue`: layout, compare-and-set, listeners.
+    mod shared_values;
+}
