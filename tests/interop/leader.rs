@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::curator::CuratorPeer;
 use common::election::{follow_latch, handed_over, LeaderLog};
-use common::fixtures::{bounded, framework, init_tracing, shared_connect, unique_path, within};
+use common::fixtures::{bounded, children, eventually, framework, init_tracing, shared_connect, unique_path, within};
 use common::timing::{INTEROP_EVENT as EVENT, INTEROP_SESSION as SESSION, SLOW_LIMIT as LIMIT};
 use zk_recipes::path::is_protected;
 use zk_recipes::{Framework, LeaderLatch, LeaderSelector, Participant};
@@ -110,6 +110,22 @@ async fn latch_queue_hands_over_in_order_across_languages() {
     .await;
 }
 
+/// Waits until a candidate is in the election at `path`: the Curator loops start first and
+/// the Rust ones join once one of them has, since a side that ran alone could finish all its
+/// rounds (a few milliseconds each) before the other side's first node, and no term would
+/// pass between the languages.
+async fn curator_joined(fw: &Framework, path: &str) {
+    eventually(EVENT, "a Curator candidate in the election", || async {
+        let nodes = children(fw, path).await;
+        if nodes.is_empty() {
+            Err("no node yet".to_owned())
+        } else {
+            Ok(())
+        }
+    })
+    .await
+}
+
 /// The shared log of two Java loops (J1, J2) and two Rust loops (R1, R2): one leader at a time
 /// (checked by the log), no one leading at the end, `rounds` terms each, and leadership passed
 /// from Rust to Java and from Java to Rust.
@@ -136,8 +152,13 @@ async fn latch_loops_share_one_log() {
         let log = LeaderLog::new("latch-loops");
         let mut frameworks = Vec::new();
         let mut rust = Vec::new();
+        for id in ["J1", "J2"] {
+            let reply = java.election(&format!("latch_loop {id} {path} java-{id} {ROUNDS} {} 2", log.path_arg())).await;
+            assert_eq!(reply.unwrap(), ["started"]);
+        }
         for id in ["R1", "R2"] {
             let fw = framework(&connect, SESSION).await;
+            curator_joined(&fw, &path).await;
             let (fw2, path, log) = (fw.clone(), path.clone(), log.clone());
             rust.push(tokio::spawn(async move {
                 for _ in 0..ROUNDS {
@@ -152,10 +173,6 @@ async fn latch_loops_share_one_log() {
                 }
             }));
             frameworks.push(fw);
-        }
-        for id in ["J1", "J2"] {
-            let reply = java.election(&format!("latch_loop {id} {path} java-{id} {ROUNDS} {} 2", log.path_arg())).await;
-            assert_eq!(reply.unwrap(), ["started"]);
         }
         for task in rust {
             within(EVENT * 2, "the Rust loops", task).await.unwrap();
@@ -310,13 +327,14 @@ async fn selector_loops_share_one_log() {
             selectors.push(selector);
             frameworks.push(fw);
         }
-        for s in &selectors {
-            s.start().unwrap();
-        }
         for id in ["J1", "J2"] {
             let reply =
                 java.election(&format!("selector_loop {id} {path} java-{id} {ROUNDS} {} 2", log.path_arg())).await;
             assert_eq!(reply.unwrap(), ["started"]);
+        }
+        curator_joined(&frameworks[0], &path).await;
+        for s in &selectors {
+            s.start().unwrap();
         }
         let mut finished = Vec::new();
         for _ in 0..2 {
