@@ -328,6 +328,25 @@ pub fn rss_kib() -> Option<u64> {
     status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()
 }
 
+/// Runs the ignored test `name` (its full name: `<binary>::<module>::<test>`) alone in a child
+/// process of this test binary, and panics unless it passed: for a test whose figure is the
+/// whole process's (its memory), which the binary's other tests would add to.
+pub async fn run_alone(name: &str) {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let output = tokio::process::Command::new(exe)
+        .args(["--exact", name, "--ignored", "--nocapture", "--test-threads=1"])
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("running a test in a child process");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    print!("{stdout}");
+    eprint!("{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "{name}, run alone: {}", output.status);
+    assert!(stdout.contains("test result: ok. 1 passed"), "{name}, run alone, ran no test");
+}
+
 /// Checks that no two holders are inside a critical section at once, and counts entries.
 #[derive(Debug, Clone, Default)]
 pub struct Exclusion {
