@@ -1,8 +1,8 @@
 //! Every program in `examples/` runs to completion against a real server, so none rots.
 //!
-//! The examples are (re)built with the same features first (`cargo build --examples`, a no-op
-//! after `cargo test` built them), then each runs with `--connect` to this test's server; one
-//! also runs with its own embedded server, the way the README shows.
+//! The examples are (re)built with the same features and profile first (`cargo build
+//! --examples`, a no-op after `cargo test` built them), then each runs with `--connect` to
+//! this test's server; one also runs with its own embedded server, the way the README shows.
 
 use crate::common;
 
@@ -29,15 +29,28 @@ fn example_names() -> Vec<String> {
     names
 }
 
-/// Builds the examples with this test's profile and features; returns their directory.
+/// Builds the examples with this test's profile and features, for the workspace's default
+/// members as `cargo test` at its root builds them (their dependencies' features unified with
+/// `zkr`'s), so that this finds them fresh after such a run; returns their directory.
 fn build_examples() -> PathBuf {
+    let features: Vec<&str> = [
+        ("testing", cfg!(feature = "testing")),
+        ("tls", cfg!(feature = "tls")),
+        ("sasl", cfg!(feature = "sasl")),
+        ("discovery", cfg!(feature = "discovery")),
+    ]
+    .into_iter()
+    .filter_map(|(feature, on)| on.then_some(feature))
+    .collect();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = std::process::Command::new(cargo);
     command
-        .args(["build", "--quiet", "--package", "zk-recipes", "--examples", "--features", "testing,discovery"])
+        .args(["build", "--quiet", "--examples", "--features", &features.join(",")])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .stdin(Stdio::null());
-    if !cfg!(debug_assertions) {
+    if cfg!(debug_assertions) {
+        command.args(["--profile", "test"]);
+    } else {
         command.arg("--release");
     }
     let status = command.status().expect("running cargo build --examples");
