@@ -1,10 +1,11 @@
-//! Side-by-side lock benchmarks: each workload runs through zk-recipes, through a "raw floor"
+//! Side-by-side benchmarks of the recipes (locks, leader election, caches, counters, the queue,
+//! service discovery): each workload runs through zk-recipes, through a "raw floor"
 //! (the same cycle done with plain zookeeper-client calls) and through Apache Curator 5.x
 //! (`interop/CuratorBench.java`, in a JVM) in the same run, against the same server, and prints
 //! one JSON line per workload and implementation on stdout. Progress goes to stderr.
 //!
 //! ```text
-//! cargo bench --bench locks --features testing -- --workloads mutex-uncontended,mutex-contended
+//! cargo bench --bench recipes --features testing -- --workloads mutex-uncontended,mutex-contended
 //! ```
 //!
 //! See `benches/README.md` for the options, what each workload and `impl` label measures, and
