@@ -52,9 +52,17 @@ async fn deleted_by_another_client_comes_back_at_the_same_name_with_current_data
 
         node.set_data(b"two".to_vec()).await.unwrap();
         for _ in 0..3 {
-            let mut registered = node.registered();
+            let (_, before) = other.get_data(&first).await.unwrap();
             other.delete(&first).await.unwrap();
-            within(EVENT, "noticing the delete", registered.wait_for(|r| !*r)).await.unwrap();
+            // The handle noticed the delete once the node is made again: `registered()` can be
+            // false too briefly for a receiver to see (a watch channel keeps the last value).
+            eventually(EVENT, "noticing the delete", || async {
+                match other.get_data(&first).await {
+                    Ok((_, stat)) if stat.czxid > before.czxid => Ok(()),
+                    read => Err(format!("{read:?}")),
+                }
+            })
+            .await;
             let again = one_node_with(&fw, &node, &parent, b"two", EVENT).await;
             assert_eq!(again, first, "a re-create keeps the name and the sequence number");
         }
