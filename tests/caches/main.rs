@@ -1,13 +1,15 @@
 //! `CuratorCache` (and its node and path-children views) against real ZooKeeper servers:
 //! events, modes, convergence through faults, and requests per event.
 //!
-//! Every test here is named `caches::<module>::<test>`:
-//! `cargo test --features testing,tls,sasl,discovery -- caches::` runs them; `tests/README.md` maps
-//! behaviours to modules.
+//! Every test here is named `caches::<module>::<test>`, so
+//! `cargo test --features testing,tls,sasl,discovery -- caches::` runs them.
+//! `tests/README.md` maps behaviours to binaries and modules.
 
 #[path = "../common/mod.rs"]
 mod common;
 
+// One module per file beside this one, inside a module named after the binary: its name
+// starts every test's.
 #[path = "."]
 mod caches {
     /// Curator's and kazoo's cache scenarios; convergence through cuts, expiry, pauses.

@@ -3,13 +3,15 @@
 //! expired clients, then a check of the recorded history. `ZKR_CHAOS_SECS` sets the length of
 //! the random schedule, `ZKR_CHAOS_SEED` replays one.
 //!
-//! Every test here is named `chaos::<module>::<test>`:
-//! `cargo test --features testing,tls,sasl,discovery -- chaos::` runs them; `tests/README.md` maps
-//! behaviours to modules.
+//! Every test here is named `chaos::<module>::<test>`, so
+//! `cargo test --features testing,tls,sasl,discovery -- chaos::` runs them.
+//! `tests/README.md` maps behaviours to binaries and modules.
 
 #[path = "../common/mod.rs"]
 mod common;
 
+// One module per file beside this one, inside a module named after the binary: its name
+// starts every test's.
 #[path = "."]
 mod chaos {
     /// The history checker on made-up histories.

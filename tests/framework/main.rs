@@ -3,14 +3,16 @@
 //! and fenced writes, persistent watches, TLS and SASL connections, and compile-time checks
 //! that the public types cross threads.
 //!
-//! Every test here is named `framework::<module>::<test>`:
-//! `cargo test --features testing,tls,sasl,discovery -- framework::` runs them and the unit tests of
-//! `src/framework/`; `tests/README.md` maps
-//! behaviours to modules.
+//! Every test here is named `framework::<module>::<test>`, so
+//! `cargo test --features testing,tls,sasl,discovery -- framework::` runs them and the unit
+//! tests of `src/framework/` (the same room).
+//! `tests/README.md` maps behaviours to binaries and modules.
 
 #[path = "../common/mod.rs"]
 mod common;
 
+// One module per file beside this one, inside a module named after the binary: its name
+// starts every test's.
 #[path = "."]
 mod framework {
     /// Losing the connected server and the leader of an ensemble; read-only mode.

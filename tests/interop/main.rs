@@ -2,13 +2,15 @@
 //! `tests/common/curator.rs`): Rust and Java clients on the same paths. `scripts/test.sh` sets
 //! `ZKR_REQUIRE_CURATOR=1`, so a missing Curator fails these tests instead of skipping them.
 //!
-//! Every test here is named `interop::<module>::<test>`:
-//! `cargo test --features testing,tls,sasl,discovery -- interop::` runs them; `tests/README.md` maps
-//! behaviours to modules.
+//! Every test here is named `interop::<module>::<test>`, so
+//! `cargo test --features testing,tls,sasl,discovery -- interop::` runs them.
+//! `tests/README.md` maps behaviours to binaries and modules.
 
 #[path = "../common/mod.rs"]
 mod common;
 
+// One module per file beside this one, inside a module named after the binary: its name
+// starts every test's.
 #[path = "."]
 mod interop {
     /// A Rust and a Curator cache agree with the server.

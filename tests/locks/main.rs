@@ -3,14 +3,16 @@
 //! all of them, and the lock core's concerns (fast path, mirror waits, cancellation, faults,
 //! hardening, safety, request counts, scale and memory).
 //!
-//! Every test here is named `locks::<module>::<test>`:
-//! `cargo test --features testing,tls,sasl,discovery -- locks::` runs them and the unit tests of
-//! `src/locks/`; `tests/README.md` maps
-//! behaviours to modules.
+//! Every test here is named `locks::<module>::<test>`, so
+//! `cargo test --features testing,tls,sasl,discovery -- locks::` runs them and the unit
+//! tests of `src/locks/` (the same room).
+//! `tests/README.md` maps behaviours to binaries and modules.
 
 #[path = "../common/mod.rs"]
 mod common;
 
+// One module per file beside this one, inside a module named after the binary: its name
+// starts every test's.
 #[path = "."]
 mod locks {
     /// The base lock suite (Curator's `TestInterProcessMutexBase`) over every lock.

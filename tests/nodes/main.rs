@@ -2,14 +2,16 @@
 //! `PersistentTtlNode`, and curator-x-discovery compatible service discovery (feature
 //! `discovery`).
 //!
-//! Every test here is named `nodes::<module>::<test>`:
-//! `cargo test --features testing,tls,sasl,discovery -- nodes::` runs them and the unit tests of
-//! `src/nodes/`; `tests/README.md` maps
-//! behaviours to modules.
+//! Every test here is named `nodes::<module>::<test>`, so
+//! `cargo test --features testing,tls,sasl,discovery -- nodes::` runs them and the unit
+//! tests of `src/nodes/` (the same room).
+//! `tests/README.md` maps behaviours to binaries and modules.
 
 #[path = "../common/mod.rs"]
 mod common;
 
+// One module per file beside this one, inside a module named after the binary: its name
+// starts every test's.
 #[path = "."]
 mod nodes {
     /// Registration, queries, the service cache and providers.

@@ -1,12 +1,14 @@
 //! Queues and barriers against real ZooKeeper servers.
 //!
-//! Every test here is named `queues::<module>::<test>`:
-//! `cargo test --features testing,tls,sasl,discovery -- queues::` runs them; `tests/README.md` maps
-//! behaviours to modules.
+//! Every test here is named `queues::<module>::<test>`, so
+//! `cargo test --features testing,tls,sasl,discovery -- queues::` runs them.
+//! `tests/README.md` maps behaviours to binaries and modules.
 
 #[path = "../common/mod.rs"]
 mod common;
 
+// One module per file beside this one, inside a module named after the binary: its name
+// starts every test's.
 #[path = "."]
 mod queues {
     /// `DistributedBarrier` and `DistributedDoubleBarrier`.

@@ -2,13 +2,15 @@
 //! `DistributedAtomicLong`/`Integer`/`Value`, and compile-time checks that they (and the
 //! barriers and queues) cross threads.
 //!
-//! Every test here is named `values::<module>::<test>`:
-//! `cargo test --features testing,tls,sasl,discovery -- values::` runs them; `tests/README.md` maps
-//! behaviours to modules.
+//! Every test here is named `values::<module>::<test>`, so
+//! `cargo test --features testing,tls,sasl,discovery -- values::` runs them.
+//! `tests/README.md` maps behaviours to binaries and modules.
 
 #[path = "../common/mod.rs"]
 mod common;
 
+// One module per file beside this one, inside a module named after the binary: its name
+// starts every test's.
 #[path = "."]
 mod values {
     /// An atomic that knows its node writes without reading (requests counted).
