@@ -1,8 +1,8 @@
-// Benchmark peer: runs one workload of benches/locks/ through Apache Curator 5.x, so that the
+// Benchmark peer: runs one workload of benches/recipes/ through Apache Curator 5.x, so that the
 // benchmark can measure Curator in the same run, against the same server, with the same
 // workload (see benches/README.md, "Curator").
 //
-// Usage (benches/locks/ compiles this file with javac and runs it once per workload):
+// Usage (benches/recipes/ compiles this file with javac and runs it once per workload):
 //
 //   java -cp <classes>:<curator classpath> CuratorBench CONNECT WORKLOAD CYCLES WARMUP CLIENTS
 //       MAX_LEASES BASE_PATH [hold-ms=N] [warm-solo=N] [warm-contended=N] [jit-warmup-ms=N]

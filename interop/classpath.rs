@@ -1,5 +1,5 @@
 //! The Curator 5.4 runtime classpath and the JDK tools, shared by the interop tests
-//! (`tests/common/curator.rs`) and the benchmark (`benches/locks/`), which include this file
+//! (`tests/common/curator.rs`) and the benchmark (`benches/recipes/`), which include this file
 //! with `#[path]`.
 
 use std::path::{Path, PathBuf};

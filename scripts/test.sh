@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # Runs the whole test suite against real ZooKeeper servers (started and stopped by the tests)
 # and real Apache Curator (interop tests); installs what is missing first. Before the tests,
-# the checks a dependent would otherwise hit first: the library builds and is clippy-clean with
-# no features and with each feature alone, and its documentation has no broken links.
+# the checks a dependent would otherwise hit first: the library compiles and is clippy-clean
+# with no features and with each feature alone, and its documentation has no broken links.
+#
+# Arguments go to `cargo test` (for example `--no-fail-fast`, or `-- locks::` for one area:
+# see tests/README.md). The test binaries run one after another, each running RUST_TEST_THREADS
+# tests at a time (default 8: the tests mostly wait on servers, timers and each other, using
+# about one core of two between them); the chaos run, minutes of mostly waiting on its own
+# ensemble, runs beside them (with no arguments, or `--no-fail-fast` alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -13,7 +19,8 @@ for feature in "" $features; do
     flags=(-p zk-recipes --lib --no-default-features)
     if [ -n "$feature" ]; then flags+=(--features "$feature"); fi
     echo "== library with features: ${feature:-none}"
-    cargo build "${flags[@]}"
+    # Clippy runs the compiler on the library (every check `cargo build` makes before code
+    # generation) and then its lints; the test build below generates the code, all features on.
     cargo clippy "${flags[@]}" -- -D warnings
 done
 echo "== documentation links"
@@ -21,4 +28,31 @@ RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links" cargo doc -p zk-recipes --no-d
 
 # A missing Curator must fail the interop tests rather than skip them.
 export ZKR_REQUIRE_CURATOR=1
-cargo test --features testing,tls,sasl,discovery "$@"
+export RUST_TEST_THREADS="${RUST_TEST_THREADS:-8}"
+test_args=(--features testing,tls,sasl,discovery "$@")
+
+echo "== tests"
+cargo test "${test_args[@]}" --no-run
+for arg in "$@"; do
+    if [ "$arg" != "--no-fail-fast" ]; then
+        # The caller chose targets, tests or options: one run, as asked.
+        exec cargo test "${test_args[@]}"
+    fi
+done
+
+# The chaos run (tests/chaos/) beside everything else; its output follows the others'.
+chaos_log=$(mktemp)
+trap 'rm -f "$chaos_log"' EXIT
+cargo test "${test_args[@]}" --test chaos >"$chaos_log" 2>&1 &
+chaos=$!
+status=0
+cargo test "${test_args[@]}" -- --skip chaos:: || status=$?
+chaos_status=0
+wait "$chaos" || chaos_status=$?
+echo "== chaos (tests/chaos/, run beside the tests above)"
+cat "$chaos_log"
+if [ "$chaos_status" -ne 0 ]; then
+    echo "the chaos run failed (exit $chaos_status)" >&2
+    status=1
+fi
+exit "$status"

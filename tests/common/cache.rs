@@ -6,12 +6,10 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::time::Instant;
-use zk_recipes::retry::RetryForever;
 use zk_recipes::{CacheEvent, CacheEventStream, CuratorCache, Error, Framework};
 
 /// Bound on waiting for one event.
@@ -20,33 +18,18 @@ pub const EVENT_LIMIT: Duration = Duration::from_secs(20);
 /// Path → (data, version).
 pub type View = BTreeMap<String, (Vec<u8>, i32)>;
 
+#[allow(unused_imports)] // not every binary that includes it calls it
+pub use super::fixtures::framework;
+
+/// A top-level path of its own: `/cache-<name>-...` ([`super::fixtures::unique_path`]).
 pub fn unique_path(name: &str) -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let n = N.fetch_add(1, Ordering::Relaxed);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-    format!("/cache-{name}-{}-{n}-{nanos}", std::process::id())
+    super::fixtures::unique_path("cache", name)
 }
 
+/// [`super::fixtures::bounded`], with tracing set up.
 pub async fn bounded<T>(limit: Duration, test: impl Future<Output = T>) -> T {
-    if std::env::var_os("RUST_LOG").is_some() {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_test_writer()
-            .try_init();
-    }
-    match tokio::time::timeout(limit, test).await {
-        Ok(value) => value,
-        Err(_) => panic!("test exceeded its time limit of {limit:?}"),
-    }
-}
-
-pub async fn framework(connect: &str, session_timeout: Duration) -> Framework {
-    Framework::builder(connect)
-        .session_timeout(session_timeout)
-        .retry_policy(RetryForever::new(Duration::from_millis(50)))
-        .start()
-        .await
-        .expect("starting a framework")
+    super::fixtures::init_tracing();
+    super::fixtures::bounded(limit, test).await
 }
 
 /// The next event, bounded.

@@ -194,6 +194,19 @@ fn starts_with_words(line: &str, prefix: &str) -> bool {
     prefix.split_whitespace().all(|p| words.next() == Some(p))
 }
 
+/// A Curator peer on `connect` with the interop session timeout
+/// ([`super::timing::INTEROP_SESSION`]), tracing set up; `None` when Curator is unavailable
+/// (the test skips, unless `ZKR_REQUIRE_CURATOR=1`).
+pub async fn peer(connect: &str) -> Option<CuratorPeer> {
+    super::fixtures::init_tracing();
+    CuratorPeer::started(connect, super::timing::INTEROP_SESSION).await
+}
+
+/// Polls Curator's `participants ID` until it lists `n` nodes.
+pub async fn java_participants(java: &mut CuratorPeer, id: &str, n: usize) -> Vec<String> {
+    java.participants_become(id, n, super::timing::INTEROP_EVENT).await.unwrap()
+}
+
 /// A running JVM with a Curator client connected to one ZooKeeper ensemble.
 ///
 /// Dropping it kills the JVM. The JVM also exits on its own when its stdin closes, so it cannot

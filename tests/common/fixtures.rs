@@ -72,6 +72,23 @@ pub async fn shared_connect() -> String {
     testing::shared_server().await.expect("starting the shared ZooKeeper server").connect_string()
 }
 
+/// A process-wide server whose container reaper does not run (ZooKeeper's
+/// `znode.container.checkIntervalMs` at an hour): an empty lock directory is a container the
+/// server may remove at any time, and creating it again costs requests. For the tests that count
+/// requests or rely on an empty directory staying; none stops, pauses or breaks it.
+pub async fn reaperless_connect() -> String {
+    static SERVER: tokio::sync::OnceCell<TestingServer> = tokio::sync::OnceCell::const_new();
+    let start = || TestingServer::builder().system_property("znode.container.checkIntervalMs", "3600000").start();
+    SERVER.get_or_try_init(start).await.expect("starting a ZooKeeper server").connect_string()
+}
+
+/// A framework on the [`shared_connect`] server with the common session timeout
+/// ([`super::timing::SESSION`]), tracing set up.
+pub async fn shared_framework() -> Framework {
+    init_tracing();
+    framework(&shared_connect().await, super::timing::SESSION).await
+}
+
 /// A started framework with `session_timeout` that retries connection loss forever (so a test
 /// decides how long an outage lasts, not the retry policy).
 pub async fn framework(connect: &str, session_timeout: Duration) -> Framework {
@@ -303,6 +320,31 @@ pub fn init_tracing() {
             .with_test_writer()
             .try_init();
     }
+}
+
+/// This process's resident memory (`VmRSS` of `/proc/self/status`), in KiB; `None` off Linux.
+pub fn rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()
+}
+
+/// Runs the ignored test `name` (its full name: `<binary>::<module>::<test>`) alone in a child
+/// process of this test binary, and panics unless it passed: for a test whose figure is the
+/// whole process's (its memory), which the binary's other tests would add to.
+pub async fn run_alone(name: &str) {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let output = tokio::process::Command::new(exe)
+        .args(["--exact", name, "--ignored", "--nocapture", "--test-threads=1"])
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("running a test in a child process");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    print!("{stdout}");
+    eprint!("{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "{name}, run alone: {}", output.status);
+    assert!(stdout.contains("test result: ok. 1 passed"), "{name}, run alone, ran no test");
 }
 
 /// Checks that no two holders are inside a critical section at once, and counts entries.

@@ -19,6 +19,10 @@ pub const SESSION: Duration = Duration::from_secs(10);
 /// that what follows a loss comes soon. Their time windows derive from it.
 pub const FAULT_SESSION: Duration = Duration::from_secs(4);
 
+/// Session timeout of the tests that count requests: long enough that no ping falls into a
+/// measurement (pings are not counted anyway).
+pub const COUNTING_SESSION: Duration = Duration::from_secs(60);
+
 /// Session timeout of tests with a Curator peer (the Java client and our frameworks alike):
 /// the JVM's pauses stay far below it.
 pub const INTEROP_SESSION: Duration = Duration::from_secs(15);
@@ -34,6 +38,12 @@ pub const INTEROP_EVENT: Duration = Duration::from_secs(30);
 /// Bound for an event that follows promptly on the shared server (a freed lock or lease
 /// reaching a waiter, the reaper finishing): a fraction of [`SESSION`].
 pub const PROMPT: Duration = Duration::from_secs(5);
+
+/// How long after a fault a registration (a `PersistentNode`) must be back: the session's expiry
+/// (the server's tick slack included) plus the framework's reconnect and one create.
+pub fn back_within(session: Duration) -> Duration {
+    session * 3 + Duration::from_secs(5)
+}
 
 /// A wait that must not end: long enough for several round trips on loopback. Negative checks
 /// cannot await an event; this bounds nothing.

@@ -1,0 +1,336 @@
+//! `PersistentNode` and `GroupMember` against real servers: the node deleted by another
+//! client, the session expired, the connection black-holed past the session timeout (the node
+//! is back within a bound derived from the session timeout, one node per registration, data
+//! current), close through a connection loss, bad input.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::fixtures::{
+    bounded, children, eventually, framework, init_tracing, shared_connect, unique_path, within, FaultyServer,
+};
+use common::timing::{back_within, EVENT, FAULT_SESSION, LIMIT, SESSION};
+use futures::StreamExt;
+use zk_recipes::testing::ProxyMode;
+use zk_recipes::{CreateMode, Error, Framework, GroupMember, MembershipEvent, PersistentNode};
+
+/// Waits until the node is registered at `path`, with `data`, as the only child of `parent`.
+async fn one_node_with(fw: &Framework, node: &PersistentNode, parent: &str, data: &[u8], limit: Duration) -> String {
+    let mut registered = node.registered();
+    within(limit, "the node registered", registered.wait_for(|r| *r)).await.unwrap();
+    let path = node.actual_path().expect("a registered node has a path");
+    eventually(limit, "one node with the current data", || async {
+        let kids = children(fw, parent).await;
+        let read = fw.get_data(&path).await.map(|(d, _)| d);
+        match (kids.len(), read) {
+            (1, Ok(d)) if d == data => Ok(()),
+            (n, read) => Err(format!("{n} children {kids:?}, data {read:?}")),
+        }
+    })
+    .await;
+    path
+}
+
+#[tokio::test]
+async fn deleted_by_another_client_comes_back_at_the_same_name_with_current_data() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let fw = framework(&connect, SESSION).await;
+        let other = framework(&connect, SESSION).await;
+        let parent = unique_path("pnode", "deleted");
+        let node = PersistentNode::builder(&fw, &format!("{parent}/instance-"))
+            .mode(CreateMode::EphemeralSequential)
+            .data(b"one".to_vec())
+            .start()
+            .unwrap();
+        assert!(node.wait_for_initial_create(EVENT).await.unwrap());
+        let first = one_node_with(&fw, &node, &parent, b"one", EVENT).await;
+        let name = first.rsplit('/').next().unwrap();
+        assert!(name.starts_with("_c_") && name.contains("-instance-"), "protected sequential name: {name}");
+
+        node.set_data(b"two".to_vec()).await.unwrap();
+        for _ in 0..3 {
+            let (_, before) = other.get_data(&first).await.unwrap();
+            other.delete(&first).await.unwrap();
+            // The handle noticed the delete once the node is made again: `registered()` can be
+            // false too briefly for a receiver to see (a watch channel keeps the last value).
+            eventually(EVENT, "noticing the delete", || async {
+                match other.get_data(&first).await {
+                    Ok((_, stat)) if stat.czxid > before.czxid => Ok(()),
+                    read => Err(format!("{read:?}")),
+                }
+            })
+            .await;
+            let again = one_node_with(&fw, &node, &parent, b"two", EVENT).await;
+            assert_eq!(again, first, "a re-create keeps the name and the sequence number");
+        }
+        let (_, stat) = other.get_data(&first).await.unwrap();
+        assert_eq!(stat.ephemeral_owner, fw.snapshot().session_id);
+
+        node.close().await.unwrap();
+        assert!(children(&other, &parent).await.is_empty());
+        assert!(!node.is_registered());
+        assert!(node.set_data(b"x".to_vec()).await.unwrap_err().is_closed());
+        fw.close().await;
+        other.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn session_expired_node_is_back_once() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let servers = FaultyServer::start().await;
+        let fw = framework(&servers.proxied(), FAULT_SESSION).await;
+        let observer = framework(&servers.direct(), FAULT_SESSION).await;
+        let parent = unique_path("pnode", "expired");
+        let node = PersistentNode::builder(&fw, &format!("{parent}/member-"))
+            .mode(CreateMode::EphemeralSequential)
+            .data(b"a".to_vec())
+            .start()
+            .unwrap();
+        assert!(node.wait_for_initial_create(EVENT).await.unwrap());
+        let first = one_node_with(&observer, &node, &parent, b"a", EVENT).await;
+        let bound = back_within(FAULT_SESSION);
+        for round in 0..2 {
+            let data = format!("after-{round}");
+            node.set_data(data.clone().into_bytes()).await.unwrap();
+            let new_session = servers.expire(&fw, bound).await;
+            let path = one_node_with(&observer, &node, &parent, data.as_bytes(), bound).await;
+            assert_eq!(path, first);
+            let (_, stat) = observer.get_data(&path).await.unwrap();
+            assert_eq!(stat.ephemeral_owner, new_session.session_id, "the new session owns the node");
+        }
+        node.close().await.unwrap();
+        assert!(children(&observer, &parent).await.is_empty());
+        fw.close().await;
+        observer.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn black_holed_past_the_session_timeout_node_is_back_once() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let servers = FaultyServer::start().await;
+        let fw = framework(&servers.proxied(), FAULT_SESSION).await;
+        let observer = framework(&servers.direct(), FAULT_SESSION).await;
+        let parent = unique_path("pnode", "blackhole");
+        let node = PersistentNode::builder(&fw, &format!("{parent}/member-"))
+            .mode(CreateMode::EphemeralSequential)
+            .data(b"a".to_vec())
+            .start()
+            .unwrap();
+        let first = one_node_with(&observer, &node, &parent, b"a", EVENT).await;
+        let epoch = fw.snapshot().epoch;
+
+        servers.proxy.set_mode(ProxyMode::BlackHole);
+        // The fault itself lasts past the session timeout, so the server expires the session.
+        tokio::time::sleep(FAULT_SESSION * 2).await;
+        eventually(EVENT, "the old session's node gone", || async {
+            let kids = children(&observer, &parent).await;
+            if kids.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{kids:?}"))
+            }
+        })
+        .await;
+        servers.proxy.set_mode(ProxyMode::Pass);
+        servers.proxy.drop_connections();
+
+        let path = one_node_with(&observer, &node, &parent, b"a", back_within(FAULT_SESSION)).await;
+        assert_eq!(path, first);
+        assert!(fw.snapshot().epoch > epoch, "a new session");
+        node.close().await.unwrap();
+        fw.close().await;
+        observer.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn close_deletes_a_persistent_node_through_a_connection_loss() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let servers = FaultyServer::start().await;
+        let fw = framework(&servers.proxied(), FAULT_SESSION).await;
+        let observer = framework(&servers.direct(), FAULT_SESSION).await;
+        let path = unique_path("pnode", "close");
+        let node =
+            PersistentNode::builder(&fw, &path).mode(CreateMode::Persistent).data(b"p".to_vec()).start().unwrap();
+        assert!(node.wait_for_initial_create(EVENT).await.unwrap());
+        assert_eq!(node.actual_path().as_deref(), Some(path.as_str()));
+
+        servers.proxy.set_mode(ProxyMode::BlackHole);
+        servers.proxy.drop_connections();
+        let closing = tokio::spawn(async move { node.close().await });
+        // Shorter than the session timeout: the session survives, the delete waits for it.
+        tokio::time::sleep(FAULT_SESSION / 4).await;
+        assert!(observer.exists(&path).await.unwrap().is_some(), "nothing deleted while cut off");
+        servers.proxy.set_mode(ProxyMode::Pass);
+        servers.proxy.drop_connections();
+        within(EVENT, "close", closing).await.unwrap().unwrap();
+        assert!(observer.exists(&path).await.unwrap().is_none(), "close deleted the node");
+        fw.close().await;
+        observer.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_persistent_node_adopts_an_existing_node_and_writes_its_data() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = framework(&shared_connect().await, SESSION).await;
+        let path = unique_path("pnode", "adopt");
+        fw.create(&path).data(b"old").await.unwrap();
+        let node =
+            PersistentNode::builder(&fw, &path).mode(CreateMode::Persistent).data(b"new".to_vec()).start().unwrap();
+        assert!(node.wait_for_initial_create(EVENT).await.unwrap());
+        eventually(EVENT, "our data written", || async {
+            match fw.get_data(&path).await {
+                Ok((d, _)) if d == b"new" => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await;
+        node.close().await.unwrap();
+        assert!(fw.exists(&path).await.unwrap().is_none());
+        fw.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_and_creates_nothing() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = framework(&shared_connect().await, SESSION).await;
+        let parent = unique_path("pnode", "bad");
+        fn refused<T: std::fmt::Debug>(r: zk_recipes::Result<T>) -> Error {
+            r.unwrap_err()
+        }
+        assert!(matches!(refused(PersistentNode::builder(&fw, "/").start()), Error::InvalidPath { .. }));
+        assert!(matches!(refused(PersistentNode::builder(&fw, "no-slash").start()), Error::InvalidPath { .. }));
+        assert!(matches!(
+            refused(PersistentNode::builder(&fw, &format!("{parent}/")).start()),
+            Error::InvalidPath { .. }
+        ));
+        assert!(refused(
+            PersistentNode::builder(&fw, &format!("{parent}/a"))
+                .mode(CreateMode::EphemeralSequential)
+                .protected(false)
+                .start()
+        )
+        .is_invalid_argument());
+        assert!(refused(
+            PersistentNode::builder(&fw, &format!("{parent}/a")).mode(CreateMode::Ephemeral).ttl(EVENT).start()
+        )
+        .is_invalid_argument());
+        assert!(refused(GroupMember::new(&fw, &parent, "a/b", Vec::new())).is_invalid_argument());
+        assert!(refused(GroupMember::new(&fw, &parent, "", Vec::new())).is_invalid_argument());
+        assert!(refused(GroupMember::new(&fw, &parent, "..", Vec::new())).is_invalid_argument());
+        assert!(fw.exists(&parent).await.unwrap().is_none(), "nothing created");
+        fw.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn two_group_members_see_each_other_join_change_and_leave() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let fw_a = framework(&connect, SESSION).await;
+        let fw_b = framework(&connect, SESSION).await;
+        let group = unique_path("group", "two");
+        let a = GroupMember::new(&fw_a, &group, "a", b"pa".to_vec()).unwrap();
+        a.start().await.unwrap();
+        assert!(a.wait_for_initial_create(EVENT).await.unwrap());
+        let mut events = a.events();
+        let b = GroupMember::new(&fw_b, &group, "b", b"pb".to_vec()).unwrap();
+        b.start().await.unwrap();
+        assert!(b.wait_for_initial_create(EVENT).await.unwrap());
+
+        let want = |pairs: &[(&str, &[u8])]| {
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_vec())).collect::<std::collections::BTreeMap<_, _>>()
+        };
+        for member in [&a, &b] {
+            eventually(EVENT, "both members seen", || async {
+                let got = member.current_members();
+                if got == want(&[("a", b"pa"), ("b", b"pb")]) {
+                    Ok(())
+                } else {
+                    Err(format!("{got:?}"))
+                }
+            })
+            .await;
+        }
+        within(EVENT, "b joining", async {
+            while let Some(event) = events.next().await {
+                if event == MembershipEvent::Joined("b".into(), b"pb".to_vec()) {
+                    return;
+                }
+            }
+        })
+        .await;
+
+        b.set_this_data(b"pb2".to_vec()).await.unwrap();
+        within(EVENT, "b changing", async {
+            while let Some(event) = events.next().await {
+                if event == MembershipEvent::Changed("b".into(), b"pb2".to_vec()) {
+                    return;
+                }
+            }
+        })
+        .await;
+        b.close().await.unwrap();
+        within(EVENT, "b leaving", async {
+            while let Some(event) = events.next().await {
+                if event == MembershipEvent::Left("b".into()) {
+                    return;
+                }
+            }
+        })
+        .await;
+        assert_eq!(a.current_members(), want(&[("a", b"pa")]));
+        a.close().await.unwrap();
+        fw_a.close().await;
+        fw_b.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn data_set_while_the_first_create_is_cut_off_is_the_data_created() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let servers = FaultyServer::start().await;
+        let fw = framework(&servers.proxied(), FAULT_SESSION).await;
+        let observer = framework(&servers.direct(), FAULT_SESSION).await;
+        let parent = unique_path("pnode", "cutoff");
+        servers.proxy.set_mode(ProxyMode::BlackHole);
+        servers.proxy.drop_connections();
+        let node = PersistentNode::builder(&fw, &format!("{parent}/member-"))
+            .mode(CreateMode::EphemeralSequential)
+            .data(b"old".to_vec())
+            .start()
+            .unwrap();
+        within(EVENT, "set_data while cut off", node.set_data(b"new".to_vec())).await.unwrap();
+        assert!(!node.wait_for_initial_create(Duration::from_millis(200)).await.unwrap());
+        // Shorter than the session timeout: the same session goes on.
+        servers.proxy.set_mode(ProxyMode::Pass);
+        servers.proxy.drop_connections();
+        one_node_with(&observer, &node, &parent, b"new", back_within(FAULT_SESSION)).await;
+        node.close().await.unwrap();
+        assert!(children(&observer, &parent).await.is_empty());
+        fw.close().await;
+        observer.close().await;
+    })
+    .await;
+}

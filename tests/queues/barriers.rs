@@ -1,0 +1,209 @@
+//! `DistributedBarrier` and `DistributedDoubleBarrier` against real servers: Curator's nodes,
+//! waits with and without timeouts, members from Rust and Curator 5.4 in one barrier, a member
+//! whose session ends while the others wait, and bad input.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::curator::CuratorPeer;
+use common::fixtures::*;
+use common::timing::{EVENT, FAULT_SESSION, INTEROP_SESSION, LIMIT, QUIET, SESSION, SLOW_LIMIT};
+use zk_recipes::{DistributedBarrier, DistributedDoubleBarrier, Error};
+
+#[tokio::test]
+async fn a_barrier_holds_waiters_until_removed() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let fw = plain_framework(&connect, SESSION).await;
+        let other = plain_framework(&connect, SESSION).await;
+        let path = format!("{}/gate", unique_path("barrier", "simple"));
+        let barrier = DistributedBarrier::new(&fw, &path).unwrap();
+        within(EVENT, "a wait on a barrier never set", barrier.wait()).await.unwrap();
+        barrier.set().await.unwrap();
+        barrier.set().await.unwrap(); // twice is fine
+        let stat = fw.exists(&path).await.unwrap().expect("the barrier node");
+        assert_eq!(stat.ephemeral_owner, 0, "persistent");
+        assert!(!barrier.wait_timeout(QUIET).await.unwrap(), "still set");
+        let waiter = {
+            let barrier = DistributedBarrier::new(&other, &path).unwrap();
+            tokio::spawn(async move { barrier.wait().await })
+        };
+        tokio::time::sleep(QUIET).await;
+        assert!(!waiter.is_finished());
+        barrier.remove().await.unwrap();
+        within(EVENT, "the waiter", waiter).await.unwrap().unwrap();
+        barrier.remove().await.unwrap(); // missing is fine
+        assert!(!barrier.is_set().await.unwrap());
+        assert!(matches!(barrier.wait_timeout(Duration::ZERO).await, Err(Error::InvalidArgument { .. })));
+        assert!(matches!(DistributedBarrier::new(&fw, "/"), Err(Error::InvalidPath { .. })));
+        other.close().await;
+        fw.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_double_barrier_lets_its_members_in_together_and_out_together() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let path = unique_path("barrier", "double");
+        let mut members = Vec::new();
+        for _ in 0..3 {
+            let (connect, path) = (connect.clone(), path.clone());
+            members.push(tokio::spawn(async move {
+                let fw = plain_framework(&connect, SESSION).await;
+                let barrier = DistributedDoubleBarrier::new(&fw, &path, 3).unwrap();
+                assert!(barrier.enter_timeout(LIMIT).await.unwrap());
+                (fw, barrier)
+            }));
+        }
+        let mut entered = Vec::new();
+        for member in members {
+            entered.push(member.await.unwrap());
+        }
+        let fw = &entered[0].0;
+        let mut names = children(fw, &path).await;
+        assert_eq!(names.len(), 4, "{names:?}");
+        assert!(names.contains(&"ready".to_owned()));
+        names.retain(|n| n != "ready");
+        for (member_fw, barrier) in &entered {
+            let name = node_name(barrier.member_path()).to_owned();
+            assert!(names.contains(&name), "{name} in {names:?}");
+            assert_eq!(uuid::Uuid::parse_str(&name).map(|u| u.get_version_num()), Ok(4), "a v4 UUID: {name}");
+            let stat = member_fw.exists(barrier.member_path()).await.unwrap().unwrap();
+            assert_eq!(stat.ephemeral_owner, member_fw.snapshot().session_id, "ephemeral");
+        }
+        let mut leaving = Vec::new();
+        for (member_fw, barrier) in entered {
+            leaving.push(tokio::spawn(async move {
+                let left = barrier.leave_timeout(LIMIT).await.unwrap();
+                member_fw.close().await;
+                left
+            }));
+        }
+        for member in leaving {
+            assert!(member.await.unwrap());
+        }
+        let fw = plain_framework(&connect, SESSION).await;
+        assert!(children(&fw, &path).await.is_empty(), "members and ready gone");
+        fw.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_timed_out_enter_leaves_no_member_and_bad_input_is_refused() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
+        let path = unique_path("barrier", "timeout");
+        for bad in [0, -1, i32::MIN] {
+            let refused = DistributedDoubleBarrier::new(&fw, &path, bad);
+            assert!(matches!(refused, Err(Error::InvalidArgument { name: "member_quantity", .. })), "{bad}");
+        }
+        let barrier = DistributedDoubleBarrier::new(&fw, &path, 2).unwrap();
+        assert!(matches!(barrier.enter_timeout(Duration::ZERO).await, Err(Error::InvalidArgument { .. })));
+        assert!(!barrier.enter_timeout(QUIET).await.unwrap());
+        assert!(children(&fw, &path).await.is_empty(), "the member that gave up is not counted");
+        // A cancelled enter leaves nothing either (its node is deleted in the background).
+        let cancelled = tokio::time::timeout(QUIET, barrier.enter()).await;
+        assert!(cancelled.is_err());
+        children_count_becomes(&fw, &path, 0, EVENT).await;
+        // Leaving a barrier never entered: nobody there, nothing to wait for.
+        assert!(barrier.leave_timeout(QUIET).await.unwrap());
+        fw.close().await;
+    })
+    .await;
+}
+
+/// A member whose session ends while it waits in `enter` loses its node: its enter fails
+/// typed, it no longer counts, and the group completes with a member that arrives later.
+#[tokio::test]
+async fn a_member_whose_session_ends_no_longer_counts() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let faulty = FaultyServer::start().await;
+        let path = unique_path("barrier", "dies");
+        let a_fw = plain_framework(&faulty.direct(), SESSION).await;
+        let a = DistributedDoubleBarrier::new(&a_fw, &path, 3).unwrap();
+        let a_enter = tokio::spawn(async move { a.enter_timeout(LIMIT).await.map(|ok| (ok, a)) });
+        children_count_becomes(&a_fw, &path, 1, EVENT).await;
+
+        let b_fw = framework(&faulty.proxied(), FAULT_SESSION).await;
+        let b = std::sync::Arc::new(DistributedDoubleBarrier::new(&b_fw, &path, 3).unwrap());
+        let b_enter = {
+            let b = b.clone();
+            tokio::spawn(async move { b.enter_timeout(LIMIT).await })
+        };
+        children_count_becomes(&a_fw, &path, 2, EVENT).await;
+        faulty.expire(&b_fw, EVENT).await;
+        let b_result = within(EVENT, "the dead member's enter", b_enter).await.unwrap();
+        assert!(matches!(&b_result, Err(Error::LockLost { path: p }) if p == b.member_path()), "{b_result:?}");
+        children_count_becomes(&a_fw, &path, 1, EVENT).await;
+        assert!(!a_enter.is_finished(), "two of three, one of them dead, is not a group");
+
+        let c_fw = plain_framework(&faulty.direct(), SESSION).await;
+        let d_fw = plain_framework(&faulty.direct(), SESSION).await;
+        let c = DistributedDoubleBarrier::new(&c_fw, &path, 3).unwrap();
+        let d = DistributedDoubleBarrier::new(&d_fw, &path, 3).unwrap();
+        let (c_in, d_in) = tokio::join!(c.enter_timeout(LIMIT), d.enter_timeout(LIMIT));
+        assert!(c_in.unwrap() && d_in.unwrap());
+        let (a_in, a) = within(EVENT, "the first member", a_enter).await.unwrap().unwrap();
+        assert!(a_in);
+        let (a_out, c_out, d_out) = tokio::join!(a.leave(), c.leave(), d.leave());
+        a_out.unwrap();
+        c_out.unwrap();
+        d_out.unwrap();
+        assert!(children(&a_fw, &path).await.is_empty());
+        for fw in [a_fw, b_fw, c_fw, d_fw] {
+            fw.close().await;
+        }
+    })
+    .await;
+}
+
+/// Curator 5.4 and Rust share both barriers: Curator sets a barrier Rust waits on and Rust
+/// removes it; a double barrier of two Rust members and one Curator member enters and leaves.
+#[tokio::test]
+async fn barriers_with_members_from_curator_and_rust() {
+    init_tracing();
+    bounded(SLOW_LIMIT, async {
+        let connect = shared_connect().await;
+        let Some(mut java) = CuratorPeer::started(&connect, INTEROP_SESSION).await else { return };
+        let fw = plain_framework(&connect, SESSION).await;
+        let gate = unique_path("barrier", "interop-gate");
+        java.value_command(&format!("barrier_set J {gate}"), LIMIT).await.unwrap();
+        let barrier = DistributedBarrier::new(&fw, &gate).unwrap();
+        assert!(barrier.is_set().await.unwrap());
+        assert!(!barrier.wait_timeout(QUIET).await.unwrap());
+        java.send(&format!("barrier_wait J {gate} 30000")).await.unwrap();
+        barrier.remove().await.unwrap();
+        assert_eq!(java.value_reply("barrier_wait J", EVENT).await.unwrap(), ["true"]);
+        barrier.set().await.unwrap();
+        assert_eq!(java.value_command(&format!("barrier_wait J {gate} 300"), LIMIT).await.unwrap(), ["false"]);
+        java.value_command(&format!("barrier_remove J {gate}"), LIMIT).await.unwrap();
+        within(EVENT, "the Rust wait", barrier.wait()).await.unwrap();
+
+        let path = unique_path("barrier", "interop-double");
+        java.value_command(&format!("dbarrier D {path} 3"), LIMIT).await.unwrap();
+        java.send("dbarrier_enter D 30000").await.unwrap();
+        let other = plain_framework(&connect, SESSION).await;
+        let r1 = DistributedDoubleBarrier::new(&fw, &path, 3).unwrap();
+        let r2 = DistributedDoubleBarrier::new(&other, &path, 3).unwrap();
+        let (in1, in2) = tokio::join!(r1.enter_timeout(LIMIT), r2.enter_timeout(LIMIT));
+        assert!(in1.unwrap() && in2.unwrap());
+        assert_eq!(java.value_reply("dbarrier_enter D", EVENT).await.unwrap(), ["true"]);
+        java.send("dbarrier_leave D 30000").await.unwrap();
+        let (out1, out2) = tokio::join!(r1.leave_timeout(LIMIT), r2.leave_timeout(LIMIT));
+        assert!(out1.unwrap() && out2.unwrap());
+        assert_eq!(java.value_reply("dbarrier_leave D", EVENT).await.unwrap(), ["true"]);
+        assert!(children(&fw, &path).await.is_empty());
+        other.close().await;
+        fw.close().await;
+        java.quit().await.unwrap();
+    })
+    .await;
+}

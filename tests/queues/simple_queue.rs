@@ -1,0 +1,346 @@
+//! `SimpleDistributedQueue` against real servers: Curator's `qn-` nodes and raw bytes, FIFO
+//! order, waiting takes, two consumers sharing one producer's items exactly once, foreign
+//! children, a queue node that went away, an item over the server's size limit, and Curator
+//! 5.4 producers and consumers on the same queue.
+
+use crate::common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use common::curator::CuratorPeer;
+use common::fixtures::*;
+use common::timing::{EVENT, INTEROP_SESSION, LIMIT, QUIET, SESSION, SLOW_LIMIT};
+use zk_recipes::{Error, SimpleDistributedQueue};
+
+#[tokio::test]
+async fn items_are_qn_nodes_taken_in_order() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
+        let path = format!("{}/q", unique_path("queue", "order"));
+        let queue = SimpleDistributedQueue::new(&fw, &path).unwrap();
+        assert_eq!(queue.poll().await.unwrap(), None);
+        assert_eq!(queue.peek().await.unwrap(), None);
+        let first = queue.offer(b"a").await.unwrap();
+        queue.offer(b"").await.unwrap();
+        queue.offer(b"c").await.unwrap();
+        let name = node_name(&first);
+        assert!(name.starts_with("qn-") && name.len() == 13, "{name}");
+        let (data, stat) = fw.get_data(&first).await.unwrap();
+        assert_eq!((data.as_slice(), stat.ephemeral_owner), (&b"a"[..], 0));
+        // A child that is no item is left alone.
+        fw.create(&format!("{path}/foreign")).await.unwrap();
+
+        assert_eq!(queue.peek().await.unwrap().as_deref(), Some(&b"a"[..]));
+        assert_eq!(queue.poll().await.unwrap().as_deref(), Some(&b"a"[..]));
+        assert_eq!(queue.take().await.unwrap(), b"");
+        assert_eq!(queue.take_timeout(QUIET).await.unwrap().as_deref(), Some(&b"c"[..]));
+        assert_eq!(queue.take_timeout(QUIET).await.unwrap(), None);
+        assert_eq!(children(&fw, &path).await, ["foreign"]);
+        assert!(matches!(queue.take_timeout(Duration::ZERO).await, Err(Error::InvalidArgument { .. })));
+        fw.delete(&path).recursive().await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_take_waits_for_an_offer_and_a_queue_node_that_went_away_is_made_again() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let fw = plain_framework(&connect, SESSION).await;
+        let producer = plain_framework(&connect, SESSION).await;
+        let path = unique_path("queue", "wait");
+        let queue = SimpleDistributedQueue::new(&fw, &path).unwrap();
+        let taker = {
+            let queue = queue.clone();
+            tokio::spawn(async move { queue.take().await })
+        };
+        children_count_becomes(&fw, &path, 0, EVENT).await; // the take made the queue node
+        SimpleDistributedQueue::new(&producer, &path).unwrap().offer(b"late").await.unwrap();
+        assert_eq!(within(EVENT, "the take", taker).await.unwrap().unwrap(), b"late");
+
+        // The queue node goes: deleted here, unless the server reaped it first (an empty
+        // container goes at the server's next container check, every 100 ms here).
+        match fw.delete(&path).await {
+            Ok(()) | Err(Error::ZooKeeper(zk_recipes::zk::Error::NoNode)) => {}
+            Err(e) => panic!("deleting the queue node: {e}"),
+        }
+        assert_eq!(queue.take_timeout(QUIET).await.unwrap(), None);
+        assert!(fw.exists(&path).await.unwrap().is_some(), "made again");
+        producer.close().await;
+        fw.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn two_consumers_get_every_item_exactly_once() {
+    init_tracing();
+    const N: usize = 60;
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let path = unique_path("queue", "consumers");
+        let mut consumers = Vec::new();
+        for _ in 0..2 {
+            let (connect, path) = (connect.clone(), path.clone());
+            consumers.push(tokio::spawn(async move {
+                let fw = plain_framework(&connect, SESSION).await;
+                let queue = SimpleDistributedQueue::new(&fw, &path).unwrap();
+                let mut got = Vec::new();
+                while let Some(item) = queue.take_timeout(Duration::from_secs(2)).await.unwrap() {
+                    got.push(String::from_utf8(item).unwrap());
+                }
+                fw.close().await;
+                got
+            }));
+        }
+        let fw = plain_framework(&connect, SESSION).await;
+        let queue = SimpleDistributedQueue::new(&fw, &path).unwrap();
+        for i in 0..N {
+            queue.offer(format!("item-{i}").as_bytes()).await.unwrap();
+        }
+        let mut all = Vec::new();
+        for consumer in consumers {
+            let got = consumer.await.unwrap();
+            // Each consumer sees the items in the order they were offered.
+            let order: Vec<usize> = got.iter().map(|s| s[5..].parse().unwrap()).collect();
+            assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
+            all.extend(got);
+        }
+        let unique: BTreeSet<&String> = all.iter().collect();
+        assert_eq!((all.len(), unique.len()), (N, N), "each item exactly once");
+        assert!(children(&fw, &path).await.is_empty());
+        fw.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_item_over_the_size_limit_is_refused_before_anything_is_sent() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
+        let path = unique_path("queue", "large");
+        let queue = SimpleDistributedQueue::new(&fw, &path).unwrap();
+        let refused = queue.offer(&vec![7u8; 1024 * 1024 + 1]).await;
+        assert!(matches!(refused, Err(Error::TooLarge { name: "data", .. })), "{refused:?}");
+        assert!(fw.exists(&path).await.unwrap().is_none(), "nothing created");
+        assert!(fw.state().is_connected());
+        assert!(matches!(SimpleDistributedQueue::new(&fw, "/zookeeper/q"), Err(Error::InvalidPath { .. })));
+        fw.close().await;
+    })
+    .await;
+}
+
+/// Curator 5.4 offers and Rust takes, then the reverse, on one queue.
+#[tokio::test]
+async fn curator_and_rust_share_a_queue_both_ways() {
+    init_tracing();
+    bounded(SLOW_LIMIT, async {
+        let connect = shared_connect().await;
+        let Some(mut java) = CuratorPeer::started(&connect, INTEROP_SESSION).await else { return };
+        let fw = plain_framework(&connect, SESSION).await;
+        let path = unique_path("queue", "interop");
+        let queue = SimpleDistributedQueue::new(&fw, &path).unwrap();
+        for item in ["j1", "j2"] {
+            java.value_command(&format!("squeue_offer J {path} {item}"), LIMIT).await.unwrap();
+        }
+        assert_eq!(queue.take().await.unwrap(), b"j1");
+        assert_eq!(queue.take().await.unwrap(), b"j2");
+        java.send(&format!("squeue_take J {path} 30000")).await.unwrap();
+        queue.offer(b"r1").await.unwrap();
+        assert_eq!(java.value_reply("squeue_take J", EVENT).await.unwrap(), ["r1"]);
+        queue.offer(b"r2").await.unwrap();
+        assert_eq!(java.value_command(&format!("squeue_take J {path} 5000"), LIMIT).await.unwrap(), ["r2"]);
+        assert_eq!(java.value_command(&format!("squeue_take J {path} 200"), LIMIT).await.unwrap(), ["none"]);
+        fw.close().await;
+        java.quit().await.unwrap();
+    })
+    .await;
+}
+
+mod distributed {
+    use super::*;
+    use zk_recipes::protocol::values::encode_queue_items;
+    use zk_recipes::DistributedQueue;
+
+    #[tokio::test]
+    async fn items_are_framed_queue_nodes_taken_in_order() {
+        init_tracing();
+        bounded(LIMIT, async {
+            let fw = plain_framework(&shared_connect().await, SESSION).await;
+            let path = unique_path("dqueue", "order");
+            let queue = DistributedQueue::new(&fw, &path).unwrap();
+            let first = queue.put(b"ab").await.unwrap();
+            let name = node_name(&first);
+            assert!(name.starts_with("queue-") && name.len() == 16, "{name}");
+            let (data, stat) = fw.get_data(&first).await.unwrap();
+            assert_eq!(data, [0, 1, 0, 1, 1, 0, 0, 0, 2, 0x61, 0x62, 2]);
+            assert_eq!(data, encode_queue_items(&[b"ab"]));
+            assert_eq!(stat.ephemeral_owner, 0);
+            queue.put_multi(&[&b"x"[..], b"", b"y"]).await.unwrap();
+            assert_eq!(children(&fw, &path).await.len(), 2, "a multi-item put is one node");
+            assert_eq!(queue.take().await.unwrap(), [b"ab".to_vec()]);
+            assert_eq!(queue.take().await.unwrap(), [b"x".to_vec(), vec![], b"y".to_vec()]);
+            assert_eq!(queue.take_timeout(QUIET).await.unwrap(), None);
+            assert!(matches!(queue.put_multi::<&[u8]>(&[]).await, Err(Error::InvalidArgument { .. })));
+            assert!(matches!(queue.put(&vec![0u8; 1024 * 1024]).await, Err(Error::TooLarge { .. })));
+            assert!(children(&fw, &path).await.is_empty(), "nothing left, nothing added");
+
+            // A node not in the item framing: typed, and deleted (Curator counts it processed).
+            let prefix = format!("{path}/queue-");
+            let bad = fw.create(&prefix).mode(zk_recipes::CreateMode::PersistentSequential);
+            bad.data(b"\x00\x01\x00\x02").await.unwrap();
+            assert!(matches!(queue.take().await, Err(Error::CorruptData { .. })));
+            assert!(children(&fw, &path).await.is_empty());
+            fw.delete(&path).await.unwrap();
+            fw.close().await;
+        })
+        .await;
+    }
+
+    /// A take reads an item and deletes it at version 0 in one go (an item is never written
+    /// after its create): an item written since is still taken, once, with the bytes read.
+    #[tokio::test]
+    async fn an_item_written_after_its_put_is_taken_once_with_its_new_bytes() {
+        init_tracing();
+        bounded(LIMIT, async {
+            let fw = plain_framework(&shared_connect().await, SESSION).await;
+            let path = unique_path("dqueue", "rewritten");
+            let queue = DistributedQueue::new(&fw, &path).unwrap();
+            let item = queue.put(b"old").await.unwrap();
+            queue.put(b"next").await.unwrap();
+            fw.set_data(&item, &encode_queue_items(&[b"new"])).await.unwrap();
+            assert_eq!(queue.take().await.unwrap(), [b"new".to_vec()]);
+            assert_eq!(queue.take().await.unwrap(), [b"next".to_vec()]);
+            assert_eq!(queue.take_timeout(QUIET).await.unwrap(), None);
+            assert!(children(&fw, &path).await.is_empty());
+            fw.delete(&path).await.unwrap();
+            fw.close().await;
+        })
+        .await;
+    }
+
+    /// Lock-safe mode: a consumer that fails puts the item back at the end; a consumer
+    /// stopped mid-item (its task aborted) leaves it for the next; one that returns has it
+    /// deleted, and no lock node is left.
+    #[tokio::test]
+    async fn lock_safe_items_are_delivered_again_until_consumed() {
+        init_tracing();
+        bounded(LIMIT, async {
+            let fw = plain_framework(&shared_connect().await, SESSION).await;
+            let path = unique_path("dqueue", "locksafe");
+            let locks = format!("{path}-locks");
+            let queue = DistributedQueue::lock_safe(&fw, &path, &locks).unwrap();
+            queue.put(b"one").await.unwrap();
+            queue.put(b"two").await.unwrap();
+
+            let failed = queue.consume(|items| async move { Err::<(), _>(items) }).await.unwrap();
+            assert_eq!(failed, Err(vec![b"one".to_vec()]));
+            let names = children(&fw, &path).await;
+            assert_eq!(names.len(), 2, "requeued: {names:?}");
+
+            // Stopped mid-item: the lock goes, the item stays.
+            let (started_tx, started) = tokio::sync::oneshot::channel();
+            let stuck = {
+                let queue = queue.clone();
+                tokio::spawn(async move {
+                    let _ = queue
+                        .consume(|items| async move {
+                            let _ = started_tx.send(items);
+                            std::future::pending::<Result<(), ()>>().await
+                        })
+                        .await;
+                })
+            };
+            assert_eq!(within(EVENT, "the stuck consumer", started).await.unwrap(), [b"two".to_vec()]);
+            assert_eq!(children(&fw, &locks).await.len(), 1, "locked while consumed");
+            stuck.abort();
+            let _ = stuck.await;
+            children_count_becomes(&fw, &locks, 0, EVENT).await;
+
+            let mut got = Vec::new();
+            for _ in 0..2 {
+                let items = queue.consume(|items| async move { Ok::<_, ()>(items) }).await.unwrap().unwrap();
+                got.extend(items);
+            }
+            assert_eq!(got, [b"two".to_vec(), b"one".to_vec()], "the failed item went to the end");
+            assert!(children(&fw, &path).await.is_empty());
+            assert!(children(&fw, &locks).await.is_empty());
+            fw.delete(&path).await.unwrap();
+            fw.close().await;
+        })
+        .await;
+    }
+
+    /// Curator 5.4 producers (put and putMulti) and a Rust consumer, then a Rust producer and a
+    /// lock-safe Curator consumer started after the Rust lock-safe takes (on the lock path they
+    /// used); finally a Curator consumer killed mid-item: the Rust lock-safe consumer gets the
+    /// item once the dead consumer's session is gone.
+    #[tokio::test]
+    async fn curator_and_rust_share_a_distributed_queue() {
+        init_tracing();
+        bounded(SLOW_LIMIT, async {
+            let connect = shared_connect().await;
+            let Some(mut java) = CuratorPeer::started(&connect, INTEROP_SESSION).await else { return };
+            let fw = plain_framework(&connect, SESSION).await;
+            let path = unique_path("dqueue", "interop");
+            let locks = format!("{path}-locks");
+            java.value_command(&format!("dqueue_put P {path} hello"), LIMIT).await.unwrap();
+            java.value_command(&format!("dqueue_put P {path} a b c"), LIMIT).await.unwrap();
+            let queue = DistributedQueue::lock_safe(&fw, &path, &locks).unwrap();
+            assert_eq!(queue.take().await.unwrap(), [b"hello".to_vec()]);
+            assert_eq!(queue.take().await.unwrap(), [b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
+            // The lock path is persistent, as Curator's `start()` makes it: a container would
+            // be reaped once empty, under the Curator consumer below, which creates its lock
+            // nodes without parents and reads a missing lock path as "taken by another" (it
+            // would never take an item again). A probe container emptied after the takes is
+            // reaped by a later sweep of the server's container manager; the lock path must
+            // have survived it.
+            let probe = format!("{path}-probe");
+            fw.create(&format!("{probe}/x")).await.unwrap();
+            fw.delete(&format!("{probe}/x")).await.unwrap();
+            if let (Some(_), reaped) = fw.exists(&probe).watch().await.unwrap() {
+                within(EVENT, "the probe container's removal", reaped.changed()).await.unwrap();
+            }
+            assert!(fw.exists(&locks).await.unwrap().is_some(), "the lock path survived the container sweep");
+
+            java.value_command(&format!("dqueue_consume C {path} {locks}"), LIMIT).await.unwrap();
+            queue.put(b"from-rust").await.unwrap();
+            queue.put_multi(&[&b"m1"[..], b"m2"]).await.unwrap();
+            for expected in ["from-rust", "m1", "m2"] {
+                let line = java.wait_for("dqueue-item C", EVENT).await.unwrap();
+                assert_eq!(line, format!("dqueue-item C {expected}"));
+            }
+            children_count_becomes(&fw, &path, 0, EVENT).await;
+            // Curator deletes an item before its lock node: a kill right after the last item's
+            // delete would leave that lock until the dead session expires.
+            children_count_becomes(&fw, &locks, 0, EVENT).await;
+            // Killed rather than quit: its queue's background cache would log the client's close.
+            java.kill().await.unwrap();
+
+            // A Curator consumer that never returns, then dies.
+            let Some(mut holder) = CuratorPeer::started(&connect, INTEROP_SESSION).await else { return };
+            holder.value_command(&format!("dqueue_consume H {path} {locks} hold"), LIMIT).await.unwrap();
+            queue.put(b"held").await.unwrap();
+            let line = holder.wait_for("dqueue-item H", EVENT).await.unwrap();
+            assert_eq!(line, "dqueue-item H held");
+            assert_eq!(children(&fw, &locks).await.len(), 1, "Curator's lock node");
+            assert_eq!(queue.take_timeout(QUIET).await.unwrap(), None, "locked by the holder");
+            holder.kill().await.unwrap();
+            let redelivered = within(
+                INTEROP_SESSION * 3,
+                "the item after the holder's death",
+                queue.consume(|items| async move { Ok::<_, ()>(items) }),
+            )
+            .await;
+            assert_eq!(redelivered.unwrap().unwrap(), [b"held".to_vec()]);
+            assert!(children(&fw, &path).await.is_empty());
+            fw.close().await;
+        })
+        .await;
+    }
+}

@@ -1,0 +1,26 @@
+//! Shared values and atomics against real ZooKeeper servers: `SharedCount`, `SharedValue`,
+//! `DistributedAtomicLong`/`Integer`/`Value`, and compile-time checks that they (and the
+//! barriers and queues) cross threads.
+//!
+//! Every test here is named `values::<module>::<test>`, so
+//! `cargo test --features testing,tls,sasl,discovery -- values::` runs them.
+//! `tests/README.md` maps behaviours to binaries and modules.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+// One module per file beside this one, inside a module named after the binary: its name
+// starts every test's.
+#[path = "."]
+mod values {
+    /// An atomic that knows its node writes without reading (requests counted).
+    mod atomic_knowledge;
+    /// The distributed atomics: layout, exact sums, faults, a Curator peer.
+    mod atomics;
+    /// Values, atomics, barriers and queues are `Send` and `Sync` (compile time).
+    mod send_sync;
+    /// How a shared value's copy follows its node (requests counted).
+    mod shared_value_follow;
+    /// `SharedCount` and `SharedValue`: layout, compare-and-set, listeners.
+    mod shared_values;
+}
