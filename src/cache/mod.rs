@@ -23,7 +23,7 @@
 //! is what keeps the cache's reads from queueing among a busy writer's writes at the server). So a node written many times in a
 //! row has at most one read in flight and never costs more reads than events; the view it
 //! settles on is the last one. A create cannot go without a read even in stats-only mode:
-//! its event carries no stat (no version, owner, times or data length). `tests/cache_request_counts.rs`
+//! its event carries no stat (no version, owner, times or data length). `tests/caches/request_counts.rs`
 //! asserts these counts with a counting proxy.
 //!
 //! [`stats_only`]: CuratorCacheBuilder::stats_only
@@ -33,7 +33,7 @@
 //! A cached node costs the client about 600 bytes with 100 bytes of data: its entry in the
 //! mirror, its path, stat and shared data. Measured as the growth of the client's resident
 //! memory (RSS) while a cache of a two-level tree (100 parents, 100-byte data on every node)
-//! is held, in a process doing nothing else (`tests/cache.rs`, `memory_per_cached_node` and
+//! is held, in a process doing nothing else (`tests/caches/curator_cache.rs`, `memory_per_cached_node` and
 //! `memory_per_cached_node_100k`, run by name with `--ignored --nocapture`), December 2026,
 //! Linux x86-64, glibc malloc, a debug build:
 //!

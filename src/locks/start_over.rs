@@ -39,7 +39,7 @@ where
 /// retry loop that did not pause then burnt its whole retry policy in microseconds or, under
 /// `RetryForever`, never yielded and starved the state manager that would replace the session
 /// (a livelock). Regression test:
-/// `tests/semaphore.rs::waiters_survive_a_session_that_ends_while_connected`.
+/// `tests/locks/semaphore.rs::waiters_survive_a_session_that_ends_while_connected`.
 async fn pause_before_new_attempt(framework: &Framework, delay: Duration) {
     let client_ended = framework.session().map_or(true, |s| s.client.state().is_terminated());
     if client_ended || !framework.state().is_connected() {

@@ -18,4 +18,6 @@ mod caches {
     mod faults;
     /// Server requests per cache event, counted by a proxy.
     mod request_counts;
+    /// The watch table from a cache, and a stream that lags (it gets the whole cache).
+    mod watch_table;
 }

@@ -31,6 +31,8 @@ mod framework {
     mod tls;
     /// All-or-nothing commits and fenced writes.
     mod transactions;
+    /// The watch table: one-shot and persistent watches of one session kept apart; the server learned once per session.
+    mod watch_table;
     /// Persistent watches: order, resync after faults, removal, hazards.
     mod watches;
 }

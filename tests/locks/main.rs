@@ -25,6 +25,8 @@ mod locks {
     mod handoff_after_reconnect;
     /// Conditions that once broke the lock core (throttling, limits, stale guards).
     mod hardening;
+    /// The mirror beyond its scenarios: other watches on its directory refused, a count past 2^30, a throttled listing, a holder under 100,000 tries.
+    mod mirror_findings;
     /// Lock waits on the session's mirror (`WaitStrategy::Mirror`).
     mod mirror_wait;
     /// `MultiLock`: all or nothing, rollback, one deadline.

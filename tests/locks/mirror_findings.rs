@@ -1,9 +1,10 @@
-//! One home for watching: the framework's watch table covers every watcher of a session (its
-//! own watched reads, `Framework::watch`, caches, lock mirrors), the lock mirror through
-//! counts past 2^30, a listing refused for a while, and a holder under other sessions' tries,
-//! and a cache subscriber that lags.
+//! What the lock directory's mirror keeps safe and live beyond the mirror's own scenarios: its
+//! framework refuses other watches on the directory (a non-recursive one would leave waiters
+//! waiting a session timeout per handoff), a create count past 2^30 (ZooKeeper's `cversion`
+//! wraps in a Java `int`), a listing the server throttles, and a holder's memory while other
+//! sessions try the lock 100,000 times.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -11,9 +12,7 @@ use common::fixtures::*;
 use common::timing::{EVENT, FAULT_SESSION, LIMIT, PROMPT, SESSION};
 use futures::StreamExt;
 use zk_recipes::testing::{mirror_retained_entries, mirror_tasks_running, CountingProxy};
-use zk_recipes::{
-    CacheEvent, CuratorCache, Error, Framework, InterProcessMutex, NodeEventKind, ResyncReason, WatchEvent, WatchMode,
-};
+use zk_recipes::{Error, InterProcessMutex, NodeEventKind, WatchEvent, WatchMode};
 
 async fn next_item(watch: &mut zk_recipes::PersistentWatch) -> WatchEvent {
     match tokio::time::timeout(EVENT, watch.next()).await {
@@ -22,125 +21,8 @@ async fn next_item(watch: &mut zk_recipes::PersistentWatch) -> WatchEvent {
     }
 }
 
-/// Creates and deletes `{dir}/{name}` and returns the kind of the next node event: `Created`
-/// when the watch hears creations, `Deleted` when they are silenced (deletions still arrive).
-async fn probe_creates(
-    fw: &Framework,
-    watch: &mut zk_recipes::PersistentWatch,
-    dir: &str,
-    name: &str,
-) -> NodeEventKind {
-    let path = format!("{dir}/{name}");
-    fw.create(&path).data(b"").await.unwrap();
-    fw.delete(&path).await.unwrap();
-    match next_item(watch).await {
-        WatchEvent::Node(event) if event.path == path && event.kind == NodeEventKind::Created => {
-            let deleted = next_item(watch).await;
-            assert!(matches!(deleted, WatchEvent::Node(ref e) if e.kind == NodeEventKind::Deleted), "{deleted:?}");
-            NodeEventKind::Created
-        }
-        WatchEvent::Node(event) if event.path == path => event.kind,
-        other => panic!("unexpected {other:?}"),
-    }
-}
-
 fn refused(result: Result<impl std::fmt::Debug, Error>) -> bool {
     matches!(result, Err(Error::InvalidArgument { .. }))
-}
-
-/// A one-shot watch of the framework's reads on a path it watches persistently is refused;
-/// one set before the persistent watch is let through, and when it goes away unfired (its
-/// `RemoveWatches` would take the persistent watch's half with it on ZooKeeper 3.6-3.8), the
-/// persistent watch is added again and says so.
-#[tokio::test]
-async fn one_shot_and_persistent_watches_of_one_framework_never_silence_each_other() {
-    init_tracing();
-    bounded(LIMIT, async {
-        let fw = plain_framework(&shared_connect().await, SESSION).await;
-        let dir = unique_path("watch-home", "table");
-        fw.create(&dir).data(b"").await.unwrap();
-
-        // The one-shot first, then the persistent watch.
-        let (_, oneshot) = fw.exists(&dir).watch().await.unwrap();
-        let mut watch = fw.watch(&dir, WatchMode::PersistentRecursive).await.unwrap();
-        assert_eq!(probe_creates(&fw, &mut watch, &dir, "before").await, NodeEventKind::Created);
-        // Now refused: the persistent watch holds the path.
-        assert!(refused(fw.exists(&dir).watch().await), "a one-shot exists watch beside a persistent one");
-        assert!(refused(fw.get_data(&dir).watch().await), "a one-shot data watch beside a persistent one");
-        assert!(refused(fw.get_children(&dir).watch().await), "a one-shot children watch beside a persistent one");
-        assert!(refused(fw.watch(&dir, WatchMode::Persistent).await), "the other mode");
-        // The earlier one-shot goes away unfired: the watch is added again, with a resync.
-        drop(oneshot);
-        assert_eq!(next_item(&mut watch).await, WatchEvent::Resync { reason: ResyncReason::Rearmed });
-        assert_eq!(probe_creates(&fw, &mut watch, &dir, "after").await, NodeEventKind::Created);
-
-        // Another framework (another session) may do as it pleases.
-        let other = plain_framework(&shared_connect().await, SESSION).await;
-        let (_, elsewhere) = other.exists(&dir).watch().await.unwrap();
-        drop(elsewhere);
-        assert_eq!(probe_creates(&fw, &mut watch, &dir, "elsewhere").await, NodeEventKind::Created);
-
-        // What the table keeps out, shown with the raw client (which it cannot see): a one-shot
-        // watch of the same session on the path silences the creations below it
-        // (ZOOKEEPER-4466, on ZooKeeper 3.6-3.8).
-        let client = fw.zk_client().unwrap();
-        let (_, raw) = client.check_and_watch_stat(&dir).await.unwrap();
-        assert_eq!(probe_creates(&fw, &mut watch, &dir, "silenced").await, NodeEventKind::Deleted);
-        drop(raw);
-
-        drop(watch);
-        // Once the watch is gone (its task notices the dropped stream), one-shot watches are
-        // allowed again.
-        eventually(EVENT, "the path free again", || async {
-            fw.exists(&dir).watch().await.map(drop).map_err(|e| e.to_string())
-        })
-        .await;
-        fw.delete(&dir).await.unwrap();
-        other.close().await;
-        fw.close().await;
-    })
-    .await;
-}
-
-/// A cache's root: a one-shot watch there is refused while the cache runs, and creations below
-/// it keep reaching the cache.
-#[tokio::test]
-async fn a_one_shot_watch_on_a_cached_path_is_refused_and_the_cache_keeps_hearing_creations() {
-    init_tracing();
-    bounded(LIMIT, async {
-        let fw = plain_framework(&shared_connect().await, SESSION).await;
-        let other = plain_framework(&shared_connect().await, SESSION).await;
-        let root = unique_path("watch-home", "cached");
-        fw.create(&root).data(b"").await.unwrap();
-        let cache = CuratorCache::builder(&fw, &root).build().unwrap();
-        cache.start().await.unwrap();
-        cache.initialized().await.unwrap();
-        assert!(refused(fw.exists(&root).watch().await));
-        assert!(refused(fw.get_data(&root).watch().await));
-        assert!(refused(fw.watch(&root, WatchMode::Persistent).await));
-        for n in 0..20 {
-            other.create(&format!("{root}/child-{n}")).data(b"").await.unwrap();
-        }
-        eventually(EVENT, "every creation in the cache", || async {
-            match cache.len() {
-                21 => Ok(()),
-                n => Err(format!("{n} nodes")),
-            }
-        })
-        .await;
-        assert!(cache.is_complete());
-        cache.close().await;
-        // Closed: the path is free again.
-        let (_, oneshot) = fw.exists(&root).watch().await.unwrap();
-        drop(oneshot);
-        for n in 0..20 {
-            other.delete(&format!("{root}/child-{n}")).await.unwrap();
-        }
-        other.delete(&root).await.unwrap();
-        other.close().await;
-        fw.close().await;
-    })
-    .await;
 }
 
 /// A lock directory mirrored by a session: that framework refuses a one-shot watch there and
@@ -342,96 +224,6 @@ async fn a_holders_memory_does_not_grow_with_other_sessions_tries() {
         assert!(held.is_held());
         held.release().await.unwrap();
         holder_fw.close().await;
-    })
-    .await;
-}
-
-/// A stream that falls behind the cache's event capacity gets `Lagged` with the whole cache,
-/// then every later event: a consumer that replaces its view with it ends equal to the cache.
-#[tokio::test]
-async fn a_lagging_cache_stream_gets_the_whole_cache_and_goes_on() {
-    init_tracing();
-    bounded(LIMIT, async {
-        let fw = plain_framework(&shared_connect().await, SESSION).await;
-        let root = unique_path("watch-home", "lagging");
-        fw.create(&root).data(b"").await.unwrap();
-        let cache = CuratorCache::builder(&fw, &root).event_capacity(8).build().unwrap();
-        let mut events = cache.events();
-        cache.start().await.unwrap();
-        cache.initialized().await.unwrap();
-        // Nobody reads while 50 nodes come and go.
-        for n in 0..50 {
-            fw.create(&format!("{root}/n-{n}")).data(format!("{n}").as_bytes()).await.unwrap();
-        }
-        for n in 0..10 {
-            fw.delete(&format!("{root}/n-{n}")).await.unwrap();
-        }
-        eventually(EVENT, "the cache caught up", || async {
-            match cache.len() {
-                41 => Ok(()),
-                n => Err(format!("{n} nodes")),
-            }
-        })
-        .await;
-        let mut view = std::collections::BTreeMap::new();
-        let lagged = loop {
-            let event = within(EVENT, "an event", events.next()).await.expect("the stream goes on");
-            match event {
-                CacheEvent::Lagged { missed, nodes } => {
-                    view = nodes.into_iter().map(|n| (n.path().to_owned(), n.data().cloned())).collect();
-                    break Some(missed);
-                }
-                CacheEvent::Created(n) | CacheEvent::Changed(_, n) => {
-                    view.insert(n.path().to_owned(), n.data().cloned());
-                }
-                CacheEvent::Deleted(n) => {
-                    view.remove(n.path());
-                }
-                _ => {}
-            }
-        };
-        assert!(lagged.is_some_and(|missed| missed > 0), "a lag signal with what was missed");
-        // Later events follow on the view.
-        fw.create(&format!("{root}/late")).data(b"late").await.unwrap();
-        match within(EVENT, "the late node", events.next()).await.expect("the stream goes on") {
-            CacheEvent::Created(n) if n.path().ends_with("/late") => {
-                view.insert(n.path().to_owned(), n.data().cloned());
-            }
-            other => panic!("unexpected {other:?}"),
-        }
-        let cached: std::collections::BTreeMap<String, Option<Vec<u8>>> =
-            cache.nodes().into_iter().map(|n| (n.path().to_owned(), n.data().cloned())).collect();
-        assert_eq!(view, cached, "the replayed view is the cache");
-        cache.close().await;
-        for child in children(&fw, &root).await {
-            fw.delete(&format!("{root}/{child}")).await.unwrap();
-        }
-        fw.delete(&root).await.unwrap();
-        fw.close().await;
-    })
-    .await;
-}
-
-/// The server of each session is asked once what it supports (one `getEphemerals`, no
-/// four-letter word); these servers are 3.8.
-#[tokio::test]
-async fn the_server_is_asked_once_per_session_what_it_supports() {
-    init_tracing();
-    bounded(LIMIT, async {
-        let server = shared_connect().await;
-        let proxy = CountingProxy::start(&server).await.expect("counting proxy");
-        let fw = plain_framework(&proxy.connect_string(), SESSION).await;
-        let before = proxy.counts();
-        let info = fw.server_info().await.unwrap();
-        assert!(info.since_3_6 && info.persistent_watches && !info.read_only, "{info:?}");
-        assert_eq!(info.epoch, fw.snapshot().epoch);
-        // Asked once.
-        assert_eq!(fw.server_info().await.unwrap(), info);
-        let sent = proxy.counts().since(&before);
-        assert!(sent.get("getEphemerals") <= 1 && sent.errors() == 0, "{sent:?}");
-        let total = proxy.counts().get("getEphemerals");
-        assert_eq!(total, 1, "one question for the session, whoever asked first");
-        fw.close().await;
     })
     .await;
 }

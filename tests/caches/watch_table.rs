@@ -1,0 +1,121 @@
+//! The watch table seen from a cache (a one-shot watch on its root is refused, creations keep
+//! reaching it), and a stream that lags behind the cache's event capacity (it gets the whole
+//! cache, then every later event).
+
+use crate::common;
+
+use common::fixtures::*;
+use common::timing::{EVENT, LIMIT, SESSION};
+use futures::StreamExt;
+use zk_recipes::{CacheEvent, CuratorCache, Error, WatchMode};
+
+fn refused(result: Result<impl std::fmt::Debug, Error>) -> bool {
+    matches!(result, Err(Error::InvalidArgument { .. }))
+}
+
+/// A cache's root: a one-shot watch there is refused while the cache runs, and creations below
+/// it keep reaching the cache.
+#[tokio::test]
+async fn a_one_shot_watch_on_a_cached_path_is_refused_and_the_cache_keeps_hearing_creations() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
+        let other = plain_framework(&shared_connect().await, SESSION).await;
+        let root = unique_path("watch-home", "cached");
+        fw.create(&root).data(b"").await.unwrap();
+        let cache = CuratorCache::builder(&fw, &root).build().unwrap();
+        cache.start().await.unwrap();
+        cache.initialized().await.unwrap();
+        assert!(refused(fw.exists(&root).watch().await));
+        assert!(refused(fw.get_data(&root).watch().await));
+        assert!(refused(fw.watch(&root, WatchMode::Persistent).await));
+        for n in 0..20 {
+            other.create(&format!("{root}/child-{n}")).data(b"").await.unwrap();
+        }
+        eventually(EVENT, "every creation in the cache", || async {
+            match cache.len() {
+                21 => Ok(()),
+                n => Err(format!("{n} nodes")),
+            }
+        })
+        .await;
+        assert!(cache.is_complete());
+        cache.close().await;
+        // Closed: the path is free again.
+        let (_, oneshot) = fw.exists(&root).watch().await.unwrap();
+        drop(oneshot);
+        for n in 0..20 {
+            other.delete(&format!("{root}/child-{n}")).await.unwrap();
+        }
+        other.delete(&root).await.unwrap();
+        other.close().await;
+        fw.close().await;
+    })
+    .await;
+}
+
+/// A stream that falls behind the cache's event capacity gets `Lagged` with the whole cache,
+/// then every later event: a consumer that replaces its view with it ends equal to the cache.
+#[tokio::test]
+async fn a_lagging_cache_stream_gets_the_whole_cache_and_goes_on() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
+        let root = unique_path("watch-home", "lagging");
+        fw.create(&root).data(b"").await.unwrap();
+        let cache = CuratorCache::builder(&fw, &root).event_capacity(8).build().unwrap();
+        let mut events = cache.events();
+        cache.start().await.unwrap();
+        cache.initialized().await.unwrap();
+        // Nobody reads while 50 nodes come and go.
+        for n in 0..50 {
+            fw.create(&format!("{root}/n-{n}")).data(format!("{n}").as_bytes()).await.unwrap();
+        }
+        for n in 0..10 {
+            fw.delete(&format!("{root}/n-{n}")).await.unwrap();
+        }
+        eventually(EVENT, "the cache caught up", || async {
+            match cache.len() {
+                41 => Ok(()),
+                n => Err(format!("{n} nodes")),
+            }
+        })
+        .await;
+        let mut view = std::collections::BTreeMap::new();
+        let lagged = loop {
+            let event = within(EVENT, "an event", events.next()).await.expect("the stream goes on");
+            match event {
+                CacheEvent::Lagged { missed, nodes } => {
+                    view = nodes.into_iter().map(|n| (n.path().to_owned(), n.data().cloned())).collect();
+                    break Some(missed);
+                }
+                CacheEvent::Created(n) | CacheEvent::Changed(_, n) => {
+                    view.insert(n.path().to_owned(), n.data().cloned());
+                }
+                CacheEvent::Deleted(n) => {
+                    view.remove(n.path());
+                }
+                _ => {}
+            }
+        };
+        assert!(lagged.is_some_and(|missed| missed > 0), "a lag signal with what was missed");
+        // Later events follow on the view.
+        fw.create(&format!("{root}/late")).data(b"late").await.unwrap();
+        match within(EVENT, "the late node", events.next()).await.expect("the stream goes on") {
+            CacheEvent::Created(n) if n.path().ends_with("/late") => {
+                view.insert(n.path().to_owned(), n.data().cloned());
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        let cached: std::collections::BTreeMap<String, Option<Vec<u8>>> =
+            cache.nodes().into_iter().map(|n| (n.path().to_owned(), n.data().cloned())).collect();
+        assert_eq!(view, cached, "the replayed view is the cache");
+        cache.close().await;
+        for child in children(&fw, &root).await {
+            fw.delete(&format!("{root}/{child}")).await.unwrap();
+        }
+        fw.delete(&root).await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}

@@ -1,0 +1,125 @@
+//! The framework's watch table: every watch of one session, whoever set it, by path. A
+//! one-shot watch of the framework's reads on a persistently watched path is refused, and so is
+//! a persistent watch of the other mode; a one-shot watch set before a persistent one is let
+//! through and, when it goes away unfired, the persistent one is added again (ZooKeeper 3.6-3.8
+//! keep one watch mode per session and path: ZOOKEEPER-4466, -4472). And what the framework
+//! learns of its server, once per session.
+
+use crate::common;
+
+use common::fixtures::*;
+use common::timing::{EVENT, LIMIT, SESSION};
+use futures::StreamExt;
+use zk_recipes::testing::CountingProxy;
+use zk_recipes::{Error, Framework, NodeEventKind, ResyncReason, WatchEvent, WatchMode};
+
+async fn next_item(watch: &mut zk_recipes::PersistentWatch) -> WatchEvent {
+    match tokio::time::timeout(EVENT, watch.next()).await {
+        Ok(Some(Ok(item))) => item,
+        other => panic!("no watch item: {other:?}"),
+    }
+}
+
+/// Creates and deletes `{dir}/{name}` and returns the kind of the next node event: `Created`
+/// when the watch hears creations, `Deleted` when they are silenced (deletions still arrive).
+async fn probe_creates(
+    fw: &Framework,
+    watch: &mut zk_recipes::PersistentWatch,
+    dir: &str,
+    name: &str,
+) -> NodeEventKind {
+    let path = format!("{dir}/{name}");
+    fw.create(&path).data(b"").await.unwrap();
+    fw.delete(&path).await.unwrap();
+    match next_item(watch).await {
+        WatchEvent::Node(event) if event.path == path && event.kind == NodeEventKind::Created => {
+            let deleted = next_item(watch).await;
+            assert!(matches!(deleted, WatchEvent::Node(ref e) if e.kind == NodeEventKind::Deleted), "{deleted:?}");
+            NodeEventKind::Created
+        }
+        WatchEvent::Node(event) if event.path == path => event.kind,
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+fn refused(result: Result<impl std::fmt::Debug, Error>) -> bool {
+    matches!(result, Err(Error::InvalidArgument { .. }))
+}
+
+/// A one-shot watch of the framework's reads on a path it watches persistently is refused;
+/// one set before the persistent watch is let through, and when it goes away unfired (its
+/// `RemoveWatches` would take the persistent watch's half with it on ZooKeeper 3.6-3.8), the
+/// persistent watch is added again and says so.
+#[tokio::test]
+async fn one_shot_and_persistent_watches_of_one_framework_never_silence_each_other() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
+        let dir = unique_path("watch-home", "table");
+        fw.create(&dir).data(b"").await.unwrap();
+
+        // The one-shot first, then the persistent watch.
+        let (_, oneshot) = fw.exists(&dir).watch().await.unwrap();
+        let mut watch = fw.watch(&dir, WatchMode::PersistentRecursive).await.unwrap();
+        assert_eq!(probe_creates(&fw, &mut watch, &dir, "before").await, NodeEventKind::Created);
+        // Now refused: the persistent watch holds the path.
+        assert!(refused(fw.exists(&dir).watch().await), "a one-shot exists watch beside a persistent one");
+        assert!(refused(fw.get_data(&dir).watch().await), "a one-shot data watch beside a persistent one");
+        assert!(refused(fw.get_children(&dir).watch().await), "a one-shot children watch beside a persistent one");
+        assert!(refused(fw.watch(&dir, WatchMode::Persistent).await), "the other mode");
+        // The earlier one-shot goes away unfired: the watch is added again, with a resync.
+        drop(oneshot);
+        assert_eq!(next_item(&mut watch).await, WatchEvent::Resync { reason: ResyncReason::Rearmed });
+        assert_eq!(probe_creates(&fw, &mut watch, &dir, "after").await, NodeEventKind::Created);
+
+        // Another framework (another session) may do as it pleases.
+        let other = plain_framework(&shared_connect().await, SESSION).await;
+        let (_, elsewhere) = other.exists(&dir).watch().await.unwrap();
+        drop(elsewhere);
+        assert_eq!(probe_creates(&fw, &mut watch, &dir, "elsewhere").await, NodeEventKind::Created);
+
+        // What the table keeps out, shown with the raw client (which it cannot see): a one-shot
+        // watch of the same session on the path silences the creations below it
+        // (ZOOKEEPER-4466, on ZooKeeper 3.6-3.8).
+        let client = fw.zk_client().unwrap();
+        let (_, raw) = client.check_and_watch_stat(&dir).await.unwrap();
+        assert_eq!(probe_creates(&fw, &mut watch, &dir, "silenced").await, NodeEventKind::Deleted);
+        drop(raw);
+
+        drop(watch);
+        // Once the watch is gone (its task notices the dropped stream), one-shot watches are
+        // allowed again.
+        eventually(EVENT, "the path free again", || async {
+            fw.exists(&dir).watch().await.map(drop).map_err(|e| e.to_string())
+        })
+        .await;
+        fw.delete(&dir).await.unwrap();
+        other.close().await;
+        fw.close().await;
+    })
+    .await;
+}
+
+/// The server of each session is asked once what it supports (one `getEphemerals`, no
+/// four-letter word); these servers are 3.8.
+#[tokio::test]
+async fn the_server_is_asked_once_per_session_what_it_supports() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let server = shared_connect().await;
+        let proxy = CountingProxy::start(&server).await.expect("counting proxy");
+        let fw = plain_framework(&proxy.connect_string(), SESSION).await;
+        let before = proxy.counts();
+        let info = fw.server_info().await.unwrap();
+        assert!(info.since_3_6 && info.persistent_watches && !info.read_only, "{info:?}");
+        assert_eq!(info.epoch, fw.snapshot().epoch);
+        // Asked once.
+        assert_eq!(fw.server_info().await.unwrap(), info);
+        let sent = proxy.counts().since(&before);
+        assert!(sent.get("getEphemerals") <= 1 && sent.errors() == 0, "{sent:?}");
+        let total = proxy.counts().get("getEphemerals");
+        assert_eq!(total, 1, "one question for the session, whoever asked first");
+        fw.close().await;
+    })
+    .await;
+}
