@@ -21,7 +21,7 @@ use std::sync::{Arc, Weak};
 use tokio::sync::{watch, Notify};
 use zookeeper_client::SessionState;
 
-use super::mirror_wait::{Admission, Decision, DirHost, Run, ANY_DELETION};
+use super::mirror_wait::{Admission, Decision, DirHost, Run, ANY_DELETION, CALM};
 use crate::framework::{Framework, Session, WatchMode};
 use crate::mirror::driver::{self as mirror_driver, Host};
 use crate::mirror::shared::Shared;
@@ -73,9 +73,48 @@ impl std::fmt::Debug for DirMirror {
 /// A handle's place for its session's mirror of one directory, shared by the handle's clones
 /// and replaced when the session changes.
 #[derive(Debug, Default)]
-pub(crate) struct MirrorSlot(Mutex<Option<Arc<DirMirror>>>);
+pub(crate) struct MirrorSlot(Mutex<Slot>);
+
+#[derive(Debug, Default)]
+enum Slot {
+    #[default]
+    Empty,
+    Mirror(Arc<DirMirror>),
+    /// The directory is crowded: the handle waits the classic way (holding no mirror, so the
+    /// session stops mirroring once its other handles do too) until [`CALM_LISTINGS`]
+    /// listings in a row show it calm (so that the tail of a burst does not start mirrors
+    /// that the next burst stops again); `calm` counts them.
+    Crowded {
+        calm: u32,
+    },
+}
+
+/// Calm listings in a row after which a crowded directory is mirrored again.
+const CALM_LISTINGS: u32 = 3;
 
 impl MirrorSlot {
+    /// A wait found the directory crowded (see `DirHost::crowded`): this handle waits the
+    /// classic way from now on, and lets its mirror go.
+    pub(crate) fn crowded(&self) {
+        let previous = std::mem::replace(&mut *self.0.lock(), Slot::Crowded { calm: 0 });
+        if let Slot::Mirror(mirror) = previous {
+            tracing::debug!(dir = %mirror.inner().dir, "the lock directory is crowded: waiting the classic way");
+        }
+    }
+
+    /// A classic wait listed `children` children: a crowded directory that has calmed down
+    /// (listed at most [`CALM`] children [`CALM_LISTINGS`] times in a row) is mirrored again
+    /// by the next attempt.
+    pub(crate) fn listed(&self, children: usize) {
+        let mut slot = self.0.lock();
+        if let Slot::Crowded { calm } = &mut *slot {
+            *calm = if children <= CALM { *calm + 1 } else { 0 };
+            if *calm >= CALM_LISTINGS {
+                *slot = Slot::Empty;
+            }
+        }
+    }
+
     /// The session's mirror of `dir` (a full server path), when the session's server is known
     /// to keep it exact (Apache ZooKeeper 3.6+, the watch not refused, not a read-only
     /// connection); `None` means the classic wait.
@@ -87,11 +126,15 @@ impl MirrorSlot {
             return None;
         }
         let mut slot = self.0.lock();
-        if let Some(mirror) = slot.as_ref().filter(|m| m.epoch() == session.epoch && m.run() != Run::Ended) {
-            return (mirror.run() == Run::Running).then(|| mirror.clone());
+        match &*slot {
+            Slot::Crowded { .. } => return None,
+            Slot::Mirror(mirror) if mirror.epoch() == session.epoch && mirror.run() != Run::Ended => {
+                return (mirror.run() == Run::Running).then(|| mirror.clone());
+            }
+            Slot::Mirror(_) | Slot::Empty => {}
         }
         let mirror = DirMirror::for_session(framework, session, dir);
-        *slot = Some(mirror.clone());
+        *slot = Slot::Mirror(mirror.clone());
         (mirror.run() == Run::Running).then_some(mirror)
     }
 }
@@ -106,6 +149,9 @@ pub(crate) enum Ask {
     Wrapped,
     /// No mirror on this session: wait the classic way.
     Classic,
+    /// So many sessions share the directory that mirroring it costs more than it saves: wait
+    /// the classic way (and stop mirroring it).
+    Crowded,
     /// Wait for `wake`, then ask again.
     Wait { wake: Wake, on: WaitOn },
 }
@@ -229,6 +275,7 @@ impl DirMirror {
             Run::Ended => return Ask::Missing,
             Run::Running => {}
         }
+        state.note_own(own);
         let on = match state.view.decide(driver, own) {
             Decision::Verdict(Verdict::Acquired) => {
                 asker.seen = true;
@@ -236,6 +283,10 @@ impl DirMirror {
             }
             Decision::Verdict(Verdict::Missing) => return Ask::Missing,
             Decision::Wrapped => return Ask::Wrapped,
+            Decision::Verdict(Verdict::Watch { .. }) if state.crowded() => {
+                asker.seen = true;
+                return Ask::Crowded;
+            }
             Decision::Verdict(Verdict::Watch { node, .. }) => {
                 asker.seen = true;
                 WaitOn::Predecessor(node)

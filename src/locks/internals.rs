@@ -228,6 +228,12 @@ impl LockInternals {
                 Ask::Missing => return Err(Failure::NodeMissing),
                 Ask::Wrapped => return Err(Error::SequenceWrapped { path: self.path().to_owned() }.into()),
                 Ask::Classic => return Ok(MirrorWait::Classic),
+                Ask::Crowded => {
+                    if let Some(slot) = &self.mirror {
+                        slot.crowded();
+                    }
+                    return Ok(if try_only { MirrorWait::Busy } else { MirrorWait::Classic });
+                }
                 Ask::Wait { wake, on } => (wake, on),
             };
             if try_only && matches!(on, WaitOn::Predecessor(_)) {
@@ -279,6 +285,10 @@ impl LockInternals {
                 Some(children) => children,
                 None => retry_request(framework, list).await?,
             };
+            if let Some(slot) = &self.mirror {
+                // A crowded directory that calmed down is mirrored again by the next attempt.
+                slot.listed(sorted.len());
+            }
             if self.driver.wrapped(&sorted).is_some() {
                 return Err(Error::SequenceWrapped { path: self.path().to_owned() }.into());
             }

@@ -219,6 +219,11 @@ impl DirView {
         self.children.contains_key(name)
     }
 
+    /// How many children the view holds.
+    pub(crate) fn len(&self) -> usize {
+        self.children.len()
+    }
+
     /// Whether decisions can be made from the view.
     pub(crate) fn is_valid(&self) -> bool {
         self.state == State::Valid
@@ -518,6 +523,15 @@ pub(crate) fn creates(cversion: i32, num_children: i32) -> Option<u64> {
 /// so).
 pub(crate) const ANY_DELETION: &str = "";
 
+/// Sessions sharing a directory (estimated from its children per node of ours) past which a
+/// session stops mirroring it: measured on one server, the mirror was ahead of watching the
+/// node ahead up to 8 sessions per lock, at parity at 16 and behind from 32 on.
+pub(crate) const CROWDED: usize = 12;
+
+/// Nodes in a directory (as a listing of the classic wait shows them) at or below which a
+/// session that stopped mirroring it mirrors it again.
+pub(crate) const CALM: usize = 6;
+
 /// Where the mirror stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Run {
@@ -549,6 +563,10 @@ pub(crate) struct DirHost {
     /// The listing to send.
     pub(crate) requests: Vec<Request>,
     pub(crate) ablations: Ablations,
+    /// This session's nodes that waiters or holders asked about (removed at their deletion):
+    /// what the view's children are measured against to tell how many sessions share the
+    /// directory (see [`DirHost::crowded`]).
+    own: std::collections::HashSet<String>,
 }
 
 impl DirHost {
@@ -568,7 +586,31 @@ impl DirHost {
             rearm: false,
             requests: Vec::new(),
             ablations,
+            own: std::collections::HashSet::new(),
         }
+    }
+
+    /// Notes a node of this session's that a waiter or holder asks about.
+    pub(crate) fn note_own(&mut self, name: &str) {
+        if !self.own.contains(name) {
+            self.own.insert(name.to_owned());
+        }
+    }
+
+    /// Whether so many sessions share the directory that mirroring it costs the server more
+    /// than it saves: the view's children per node of this session's in it above
+    /// [`CROWDED`]. Every create and delete in a mirrored directory is sent to every session
+    /// that mirrors it, so a handoff costs two notifications per mirroring session; a waiter
+    /// that watches only the node ahead of it costs one notification and a listing or two,
+    /// whatever the number of sessions. The children a session holds itself (its own waiters)
+    /// are its benefit: one session with eight waiters in a queue of 32 shares the directory
+    /// with about three others, not 31.
+    pub(crate) fn crowded(&self) -> bool {
+        if !self.view.is_valid() {
+            return false;
+        }
+        let ours = self.own.iter().filter(|name| self.view.contains(name)).count().max(1);
+        self.view.len() > CROWDED * ours
     }
 
     pub(crate) fn wake_name(&mut self, name: &str) {
@@ -633,6 +675,9 @@ impl DirHost {
             DirEvent::DirCreated | DirEvent::DirDeleted => None,
         };
         let deleted = matches!(event, DirEvent::ChildDeleted(_));
+        if let (true, Some(name)) = (deleted, &name) {
+            self.own.remove(name);
+        }
         self.view.event(event);
         match name {
             Some(name) if self.view.is_valid() == valid => {

@@ -581,7 +581,7 @@ impl InterProcessSemaphore {
             let (wake, on) = match mirror.admit(&driver, &names, max, &mut asker) {
                 Ask::Acquired => return Ok(MirrorAdmit::Admitted(asker)),
                 Ask::Missing | Ask::Wrapped => return Err(Failure::NodeMissing),
-                Ask::Classic => return Ok(MirrorAdmit::Classic),
+                Ask::Classic | Ask::Crowded => return Ok(MirrorAdmit::Classic),
                 Ask::Wait { wake, on } => (wake, on),
             };
             if on == WaitOn::AnyDeletion {

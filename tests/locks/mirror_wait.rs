@@ -329,7 +329,8 @@ async fn reconnect_scenario(hooks: MirrorHooks) -> (bool, bool) {
     server.proxy.refuse_new(false);
     wait_connected(&a, EVENT, epoch).await;
     assert_eq!(a.snapshot().epoch, epoch, "the same session");
-    let granted = granted_within(&mutex_a, Duration::from_secs(1)).await;
+    // Long enough for a loaded machine to take an uncontended lock (the hook's runs must).
+    let granted = granted_within(&mutex_a, FAULT_SESSION / 2).await;
     let waiter = {
         let mutex = mutex_a.clone();
         tokio::spawn(async move { mutex.acquire().await.unwrap() })

@@ -6,7 +6,7 @@ use crate::common;
 use common::fixtures::reaperless_connect as server;
 use common::fixtures::*;
 use common::timing::{COUNTING_SESSION as SESSION, LIMIT};
-use zk_recipes::testing::{four_letter_word, CountingProxy, RequestCounts};
+use zk_recipes::testing::{four_letter_word, mirror_tasks_running, CountingProxy, RequestCounts};
 use zk_recipes::{Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore};
 
 const CYCLES: u64 = 20;
@@ -615,6 +615,89 @@ async fn semaphore_cycles_on_the_mirror_cost_four_requests() {
         }
         assert_eq!(counts.get("create2"), 2 * SEMAPHORE_CYCLES, "{per_op}");
         assert_eq!(counts.get("delete"), 2 * SEMAPHORE_CYCLES, "{per_op}");
+    })
+    .await;
+}
+
+/// Contended cycles of the default wait with `sessions` sessions on one mutex, one task each
+/// and every session behind one counting proxy: the requests and the notifications (watch
+/// events) all sessions cost per cycle, once each session's wait has settled (`crowded`: once
+/// every session has stopped mirroring the directory).
+async fn default_wait_per_cycle(sessions: usize, cycles: u64, crowded: bool) -> (f64, f64, String) {
+    let path = unique_path("counts", &format!("default-{sessions}"));
+    let proxy = CountingProxy::start(&server().await).await.expect("counting proxy");
+    let mut mutexes = Vec::new();
+    let mut frameworks = Vec::new();
+    for _ in 0..sessions {
+        let fw = Framework::builder(&proxy.connect_string()).session_timeout(SESSION).start().await.expect("framework");
+        fw.server_info().await.expect("the server is known");
+        mutexes.push(InterProcessMutex::new(&fw, &path).unwrap());
+        frameworks.push(fw);
+    }
+    let run = |rounds: u64| {
+        let tasks: Vec<_> = mutexes
+            .iter()
+            .cloned()
+            .map(|mutex| {
+                tokio::spawn(async move {
+                    for _ in 0..rounds {
+                        let guard = mutex.acquire().await.unwrap();
+                        tokio::task::yield_now().await;
+                        guard.release().await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        async move {
+            for task in tasks {
+                task.await.unwrap();
+            }
+        }
+    };
+    // Each session's wait settles: its mirror listed, or (crowded) given up for the classic
+    // wait, and then let go by the session (a mirror outlives its last use by two seconds).
+    run(3).await;
+    if crowded {
+        eventually(LIMIT, "every session stopped mirroring the crowded directory", || async {
+            match mirror_tasks_running(&path) {
+                0 => Ok(()),
+                n => Err(format!("{n} mirrors")),
+            }
+        })
+        .await;
+    }
+    let before = proxy.counts();
+    run(cycles).await;
+    let counts = proxy.counts().since(&before);
+    for fw in frameworks {
+        fw.close().await;
+    }
+    let ops = sessions as f64 * cycles as f64;
+    let notifications = counts.get("watch-event") as f64 / ops;
+    (counts.requests() as f64 / ops - counts.get("ping") as f64 / ops, notifications, counts.per_op(ops as usize))
+}
+
+/// The default wait at both ends of the sweep: with two sessions per lock each waits on its
+/// mirror (two requests per cycle, each create and delete told to both: four notifications);
+/// with 64, mirroring would tell every create and delete to 64 sessions (128 notifications
+/// per cycle), so each session waits on the node ahead of it instead, and the notifications
+/// per cycle do not grow with the sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_wait_per_cycle_at_two_and_at_sixty_four_sessions() {
+    init_tracing();
+    bounded(std::time::Duration::from_secs(240), async {
+        let (requests, notifications, per_op) = default_wait_per_cycle(2, 50, false).await;
+        println!("2 sessions: {per_op}");
+        assert!(requests <= 2.1, "2 sessions: {requests:.2} requests per cycle ({per_op})");
+        assert!(
+            (3.9..=4.1).contains(&notifications),
+            "2 sessions: {notifications:.2} notifications per cycle ({per_op})"
+        );
+
+        let (requests, notifications, per_op) = default_wait_per_cycle(64, 10, true).await;
+        println!("64 sessions: {per_op}");
+        assert!(requests <= 6.0, "64 sessions: {requests:.2} requests per cycle ({per_op})");
+        assert!(notifications <= 3.0, "64 sessions: {notifications:.2} notifications per cycle ({per_op})");
     })
     .await;
 }

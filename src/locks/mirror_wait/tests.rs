@@ -674,3 +674,29 @@ fn a_directory_reaped_behind_a_listing_reply_never_grants_beside_an_unseen_holde
     assert_eq!(o.wrong_grants, 0, "{o:?}");
     assert!(o.grants > 500 && o.resyncs > 0, "the histories must exercise both: {o:?}");
 }
+
+#[test]
+fn a_directory_shared_by_many_sessions_is_crowded_by_its_nodes_per_own_node() {
+    let host_with = |children: u64, ours: u64| {
+        let mut host = DirHost::new("/d", Run::Running, Hooks::default());
+        host.view.watch_added();
+        let names: Vec<String> = (0..children).map(|seq| if seq < ours { node(seq) } else { peer(seq) }).collect();
+        let n = names.len() as i32;
+        host.view.listed(names, 2 * children as i32 - n, n);
+        for seq in 0..ours {
+            host.note_own(&node(seq));
+        }
+        host
+    };
+    assert!(!host_with(CROWDED as u64, 1).crowded(), "as many sessions as the threshold");
+    assert!(host_with(CROWDED as u64 + 1, 1).crowded(), "one more");
+    // Eight waiters of ours in a queue of 32: about four sessions.
+    assert!(!host_with(32, 8).crowded());
+    // Our node's deletion takes it out of the count.
+    let mut host = host_with(CROWDED as u64, 1);
+    host.event(EventKind::Deleted, &node(0));
+    assert!(!host.crowded(), "no node of ours: measured against one");
+    host.event(EventKind::Created, &peer(1000));
+    host.event(EventKind::Created, &peer(1001));
+    assert!(host.crowded());
+}
