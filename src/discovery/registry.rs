@@ -240,10 +240,15 @@ impl<T: Serialize + DeserializeOwned> ServiceDiscovery<T> {
             Err(e) => return Err(e),
         };
         ids.sort();
+        // Every instance's read at once, in multiRead requests (Curator reads them one by one).
+        let paths: Vec<String> = ids.iter().map(|id| self.instance_path(name, id)).collect();
+        let found = self.framework.get_data_many(&paths).await?;
         let mut instances = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(instance) = self.query_for_instance(name, &id).await? {
-                instances.push(instance);
+        for (path, read) in paths.iter().zip(found) {
+            let Some((data, _)) = read else { continue };
+            match self.serializer.deserialize(&data) {
+                Ok(instance) => instances.push(instance),
+                Err(e) => tracing::warn!(path, error = %e, "discovery: not an instance's JSON"),
             }
         }
         Ok(instances)

@@ -347,3 +347,78 @@ impl<'a> IntoFuture for GetChildrenWatched<'a> {
         })
     }
 }
+
+/// Reads per `multiRead` request of [`Framework::get_data_many`], and such requests in flight
+/// at once: a server spends less per node on one request of many reads than on many requests,
+/// and a few requests in flight keep the connection busy.
+#[cfg_attr(not(feature = "discovery"), allow(dead_code))]
+const MANY_BATCH: usize = 64;
+#[cfg_attr(not(feature = "discovery"), allow(dead_code))]
+const MANY_IN_FLIGHT: usize = 4;
+
+/// A node's data and stat, `None` when it does not exist.
+type Found = Option<(Vec<u8>, Stat)>;
+
+// Used by discovery's queries.
+#[cfg_attr(not(feature = "discovery"), allow(dead_code))]
+impl Framework {
+    /// The data and stat of every node of `paths` (user paths), in order: `None` for a node
+    /// that does not exist. Sent as pipelined `multiRead` requests of up to 64 reads (each
+    /// answered at one point between writes), up to four in flight; on a server without
+    /// `multiRead` (ZooKeeper 3.5), as pipelined `getData`s. Each request is retried under
+    /// the framework's policy.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`]; a read's refusal other than `NoNode` (`NoAuth`, ...); the
+    /// framework's errors.
+    pub(crate) async fn get_data_many(&self, paths: &[String]) -> Result<Vec<Found>> {
+        use futures::stream::{self, StreamExt, TryStreamExt};
+        use zookeeper_client::MultiReadResult;
+
+        let fulls = paths.iter().map(|path| self.full_path(path)).collect::<Result<Vec<_>>>()?;
+        let batch = |fulls: &[String]| {
+            let fulls = fulls.to_vec();
+            async move {
+                let fulls = &fulls;
+                let multi = self
+                    .with_retry(|s| async move {
+                        let mut reader = s.client.new_multi_reader();
+                        for full in fulls {
+                            reader.add_get_data(full)?;
+                        }
+                        reader.commit().await
+                    })
+                    .await;
+                let results = match multi {
+                    Err(Error::ZooKeeper(ZkError::Unimplemented)) => {
+                        // No multiRead: the reads one by one, pipelined.
+                        let reads = fulls.iter().map(|full| async move {
+                            match self.with_retry(|s| async move { s.client.get_data(full).await }).await {
+                                Ok((data, stat)) => Ok(Some((data, stat))),
+                                Err(Error::ZooKeeper(ZkError::NoNode)) => Ok(None),
+                                Err(e) => Err(e),
+                            }
+                        });
+                        return futures::future::try_join_all(reads).await;
+                    }
+                    other => other?,
+                };
+                results
+                    .into_iter()
+                    .map(|result| match result {
+                        MultiReadResult::Data { data, stat } => Ok(Some((data, stat))),
+                        MultiReadResult::Error { err: ZkError::NoNode } => Ok(None),
+                        MultiReadResult::Error { err } => Err(err.into()),
+                        _ => {
+                            Err(ZkError::UnexpectedError("a multiRead answered a getData with no data".to_owned())
+                                .into())
+                        }
+                    })
+                    .collect::<Result<Vec<Found>>>()
+            }
+        };
+        let batches: Vec<Vec<Found>> =
+            stream::iter(fulls.chunks(MANY_BATCH).map(batch)).buffered(MANY_IN_FLIGHT).try_collect().await?;
+        Ok(batches.into_iter().flatten().collect())
+    }
+}

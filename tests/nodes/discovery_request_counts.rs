@@ -136,3 +136,35 @@ async fn a_cache_query_costs_no_request() {
     })
     .await;
 }
+
+/// A query without a cache lists the service and reads its instances in `multiRead`
+/// requests of up to 64 reads: 200 instances cost one listing and four requests (Curator reads
+/// them one `getData` at a time: 201 requests).
+#[tokio::test]
+async fn a_query_reads_its_instances_in_multi_reads() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let (proxy, fw, mut server) = counted().await;
+        let base = unique_path("discovery-counts", "query");
+        let discovery: ServiceDiscovery = ServiceDiscovery::new(&fw, &base, JsonInstanceSerializer::new()).unwrap();
+        let writer: ServiceDiscovery = ServiceDiscovery::new(
+            &plain_framework(&server.connect_string(), SESSION).await,
+            &base,
+            JsonInstanceSerializer::new(),
+        )
+        .unwrap();
+        for n in 0..200 {
+            writer.register(&instance(&format!("i{n:03}"))).await.unwrap();
+        }
+        let before = proxy.counts();
+        let found = discovery.query_for_instances("api").await.unwrap();
+        assert_eq!(found.len(), 200);
+        assert_eq!(found[7].id, "i007", "in id order");
+        assert_eq!(kinds(&proxy.counts().since(&before)), vec![("getChildren", 1), ("multiRead", 4)]);
+        writer.close().await.unwrap();
+        discovery.close().await.unwrap();
+        fw.close().await;
+        server.stop().await.unwrap();
+    })
+    .await;
+}
