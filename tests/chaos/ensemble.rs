@@ -641,13 +641,13 @@ where
 /// (e), while the sessions live: with the workload quiesced and the background deletes done,
 /// no node under the lock paths belongs to a live session, and the nodes of abandoned
 /// sessions go with them.
-async fn audit_live(
-    clients: &[Client],
+async fn audit_live<'a>(
+    clients: impl Iterator<Item = &'a Client> + Clone,
     observer: &Framework,
     paths: &[(String, &'static [&'static str])],
 ) -> Vec<String> {
     let mut problems = Vec::new();
-    for client in clients {
+    for client in clients.clone() {
         let pending = eventually(SESSION * 3, || async {
             match client.fw.pending_deletes() {
                 0 if client.fw.state().is_connected() => Ok(()),
@@ -659,7 +659,7 @@ async fn audit_live(
             problems.push(format!("{}: {e}", client.name));
         }
     }
-    let live: BTreeSet<i64> = clients.iter().map(|c| c.fw.snapshot().session_id).collect();
+    let live: BTreeSet<i64> = clients.map(|c| c.fw.snapshot().session_id).collect();
     let owned_by_live = eventually(SESSION / 2, || async {
         let orphans: Vec<_> = nodes(observer, paths).await.into_iter().filter(|(_, o)| live.contains(o)).collect();
         if orphans.is_empty() {
@@ -1129,7 +1129,22 @@ async fn chaos_with_mirror_waits() {
     chaos_with(WaitStrategy::Mirror).await;
 }
 
+/// The default wait with 32 sessions on the mutex: the four clients of the run and 28 more
+/// direct sessions that only loop on the mutex (recorded in the same history, judged by the
+/// same checks), so that each session finds the mutex's directory crowded and waits on the
+/// node ahead of it instead of its mirror, through the same faults. `ZKR_CHAOS_CROWD` sets the
+/// extra sessions (default 28).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_with_a_crowded_mutex() {
+    let crowd = env_u64("ZKR_CHAOS_CROWD").map_or(28, |n| n as usize);
+    chaos_crowded(WaitStrategy::Mirror, crowd).await;
+}
+
 async fn chaos_with(strategy: WaitStrategy) {
+    chaos_crowded(strategy, 0).await;
+}
+
+async fn chaos_crowded(strategy: WaitStrategy, crowd: usize) {
     init_tracing();
     // One chaos run at a time: two 3-server ensembles under faults at once on a small machine
     // would judge the machine, not the recipes.
@@ -1141,7 +1156,7 @@ async fn chaos_with(strategy: WaitStrategy) {
     });
     let steps = schedule(seed, Duration::from_secs(secs));
     eprintln!(
-        "chaos ({strategy:?}): seed {seed} (replay with ZKR_CHAOS_SEED={seed} ZKR_CHAOS_SECS={secs}); {} steps:",
+        "chaos ({strategy:?}, {crowd} more sessions on the mutex): seed {seed} (replay with ZKR_CHAOS_SEED={seed} ZKR_CHAOS_SECS={secs}); {} steps:",
         steps.len()
     );
     for (i, step) in steps.iter().enumerate() {
@@ -1150,13 +1165,13 @@ async fn chaos_with(strategy: WaitStrategy) {
     // Generous: the steps, restarts of killed members, the audits and the drain.
     let planned: Duration = steps.iter().map(|s| s.length + s.gap + Duration::from_secs(8)).sum();
     let limit = planned + Duration::from_secs(300);
-    match tokio::time::timeout(limit, run(seed, steps, strategy)).await {
+    match tokio::time::timeout(limit, run(seed, steps, strategy, crowd)).await {
         Ok(()) => {}
         Err(_) => panic!("chaos (seed {seed}) exceeded its time limit of {limit:?}"),
     }
 }
 
-async fn run(seed: u64, steps: Vec<Step>, strategy: WaitStrategy) {
+async fn run(seed: u64, steps: Vec<Step>, strategy: WaitStrategy, crowd: usize) {
     let origin = Instant::now();
     let mut cluster = TestingCluster::builder().quorum_proxies(true).start().await.unwrap();
     cluster.settle(Duration::from_secs(90)).await.unwrap();
@@ -1176,6 +1191,12 @@ async fn run(seed: u64, steps: Vec<Step>, strategy: WaitStrategy) {
         };
         let fw = framework_waiting(&connect, SESSION, strategy).await;
         clients.push(Client { name: format!("c{c}"), fw, proxies });
+    }
+    // Sessions that only take the mutex (no fault of their own: they meet the servers').
+    let mut crowders = Vec::new();
+    for c in 0..crowd {
+        let fw = framework_waiting(&direct, SESSION, strategy).await;
+        crowders.push(Client { name: format!("m{c}"), fw, proxies: Vec::new() });
     }
     let observer = framework(&direct, SESSION).await;
 
@@ -1280,8 +1301,10 @@ async fn run(seed: u64, steps: Vec<Step>, strategy: WaitStrategy) {
     let mut tasks = Vec::new();
     let mut task_names = Vec::new();
     let mut task_seed = Rng(seed ^ 0x5eed);
-    for client in &clients {
-        for w in &workloads {
+    let mutex_only = workloads.iter().filter(|w| w.resource.name == "mutex").collect::<Vec<_>>();
+    let everyone = clients.iter().map(|c| (c, workloads.iter().collect::<Vec<_>>()));
+    for (client, loads) in everyone.chain(crowders.iter().map(|c| (c, mutex_only.clone()))) {
+        for w in loads {
             let lock = (w.make)(&client.fw, &paths[&w.resource.name].0);
             for t in 0..w.tasks_per_client {
                 let name = format!("{}/{}/t{t}", client.name, w.name);
@@ -1348,7 +1371,7 @@ async fn run(seed: u64, steps: Vec<Step>, strategy: WaitStrategy) {
             if let Err(e) = idle {
                 problems.push(format!("quiescing after the leader kill: {e}"));
             }
-            let found = audit_live(&clients, &observer, &paths_list).await;
+            let found = audit_live(clients.iter().chain(&crowders), &observer, &paths_list).await;
             eprintln!(
                 "audit with live sessions after the leader kill: {}",
                 if found.is_empty() { "clean" } else { "PROBLEMS" }
@@ -1504,7 +1527,7 @@ async fn run(seed: u64, steps: Vec<Step>, strategy: WaitStrategy) {
         }
     }
     observer.close().await;
-    for client in &clients {
+    for client in clients.iter().chain(&crowders) {
         client.fw.close().await;
     }
     // After every client closed, the registrations' nodes are gone too.
