@@ -157,13 +157,32 @@ mod recording {
         }
     }
 
-    /// Counts a running mirror while it lives.
+    impl Table {
+        /// Whether the path's counts are kept: a mirror of it runs, or a test set its hooks.
+        fn follows(&self, path: &str) -> bool {
+            self.running.contains_key(path) || self.hooks.contains_key(path)
+        }
+    }
+
+    /// Counts a running mirror while it lives. Once none runs, what was recorded of a path no
+    /// test set hooks for is forgotten (a process that locks many paths keeps nothing per
+    /// path).
     struct Running(String);
 
     impl Drop for Running {
         fn drop(&mut self) {
-            if let Some(n) = recorder().table().running.get_mut(&self.0) {
+            let mut table = recorder().table();
+            let path = self.0.as_str();
+            let left = table.running.get_mut(path).map(|n| {
                 *n = n.saturating_sub(1);
+                *n
+            });
+            if left == Some(0) && !table.hooks.contains_key(path) {
+                table.running.remove(path);
+                table.live.remove(path);
+                table.added.remove(path);
+                table.witness_failures.remove(path);
+                table.guesses_missed.remove(path);
             }
         }
     }
@@ -183,15 +202,24 @@ mod recording {
         }
 
         fn watch_added(&self, path: &str) {
-            *self.table.lock().added.entry(path.to_owned()).or_default() += 1;
+            let mut table = self.table.lock();
+            if table.follows(path) {
+                *table.added.entry(path.to_owned()).or_default() += 1;
+            }
         }
 
         fn witness_failed(&self, path: &str, mismatches: usize) {
-            *self.table.lock().witness_failures.entry(path.to_owned()).or_default() += mismatches;
+            let mut table = self.table.lock();
+            if table.follows(path) {
+                *table.witness_failures.entry(path.to_owned()).or_default() += mismatches;
+            }
         }
 
         fn lease_guess_missed(&self, path: &str) {
-            *self.table.lock().guesses_missed.entry(path.to_owned()).or_default() += 1;
+            let mut table = self.table.lock();
+            if table.follows(path) {
+                *table.guesses_missed.entry(path.to_owned()).or_default() += 1;
+            }
         }
 
         fn events_released<'a>(&'a self, path: &'a str) -> BoxFuture<'a, ()> {
