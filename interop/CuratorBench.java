@@ -541,6 +541,13 @@ public final class CuratorBench {
                 warmContended += warmSolo;
                 warmSolo = 0;
                 break;
+            case "many-locks":
+                // Each cycle a new mutex on the next of many paths, taken once; the sessions
+                // share the numbering.
+                sessions = clients;
+                cycleLatency = true;
+                maxHolders = Integer.MAX_VALUE;
+                break;
             case "many-waiters":
                 sessions = clients;
                 threadsPerSession = WAITERS_PER_SESSION;
@@ -618,6 +625,16 @@ public final class CuratorBench {
                 return () -> {
                     Lease lease = leases.acquire();
                     return lease::close;
+                };
+            };
+        } else if (workload.equals("many-locks")) {
+            java.util.concurrent.ConcurrentHashMap<String, AtomicLong> numbering = new java.util.concurrent.ConcurrentHashMap<>();
+            recipe = (client, at, index) -> {
+                AtomicLong next = numbering.computeIfAbsent(at, k -> new AtomicLong());
+                return () -> {
+                    InterProcessMutex mutex = new InterProcessMutex(client, at + "/" + next.getAndIncrement());
+                    mutex.acquire();
+                    return mutex::release;
                 };
             };
         } else {

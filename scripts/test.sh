@@ -13,6 +13,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
+# No incremental compilation: a clean build (as in CI) gains nothing from it, and its caches
+# would more than double what the build leaves on disk.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
 # Every feature of the library: the keys of its manifest's [features] table, `default` excluded.
 features=$(awk '/^\[/ { in_features = ($0 == "[features]") } in_features && /^[A-Za-z0-9_-]+ *=/ { sub(/ *=.*/, ""); if ($0 != "default") print }' Cargo.toml)
 for feature in "" $features; do

@@ -54,6 +54,14 @@ pub(crate) enum Contender {
         mix: Mix,
         counter: Option<HalfCounter>,
     },
+    /// Each cycle a new mutex on the next of many lock paths (`{dir}/{n}`, `n` counted by
+    /// every contender of the line together): acquired and released once, as a service that
+    /// locks per entity does.
+    ManyLocks {
+        framework: Framework,
+        dir: String,
+        next: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    },
     /// A candidate of a leader election: each cycle a new `LeaderLatch` joins the queue,
     /// leads, and resigns at once (`close()`), as Curator's latch (which cannot restart) is
     /// used for a handoff.
@@ -190,6 +198,15 @@ impl Contender {
                 *pending_delete = Some(node);
                 Ok(CycleTimes { acquire, cycle: started.elapsed(), write: None })
             }
+            Contender::ManyLocks { framework, dir, next } => {
+                let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let mutex = InterProcessMutex::new(framework, &format!("{dir}/{n}"))?;
+                let guard = stall_guard(mutex.acquire()).await??;
+                let acquire = started.elapsed();
+                exclusion.critical_section(hold).await?;
+                guard.release().await?;
+                Ok(CycleTimes { acquire, cycle: started.elapsed(), write: None })
+            }
             Contender::Latch { framework, path, id } => {
                 let latch = LeaderLatch::new(framework, path, id)?;
                 latch.start()?;
@@ -257,7 +274,7 @@ impl Contender {
             Contender::Mutex { framework, .. }
             | Contender::Semaphore { framework, .. }
             | Contender::ReadWrite { framework, .. } => framework.close().await,
-            Contender::Latch { framework, .. } => framework.close().await,
+            Contender::Latch { framework, .. } | Contender::ManyLocks { framework, .. } => framework.close().await,
             Contender::RawMutexPipelined { raw, pending_delete } => {
                 if let Some(node) = pending_delete {
                     raw.client.delete(&node, None).await?;

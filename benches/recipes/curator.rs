@@ -112,6 +112,7 @@ impl CuratorBench {
             Workload::DiscoveryRegister => (o.iters, o.warmup, o.hold),
             Workload::QueueThroughput => (o.queue_items, o.warmup, o.hold),
             Workload::DiscoveryQuery => (o.queries, o.query_warmup, o.hold),
+            Workload::ManyLocks => (o.lock_paths.div_ceil(o.clients), o.warmup_cycles, o.hold),
             _ => (o.cycles, o.warmup_cycles, o.hold),
         };
         let counts_before = target.proxy.map(|p| p.counts());
@@ -193,6 +194,7 @@ impl CuratorBench {
                 Workload::ManyWaiters => {
                     o.clients * WAITERS_PER_SESSION * (per_task(o.warmup_cycles) + per_task(o.cycles))
                 }
+                Workload::ManyLocks => o.clients * (o.warmup_cycles + o.lock_paths.div_ceil(o.clients)),
                 _ => o.clients * (o.warmup_cycles + o.cycles),
             };
             let breakdown = proxy.counts().since(&before).per_op(total_ops);

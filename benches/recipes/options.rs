@@ -20,7 +20,8 @@ usage: locks [options]
   --workloads LIST          comma-separated: mutex-uncontended, mutex-contended, semaphore,
                             rwlock, many-waiters, leader-handoff, cache-load, cache-events,
                             counter-increment, shared-count-cas, queue-throughput,
-                            discovery-register, discovery-query, or all (default: all)
+                            discovery-register, discovery-query, many-locks, or all
+                            (default: all)
   --iters N                 mutex-uncontended measured cycles (default 3000)
   --warmup N                mutex-uncontended warmup cycles (default 1000)
   --clients N               sessions for the contended workloads (default 4)
@@ -41,6 +42,7 @@ usage: locks [options]
   --queue-items N           queue-throughput: measured items (default 1000; --warmup items
                             go through first, unmeasured)
   --instances N             discovery-query: registered instances (default 1000)
+  --lock-paths N            many-locks: distinct lock paths, each taken once (default 10000)
   --queries N               discovery-query: measured queries without a cache (default 10)
   --query-warmup N          discovery-query: unmeasured queries first, per line (default 3)
   --cache-queries N         discovery-query: measured reads of a ServiceCache (default 500)
@@ -100,6 +102,8 @@ pub(crate) struct Options {
     pub(crate) retry_sleep: Duration,
     pub(crate) queue_items: usize,
     pub(crate) instances: usize,
+    /// many-locks: distinct lock paths, each acquired and released once.
+    pub(crate) lock_paths: usize,
     pub(crate) queries: usize,
     pub(crate) query_warmup: usize,
     pub(crate) cache_queries: usize,
@@ -139,6 +143,7 @@ impl Default for Options {
             retry_sleep: Duration::from_millis(1),
             queue_items: 1_000,
             instances: 1_000,
+            lock_paths: 10_000,
             queries: 10,
             query_warmup: 3,
             cache_queries: 500,
@@ -169,10 +174,11 @@ pub(crate) enum Workload {
     QueueThroughput,
     DiscoveryRegister,
     DiscoveryQuery,
+    ManyLocks,
 }
 
 impl Workload {
-    pub(crate) const ALL: [Workload; 13] = [
+    pub(crate) const ALL: [Workload; 14] = [
         Workload::MutexUncontended,
         Workload::MutexContended,
         Workload::Semaphore,
@@ -186,6 +192,7 @@ impl Workload {
         Workload::QueueThroughput,
         Workload::DiscoveryRegister,
         Workload::DiscoveryQuery,
+        Workload::ManyLocks,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -203,6 +210,7 @@ impl Workload {
             Workload::QueueThroughput => "queue-throughput",
             Workload::DiscoveryRegister => "discovery-register",
             Workload::DiscoveryQuery => "discovery-query",
+            Workload::ManyLocks => "many-locks",
         }
     }
 
@@ -272,6 +280,7 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
             "--retry-sleep-ms" => options.retry_sleep = Duration::from_millis(number(&flag, &value()?)?),
             "--queue-items" => options.queue_items = number(&flag, &value()?)?,
             "--instances" => options.instances = number(&flag, &value()?)?,
+            "--lock-paths" => options.lock_paths = number(&flag, &value()?)?,
             "--queries" => options.queries = number(&flag, &value()?)?,
             "--query-warmup" => options.query_warmup = number(&flag, &value()?)?,
             "--cache-queries" => options.cache_queries = number(&flag, &value()?)?,
@@ -302,12 +311,14 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
         || options.event_passes == 0
         || options.queue_items == 0
         || options.instances == 0
+        || options.lock_paths == 0
         || options.queries == 0
         || options.cache_queries == 0
         || options.retry_sleep.is_zero()
     {
         return Err("--iters, --cycles, --clients, --max-leases, --rounds, --cache-nodes, --event-nodes, \
-                    --event-passes, --queue-items, --instances, --queries, --cache-queries and --retry-sleep-ms \
+                    --event-passes, --queue-items, --instances, --lock-paths, --queries, --cache-queries and \
+                    --retry-sleep-ms \
                     must be at least 1"
             .into());
     }

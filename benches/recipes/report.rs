@@ -310,7 +310,7 @@ impl ServerCounters {
     }
 }
 
-fn four_letter_word(host: &str, word: &[u8]) -> Option<String> {
+pub(crate) fn four_letter_word(host: &str, word: &[u8]) -> Option<String> {
     let addr = std::net::ToSocketAddrs::to_socket_addrs(host).ok()?.next()?;
     let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;

@@ -359,6 +359,7 @@ pub(crate) async fn run_workload(env: &Env, workload: Workload) -> BenchResult<V
     let o = &env.options;
     let mut results = Vec::new();
     match workload {
+        Workload::ManyLocks => return many_locks(env).await,
         Workload::CacheLoad => results = caches::cache_load(o, &env.connect, &env.load_tree()).await?,
         Workload::CacheEvents => {
             // A fresh set of nodes per line and round (the writer counts versions from 0).
@@ -752,4 +753,109 @@ async fn discovery(env: &Env, workload: Workload) -> BenchResult<Vec<Measured>> 
     registry.close().await?;
     registrar.close().await;
     Ok(results)
+}
+
+/// many-locks: `--clients` sessions (the default wait) take `--lock-paths` distinct locks
+/// between them, each acquired and released once; then the memory a lock path costs the
+/// client, while held and after release, and the server's watches once the session's mirrors
+/// are gone (a mirror outlives its last use by two seconds).
+async fn many_locks(env: &Env) -> BenchResult<Vec<Measured>> {
+    let o = &env.options;
+    let per_client = o.lock_paths.div_ceil(o.clients);
+    let plan = Plan {
+        workload: Workload::ManyLocks,
+        implementation: "zk-recipes",
+        warmup: o.warmup_cycles,
+        cycles: per_client,
+        hold: Duration::ZERO,
+        latency: Latency::Cycle,
+        max_holders: usize::MAX,
+        sessions: o.clients,
+    };
+    let dir = env.dir(Workload::ManyLocks, "zk-recipes");
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let contenders = env
+        .mirror_frameworks(o.clients)
+        .await?
+        .into_iter()
+        .map(|framework| Contender::ManyLocks { framework, dir: dir.clone(), next: next.clone() })
+        .collect();
+    let measured = run(env, plan, contenders).await?;
+
+    // Memory per lock path: one session holds a share of the paths at once, then lets them go;
+    // twice, on new paths each time. A structure kept per path grows the second batch's
+    // figures as much as the first's; memory the allocator keeps for reuse does not.
+    let held_paths = o.lock_paths.min(2_000);
+    let framework = env.mirror_frameworks(1).await?.remove(0);
+    let idle = rss_kib();
+    let per_path = |kib: Option<u64>| {
+        kib.zip(idle)
+            .map_or("n/a".to_owned(), |(k, i)| format!("{:.0} B", (k as f64 - i as f64) * 1024.0 / held_paths as f64))
+    };
+    for batch in 1..=2 {
+        let mut guards = Vec::with_capacity(held_paths);
+        for n in 0..held_paths {
+            let mutex = InterProcessMutex::new(&framework, &format!("{dir}/held-{batch}-{n}"))?;
+            guards.push(mutex.acquire().await?);
+        }
+        let held = rss_kib();
+        for guard in guards {
+            guard.release().await?;
+        }
+        let released = rss_kib();
+        // The mirrors let go: the server holds no watch of the run's sessions.
+        let started = Instant::now();
+        let watches = loop {
+            let watches = server_watches(&env.server);
+            if watches == Some(0) || started.elapsed() > Duration::from_secs(30) {
+                break watches;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        let lingered = rss_kib();
+        eprintln!(
+            "[locks] many-locks memory per lock path (batch {batch} of {held_paths} new paths, one session, growth over the idle session): held {}, released {}, after the linger {}; server watches after the linger: {} ({:.1}s)",
+            per_path(held),
+            per_path(released),
+            per_path(lingered),
+            watches.map_or("n/a".to_owned(), |w| w.to_string()),
+            started.elapsed().as_secs_f64()
+        );
+    }
+    // An idle framework (one session) and its share of the process.
+    let before = rss_kib();
+    let idle_frameworks = env.mirror_frameworks(50).await?;
+    let after = rss_kib();
+    if let (Some(b), Some(a)) = (before, after) {
+        eprintln!(
+            "[locks] an idle framework (one session) costs {:.0} KiB of the client's memory (50 started)",
+            (a as f64 - b as f64) / 50.0
+        );
+    }
+    for framework in idle_frameworks {
+        framework.close().await;
+    }
+    framework.close().await;
+    env.remove_tree(&dir).await;
+    Ok(vec![measured])
+}
+
+/// The process's resident memory (`VmRSS`), in KiB; `None` off Linux.
+fn rss_kib() -> Option<u64> {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()?
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// The watches the servers of `connect` hold, summed (`Total watches:` of `wchs`).
+fn server_watches(connect: &str) -> Option<u64> {
+    let mut total = 0;
+    for host in connect.split('/').next()?.split(',') {
+        let text = crate::report::four_letter_word(host, b"wchs")?;
+        total +=
+            text.lines().find_map(|l| l.strip_prefix("Total watches:")).and_then(|n| n.trim().parse::<u64>().ok())?;
+    }
+    Some(total)
 }

@@ -115,6 +115,12 @@ impl std::fmt::Debug for SessionShared {
 }
 
 impl SessionShared {
+    /// The live object under `key`, if there is one of type `T`.
+    pub(crate) fn get<T: Any + Send + Sync>(&self, key: &str) -> Option<Arc<T>> {
+        let objects = self.objects.lock();
+        objects.get(key).and_then(Weak::upgrade).and_then(|object| object.downcast::<T>().ok())
+    }
+
     /// The live object under `key` for which `usable` holds, or the one `make` makes (kept
     /// under `key` while it lives). An object of another type under `key`, or one that is no
     /// longer usable, is replaced.

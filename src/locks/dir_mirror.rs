@@ -73,7 +73,7 @@ impl std::fmt::Debug for DirMirror {
 /// A handle's place for its session's mirror of one directory, shared by the handle's clones
 /// and replaced when the session changes.
 #[derive(Debug, Default)]
-pub(crate) struct MirrorSlot(Mutex<Slot>);
+pub(crate) struct MirrorSlot(Mutex<Slot>, std::sync::atomic::AtomicBool);
 
 #[derive(Debug, Default)]
 enum Slot {
@@ -115,14 +115,53 @@ impl MirrorSlot {
         }
     }
 
-    /// The session's mirror of `dir` (a full server path), when the session's server is known
-    /// to keep it exact (Apache ZooKeeper 3.6+, the watch not refused, not a read-only
-    /// connection); `None` means the classic wait.
-    pub(crate) fn for_session(&self, framework: &Framework, session: &Session, dir: &str) -> Option<Arc<DirMirror>> {
+    /// Whether a mirror may serve this session at all: its server known to keep it exact
+    /// (Apache ZooKeeper 3.6+, the watch not refused), not a read-only connection.
+    fn servable(framework: &Framework, session: &Session) -> bool {
         let known = framework.server_features_now();
         let exact = known.is_some_and(|f| f.persistent_watches && f.exact_child_count);
         let read_only = session.client.state() == SessionState::ConnectedReadOnly;
-        if !exact || read_only || framework.server_refuses_persistent_watches() {
+        exact && !read_only && !framework.server_refuses_persistent_watches()
+    }
+
+    /// The mirror an attempt of this handle starts with: from the handle's second attempt on,
+    /// the session's mirror of `dir`, started if none runs ([`for_session`](Self::for_session));
+    /// at its first, only one that runs already (this handle's, another handle's, or one
+    /// lingering after its last use). A lock used once (one of many, per entity) then costs no
+    /// mirror at all: its acquire lists the directory with its create, and starts the mirror
+    /// only when it must wait.
+    pub(crate) fn for_attempt(&self, framework: &Framework, session: &Session, dir: &str) -> Option<Arc<DirMirror>> {
+        if self.1.swap(true, Ordering::Relaxed) {
+            self.for_session(framework, session, dir)
+        } else {
+            self.running(framework, session, dir)
+        }
+    }
+
+    /// The session's mirror of `dir` if one runs already; none is started.
+    fn running(&self, framework: &Framework, session: &Session, dir: &str) -> Option<Arc<DirMirror>> {
+        if !Self::servable(framework, session) {
+            return None;
+        }
+        let mut slot = self.0.lock();
+        match &*slot {
+            Slot::Crowded { .. } => None,
+            Slot::Mirror(mirror) if mirror.epoch() == session.epoch && mirror.run() == Run::Running => {
+                Some(mirror.clone())
+            }
+            _ => {
+                let mirror = Arc::new(DirMirror::running(session, dir)?);
+                *slot = Slot::Mirror(mirror.clone());
+                Some(mirror)
+            }
+        }
+    }
+
+    /// The session's mirror of `dir` (a full server path), started if none runs, when the
+    /// session's server is known to keep it exact (see `servable`); `None` means the classic
+    /// wait.
+    pub(crate) fn for_session(&self, framework: &Framework, session: &Session, dir: &str) -> Option<Arc<DirMirror>> {
+        if !Self::servable(framework, session) {
             return None;
         }
         let mut slot = self.0.lock();
@@ -220,6 +259,13 @@ impl DirMirror {
         let usable = |inner: &Inner| inner.state.lock().run != Run::Ended;
         let shared = Shared::get_or_start(session, &key, usable, || Self::start(framework, session, dir));
         Arc::new(DirMirror { shared })
+    }
+
+    /// The session's running mirror of `dir`, if any (none is started).
+    fn running(session: &Session, dir: &str) -> Option<DirMirror> {
+        let key = format!("lock-mirror:{dir}");
+        let shared = Shared::get(session, &key, |inner: &Inner| inner.state.lock().run == Run::Running)?;
+        Some(DirMirror { shared })
     }
 
     fn inner(&self) -> &Arc<Inner> {

@@ -102,10 +102,15 @@ impl LockInternals {
         self
     }
 
-    /// The session's mirror of the directory, when this handle waits on one (see
-    /// [`MirrorSlot::for_session`]).
+    /// The session's mirror of the directory, started if none runs, when this handle waits on
+    /// one (see [`MirrorSlot::for_session`]).
     fn mirror_for(&self, session: &Session) -> Option<Arc<DirMirror>> {
         self.mirror.as_ref()?.for_session(self.framework(), session, self.dir())
+    }
+
+    /// The mirror an attempt starts with (see [`MirrorSlot::for_attempt`]).
+    fn attempt_mirror(&self, session: &Session) -> Option<Arc<DirMirror>> {
+        self.mirror.as_ref()?.for_attempt(self.framework(), session, self.dir())
     }
 
     /// How the fast path has fared (all zero when it is off).
@@ -158,7 +163,7 @@ impl LockInternals {
         // Started once the attempt is known to wait or hold (a busy try deletes its node at
         // once); its first read checks the data too, so an earlier request is not missed.
         let epoch = session.epoch;
-        let mirror = self.mirror_for(&session);
+        let mirror = self.attempt_mirror(&session);
         let mut revocation: Option<Arc<NodeRevocation>> = None;
         let revocation_seat = mirror.clone();
         let mut watch_revocation = move |node: &CreatedNode| {
@@ -189,6 +194,35 @@ impl LockInternals {
                     return self.wait_classic::<M>(&session, node, None, &mut watch_revocation).await
                 }
             }
+        }
+        if self.mirror.is_some() {
+            // No mirror runs: the create goes with a listing (one round trip), and a lock
+            // that is free costs no mirror at all (a lock of many, used once: per entity, per
+            // order). Only an attempt that must wait starts the mirror, and waits on it: its
+            // first listing is sent after our create's reply, so it vouches for our node.
+            let (node, listed) = spec.create(&session, None, list).await?;
+            let free = listed.as_ref().is_some_and(|children| {
+                self.driver.wrapped(children).is_none()
+                    && self.driver.verdict(children, node.name()) == Verdict::Acquired
+            });
+            let try_only = M::busy::<HeldNode>().is_some();
+            if !free && !try_only {
+                if let Some(mirror) = self.mirror_for(&session) {
+                    watch_revocation(&node);
+                    match self.wait_on_mirror(&mirror, &session, &node, false).await? {
+                        MirrorWait::Acquired(asker) => {
+                            let revocation = watch_revocation(&node);
+                            let mut held = self.hold(&session, node, false, revocation);
+                            held.on_mirror(MirrorSeat { mirror, asker });
+                            return Ok(M::held(held));
+                        }
+                        MirrorWait::Busy => return Ok(M::busy().expect("only a try is busy")),
+                        MirrorWait::Classic => {}
+                    }
+                    return self.wait_classic::<M>(&session, node, None, &mut watch_revocation).await;
+                }
+            }
+            return self.wait_classic::<M>(&session, node, listed, &mut watch_revocation).await;
         }
         let fast = match &self.fast {
             Some(fast) => fast.attempt(&spec, &session).await?,

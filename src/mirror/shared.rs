@@ -82,6 +82,14 @@ impl<H: Send + Sync + 'static> Shared<H> {
         Shared { core }
     }
 
+    /// The session's live mirror under `key`, if there is one for which `usable` holds (none
+    /// is started).
+    pub(crate) fn get(session: &Session, key: &str, usable: impl FnOnce(&H) -> bool) -> Option<Shared<H>> {
+        let core = session.shared.get::<Core<H>>(key).filter(|core| usable(&core.host))?;
+        core.life.handles.fetch_add(1, Ordering::AcqRel);
+        Some(Shared { core })
+    }
+
     /// The mirror's host.
     pub(crate) fn host(&self) -> &Arc<H> {
         &self.core.host

@@ -5,6 +5,7 @@ use crate::common;
 
 use common::fixtures::*;
 use common::timing::{COUNTING_SESSION as SESSION, LIMIT};
+use zk_recipes::testing::mirror_tasks_running;
 use zk_recipes::testing::{CountingProxy, RequestCounts};
 use zk_recipes::{Framework, LeaderLatch, LeaderSelector};
 
@@ -134,9 +135,19 @@ async fn latches_made_per_term_share_the_sessions_mirror() {
                 }
             })
         };
-        // Until each session's server is known and its mirror listed, terms cost more.
-        terms(counted.clone(), path.clone(), 3).await.unwrap();
-        terms(other.clone(), path.clone(), 3).await.unwrap();
+        // Until each session's server is known and its mirror listed, terms cost more. A
+        // session starts its mirror when one of its candidates must wait: contended terms
+        // until both have.
+        eventually(LIMIT, "both sessions mirror the election", || async {
+            let (a, b) = (terms(counted.clone(), path.clone(), 3), terms(other.clone(), path.clone(), 3));
+            a.await.unwrap();
+            b.await.unwrap();
+            match mirror_tasks_running(&path) {
+                2 => Ok(()),
+                n => Err(format!("{n} mirrors")),
+            }
+        })
+        .await;
         let before = proxy.counts();
         let (a, b) = (terms(counted.clone(), path.clone(), TERMS), terms(other.clone(), path.clone(), TERMS));
         a.await.unwrap();

@@ -701,3 +701,34 @@ async fn the_default_wait_per_cycle_at_two_and_at_sixty_four_sessions() {
     })
     .await;
 }
+
+/// A service that locks per entity (one path per order, per tenant) takes each lock once: with
+/// the default wait, such a lock costs its create with the listing behind it and its delete,
+/// and neither a watch on the server nor a mirror in the process.
+#[tokio::test]
+async fn a_lock_taken_once_per_path_costs_no_mirror_and_no_watch() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let proxy = CountingProxy::start(&server().await).await.expect("counting proxy");
+        let fw = plain_framework(&proxy.connect_string(), SESSION).await;
+        assert!(fw.server_info().await.unwrap().since_3_6, "the server is known before the first lock");
+        let base = unique_path("counts", "per-entity");
+        const PATHS: u64 = 40;
+        let before = proxy.counts();
+        for i in 0..PATHS {
+            let path = format!("{base}/order-{i}");
+            let mutex = InterProcessMutex::new(&fw, &path).unwrap();
+            mutex.acquire().await.unwrap().release().await.unwrap();
+            assert_eq!(mirror_tasks_running(&path), 0, "{path}: no mirror for a lock taken free");
+        }
+        let counts = proxy.counts().since(&before);
+        assert_eq!(counts.get("addWatch"), 0, "{counts:?}");
+        // Each path is new: its first create (and the listing sent behind it) finds no parent,
+        // the parents are made, and the create and its listing go again.
+        assert_eq!(counts.get("create2"), 2 * PATHS, "{counts:?}");
+        assert_eq!(counts.get("getChildren"), 2 * PATHS, "{counts:?}");
+        assert_eq!(counts.get("delete"), PATHS, "{counts:?}");
+        fw.close().await;
+    })
+    .await;
+}
