@@ -542,7 +542,8 @@ impl SessionWatch {
         }
         self.new_session_needed = false;
         self.read_only = state == SessionState::ConnectedReadOnly;
-        if session.epoch != self.epoch {
+        let new_session = session.epoch != self.epoch;
+        if new_session {
             // The old session's watcher is never polled again.
             self.watcher = None;
         }
@@ -559,6 +560,15 @@ impl SessionWatch {
         let client = session.client.clone();
         self.session = Some(session);
         let (path, mode) = (self.full_path.clone(), self.mode);
+        if new_session && self.added_once && !self.read_only {
+            // ZooKeeper keeps one session's reads in order across its reconnects (a server
+            // behind what the session has seen refuses it), not across sessions: a new one
+            // may be served by a follower behind the state the owner read on the last. A sync
+            // sent ahead of the add (the client sends a request when it is called) holds the
+            // add and every read behind it until that server has caught up with the leader,
+            // so the owner's view never goes back in time. Its reply is of no use.
+            drop(client.sync(&path));
+        }
         let mut future: Adding = Box::pin(async move { client.watch(&path, mode.into()).await });
         // The first poll writes the request (the client sends it when called), so that
         // reads the owner sends after `Adding` go out behind it.

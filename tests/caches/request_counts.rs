@@ -349,3 +349,42 @@ async fn a_node_the_session_may_not_read_is_left_out_of_the_load_alone() {
     })
     .await
 }
+
+/// A new session may be served by a follower behind what the last session read (ZooKeeper
+/// keeps a session's reads in order across its reconnects, not across sessions): each watch's
+/// add on the new session goes behind a `sync` of its own, which holds the add and the resync's
+/// reads until that server has caught up with the leader. Three caches: three syncs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_session_syncs_each_watch_before_its_resync_reads() {
+    bounded(Duration::from_secs(90), async {
+        let s = setup().await;
+        let root = unique_path("counts-new-session");
+        let mut caches = Vec::new();
+        for name in ["a", "b", "c"] {
+            let path = format!("{root}/{name}");
+            s.writer.create(&path).data(name.as_bytes()).await.unwrap();
+            let cache = CuratorCache::builder(&s.cached, &path).build().unwrap();
+            cache.start().await.unwrap();
+            cache.initialized().await.unwrap();
+            caches.push(cache);
+        }
+        let before = s.counting.counts();
+        let session = s.cached.zk_client().unwrap().session().clone();
+        zk_recipes::testing::expire_session(&s.cut, &s.server.connect_string(), session).await.expect("expiring");
+        let deadline = tokio::time::Instant::now() + SESSION * 3;
+        while !(s.counting.counts().since(&before).get("addWatch") == 3 && caches.iter().all(|c| c.is_complete())) {
+            assert!(tokio::time::Instant::now() < deadline, "no resync on the new session");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(s.cached.state_watch().borrow().epoch, 2, "a new session");
+        let syncs = s.counting.counts().since(&before).get("sync");
+        assert!(syncs >= 3, "one sync per watch: {syncs}");
+        for cache in caches {
+            cache.close().await;
+        }
+        delete_tree(&s.writer, &root).await;
+        s.cached.close().await;
+        s.writer.close().await;
+    })
+    .await
+}
