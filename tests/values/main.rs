@@ -23,4 +23,6 @@ mod values {
     mod shared_value_follow;
     /// `SharedCount` and `SharedValue`: layout, compare-and-set, listeners.
     mod shared_values;
+    /// Typed nodes, their cache and a typed shared value; compression (feature `serde`).
+    mod typed_nodes;
 }
