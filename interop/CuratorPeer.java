@@ -1744,7 +1744,7 @@ public final class CuratorPeer {
                     need(t, 2, "jackson_read PATH");
                     Order o = mapper.readerFor(Order.class).readValue(client.getData().forPath(t[1]));
                     emit("jackson_read " + t[1] + " " + o.id + "|" + utf8Hex(o.item) + "|" + o.quantity + "|"
-                            + o.price + "|" + o.express + "|" + (o.tags == null ? "-" : String.join(",", o.tags))
+                            + o.price + "|" + o.express + "|" + (o.tags == null || o.tags.isEmpty() ? "-" : String.join(",", o.tags))
                             + "|" + utf8Hex(o.note));
                     return true;
                 }

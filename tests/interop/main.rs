@@ -15,6 +15,8 @@ mod common;
 mod interop {
     /// A Rust and a Curator cache agree with the server.
     mod cache;
+    /// Gzip data written on either side is read on the other (`compressed()`).
+    mod compression;
     /// The harness itself: Curator recipes alone, no zk-recipes code.
     mod curator_harness;
     /// Instances registered on either side read on the other (feature `discovery`).
@@ -31,4 +33,6 @@ mod interop {
     mod read_write_lock;
     /// Leases share one limit; semaphore mutexes exclude each other.
     mod semaphore;
+    /// Typed nodes as Jackson writes and reads them (feature `serde`).
+    mod typed_nodes;
 }
