@@ -38,6 +38,7 @@ fn build_examples() -> PathBuf {
         ("tls", cfg!(feature = "tls")),
         ("sasl", cfg!(feature = "sasl")),
         ("discovery", cfg!(feature = "discovery")),
+        ("serde", cfg!(feature = "serde")),
     ]
     .into_iter()
     .filter_map(|(feature, on)| on.then_some(feature))
