@@ -62,6 +62,12 @@ pub use locks::{InterProcessMutex, MutexGuard};
 pub use locks::{InterProcessReadWriteLock, ReadLock, ReadLockGuard, WriteLock, WriteLockGuard};
 pub use locks::{InterProcessSemaphore, InterProcessSemaphoreMutex, SemaphoreLease, SemaphoreMutexGuard};
 pub use locks::{Revocable, Revoker};
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub use modeled::{
+    CachedModel, Codec, CodecError, DecodeFailure, JsonCodec, ModelSpec, ModeledCache, ModeledCacheEvent,
+    ModeledCacheEvents, ModeledFramework, ZNode, ZPath,
+};
 pub use nodes::{
     GroupMember, MembershipEvent, MembershipEvents, PersistentNode, PersistentNodeBuilder, PersistentTtlNode,
     PersistentTtlNodeBuilder,
@@ -71,12 +77,6 @@ pub use queue::{
     SimpleDistributedQueue,
 };
 pub use shared::{SharedCount, SharedCountChanges, SharedValue, SharedValueChanges, VersionedValue};
-#[cfg(feature = "serde")]
-#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
-pub use modeled::{
-    CachedModel, Codec, CodecError, DecodeFailure, JsonCodec, ModelSpec, ModeledCache, ModeledCacheEvent,
-    ModeledCacheEvents, ModeledFramework, ZNode, ZPath,
-};
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub use shared::{TypedSharedValue, TypedSharedValueChanges};

@@ -408,7 +408,13 @@ impl<T: Send + Sync + 'static> Applier<T> {
                     let present: std::collections::HashSet<&str> = nodes.iter().map(ChildData::path).collect();
                     let gone: Vec<String> = {
                         let state = self.state.lock();
-                        state.models.keys().chain(state.failures.keys()).filter(|p| !present.contains(p.as_str())).cloned().collect()
+                        state
+                            .models
+                            .keys()
+                            .chain(state.failures.keys())
+                            .filter(|p| !present.contains(p.as_str()))
+                            .cloned()
+                            .collect()
                     };
                     for path in gone {
                         self.remove(&path);

@@ -100,11 +100,14 @@ impl Formatter for JacksonFormatter {
     }
 
     fn write_f64<W: ?Sized + io::Write>(&mut self, writer: &mut W, value: f64) -> io::Result<()> {
-        writer.write_all(java_notation(value, format!("{value:e}"), value.abs() < 1e7 && value.abs() >= 1e-3).as_bytes())
+        writer
+            .write_all(java_notation(value, format!("{value:e}"), value.abs() < 1e7 && value.abs() >= 1e-3).as_bytes())
     }
 
     fn write_f32<W: ?Sized + io::Write>(&mut self, writer: &mut W, value: f32) -> io::Result<()> {
-        writer.write_all(java_notation(value.into(), format!("{value:e}"), value.abs() < 1e7 && value.abs() >= 1e-3).as_bytes())
+        writer.write_all(
+            java_notation(value.into(), format!("{value:e}"), value.abs() < 1e7 && value.abs() >= 1e-3).as_bytes(),
+        )
     }
 }
 

@@ -155,12 +155,7 @@ impl<T, C: Codec<T>> ModeledFramework<T, C> {
     pub async fn create(&self, value: &T) -> Result<Created> {
         let path = self.node_path()?;
         let data = self.encode(value)?;
-        let mut create = self
-            .framework
-            .create(&path)
-            .data(&data)
-            .mode(self.spec.mode)
-            .parents(self.spec.parents);
+        let mut create = self.framework.create(&path).data(&data).mode(self.spec.mode).parents(self.spec.parents);
         create = if self.compress() { create.compressed() } else { create.uncompressed() };
         if let Some(acl) = &self.spec.acl {
             create = create.acl(acl.clone());

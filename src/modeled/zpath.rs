@@ -87,7 +87,10 @@ impl ZPath {
                 if ids && is_parameter(segment) {
                     let name = &segment[1..segment.len() - 1];
                     if segments.contains(&Segment::Parameter(name.to_owned())) {
-                        return Err(Error::InvalidPath { path: full.to_owned(), reason: "a parameter name is used twice" });
+                        return Err(Error::InvalidPath {
+                            path: full.to_owned(),
+                            reason: "a parameter name is used twice",
+                        });
                     }
                     segments.push(Segment::Parameter(name.to_owned()));
                 } else {

@@ -399,7 +399,8 @@ impl Toucher {
             Err(e) if e.is_no_node() => {}
             Err(e) => return Err(e),
         }
-        fw.create(&self.child).plain()
+        fw.create(&self.child)
+            .plain()
             .mode(CreateMode::Persistent)
             .ttl(self.ttl)
             .or_set()

@@ -219,8 +219,9 @@ impl Engine {
         let data = encode_queue_items(items);
         let prefix = path::join(&self.path, name);
         let fw = &self.framework;
-        let create =
-            || fw.create(&prefix).plain().mode(CreateMode::PersistentSequential).parents(Parents::MustExist).data(&data);
+        let create = || {
+            fw.create(&prefix).plain().mode(CreateMode::PersistentSequential).parents(Parents::MustExist).data(&data)
+        };
         match create().await {
             Ok(created) => return Ok(created.path),
             Err(Error::ZooKeeper(ZkError::NoNode)) => {}

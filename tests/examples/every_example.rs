@@ -96,6 +96,7 @@ async fn every_example_runs() {
             "mutex",
             "registration",
             "semaphore",
+            "typed_config",
         ] {
             assert!(names.iter().any(|n| n == expected), "examples/{expected}.rs is missing: {names:?}");
         }

@@ -46,14 +46,23 @@ async fn rust_and_curator_read_each_others_compressed_data() {
             // Rust writes per call, Curator reads with decompressed().
             let path = format!("{root}/rust-{i}");
             fw.create(&path).compressed().data(&data).await.unwrap();
-            assert_eq!(java.command(&format!("gzip_get {path}")).await.unwrap(), format!("gzip_get {path} {}", hex(&data)));
+            assert_eq!(
+                java.command(&format!("gzip_get {path}")).await.unwrap(),
+                format!("gzip_get {path} {}", hex(&data))
+            );
             let changed = [&data[..], b"+"].concat();
             fw.set_data(&path, &changed).compressed().await.unwrap();
-            assert_eq!(java.command(&format!("gzip_get {path}")).await.unwrap(), format!("gzip_get {path} {}", hex(&changed)));
+            assert_eq!(
+                java.command(&format!("gzip_get {path}")).await.unwrap(),
+                format!("gzip_get {path} {}", hex(&changed))
+            );
 
             // Curator writes with compressed(), Rust reads with decompressed().
             let path = format!("{root}/java-{i}");
-            assert_eq!(java.command(&format!("gzip_create {path} {}", hex(&data))).await.unwrap(), format!("gzip_create {path} ok"));
+            assert_eq!(
+                java.command(&format!("gzip_create {path} {}", hex(&data))).await.unwrap(),
+                format!("gzip_create {path} ok")
+            );
             assert_eq!(fw.get_data(&path).decompressed().await.unwrap().0, data);
             let stored = fw.get_data(&path).await.unwrap().0;
             // Curator 5.4's header on this JDK: no flags, no time, OS byte 0, as Rust writes it.
@@ -63,7 +72,10 @@ async fn rust_and_curator_read_each_others_compressed_data() {
                 assert_eq!(stored, gzip::compress(b""), "the empty input's 20 bytes");
             }
             // Curator's raw read sees the same bytes Rust's does.
-            assert_eq!(java.command(&format!("raw_get {path}")).await.unwrap(), format!("raw_get {path} {}", hex(&stored)));
+            assert_eq!(
+                java.command(&format!("raw_get {path}")).await.unwrap(),
+                format!("raw_get {path} {}", hex(&stored))
+            );
         }
         fw.delete(&root).recursive().await.unwrap();
         fw.close().await;
@@ -80,11 +92,15 @@ async fn a_compressing_framework_shares_nodes_with_curators_compressed_calls() {
         let Some(mut java) = CuratorPeer::start(&connect, INTEROP_SESSION).await.expect("the Curator peer") else {
             return;
         };
-        let fw = Framework::builder(&connect).session_timeout(INTEROP_SESSION).enable_compression().start().await.unwrap();
+        let fw =
+            Framework::builder(&connect).session_timeout(INTEROP_SESSION).enable_compression().start().await.unwrap();
         let root = unique_path("gzip-interop", "default");
         let ours = format!("{root}/rust");
         fw.create(&ours).data(b"from rust").await.unwrap();
-        assert_eq!(java.command(&format!("gzip_get {ours}")).await.unwrap(), format!("gzip_get {ours} {}", hex(b"from rust")));
+        assert_eq!(
+            java.command(&format!("gzip_get {ours}")).await.unwrap(),
+            format!("gzip_get {ours} {}", hex(b"from rust"))
+        );
         let theirs = format!("{root}/java");
         java.command(&format!("gzip_create {theirs} {}", hex(b"from java"))).await.unwrap();
         assert_eq!(fw.get_data(&theirs).await.unwrap().0, b"from java");
@@ -94,7 +110,10 @@ async fn a_compressing_framework_shares_nodes_with_curators_compressed_calls() {
         let reply = java.command(&format!("gzip_get {root}/raw")).await.unwrap();
         assert!(reply.starts_with(&format!("error {root}/raw")), "{reply}");
         assert!(fw.get_data(&format!("{root}/raw")).await.is_err());
-        assert_eq!(unhex(&java.command(&format!("raw_get {root}/raw")).await.unwrap().rsplit(' ').next().unwrap().to_owned()), b"plain");
+        assert_eq!(
+            unhex(&java.command(&format!("raw_get {root}/raw")).await.unwrap().rsplit(' ').next().unwrap().to_owned()),
+            b"plain"
+        );
         fw.delete(&root).recursive().await.unwrap();
         fw.close().await;
         java.quit().await.unwrap();

@@ -65,7 +65,15 @@ fn records() -> Vec<Order> {
             tags: Vec::new(),
             note: Some("ünï".to_owned()),
         },
-        Order { id: 1, item: "plain".to_owned(), quantity: 9, price: 2.5, express: false, tags: vec!["t".to_owned()], note: None },
+        Order {
+            id: 1,
+            item: "plain".to_owned(),
+            quantity: 9,
+            price: 2.5,
+            express: false,
+            tags: vec!["t".to_owned()],
+            note: None,
+        },
     ]
 }
 
@@ -108,7 +116,9 @@ async fn the_json_matches_jackson_and_each_side_reads_the_other() {
             // Java prints doubles in its own notation.
             let java_price = |line: &str| line.split('|').nth(3).map(|p| p.parse::<f64>().unwrap());
             assert_eq!(java_price(&got), java_price(&want), "{got}");
-            let strip = |line: &str| line.split('|').enumerate().filter(|(i, _)| *i != 3).map(|(_, s)| s.to_owned()).collect::<Vec<_>>();
+            let strip = |line: &str| {
+                line.split('|').enumerate().filter(|(i, _)| *i != 3).map(|(_, s)| s.to_owned()).collect::<Vec<_>>()
+            };
             assert_eq!(strip(&got), strip(&want));
         }
         let ids: Vec<u32> = orders.resolved(["java"]).unwrap().ids().await.unwrap();

@@ -43,15 +43,18 @@ fn orders_at(fw: &Framework, root: &str) -> ModeledFramework<Order> {
 /// What Jackson 2.14's default `ObjectMapper` (Curator's `JacksonModelSerializer`) writes for
 /// the Java `Order` with these values, captured from `writeValueAsBytes`.
 const JACKSON_FIXTURES: &[(&str, fn() -> Order)] = &[
-    (r#"{"id":42,"item":"tea é\u0001\n\"q\"","quantity":3,"price":1.23456785E7,"express":true,"tags":["a","b"],"note":null}"#, || Order {
-        id: 42,
-        item: "tea é\u{1}\n\"q\"".to_owned(),
-        quantity: 3,
-        price: 12_345_678.5,
-        express: true,
-        tags: vec!["a".to_owned(), "b".to_owned()],
-        note: None,
-    }),
+    (
+        r#"{"id":42,"item":"tea é\u0001\n\"q\"","quantity":3,"price":1.23456785E7,"express":true,"tags":["a","b"],"note":null}"#,
+        || Order {
+            id: 42,
+            item: "tea é\u{1}\n\"q\"".to_owned(),
+            quantity: 3,
+            price: 12_345_678.5,
+            express: true,
+            tags: vec!["a".to_owned(), "b".to_owned()],
+            note: None,
+        },
+    ),
     (r#"{"id":42,"item":"x","quantity":3,"price":1.0E-4,"express":false,"tags":[],"note":"n"}"#, || Order {
         id: 42,
         item: "x".to_owned(),
@@ -174,10 +177,10 @@ async fn the_cache_keeps_the_last_good_value_and_reports_every_bad_one() {
         cache.start().await.unwrap();
         within(EVENT, "the initial load", cache.initialized()).await.unwrap();
         let models = cache.models();
-        assert_eq!(models.iter().map(|m| (m.ids.clone(), m.value.item.clone())).collect::<Vec<_>>(), [
-            (vec!["a".to_owned()], "tea".to_owned()),
-            (vec!["b".to_owned()], "milk".to_owned())
-        ]);
+        assert_eq!(
+            models.iter().map(|m| (m.ids.clone(), m.value.item.clone())).collect::<Vec<_>>(),
+            [(vec!["a".to_owned()], "tea".to_owned()), (vec!["b".to_owned()], "milk".to_owned())]
+        );
         for _ in 0..2 {
             assert!(matches!(next_change(&mut events).await, ModeledCacheEvent::Added(_)));
         }
@@ -239,14 +242,18 @@ async fn compressed_specs_and_a_compressing_framework_store_gzip_and_recipes_sta
         let root = unique_path("typed", "gzip");
 
         // A compressed spec on a plain framework.
-        let spec = ModelSpec::new(ZPath::parse(&format!("{root}/one")).unwrap()).parents(Parents::Containers).compressed();
+        let spec =
+            ModelSpec::new(ZPath::parse(&format!("{root}/one")).unwrap()).parents(Parents::Containers).compressed();
         let one: ModeledFramework<Order> = ModeledFramework::new(&fw, spec);
         one.create(&order(7, "tea")).await.unwrap();
         let (stored, _) = fw.get_data(&format!("{root}/one")).await.unwrap();
         assert_eq!(stored[..10], gzip::HEADER);
         assert_eq!(gzip::decompress(&stored).unwrap(), JsonCodec.encode(&order(7, "tea")).unwrap());
         assert_eq!(one.read().await.unwrap().value, order(7, "tea"));
-        assert_eq!(fw.get_data(&format!("{root}/one")).decompressed().await.unwrap().0, JsonCodec.encode(&order(7, "tea")).unwrap());
+        assert_eq!(
+            fw.get_data(&format!("{root}/one")).decompressed().await.unwrap().0,
+            JsonCodec.encode(&order(7, "tea")).unwrap()
+        );
         let cache = one.cached().unwrap();
         cache.start().await.unwrap();
         within(EVENT, "the load", cache.initialized()).await.unwrap();
