@@ -110,10 +110,8 @@ async fn a_compressing_framework_shares_nodes_with_curators_compressed_calls() {
         let reply = java.command(&format!("gzip_get {root}/raw")).await.unwrap();
         assert!(reply.starts_with(&format!("error {root}/raw")), "{reply}");
         assert!(fw.get_data(&format!("{root}/raw")).await.is_err());
-        assert_eq!(
-            unhex(&java.command(&format!("raw_get {root}/raw")).await.unwrap().rsplit(' ').next().unwrap().to_owned()),
-            b"plain"
-        );
+        let raw = java.command(&format!("raw_get {root}/raw")).await.unwrap();
+        assert_eq!(unhex(raw.rsplit(' ').next().unwrap()), b"plain");
         fw.delete(&root).recursive().await.unwrap();
         fw.close().await;
         java.quit().await.unwrap();

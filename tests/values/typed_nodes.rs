@@ -40,9 +40,12 @@ fn orders_at(fw: &Framework, root: &str) -> ModeledFramework<Order> {
     ModeledFramework::new(fw, spec)
 }
 
+/// A fixture: the JSON and the record it holds.
+type Fixture = (&'static str, fn() -> Order);
+
 /// What Jackson 2.14's default `ObjectMapper` (Curator's `JacksonModelSerializer`) writes for
 /// the Java `Order` with these values, captured from `writeValueAsBytes`.
-const JACKSON_FIXTURES: &[(&str, fn() -> Order)] = &[
+const JACKSON_FIXTURES: &[Fixture] = &[
     (
         r#"{"id":42,"item":"tea é\u0001\n\"q\"","quantity":3,"price":1.23456785E7,"express":true,"tags":["a","b"],"note":null}"#,
         || Order {
