@@ -46,6 +46,9 @@ fn is_parameter(segment: &str) -> bool {
 
 /// Checks one node name (a value for a parameter, or a child's name).
 fn check_name(name: &str) -> Result<()> {
+    if name.is_empty() {
+        return Err(Error::InvalidPath { path: name.to_owned(), reason: "a node name must not be empty" });
+    }
     if name.contains('/') {
         return Err(Error::InvalidPath { path: name.to_owned(), reason: "a node name must not contain '/'" });
     }
