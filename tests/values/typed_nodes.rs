@@ -316,3 +316,78 @@ async fn a_typed_shared_value_is_json_and_reports_bad_bytes_without_ending() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_nested_template_is_cached_from_its_fixed_part_under_a_namespace() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let namespace = unique_path("typed", "ns");
+        let fw = Framework::builder(&shared_connect().await)
+            .session_timeout(SESSION)
+            .namespace(&namespace)
+            .start()
+            .await
+            .unwrap();
+        let spec = ModelSpec::new(ZPath::parse_with_ids("/tenants/{tenant}/orders/{id}").unwrap())
+            .parents(Parents::Containers);
+        let orders: ModeledFramework<Order> = ModeledFramework::new(&fw, spec);
+        orders.resolved(["acme", "1"]).unwrap().create(&order(1, "tea")).await.unwrap();
+        // A node beside the template's shape: in the cached subtree, not a model.
+        fw.create("/tenants/acme/invoices").await.unwrap();
+
+        let cache = orders.cached().unwrap();
+        let mut events = cache.events();
+        cache.start().await.unwrap();
+        within(EVENT, "the load", cache.initialized()).await.unwrap();
+        assert_eq!(cache.models().iter().map(|m| m.ids.clone()).collect::<Vec<_>>(), [vec!["acme", "1"]]);
+        assert!(matches!(next_change(&mut events).await, ModeledCacheEvent::Added(_)));
+
+        orders.resolved(["globex", "7"]).unwrap().create(&order(7, "coffee")).await.unwrap();
+        match next_change(&mut events).await {
+            ModeledCacheEvent::Added(model) => {
+                assert_eq!(model.path, "/tenants/globex/orders/7", "namespace stripped");
+                assert_eq!(model.ids, ["globex", "7"]);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(cache.get(["globex", "7"]).map(|m| m.value.item.clone()).as_deref(), Some("coffee"));
+        assert_eq!(orders.resolved(["acme"]).unwrap().ids::<u32>().await.unwrap(), [1]);
+        let raw = fw.get_data("/tenants/globex/orders/7").await.unwrap().0;
+        assert_eq!(raw, JsonCodec.encode(&order(7, "coffee")).unwrap());
+        cache.close().await;
+        fw.delete("/tenants").recursive().await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_specs_create_options_apply() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
+        let root = unique_path("typed", "options");
+        // Curator's default: no parents.
+        let strict: ModeledFramework<Order> =
+            ModeledFramework::new(&fw, ModelSpec::new(ZPath::parse(&format!("{root}/a/b")).unwrap()));
+        assert!(strict.create(&order(1, "x")).await.unwrap_err().is_no_node());
+
+        let spec = ModelSpec::new(ZPath::parse(&format!("{root}/member")).unwrap())
+            .parents(Parents::Persistent)
+            .mode(zk_recipes::CreateMode::Ephemeral)
+            .protected()
+            .acl(zk_recipes::zk::Acls::anyone_all().to_vec());
+        let member: ModeledFramework<Order> = ModeledFramework::new(&fw, spec);
+        let created = member.create(&order(2, "y")).await.unwrap();
+        let name = created.path.rsplit('/').next().unwrap();
+        assert!(zk_recipes::protocol::is_protected(name) && name.ends_with("member"), "{name}");
+        assert_ne!(created.stat.ephemeral_owner, 0, "ephemeral");
+        assert_eq!(fw.exists(&root).await.unwrap().map(|s| s.ephemeral_owner), Some(0), "a persistent parent");
+        let at_created =
+            ModeledFramework::<Order>::new(&fw, member.spec().with_path(ZPath::parse(&created.path).unwrap()));
+        assert_eq!(at_created.read().await.unwrap().value, order(2, "y"));
+        fw.delete(&root).recursive().await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
