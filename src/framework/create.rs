@@ -91,7 +91,8 @@ pub struct CreateBuilder<'a> {
 impl Framework {
     /// Creates a node at `path` (namespace applied) when awaited; options are set on the
     /// returned builder. Defaults: persistent, no data, the ACL provider's ACL, missing
-    /// parents created as containers, not protected.
+    /// parents created as containers, not protected, not compressed (unless the framework was
+    /// built with [`enable_compression`](crate::FrameworkBuilder::enable_compression)).
     ///
     /// The operations of this framework (create, reads, writes, [`transaction`](Self::transaction))
     /// apply the namespace, retry under the retry policy (on the next session too, after
