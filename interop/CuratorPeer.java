@@ -141,6 +141,7 @@ public final class CuratorPeer {
     private final Discoveries discoveries;
     private final Groups groups;
     private final Values values;
+    private final Typed typed;
 
     private CuratorPeer(CuratorFramework client) {
         this.client = client;
@@ -149,6 +150,7 @@ public final class CuratorPeer {
         this.discoveries = new Discoveries(client);
         this.groups = new Groups(client);
         this.values = new Values(client);
+        this.typed = new Typed(client);
     }
 
     static void emit(String line) {
@@ -278,7 +280,7 @@ public final class CuratorPeer {
 
     private boolean dispatch(String[] t) throws Exception {
         if (elections.dispatch(t) || caches.dispatch(t) || values.dispatch(t) || discoveries.dispatch(t)
-                || groups.dispatch(t)) {
+                || groups.dispatch(t) || typed.dispatch(t)) {
             return true;
         }
         switch (t[0]) {
@@ -1633,6 +1635,121 @@ public final class CuratorPeer {
                 }
                 default:
                     throw new IllegalArgumentException("unknown command " + t[0]);
+            }
+        }
+    }
+
+    /**
+     * Compression and typed-node commands (Curator's GzipCompressionProvider through
+     * `compressed()`/`decompressed()`, and the JSON curator-x-async's JacksonModelSerializer
+     * writes: a default `ObjectMapper` with FAIL_ON_UNKNOWN_PROPERTIES off). HEX is the data in
+     * lower-case hex (`-` for none):
+     *   gzip_create PATH HEX  -> gzip_create PATH ok     (create().creatingParentContainersIfNeeded()
+     *                                                    .compressed(), or setData().compressed() when
+     *                                                    the node exists)
+     *   gzip_get PATH         -> gzip_get PATH <hex>     (getData().decompressed())
+     *   raw_get PATH          -> raw_get PATH <hex>      (getData(), the bytes as stored)
+     *   jackson_write PATH ID ITEM_HEX QTY PRICE EXPRESS TAGS NOTE_HEX
+     *                         -> jackson_write PATH <hex of the JSON written>   (an `Order`: TAGS
+     *                            comma-separated or `-`, NOTE_HEX `-` for null; created with parent
+     *                            containers, or set when the node exists)
+     *   jackson_read PATH     -> jackson_read PATH id|item_hex|qty|price|express|tags|note_hex
+     */
+    private static final class Typed {
+        private final CuratorFramework client;
+        private final com.fasterxml.jackson.databind.ObjectMapper mapper =
+                new com.fasterxml.jackson.databind.ObjectMapper();
+
+        Typed(CuratorFramework client) {
+            this.client = client;
+            mapper.configure(com.fasterxml.jackson.databind.DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES, false);
+        }
+
+        /** The model of the typed-node interop tests: public fields, in this order. */
+        public static final class Order {
+            public long id;
+            public String item;
+            public int quantity;
+            public double price;
+            public boolean express;
+            public List<String> tags;
+            public String note;
+        }
+
+        private static byte[] unhex(String hex) {
+            if (hex.equals("-")) {
+                return new byte[0];
+            }
+            byte[] out = new byte[hex.length() / 2];
+            for (int i = 0; i < out.length; i++) {
+                out[i] = (byte) Integer.parseInt(hex.substring(2 * i, 2 * i + 2), 16);
+            }
+            return out;
+        }
+
+        private static String hex(byte[] data) {
+            StringBuilder out = new StringBuilder();
+            for (byte b : data) {
+                out.append(String.format("%02x", b));
+            }
+            return out.length() == 0 ? "-" : out.toString();
+        }
+
+        private static String utf8Hex(String text) {
+            return text == null ? "-" : hex(text.getBytes(StandardCharsets.UTF_8));
+        }
+
+        /** Handles a typed-node command; false when `t[0]` is not one. */
+        boolean dispatch(String[] t) throws Exception {
+            switch (t[0]) {
+                case "gzip_create": {
+                    need(t, 3, "gzip_create PATH HEX");
+                    byte[] data = unhex(t[2]);
+                    if (client.checkExists().forPath(t[1]) == null) {
+                        client.create().compressed().creatingParentContainersIfNeeded().forPath(t[1], data);
+                    } else {
+                        client.setData().compressed().forPath(t[1], data);
+                    }
+                    emit("gzip_create " + t[1] + " ok");
+                    return true;
+                }
+                case "gzip_get":
+                    need(t, 2, "gzip_get PATH");
+                    emit("gzip_get " + t[1] + " " + hex(client.getData().decompressed().forPath(t[1])));
+                    return true;
+                case "raw_get":
+                    need(t, 2, "raw_get PATH");
+                    emit("raw_get " + t[1] + " " + hex(client.getData().forPath(t[1])));
+                    return true;
+                case "jackson_write": {
+                    need(t, 9, "jackson_write PATH ID ITEM_HEX QTY PRICE EXPRESS TAGS NOTE_HEX");
+                    Order order = new Order();
+                    order.id = Long.parseLong(t[2]);
+                    order.item = new String(unhex(t[3]), StandardCharsets.UTF_8);
+                    order.quantity = Integer.parseInt(t[4]);
+                    order.price = Double.parseDouble(t[5]);
+                    order.express = Boolean.parseBoolean(t[6]);
+                    order.tags = t[7].equals("-") ? new ArrayList<>() : java.util.Arrays.asList(t[7].split(","));
+                    order.note = t[8].equals("-") ? null : new String(unhex(t[8]), StandardCharsets.UTF_8);
+                    byte[] json = mapper.writerFor(Order.class).writeValueAsBytes(order);
+                    if (client.checkExists().forPath(t[1]) == null) {
+                        client.create().creatingParentContainersIfNeeded().forPath(t[1], json);
+                    } else {
+                        client.setData().forPath(t[1], json);
+                    }
+                    emit("jackson_write " + t[1] + " " + hex(json));
+                    return true;
+                }
+                case "jackson_read": {
+                    need(t, 2, "jackson_read PATH");
+                    Order o = mapper.readerFor(Order.class).readValue(client.getData().forPath(t[1]));
+                    emit("jackson_read " + t[1] + " " + o.id + "|" + utf8Hex(o.item) + "|" + o.quantity + "|"
+                            + o.price + "|" + o.express + "|" + (o.tags == null || o.tags.isEmpty() ? "-" : String.join(",", o.tags))
+                            + "|" + utf8Hex(o.note));
+                    return true;
+                }
+                default:
+                    return false;
             }
         }
     }

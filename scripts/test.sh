@@ -33,7 +33,7 @@ RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links" cargo doc -p zk-recipes --no-d
 # A missing Curator must fail the interop tests rather than skip them.
 export ZKR_REQUIRE_CURATOR=1
 export RUST_TEST_THREADS="${RUST_TEST_THREADS:-8}"
-test_args=(--features testing,tls,sasl,discovery "$@")
+test_args=(--features testing,tls,sasl,discovery,serde "$@")
 
 echo "== tests"
 cargo test "${test_args[@]}" --no-run

@@ -18,6 +18,8 @@ pub mod guide;
 mod leader;
 mod locks;
 mod mirror;
+#[cfg(feature = "serde")]
+mod modeled;
 mod nodes;
 pub mod path;
 pub mod protocol;
@@ -60,6 +62,12 @@ pub use locks::{InterProcessMutex, MutexGuard};
 pub use locks::{InterProcessReadWriteLock, ReadLock, ReadLockGuard, WriteLock, WriteLockGuard};
 pub use locks::{InterProcessSemaphore, InterProcessSemaphoreMutex, SemaphoreLease, SemaphoreMutexGuard};
 pub use locks::{Revocable, Revoker};
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub use modeled::{
+    CachedModel, Codec, CodecError, DecodeFailure, JsonCodec, ModelSpec, ModeledCache, ModeledCacheEvent,
+    ModeledCacheEvents, ModeledFramework, ZNode, ZPath,
+};
 pub use nodes::{
     GroupMember, MembershipEvent, MembershipEvents, PersistentNode, PersistentNodeBuilder, PersistentTtlNode,
     PersistentTtlNodeBuilder,
@@ -69,6 +77,9 @@ pub use queue::{
     SimpleDistributedQueue,
 };
 pub use shared::{SharedCount, SharedCountChanges, SharedValue, SharedValueChanges, VersionedValue};
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub use shared::{TypedSharedValue, TypedSharedValueChanges};
 pub use watch::stream::{PersistentWatch, ResyncReason, WatchEvent};
 /// The ZooKeeper client this crate builds on, for every type of its own (`Client`, `Error`,
 /// `WatchedEvent`, ...); the ones this crate's API takes or returns are also at the root.

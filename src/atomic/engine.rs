@@ -82,7 +82,7 @@ impl Engine {
 
     /// The node's bytes now (`None` when it does not exist).
     pub(crate) async fn read(&self) -> Result<Bytes> {
-        match self.framework.get_data(&self.path).await {
+        match self.framework.get_data(&self.path).plain().await {
             Ok((data, _)) => Ok(Some(data)),
             Err(Error::ZooKeeper(ZkError::NoNode)) => Ok(None),
             Err(e) => Err(e),
@@ -93,7 +93,7 @@ impl Engine {
     async fn try_once(&self, make: &mut MakeValue<'_>, operation: &'static str) -> Result<Try> {
         let read = match self.knowledge.current(&self.framework, &self.full_path).await {
             Some(known) => Some((known.data, known.version)),
-            None => match self.framework.get_data(&self.path).await {
+            None => match self.framework.get_data(&self.path).plain().await {
                 Ok((data, stat)) => {
                     self.knowledge.learned(&data, &stat);
                     Some((data, stat.version))
@@ -192,7 +192,7 @@ impl Engine {
     pub(crate) async fn compare_and_set(&self, expected: &[u8], new: &[u8]) -> Result<AtomicValue<Bytes>> {
         let stats = AtomicStats { optimistic_tries: 1, ..AtomicStats::default() };
         let started = Instant::now();
-        let (data, stat) = match self.framework.get_data(&self.path).await {
+        let (data, stat) = match self.framework.get_data(&self.path).plain().await {
             Ok(read) => read,
             Err(Error::ZooKeeper(ZkError::NoNode)) => return Ok(AtomicValue::new(false, None, None, stats)),
             Err(e) => return Err(e),
@@ -215,12 +215,12 @@ impl Engine {
     /// Curator's `forceSet`: an unconditional write; a missing node is created.
     pub(crate) async fn force_set(&self, value: &[u8]) -> Result<()> {
         loop {
-            match self.framework.set_data(&self.path, value).await {
+            match self.framework.set_data(&self.path, value).plain().await {
                 Ok(_) => return Ok(()),
                 Err(Error::ZooKeeper(ZkError::NoNode)) => {}
                 Err(e) => return Err(e),
             }
-            match self.framework.create(&self.path).data(value).await {
+            match self.framework.create(&self.path).plain().data(value).await {
                 // A create sent again after a connection loss found a node: write over it.
                 Ok(_) => return Ok(()),
                 Err(Error::ZooKeeper(ZkError::NodeExists)) | Err(Error::OutcomeUnknown { .. }) => {}

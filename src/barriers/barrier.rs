@@ -54,7 +54,7 @@ impl DistributedBarrier {
     /// # Cancel safety
     /// A cancelled set may still happen on the server.
     pub async fn set(&self) -> Result<()> {
-        match self.framework.create(&self.path).await {
+        match self.framework.create(&self.path).plain().await {
             Ok(_) | Err(Error::ZooKeeper(ZkError::NodeExists)) => Ok(()),
             // Sent again after a connection loss: a node is there, which is all that is asked.
             Err(Error::OutcomeUnknown { .. }) => Ok(()),

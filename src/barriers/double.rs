@@ -108,7 +108,7 @@ impl DistributedDoubleBarrier {
         let fw = &self.framework;
         let (ready, mut watch) = fw.exists(&self.ready_path).watch().await?;
         let mut undo = Undo { framework: fw, path: Some(fw.fix_path(&self.our_path)) };
-        let created = fw.create(&self.our_path).mode(CreateMode::Ephemeral).parents(Parents::Containers).await;
+        let created = fw.create(&self.our_path).plain().mode(CreateMode::Ephemeral).parents(Parents::Containers).await;
         if let Err(e) = created {
             if e.is_node_exists() {
                 undo.path = None; // an earlier enter's node: not ours to delete here
@@ -128,7 +128,7 @@ impl DistributedDoubleBarrier {
                 return Err(Error::LockLost { path: self.our_path.clone() });
             }
             if members.len() >= self.member_quantity {
-                match fw.create(&self.ready_path).parents(Parents::MustExist).await {
+                match fw.create(&self.ready_path).plain().parents(Parents::MustExist).await {
                     Ok(_) | Err(Error::ZooKeeper(ZkError::NodeExists)) | Err(Error::OutcomeUnknown { .. }) => {}
                     Err(e) => return Err(e),
                 }

@@ -266,7 +266,7 @@ impl<T: Serialize + DeserializeOwned> ServiceDiscovery<T> {
         validate_name("name", name)?;
         validate_name("id", id)?;
         let path = self.instance_path(name, id);
-        match self.framework.get_data(&path).await {
+        match self.framework.get_data(&path).plain().await {
             Ok((data, _)) => match self.serializer.deserialize(&data) {
                 Ok(instance) => Ok(Some(instance)),
                 Err(e) => {

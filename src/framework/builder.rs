@@ -98,6 +98,8 @@ pub(crate) struct Config {
     pub(crate) wait_strategy: WaitStrategy,
     pub(crate) session_failure_policy: SessionFailurePolicy,
     pub(crate) security: Security,
+    /// Gzip is the default of the data plane's writes and reads (`enable_compression`).
+    pub(crate) compression: bool,
 }
 
 /// Builds a [`Framework`]. Setters take and return the builder by value; `build()` validates
@@ -133,6 +135,7 @@ pub struct FrameworkBuilder {
     wait_strategy: WaitStrategy,
     session_failure_policy: SessionFailurePolicy,
     security: SecurityOptions,
+    compression: bool,
 }
 
 impl FrameworkBuilder {
@@ -154,6 +157,7 @@ impl FrameworkBuilder {
             wait_strategy: WaitStrategy::Mirror,
             session_failure_policy: SessionFailurePolicy::Retry,
             security: SecurityOptions::default(),
+            compression: false,
         }
     }
 
@@ -273,6 +277,25 @@ impl FrameworkBuilder {
         self
     }
 
+    /// Makes gzip the default of this framework's data plane (Curator 5.8's
+    /// `enableCompression()` with its `GzipCompressionProvider`): [`create`](Framework::create)
+    /// and [`set_data`](Framework::set_data) compress what they write and
+    /// [`get_data`](Framework::get_data) decompresses what it reads, unless the call says
+    /// `uncompressed()` / `undecompressed()`; a [`transaction`](Framework::transaction) writes
+    /// its bytes as given (compress them with [`protocol::gzip`](crate::protocol::gzip)).
+    /// The typed nodes (`ModeledFramework` and its cache, feature `serde`) follow it. Peers
+    /// that share a node must agree: a Curator 5.4 peer reads it with
+    /// `getData().decompressed()`.
+    ///
+    /// The recipes of this crate (locks, caches, shared values, queues, ...) keep their nodes
+    /// uncompressed, as Curator 5.4 to 5.7 do; a Curator 5.8 fleet that compresses every
+    /// recipe's data with this option shares its typed nodes and data plane with this crate,
+    /// not its recipes.
+    pub fn enable_compression(mut self) -> Self {
+        self.compression = true;
+        self
+    }
+
     /// Connects with TLS, trusting the CA certificates in the PEM file `path` (a bundle may
     /// hold several). Hosts of the connect string without a scheme then use TLS too; a
     /// `tcp://` host stays plain and a `tcp+tls://` host needs this option. The file is read
@@ -372,6 +395,7 @@ impl FrameworkBuilder {
             wait_strategy: self.wait_strategy,
             session_failure_policy: self.session_failure_policy,
             security,
+            compression: self.compression,
         }))
     }
 

@@ -18,6 +18,7 @@ use super::node::{Failure, PendingCreate};
 use super::{Framework, Session};
 use crate::error::{is_zk_connection_error, is_zk_retryable, Error, Result, ZkError};
 use crate::path;
+use crate::protocol::gzip;
 
 /// The longest TTL ZooKeeper stores (five bytes of milliseconds).
 const TTL_MAX: Duration = Duration::from_millis(0x00FF_FFFF_FFFF);
@@ -83,12 +84,15 @@ pub struct CreateBuilder<'a> {
     ttl: Option<Duration>,
     idempotent: bool,
     or_set: bool,
+    /// Gzip the data: `None` follows the framework's `enable_compression`.
+    compress: Option<bool>,
 }
 
 impl Framework {
     /// Creates a node at `path` (namespace applied) when awaited; options are set on the
     /// returned builder. Defaults: persistent, no data, the ACL provider's ACL, missing
-    /// parents created as containers, not protected.
+    /// parents created as containers, not protected, not compressed (unless the framework was
+    /// built with [`enable_compression`](crate::FrameworkBuilder::enable_compression)).
     ///
     /// The operations of this framework (create, reads, writes, [`transaction`](Self::transaction))
     /// apply the namespace, retry under the retry policy (on the next session too, after
@@ -120,6 +124,7 @@ impl Framework {
             ttl: None,
             idempotent: false,
             or_set: false,
+            compress: None,
         }
     }
 }
@@ -186,6 +191,29 @@ impl<'a> CreateBuilder<'a> {
         self
     }
 
+    /// Writes the data gzip-compressed (Curator's `create().compressed()`, its
+    /// `GzipCompressionProvider`): readers decompress it with
+    /// [`get_data().decompressed()`](crate::GetData::decompressed) (Curator's
+    /// `getData().decompressed()`). The request size is checked on the compressed bytes.
+    pub fn compressed(mut self) -> Self {
+        self.compress = Some(true);
+        self
+    }
+
+    /// Writes the data as given even when the framework compresses by default
+    /// ([`enable_compression`](crate::FrameworkBuilder::enable_compression); Curator 5.8's
+    /// `uncompressed()`).
+    pub fn uncompressed(mut self) -> Self {
+        self.compress = Some(false);
+        self
+    }
+
+    /// The recipes' own nodes keep Curator's uncompressed layouts whatever the framework's
+    /// default.
+    pub(crate) fn plain(self) -> Self {
+        self.uncompressed()
+    }
+
     fn sequential(&self) -> bool {
         matches!(self.mode, CreateMode::PersistentSequential | CreateMode::EphemeralSequential)
     }
@@ -229,6 +257,14 @@ impl<'a> CreateBuilder<'a> {
             return Err(Error::InvalidPath { path: self.path.to_owned(), reason: "the root node cannot be created" });
         }
         self.validate()?;
+        let compressed = self.compress.unwrap_or(fw.config().compression).then(|| gzip::compress(self.data));
+        let this = CreateBuilder { data: compressed.as_deref().unwrap_or(self.data), ..self };
+        this.send(&full, compressed.is_some()).await
+    }
+
+    async fn send(self, full: &str, compressed: bool) -> Result<Created> {
+        let fw = self.framework;
+        let full = full.to_owned();
         let dir = path::parent(&full).unwrap_or("/").to_owned();
         let prefix = self.protected.then(path::new_protected_prefix);
         let target = match &prefix {
@@ -314,7 +350,7 @@ impl<'a> CreateBuilder<'a> {
                     if let Some(p) = pending.take() {
                         p.disarm();
                     }
-                    match self.existing(&session, &target, in_doubt).await? {
+                    match self.existing(&session, &target, in_doubt, compressed).await? {
                         Some(found) => return Ok(found),
                         // Gone meanwhile: create again, under the retry policy (a node that
                         // keeps coming and going must not keep this loop busy).
@@ -366,7 +402,13 @@ impl<'a> CreateBuilder<'a> {
 
     /// The node exists: ours after a lost reply, accepted (idempotent, or_set), or refused.
     /// `None` to send the create again (the node went meanwhile).
-    async fn existing(&self, session: &Session, target: &str, in_doubt: bool) -> Result<Option<Created>> {
+    async fn existing(
+        &self,
+        session: &Session,
+        target: &str,
+        in_doubt: bool,
+        compressed: bool,
+    ) -> Result<Option<Created>> {
         let fw = self.framework;
         let user_path = fw.unfix_path(target).to_owned();
         if self.or_set {
@@ -391,7 +433,11 @@ impl<'a> CreateBuilder<'a> {
         if in_doubt && self.ephemeral() && stat.ephemeral_owner != 0 && stat.ephemeral_owner == session.id() {
             return Ok(Some(Created { path: user_path, stat, existed: false }));
         }
-        if self.idempotent && data == self.data {
+        // Compressed data is the same when it holds the same bytes (another writer's deflate
+        // may differ in bytes).
+        let same = data == self.data
+            || (compressed && gzip::is_gzip(&data) && gzip::decompress(&data).ok() == gzip::decompress(self.data).ok());
+        if self.idempotent && same {
             return Ok(Some(Created { path: user_path, stat, existed: true }));
         }
         if in_doubt && !self.idempotent {

@@ -68,6 +68,8 @@ impl OneshotWatch {
 pub struct GetData<'a> {
     framework: &'a Framework,
     path: &'a str,
+    /// Gunzip the data: `None` follows the framework's `enable_compression`.
+    decompress: Option<bool>,
 }
 
 /// [`GetData`] with a one-shot watch.
@@ -76,6 +78,7 @@ pub struct GetData<'a> {
 pub struct GetDataWatched<'a> {
     framework: &'a Framework,
     path: &'a str,
+    decompress: Option<bool>,
 }
 
 /// A node's stat, or `None` when it does not exist (Curator's `checkExists()`), sent when
@@ -155,7 +158,7 @@ impl Framework {
     /// # Cancel safety
     /// Cancel-safe: a read changes nothing, and a cancelled watched read's watch is removed.
     pub fn get_data<'a>(&'a self, path: &'a str) -> GetData<'a> {
-        GetData { framework: self, path }
+        GetData { framework: self, path, decompress: None }
     }
 
     /// A node's stat, or `None` when it does not exist, when awaited; `.watch()` adds a
@@ -186,7 +189,45 @@ impl Framework {
 impl<'a> GetData<'a> {
     /// Sets a one-shot watch on the node with the read.
     pub fn watch(self) -> GetDataWatched<'a> {
-        GetDataWatched { framework: self.framework, path: self.path }
+        GetDataWatched { framework: self.framework, path: self.path, decompress: self.decompress }
+    }
+
+    /// Decompresses the data, which must be one gzip member (Curator's
+    /// `getData().decompressed()`, its `GzipCompressionProvider`): what
+    /// [`create().compressed()`](crate::CreateBuilder::compressed) and Curator's
+    /// `create().compressed()` write. Data that is not gzip is [`Error::CorruptData`].
+    pub fn decompressed(mut self) -> Self {
+        self.decompress = Some(true);
+        self
+    }
+
+    /// Returns the data as stored even when the framework compresses by default
+    /// ([`enable_compression`](crate::FrameworkBuilder::enable_compression); Curator 5.8's
+    /// `undecompressed()`).
+    pub fn undecompressed(mut self) -> Self {
+        self.decompress = Some(false);
+        self
+    }
+
+    /// The recipes' own nodes keep Curator's uncompressed layouts whatever the framework's
+    /// default.
+    pub(crate) fn plain(self) -> Self {
+        self.undecompressed()
+    }
+}
+
+impl Framework {
+    /// `data` as the reader asked for it: decompressed when `decompress` (or, unset, the
+    /// framework's default) says so.
+    pub(crate) fn unpack(&self, path: &str, decompress: Option<bool>, data: Vec<u8>) -> Result<Vec<u8>> {
+        if !decompress.unwrap_or(self.config().compression) {
+            return Ok(data);
+        }
+        crate::protocol::gzip::decompress(&data).map_err(|e| Error::CorruptData {
+            path: path.to_owned(),
+            expected: e.expected,
+            reason: e.found,
+        })
     }
 }
 
@@ -218,7 +259,8 @@ impl<'a> IntoFuture for GetData<'a> {
     type IntoFuture = BoxFuture<'a, Self::Output>;
 
     /// # Errors
-    /// [`Error::InvalidPath`] or the server's refusal (`NoNode`, `NoAuth`).
+    /// [`Error::InvalidPath`] or the server's refusal (`NoNode`, `NoAuth`);
+    /// [`Error::CorruptData`] when decompressing data that is not gzip.
     ///
     /// # Cancel safety
     /// Cancel-safe: a read changes nothing.
@@ -226,7 +268,8 @@ impl<'a> IntoFuture for GetData<'a> {
         Box::pin(async move {
             let full = self.framework.full_path(self.path)?;
             let full = &full;
-            self.framework.with_retry(|s| async move { s.client.get_data(full).await }).await
+            let (data, stat) = self.framework.with_retry(|s| async move { s.client.get_data(full).await }).await?;
+            Ok((self.framework.unpack(self.path, self.decompress, data)?, stat))
         })
     }
 }
@@ -248,7 +291,8 @@ impl<'a> IntoFuture for GetDataWatched<'a> {
             let full = &full;
             let (data, stat, watcher) =
                 fw.with_retry(|s| async move { s.client.get_and_watch_data(full).await }).await?;
-            Ok((data, stat, OneshotWatch::new(fw, watcher, entry)))
+            let watch = OneshotWatch::new(fw, watcher, entry);
+            Ok((fw.unpack(self.path, self.decompress, data)?, stat, watch))
         })
     }
 }

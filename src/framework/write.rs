@@ -15,6 +15,7 @@ use zookeeper_client::{Acl, Stat};
 use super::{Framework, ReaperCmd};
 use crate::error::{is_zk_connection_error, Error, Result, ZkError};
 use crate::path;
+use crate::protocol::gzip;
 
 /// An expected version as the server takes it: `-1` means any version; every other value is
 /// compared with the node's. Versions below -1 are real: a node's version is a signed 32-bit
@@ -41,6 +42,8 @@ pub struct SetData<'a> {
     path: &'a str,
     data: &'a [u8],
     version: i32,
+    /// Gzip the data: `None` follows the framework's `enable_compression`.
+    compress: Option<bool>,
 }
 
 /// A delete (Curator's `delete()`), sent when awaited.
@@ -78,7 +81,7 @@ impl Framework {
     /// # Cancel safety
     /// A cancelled write may still happen on the server.
     pub fn set_data<'a>(&'a self, path: &'a str, data: &'a [u8]) -> SetData<'a> {
-        SetData { framework: self, path, data, version: -1 }
+        SetData { framework: self, path, data, version: -1, compress: None }
     }
 
     /// Deletes a node when awaited (any version unless `.version(v)`); `.guaranteed()` keeps
@@ -158,15 +161,38 @@ impl SetData<'_> {
         self
     }
 
+    /// Writes the data gzip-compressed (Curator's `setData().compressed()`); the request size
+    /// is checked on the compressed bytes.
+    pub fn compressed(mut self) -> Self {
+        self.compress = Some(true);
+        self
+    }
+
+    /// Writes the data as given even when the framework compresses by default
+    /// ([`enable_compression`](crate::FrameworkBuilder::enable_compression); Curator 5.8's
+    /// `uncompressed()`).
+    pub fn uncompressed(mut self) -> Self {
+        self.compress = Some(false);
+        self
+    }
+
+    /// The recipes' own nodes keep Curator's uncompressed layouts whatever the framework's
+    /// default.
+    pub(crate) fn plain(self) -> Self {
+        self.uncompressed()
+    }
+
     async fn run(self) -> Result<Stat> {
         let fw = self.framework;
         let full = fw.full_path(self.path)?;
         let version = check_version(self.version);
+        let packed = self.compress.unwrap_or(fw.config().compression).then(|| gzip::compress(self.data));
+        let data = packed.as_deref().unwrap_or(self.data);
         let limit = fw.config().max_request_bytes.saturating_sub(full.len() + 20);
-        if self.data.len() > limit {
-            return Err(Error::TooLarge { name: "data", size: self.data.len(), limit });
+        if data.len() > limit {
+            return Err(Error::TooLarge { name: "data", size: data.len(), limit });
         }
-        let (full, data) = (&full, self.data);
+        let full = &full;
         let in_doubt = AtomicBool::new(false);
         let result = fw
             .with_retry(|s| {

@@ -130,7 +130,7 @@ pub(crate) async fn read_participants(internals: &LockInternals) -> Result<Vec<P
 pub(crate) async fn read_leader(internals: &LockInternals) -> Result<Option<Participant>> {
     let framework = internals.framework();
     for node in internals.participant_nodes().await? {
-        match framework.get_data(&node).await {
+        match framework.get_data(&node).plain().await {
             Ok((data, _)) => {
                 let id = String::from_utf8_lossy(&data).into_owned();
                 return Ok(Some(Participant { id, is_leader: true, node }));

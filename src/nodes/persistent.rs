@@ -522,7 +522,7 @@ impl Engine {
             Some(actual) => (actual.clone(), without_sequence(self.mode), false),
         };
         let created = loop {
-            let mut create = fw.create(&path).mode(mode).data(&self.data).parents(self.parents);
+            let mut create = fw.create(&path).plain().mode(mode).data(&self.data).parents(self.parents);
             if protected {
                 create = create.protected();
             }
@@ -667,7 +667,7 @@ impl Engine {
                     command = self.commands.recv() => match command {
                         Some(Command::SetData(data, reply)) => {
                             self.data = data;
-                            let _ = reply.send(fw.set_data(path, &self.data).await.map(|_| ()));
+                            let _ = reply.send(fw.set_data(path, &self.data).plain().await.map(|_| ()));
                         }
                         close => {
                             // The read in flight is awaited too: its watch fires on the delete
@@ -712,7 +712,7 @@ impl Engine {
         if ours {
             // A node found existing (adopted, or after a reconnect) gets our data.
             let written = if !fresh && !self.status.borrow().registered {
-                fw.set_data(path, &self.data).await.map(|_| ())
+                fw.set_data(path, &self.data).plain().await.map(|_| ())
             } else {
                 Ok(())
             };
@@ -765,7 +765,7 @@ impl Engine {
                 command = self.commands.recv() => match command {
                     Some(Command::SetData(data, reply)) => {
                         self.data = data;
-                        let result = if ours { fw.set_data(path, &self.data).await.map(|_| ()) } else { Ok(()) };
+                        let result = if ours { fw.set_data(path, &self.data).plain().await.map(|_| ()) } else { Ok(()) };
                         let _ = reply.send(result);
                     }
                     Some(Command::Close(reply)) => {

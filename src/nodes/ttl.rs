@@ -394,12 +394,13 @@ impl Toucher {
     /// to its [`PersistentNode`], the next touch creates the child.
     async fn touch(&self) -> Result<()> {
         let fw = &self.framework;
-        match fw.set_data(&self.child, b"").await {
+        match fw.set_data(&self.child, b"").plain().await {
             Ok(_) => return Ok(()),
             Err(e) if e.is_no_node() => {}
             Err(e) => return Err(e),
         }
         fw.create(&self.child)
+            .plain()
             .mode(CreateMode::Persistent)
             .ttl(self.ttl)
             .or_set()

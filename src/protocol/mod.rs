@@ -30,6 +30,7 @@ mod decode;
 // Who holds a lock, by Curator's rules: the lock recipes acquire by it, the decoder reads
 // directories by it.
 pub(crate) mod driver;
+pub mod gzip;
 mod layout;
 pub(crate) mod names;
 pub mod queue_names;

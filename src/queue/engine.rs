@@ -219,8 +219,9 @@ impl Engine {
         let data = encode_queue_items(items);
         let prefix = path::join(&self.path, name);
         let fw = &self.framework;
-        let create =
-            || fw.create(&prefix).mode(CreateMode::PersistentSequential).parents(Parents::MustExist).data(&data);
+        let create = || {
+            fw.create(&prefix).plain().mode(CreateMode::PersistentSequential).parents(Parents::MustExist).data(&data)
+        };
         match create().await {
             Ok(created) => return Ok(created.path),
             Err(Error::ZooKeeper(ZkError::NoNode)) => {}
@@ -493,7 +494,7 @@ impl Engine {
         // a container made here would be reaped by the server as soon as it is empty, under a
         // Curator consumer that found it existing at its start, and that consumer would never
         // take an item again.
-        let create = || fw.create(&lock).mode(CreateMode::Ephemeral).parents(Parents::MustExist);
+        let create = || fw.create(&lock).plain().mode(CreateMode::Ephemeral).parents(Parents::MustExist);
         let created = match create().await {
             Err(Error::ZooKeeper(ZkError::NoNode)) => {
                 ensure_persistent(fw, lock_path).await?;
@@ -557,7 +558,7 @@ impl Engine {
     /// sent by the take after it.
     async fn read(&self, name: &str) -> Result<Claimed<'_>> {
         let fw = &self.framework;
-        match fw.get_data(&path::join(&self.path, name)).await {
+        match fw.get_data(&path::join(&self.path, name)).plain().await {
             Ok((data, stat)) => Ok(Claimed::Item(Claim::read(fw, name, data, stat.version, Deleted::No))),
             Err(Error::ZooKeeper(ZkError::NoNode)) => Ok(Claimed::Gone),
             Err(e) => Err(e),
@@ -573,7 +574,7 @@ impl Engine {
             Some(Err(lock)) => return Ok(Claimed::Locked(lock)),
             None => return self.read_and_delete(name).await,
         };
-        match fw.get_data(&path::join(&self.path, name)).await {
+        match fw.get_data(&path::join(&self.path, name)).plain().await {
             Ok((data, stat)) => {
                 claim.data = data;
                 claim.version = stat.version;
@@ -650,7 +651,7 @@ fn requeue_name(name: &str) -> &str {
 /// Makes `path` a persistent node (its missing parents containers) unless it exists, as
 /// Curator's `DistributedQueue.start()` makes the queue and lock paths.
 async fn ensure_persistent(fw: &Framework, path: &str) -> Result<()> {
-    match fw.create(path).await {
+    match fw.create(path).plain().await {
         Ok(_) | Err(Error::ZooKeeper(ZkError::NodeExists)) | Err(Error::OutcomeUnknown { .. }) => Ok(()),
         Err(e) => Err(e),
     }

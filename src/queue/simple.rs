@@ -72,7 +72,7 @@ impl SimpleDistributedQueue {
     /// A cancelled offer may still add the item.
     pub async fn offer(&self, item: &[u8]) -> Result<String> {
         let created =
-            self.framework.create(&self.item_prefix).mode(CreateMode::PersistentSequential).data(item).await?;
+            self.framework.create(&self.item_prefix).plain().mode(CreateMode::PersistentSequential).data(item).await?;
         Ok(created.path)
     }
 
@@ -85,7 +85,7 @@ impl SimpleDistributedQueue {
     /// Cancel-safe: a read changes nothing.
     pub async fn peek(&self) -> Result<Option<Vec<u8>>> {
         for name in self.items().await? {
-            match self.framework.get_data(&path::join(&self.path, &name)).await {
+            match self.framework.get_data(&path::join(&self.path, &name)).plain().await {
                 Ok((data, _)) => return Ok(Some(data)),
                 Err(Error::ZooKeeper(ZkError::NoNode)) => continue,
                 Err(e) => return Err(e),
@@ -195,7 +195,7 @@ impl SimpleDistributedQueue {
         let (names, watch) = self.list(watch).await?;
         for name in names {
             let item = path::join(&self.path, &name);
-            let data = match self.framework.get_data(&item).await {
+            let data = match self.framework.get_data(&item).plain().await {
                 Ok((data, _)) => data,
                 Err(Error::ZooKeeper(ZkError::NoNode)) => continue,
                 Err(e) => return Err(e),

@@ -201,7 +201,7 @@ pub(crate) async fn run(
                 }
             }
         }
-        match fw.get_data(&path).await {
+        match fw.get_data(&path).plain().await {
             Ok((data, stat)) => {
                 mirror::offer(&tx, data, &stat);
             }

@@ -81,7 +81,7 @@ pub(crate) async fn run(fw: Framework, path: String, tx: watch::Sender<Versioned
 /// watch instead (and is read at once if it appeared meanwhile).
 async fn read(fw: &Framework, path: &str, tx: &watch::Sender<VersionedValue<Vec<u8>>>) -> Result<Armed, Error> {
     loop {
-        match fw.get_data(path).watch().await {
+        match fw.get_data(path).plain().watch().await {
             Ok((data, stat, watch)) => {
                 offer(tx, data, &stat);
                 return Ok(Armed::Watch(watch));

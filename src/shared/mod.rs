@@ -6,10 +6,14 @@ mod count;
 mod follow;
 mod mirror;
 pub(crate) mod node_watch;
+#[cfg(feature = "serde")]
+mod typed;
 mod value;
 mod version;
 pub(crate) mod versioned;
 
 pub use self::count::{SharedCount, SharedCountChanges};
+#[cfg(feature = "serde")]
+pub use self::typed::{TypedSharedValue, TypedSharedValueChanges};
 pub use self::value::{SharedValue, SharedValueChanges};
 pub use self::version::VersionedValue;

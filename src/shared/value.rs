@@ -96,7 +96,7 @@ impl SharedValue {
         if self.task.lock().is_some() {
             return Ok(());
         }
-        match self.framework.create(&self.path).data(&self.seed).await {
+        match self.framework.create(&self.path).plain().data(&self.seed).await {
             Ok(_) | Err(Error::ZooKeeper(ZkError::NodeExists)) => {}
             // Sent again after a connection loss: the node is there, ours or not.
             Err(Error::OutcomeUnknown { .. }) => {}
@@ -163,7 +163,7 @@ impl SharedValue {
     /// A cancelled write may still happen on the server.
     pub async fn set(&self, value: &[u8]) -> Result<()> {
         let write = self.begin_write();
-        let stat = self.framework.set_data(&self.path, value).await?;
+        let stat = self.framework.set_data(&self.path, value).plain().await?;
         if let Some(write) = write {
             write.written();
         }
@@ -249,7 +249,7 @@ impl SharedValue {
 
     /// Reads the node and stores what it holds.
     pub(crate) async fn refresh(&self) -> Result<()> {
-        let (data, stat) = self.framework.get_data(&self.path).await?;
+        let (data, stat) = self.framework.get_data(&self.path).plain().await?;
         mirror::offer(&self.tx, data, &stat);
         Ok(())
     }

@@ -73,7 +73,7 @@ pub(crate) async fn set_versioned(
     match result {
         Ok(stat) => Ok(Cas::Written(stat)),
         Err(Error::ZooKeeper(ZkError::BadVersion | ZkError::NoNode)) if !doubt => Ok(Cas::Conflict),
-        Err(Error::ZooKeeper(ZkError::BadVersion)) => match fw.get_data(path).await {
+        Err(Error::ZooKeeper(ZkError::BadVersion)) => match fw.get_data(path).plain().await {
             Ok((found, stat)) if stat.version == version.wrapping_add(1) && found != data => Ok(Cas::Conflict),
             Ok(_) | Err(Error::ZooKeeper(ZkError::NoNode)) => Err(unknown(operation, path)),
             Err(e) => Err(e),
@@ -98,10 +98,10 @@ pub(crate) enum Create {
 /// # Errors
 /// [`Error::OutcomeUnknown`]; the create's other errors.
 pub(crate) async fn create_value(fw: &Framework, path: &str, data: &[u8], operation: &'static str) -> Result<Create> {
-    match fw.create(path).data(data).await {
+    match fw.create(path).plain().data(data).await {
         Ok(_) => Ok(Create::Created),
         Err(Error::ZooKeeper(ZkError::NodeExists)) => Ok(Create::Exists),
-        Err(Error::OutcomeUnknown { .. }) => match fw.get_data(path).await {
+        Err(Error::OutcomeUnknown { .. }) => match fw.get_data(path).plain().await {
             Ok((found, stat)) if stat.version == 0 && found != data => Ok(Create::Exists),
             Ok(_) | Err(Error::ZooKeeper(ZkError::NoNode)) => Err(unknown(operation, path)),
             Err(e) => Err(e),

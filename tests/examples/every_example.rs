@@ -38,6 +38,7 @@ fn build_examples() -> PathBuf {
         ("tls", cfg!(feature = "tls")),
         ("sasl", cfg!(feature = "sasl")),
         ("discovery", cfg!(feature = "discovery")),
+        ("serde", cfg!(feature = "serde")),
     ]
     .into_iter()
     .filter_map(|(feature, on)| on.then_some(feature))
@@ -95,6 +96,7 @@ async fn every_example_runs() {
             "mutex",
             "registration",
             "semaphore",
+            "typed_config",
         ] {
             assert!(names.iter().any(|n| n == expected), "examples/{expected}.rs is missing: {names:?}");
         }

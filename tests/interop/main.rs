@@ -3,7 +3,8 @@
 //! `ZKR_REQUIRE_CURATOR=1`, so a missing Curator fails these tests instead of skipping them.
 //!
 //! Every test here is named `interop::<module>::<test>`, so
-//! `cargo test --features testing,tls,sasl,discovery -- interop::` runs them.
+//! `cargo test --features testing,tls,sasl,discovery,serde -- interop::` runs them (the typed
+//! nodes need `serde`).
 //! `tests/README.md` maps behaviours to binaries and modules.
 
 #[path = "../common/mod.rs"]
@@ -15,6 +16,8 @@ mod common;
 mod interop {
     /// A Rust and a Curator cache agree with the server.
     mod cache;
+    /// Gzip data written on either side is read on the other (`compressed()`).
+    mod compression;
     /// The harness itself: Curator recipes alone, no zk-recipes code.
     mod curator_harness;
     /// Instances registered on either side read on the other (feature `discovery`).
@@ -31,4 +34,6 @@ mod interop {
     mod read_write_lock;
     /// Leases share one limit; semaphore mutexes exclude each other.
     mod semaphore;
+    /// Typed nodes as Jackson writes and reads them (feature `serde`).
+    mod typed_nodes;
 }

@@ -3,7 +3,8 @@
 //! barriers and queues) cross threads.
 //!
 //! Every test here is named `values::<module>::<test>`, so
-//! `cargo test --features testing,tls,sasl,discovery -- values::` runs them.
+//! `cargo test --features testing,tls,sasl,discovery,serde -- values::` runs them (the typed
+//! nodes need `serde`).
 //! `tests/README.md` maps behaviours to binaries and modules.
 
 #[path = "../common/mod.rs"]
@@ -23,4 +24,6 @@ mod values {
     mod shared_value_follow;
     /// `SharedCount` and `SharedValue`: layout, compare-and-set, listeners.
     mod shared_values;
+    /// Typed nodes, their cache and a typed shared value; compression (feature `serde`).
+    mod typed_nodes;
 }
