@@ -4,7 +4,7 @@
 //! the random schedule, `ZKR_CHAOS_SEED` replays one.
 //!
 //! Every test here is named `chaos::<module>::<test>`, so
-//! `cargo test --features testing,tls,sasl,discovery -- chaos::` runs them.
+//! `cargo test --features testing,tls,sasl,discovery,serde -- chaos::` runs them.
 //! `tests/README.md` maps behaviours to binaries and modules.
 
 #[path = "../common/mod.rs"]
