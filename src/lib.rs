@@ -55,6 +55,7 @@ pub use framework::{
 };
 pub use framework::{NodeEvent, NodeEventKind, WatchMode};
 pub use leader::{CloseMode, LeaderLatch, LeaderSelector, Leadership, LeadershipEvent, LeadershipEvents, Participant};
+pub use locks::LockLost;
 pub use locks::{FastPathFallback, FastPathStats, LockHold, Lockable, MultiLock, MultiLockGuard};
 pub use locks::{InterProcessMutex, MutexGuard};
 pub use locks::{InterProcessReadWriteLock, ReadLock, ReadLockGuard, WriteLock, WriteLockGuard};
