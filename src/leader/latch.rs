@@ -72,10 +72,8 @@ pub enum CloseMode {
 /// let latch = LeaderLatch::new(&framework, "/services/scheduler/leader", "host-a")?;
 /// latch.start()?;
 /// if let Some(leadership) = latch.await_leader(Duration::from_secs(30)).await? {
-///     tokio::select! {
-///         _ = async { /* lead; pass leadership.fencing_token() downstream */ } => {}
-///         _ = leadership.lost() => { /* stop leading */ }
-///     }
+///     // lead until done, or until leadership is lost (then the work is dropped)
+///     let _ = leadership.run(async { /* lead; pass leadership.fencing_token() downstream */ }).await;
 /// }
 /// latch.close().await?;
 /// # Ok(()) }
