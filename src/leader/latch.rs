@@ -168,7 +168,9 @@ impl LeaderLatch {
         self.shared.leader.borrow().as_ref().is_some_and(Leadership::is_leader)
     }
 
-    /// The current term, while this latch leads.
+    /// The current term, while this latch leads (`None` otherwise): the handle to
+    /// [`run`](Leadership::run) work under, or to fence with.
+    #[doc(alias = "current_leadership", alias = "current_term", alias = "hasLeadership")]
     pub fn leadership(&self) -> Option<Leadership> {
         self.shared.leader.borrow().clone().filter(Leadership::is_leader)
     }

@@ -197,6 +197,15 @@ impl Stream for LeadershipEvents {
     }
 }
 
+impl Leadership {
+    /// A transaction on `framework` that starts with a check of the leader node, so it fails
+    /// on the server ([`Error::LockLost`](crate::Error::LockLost)) once the term is over; see
+    /// [`Fence`]. The trait's method, callable without importing it.
+    pub fn fenced_transaction<'a>(&self, framework: &'a Framework) -> crate::Transaction<'a> {
+        Fence::fenced_transaction(self, framework)
+    }
+}
+
 /// A term fences with its own election node at any version (why: see [`Fence`]).
 impl Fence for Leadership {
     fn fence_node(&self) -> (&str, i32) {

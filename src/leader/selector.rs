@@ -206,7 +206,9 @@ impl LeaderSelector {
         self.shared.leader.borrow().as_ref().is_some_and(Leadership::is_leader)
     }
 
-    /// The current term, while this selector leads.
+    /// The current term, while this selector leads (`None` otherwise): the handle to
+    /// [`run`](Leadership::run) work under, or to fence with.
+    #[doc(alias = "current_leadership", alias = "current_term", alias = "hasLeadership")]
     pub fn leadership(&self) -> Option<Leadership> {
         self.shared.leader.borrow().clone().filter(Leadership::is_leader)
     }
