@@ -30,6 +30,11 @@ mod sync;
 pub mod testing;
 mod watch;
 
+// The README's Rust blocks, compiled (and run) as doctests so that it stays true to the code.
+#[cfg(all(doctest, feature = "testing", feature = "discovery"))]
+#[doc = include_str!("../README.md")]
+mod readme {}
+
 /// The attribute [`ConnectionStateListener`] is written with: `#[zk_recipes::async_trait]` on an
 /// `impl ConnectionStateListener for ...` block, without a dependency of your own.
 pub use async_trait::async_trait;
