@@ -5,37 +5,13 @@
 
 use crate::common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
-use common::fixtures::{bounded, plain_framework, shared_connect, shared_framework, unique_path, within};
+use common::fixtures::{bounded, endless_work, plain_framework, shared_connect, shared_framework, unique_path, within};
 use common::timing::{EVENT, FAULT_SESSION, LIMIT, PROMPT};
 use tokio::time::Instant;
 use zk_recipes::testing::{expire_session, FaultProxy};
 use zk_recipes::{Error, LeaderLatch};
-
-/// Set when dropped: tells whether the work's future was dropped.
-struct DropFlag(Arc<AtomicBool>);
-
-impl Drop for DropFlag {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-}
-
-/// Work that never finishes on its own: it says it started, then waits forever holding a
-/// [`DropFlag`]. Returns the work, the dropped flag and the started signal.
-fn endless_work() -> (impl std::future::Future<Output = ()>, Arc<AtomicBool>, tokio::sync::oneshot::Receiver<()>) {
-    let dropped = Arc::new(AtomicBool::new(false));
-    let (started_tx, started) = tokio::sync::oneshot::channel();
-    let flag = DropFlag(dropped.clone());
-    let work = async move {
-        let _flag = flag;
-        let _ = started_tx.send(());
-        std::future::pending::<()>().await
-    };
-    (work, dropped, started)
-}
 
 /// Finished work returns its value; a dropped `run` drops the work and the term goes on (still
 /// leading, the next `run` works).

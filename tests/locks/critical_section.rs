@@ -7,9 +7,8 @@
 use crate::common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
-use common::fixtures::{bounded, plain_framework, shared_connect, shared_framework, unique_path, within};
+use common::fixtures::{bounded, endless_work, plain_framework, shared_connect, shared_framework, unique_path, within};
 use common::timing::{FAULT_SESSION, LIMIT, PROMPT};
 use tokio::time::Instant;
 use zk_recipes::testing::{expire_session, FaultProxy};
@@ -17,29 +16,6 @@ use zk_recipes::{
     Error, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, InterProcessSemaphoreMutex, LockLost,
     MultiLock, SemaphoreLease,
 };
-
-/// Set when dropped: tells whether a critical section's future was dropped.
-struct DropFlag(Arc<AtomicBool>);
-
-impl Drop for DropFlag {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-}
-
-/// A critical section that never finishes on its own: it says it started, then waits forever
-/// holding a [`DropFlag`]. Returns the section, the dropped flag and the started signal.
-fn endless_section() -> (impl std::future::Future<Output = ()>, Arc<AtomicBool>, tokio::sync::oneshot::Receiver<()>) {
-    let dropped = Arc::new(AtomicBool::new(false));
-    let (started_tx, started) = tokio::sync::oneshot::channel();
-    let flag = DropFlag(dropped.clone());
-    let section = async move {
-        let _flag = flag;
-        let _ = started_tx.send(());
-        std::future::pending::<()>().await
-    };
-    (section, dropped, started)
-}
 
 /// Every guard's and lease's `run` returns the section's value, and the hold stays held after
 /// it.
@@ -103,9 +79,9 @@ async fn a_session_expired_mid_section_stops_it() {
         let lease = semaphore.acquire().await.unwrap();
         let leases = semaphore.acquire_many(2).await.unwrap();
 
-        let (section, dropped, started) = endless_section();
-        let (lease_section, lease_dropped, lease_started) = endless_section();
-        let (many_section, many_dropped, many_started) = endless_section();
+        let (section, dropped, started) = endless_work();
+        let (lease_section, lease_dropped, lease_started) = endless_work();
+        let (many_section, many_dropped, many_started) = endless_work();
         let expire = async {
             started.await.unwrap();
             lease_started.await.unwrap();
@@ -162,7 +138,7 @@ async fn a_cancelled_run_drops_the_section_and_keeps_the_guard() {
         let mutex = InterProcessMutex::new(&fw, &path).unwrap();
         let guard = mutex.acquire().await.unwrap();
 
-        let (section, dropped, started) = endless_section();
+        let (section, dropped, started) = endless_work();
         tokio::select! {
             _ = guard.run(section) => panic!("the section cannot finish"),
             started = started => started.unwrap(),
