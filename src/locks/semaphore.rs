@@ -775,7 +775,7 @@ impl SemaphoreLease {
 
     /// [`run`](Self::run) for several leases (those of
     /// [`acquire_many`](InterProcessSemaphore::acquire_many)): runs `work` until it finishes or
-    /// any of `leases` is lost, whichever comes first.
+    /// any of `leases` is lost, whichever comes first (with no lease, `work` just runs).
     ///
     /// # Errors
     /// [`LockLost`] (naming the lease that went) when a lease was lost first; `work` was then
