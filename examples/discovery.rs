@@ -26,12 +26,13 @@ async fn main() -> Result<(), Error> {
     let discovery: ServiceDiscovery = ServiceDiscovery::new(&framework, "/examples/discovery", serializer)?;
 
     for (id, port) in [("api-1", 8080), ("api-2", 8081)] {
-        let instance = ServiceInstance::new("api")?
-            .with_id(id)?
-            .with_address("127.0.0.1")
-            .with_port(port)?
-            .with_payload(json!({"description": format!("instance {id}")}))
-            .with_uri_spec(UriSpec::new("{scheme}://{address}:{port}/api"));
+        let instance = ServiceInstance::builder("api")
+            .id(id)
+            .address("127.0.0.1")
+            .port(port)
+            .payload(json!({"description": format!("instance {id}")}))
+            .uri_spec(UriSpec::new("{scheme}://{address}:{port}/api"))
+            .build()?;
         discovery.register(&instance).await?;
         println!("registered {id} on port {port}");
     }
@@ -50,7 +51,7 @@ async fn main() -> Result<(), Error> {
         let picked = provider.instance().ok_or("no instance")?;
         println!("picked {}", picked.id);
     }
-    provider.cache().close().await;
+    provider.close().await;
     discovery.close().await?;
     println!("unregistered: {:?}", discovery.query_for_instances("api").await?.len());
     framework.close().await;

@@ -36,9 +36,9 @@ async fn main() -> Result<(), Error> {
         let (leadership, latch) = (leadership?, latches.remove(i));
         let queue: Vec<String> = latch.participants().await?.into_iter().map(|p| p.id).collect();
         println!("{} leads (fencing token {}); queue {queue:?}", latch.id(), leadership.fencing_token());
-        tokio::select! {
-            () = tokio::time::sleep(Duration::from_millis(100)) => {} // the leader's work
-            () = leadership.lost() => println!("{} lost leadership: stop the work", latch.id()),
+        // The leader's work, stopped (dropped) if leadership is lost first.
+        if let Err(lost) = leadership.run(tokio::time::sleep(Duration::from_millis(100))).await {
+            println!("{}: {lost}", latch.id());
         }
         latch.close().await?; // the next candidate leads
     }
@@ -55,9 +55,8 @@ async fn main() -> Result<(), Error> {
                 async move {
                     let n = runs.fetch_add(1, Ordering::SeqCst) + 1;
                     println!("worker-{i} runs the job (term {n}, fencing token {})", leadership.fencing_token());
-                    tokio::select! {
-                        () = tokio::time::sleep(Duration::from_millis(50)) => {}
-                        () = leadership.lost() => println!("worker-{i} lost leadership mid-job"),
+                    if leadership.run(tokio::time::sleep(Duration::from_millis(50))).await.is_err() {
+                        println!("worker-{i} lost leadership mid-job");
                     }
                 }
             })?

@@ -20,9 +20,10 @@ async fn main() -> Result<(), Error> {
     println!("holding {} (fencing token {})", guard.lock_path(), guard.fencing_token());
     // Reentrant for the same task: a nested guard, no ZooKeeper traffic.
     let nested = mutex.acquire().await?;
-    tokio::select! {
-        () = tokio::time::sleep(Duration::from_millis(200)) => println!("work done while holding the lock"),
-        () = guard.lost() => println!("lock lost: stop the work"),
+    // The critical section runs until it finishes or the lock is lost (then it is dropped).
+    match guard.run(tokio::time::sleep(Duration::from_millis(200))).await {
+        Ok(()) => println!("work done while holding the lock"),
+        Err(lost) => println!("{lost}"),
     }
     nested.release().await?;
     guard.release().await?;

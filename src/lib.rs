@@ -32,6 +32,11 @@ mod sync;
 pub mod testing;
 mod watch;
 
+// The README's Rust blocks, compiled (and run) as doctests so that it stays true to the code.
+#[cfg(all(doctest, feature = "testing", feature = "discovery"))]
+#[doc = include_str!("../README.md")]
+mod readme {}
+
 /// The attribute [`ConnectionStateListener`] is written with: `#[zk_recipes::async_trait]` on an
 /// `impl ConnectionStateListener for ...` block, without a dependency of your own.
 pub use async_trait::async_trait;
@@ -57,6 +62,7 @@ pub use framework::{
 };
 pub use framework::{NodeEvent, NodeEventKind, WatchMode};
 pub use leader::{CloseMode, LeaderLatch, LeaderSelector, Leadership, LeadershipEvent, LeadershipEvents, Participant};
+pub use locks::LockLost;
 pub use locks::{FastPathFallback, FastPathStats, LockHold, Lockable, MultiLock, MultiLockGuard};
 pub use locks::{InterProcessMutex, MutexGuard};
 pub use locks::{InterProcessReadWriteLock, ReadLock, ReadLockGuard, WriteLock, WriteLockGuard};

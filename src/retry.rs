@@ -51,15 +51,21 @@ fn non_zero_sleep(policy: &str, sleep: Duration) -> Result<()> {
 }
 
 /// Sleeps `base × random(1 ..= 2^(attempt+1))`, at most `max_sleep`, for up to `max_retries`
-/// retries (Curator's `ExponentialBackoffRetry` / `BoundedExponentialBackoffRetry`).
+/// retries (Curator's `ExponentialBackoffRetry` / `BoundedExponentialBackoffRetry`: the same
+/// name; it was `ExponentialBackoff` before, an alias kept, deprecated).
+#[doc(alias = "ExponentialBackoff", alias = "BoundedExponentialBackoffRetry")]
 #[derive(Debug, Clone)]
-pub struct ExponentialBackoff {
+pub struct ExponentialBackoffRetry {
     base: Duration,
     max_retries: u32,
     max_sleep: Duration,
 }
 
-impl ExponentialBackoff {
+/// The former name of [`ExponentialBackoffRetry`] (Curator's name).
+#[deprecated(note = "renamed ExponentialBackoffRetry, Curator's name")]
+pub type ExponentialBackoff = ExponentialBackoffRetry;
+
+impl ExponentialBackoffRetry {
     /// Curator caps the retry count at 29 so the multiplier cannot overflow; so do we.
     pub const MAX_RETRIES_LIMIT: u32 = 29;
 
@@ -76,16 +82,16 @@ impl ExponentialBackoff {
     }
 }
 
-impl Default for ExponentialBackoff {
+impl Default for ExponentialBackoffRetry {
     /// 100 ms base, 10 retries, 5 s cap.
     fn default() -> Self {
         Self::new(Duration::from_millis(100), 10).max_sleep(Duration::from_secs(5))
     }
 }
 
-impl RetryPolicy for ExponentialBackoff {
+impl RetryPolicy for ExponentialBackoffRetry {
     fn validate(&self) -> Result<()> {
-        non_zero_sleep("ExponentialBackoff", self.base.min(self.max_sleep))
+        non_zero_sleep("ExponentialBackoffRetry", self.base.min(self.max_sleep))
     }
 
     fn next_delay(&self, attempt: u32, _elapsed: Duration) -> Option<Duration> {
@@ -298,7 +304,7 @@ mod tests {
     #[test]
     fn exponential_backoff_grows_within_bounds_and_stops() {
         let base = Duration::from_millis(10);
-        let policy = ExponentialBackoff::new(base, 5).max_sleep(Duration::from_millis(200));
+        let policy = ExponentialBackoffRetry::new(base, 5).max_sleep(Duration::from_millis(200));
         for attempt in 0..5 {
             for _ in 0..50 {
                 let d = policy.next_delay(attempt, Duration::ZERO).unwrap();
@@ -312,14 +318,14 @@ mod tests {
 
     #[test]
     fn exponential_backoff_caps_retry_count() {
-        let policy = ExponentialBackoff::new(Duration::from_millis(1), 1000);
+        let policy = ExponentialBackoffRetry::new(Duration::from_millis(1), 1000);
         assert!(policy.next_delay(28, Duration::ZERO).is_some());
         assert_eq!(policy.next_delay(29, Duration::ZERO), None);
     }
 
     #[test]
     fn exponential_backoff_never_overflows() {
-        let policy = ExponentialBackoff::new(Duration::from_secs(3600), 29).max_sleep(Duration::MAX);
+        let policy = ExponentialBackoffRetry::new(Duration::from_secs(3600), 29).max_sleep(Duration::MAX);
         assert!(policy.next_delay(28, Duration::ZERO).is_some());
     }
 
@@ -350,9 +356,12 @@ mod tests {
         assert!(RetryForever::new(Duration::ZERO).validate().is_err());
         assert!(RetryNTimes::new(3, Duration::ZERO).validate().is_err());
         assert!(RetryUntilElapsed::new(Duration::from_secs(1), Duration::ZERO).validate().is_err());
-        assert!(ExponentialBackoff::new(Duration::ZERO, 3).validate().is_err());
-        assert!(ExponentialBackoff::new(Duration::from_millis(5), 3).max_sleep(Duration::ZERO).validate().is_err());
-        assert!(ExponentialBackoff::default().validate().is_ok());
+        assert!(ExponentialBackoffRetry::new(Duration::ZERO, 3).validate().is_err());
+        assert!(ExponentialBackoffRetry::new(Duration::from_millis(5), 3)
+            .max_sleep(Duration::ZERO)
+            .validate()
+            .is_err());
+        assert!(ExponentialBackoffRetry::default().validate().is_ok());
         assert!(RetryForever::new(Duration::from_millis(1)).validate().is_ok());
     }
 

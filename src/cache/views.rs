@@ -81,6 +81,11 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
     /// Unlike Curator's `forPathChildrenCache` adapter, grandchildren are filtered out.
     /// Like [`events`](Self::events), it starts with the children held now.
     ///
+    /// The crate's one rule for event streams: a stream of one path returns `Result`, its path
+    /// checked when the stream is made (no I/O), so a bad path is a typed error rather than a
+    /// stream that never yields; a stream of a whole recipe (`events()`, `leadership_events()`,
+    /// `changes()`, `state_changes()`) has nothing to check and cannot fail.
+    ///
     /// # Errors
     /// [`Error::InvalidPath`](crate::Error::InvalidPath) for an invalid path.
     pub fn path_children_events(&self, parent: &str) -> Result<PathChildrenStream<T>> {
@@ -91,7 +96,9 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
     /// The value of the node at `path` after each change: `Some` after it is created or
     /// changed, `None` after it is deleted (Curator's `NodeCacheListener.nodeChanged()`
     /// followed by `getCurrentData()`). It starts with the current value (`None`, at the
-    /// initial load, for a node that does not exist).
+    /// initial load, for a node that does not exist). It returns `Result` where
+    /// [`events`](Self::events) does not for the reason given on
+    /// [`path_children_events`](Self::path_children_events).
     ///
     /// # Errors
     /// [`Error::InvalidPath`](crate::Error::InvalidPath) for an invalid path.

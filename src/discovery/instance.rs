@@ -155,15 +155,30 @@ pub struct ServiceInstance<T = Value> {
 }
 
 impl<T> ServiceInstance<T> {
-    /// An instance of service `name` with a random UUID id, registered now, dynamic, enabled.
+    /// A builder of an instance of service `name` (Curator's `ServiceInstance.builder()`):
+    /// every setter is infallible, and [`build`](ServiceInstanceBuilder::build) checks the
+    /// name and id once, with a typed error.
     ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for an empty name or one that is not a node name.
-    pub fn new(name: &str) -> Result<ServiceInstance<T>> {
-        validate_name("name", name)?;
+    /// ```
+    /// use zk_recipes::discovery::ServiceInstance;
+    ///
+    /// let instance: ServiceInstance = ServiceInstance::builder("api")
+    ///     .id("api-1")
+    ///     .address("10.0.0.7")
+    ///     .port(8080)
+    ///     .build()?;
+    /// assert_eq!(instance.port, Some(8080));
+    /// assert!(ServiceInstance::<serde_json::Value>::builder("api").id("a/b").build().is_err());
+    /// # Ok::<(), zk_recipes::Error>(())
+    /// ```
+    pub fn builder(name: &str) -> ServiceInstanceBuilder<T> {
+        ServiceInstanceBuilder { name: name.to_owned(), id: None, instance: ServiceInstance::unchecked(String::new()) }
+    }
+
+    fn unchecked(name: String) -> ServiceInstance<T> {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-        Ok(ServiceInstance {
-            name: name.to_owned(),
+        ServiceInstance {
+            name,
             id: uuid::Uuid::new_v4().to_string(),
             address: None,
             port: None,
@@ -173,7 +188,18 @@ impl<T> ServiceInstance<T> {
             service_type: ServiceType::Dynamic,
             uri_spec: None,
             enabled: true,
-        })
+        }
+    }
+
+    /// An instance of service `name` with a random UUID id, registered now, dynamic, enabled.
+    /// Each `with_` setter below checks its value at once; [`builder`](Self::builder) checks
+    /// once, at `build()`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty name or one that is not a node name.
+    pub fn new(name: &str) -> Result<ServiceInstance<T>> {
+        validate_name("name", name)?;
+        Ok(ServiceInstance::unchecked(name.to_owned()))
     }
 
     /// Sets the id.
@@ -237,6 +263,92 @@ impl<T> ServiceInstance<T> {
     pub(crate) fn validate(&self) -> Result<()> {
         validate_name("name", &self.name)?;
         validate_name("id", &self.id)
+    }
+}
+
+/// Builds a [`ServiceInstance`] (Curator's `ServiceInstanceBuilder`): made by
+/// [`ServiceInstance::builder`], every setter infallible, the name and id checked by
+/// [`build`](Self::build). Unset, the id is a random UUID, the instance dynamic and enabled,
+/// registered now.
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until built"]
+pub struct ServiceInstanceBuilder<T = Value> {
+    name: String,
+    id: Option<String>,
+    instance: ServiceInstance<T>,
+}
+
+impl<T> ServiceInstanceBuilder<T> {
+    /// Sets the id (a node name; checked by [`build`](Self::build)).
+    #[doc(alias = "with_id")]
+    pub fn id(mut self, id: &str) -> Self {
+        self.id = Some(id.to_owned());
+        self
+    }
+
+    /// Sets the address.
+    #[doc(alias = "with_address")]
+    pub fn address(mut self, address: &str) -> Self {
+        self.instance.address = Some(address.to_owned());
+        self
+    }
+
+    /// Sets the port.
+    #[doc(alias = "with_port")]
+    pub fn port(mut self, port: u16) -> Self {
+        self.instance.port = Some(port);
+        self
+    }
+
+    /// Sets the TLS port.
+    #[doc(alias = "with_ssl_port")]
+    pub fn ssl_port(mut self, port: u16) -> Self {
+        self.instance.ssl_port = Some(port);
+        self
+    }
+
+    /// Sets the payload.
+    #[doc(alias = "with_payload")]
+    pub fn payload(mut self, payload: T) -> Self {
+        self.instance.payload = Some(payload);
+        self
+    }
+
+    /// Sets the service type.
+    #[doc(alias = "with_service_type")]
+    pub fn service_type(mut self, service_type: ServiceType) -> Self {
+        self.instance.service_type = service_type;
+        self
+    }
+
+    /// Sets the URI template.
+    #[doc(alias = "with_uri_spec")]
+    pub fn uri_spec(mut self, uri_spec: UriSpec) -> Self {
+        self.instance.uri_spec = Some(uri_spec);
+        self
+    }
+
+    /// Sets whether providers hand it out.
+    #[doc(alias = "with_enabled")]
+    pub fn enabled(mut self, enabled: bool) -> Self {
+        self.instance.enabled = enabled;
+        self
+    }
+
+    /// The instance.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] (named `name` or `id`) for an empty name or id, or one that
+    /// is not a node name.
+    pub fn build(self) -> Result<ServiceInstance<T>> {
+        let ServiceInstanceBuilder { name, id, mut instance } = self;
+        validate_name("name", &name)?;
+        instance.name = name;
+        if let Some(id) = id {
+            validate_name("id", &id)?;
+            instance.id = id;
+        }
+        Ok(instance)
     }
 }
 
@@ -453,6 +565,15 @@ mod tests {
         assert!(ServiceInstance::<Value>::new("a/b").is_err());
         assert!(ServiceInstance::<Value>::new("a").unwrap().with_port(70000).is_err());
         assert!(ServiceInstance::<Value>::new("a").unwrap().with_id("x/y").is_err());
+        for (name, id, field) in [("", "i", "name"), ("a/b", "i", "name"), ("a", "", "id"), ("a", "x/y", "id")] {
+            match ServiceInstance::<Value>::builder(name).id(id).port(1).build() {
+                Err(Error::InvalidArgument { name, .. }) => assert_eq!(name, field),
+                other => panic!("{name:?}/{id:?}: {other:?}"),
+            }
+        }
+        let built = ServiceInstance::<Value>::builder("a").ssl_port(443).enabled(false).build().unwrap();
+        assert_eq!((built.name.as_str(), built.ssl_port, built.enabled), ("a", Some(443), false));
+        assert!(uuid::Uuid::parse_str(&built.id).is_ok(), "an unset id is a uuid");
         let s = JsonInstanceSerializer::new();
         assert!(s.deserialize::<Value>(b"{not json").is_err());
         assert!(s.deserialize::<Value>(br#"{"port":70000}"#).is_err());

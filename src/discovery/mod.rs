@@ -14,6 +14,8 @@ mod provider;
 mod registry;
 
 pub use self::cache::ServiceCache;
-pub use self::instance::{JsonInstanceSerializer, ServiceInstance, ServiceType, UriPart, UriSpec};
+pub use self::instance::{
+    JsonInstanceSerializer, ServiceInstance, ServiceInstanceBuilder, ServiceType, UriPart, UriSpec,
+};
 pub use self::provider::{DownInstancePolicy, ProviderStrategy, ServiceProvider};
 pub use self::registry::ServiceDiscovery;

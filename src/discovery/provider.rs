@@ -84,6 +84,15 @@ impl<T: DeserializeOwned + Clone + PartialEq> ServiceProvider<T> {
         &self.cache
     }
 
+    /// Closes the provider (Curator's `ServiceProvider.close()`): closes its cache, which it
+    /// owns. The instances held then stay readable but no longer follow the registry.
+    ///
+    /// # Cancel safety
+    /// As [`ServiceCache::close`].
+    pub async fn close(&self) {
+        self.cache.close().await;
+    }
+
     /// The instances a pick chooses from: enabled, not down (shared handles on the cache's
     /// parsed instances).
     pub fn all_instances(&self) -> Vec<Arc<ServiceInstance<T>>> {

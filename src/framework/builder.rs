@@ -15,7 +15,7 @@ use super::wait_strategy::WaitStrategy;
 use super::Framework;
 use crate::error::{Error, Result};
 use crate::path;
-use crate::retry::{ExponentialBackoff, RetryPolicy};
+use crate::retry::{ExponentialBackoffRetry, RetryPolicy};
 
 /// Longest session or connection timeout accepted; anything longer is surely a unit mistake.
 const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
@@ -144,7 +144,7 @@ impl FrameworkBuilder {
             connect_string: connect_string.to_owned(),
             session_timeout: Duration::from_secs(60),
             connection_timeout: Duration::from_secs(15),
-            retry_policy: Arc::new(ExponentialBackoff::default()),
+            retry_policy: Arc::new(ExponentialBackoffRetry::default()),
             namespace: None,
             can_be_read_only: false,
             error_policy: ConnectionStateErrorPolicy::default(),
@@ -175,7 +175,7 @@ impl FrameworkBuilder {
     }
 
     /// The retry policy for operations that fail on connection loss (default
-    /// [`ExponentialBackoff::default`]).
+    /// [`ExponentialBackoffRetry::default`]).
     pub fn retry_policy(mut self, policy: impl RetryPolicy) -> Self {
         self.retry_policy = Arc::new(policy);
         self

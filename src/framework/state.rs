@@ -12,6 +12,33 @@ use zookeeper_client::SessionState;
 /// | `Reconnected` | connected again after `Suspended`, `Lost` or `ReadOnly` |
 /// | `Lost` | the session is gone (expired, or suspended for a whole session timeout); every lock and ephemeral node of it is gone; a new session follows |
 /// | `ReadOnly` | connected to a read-only server (only with `can_be_read_only(true)`) |
+///
+/// # How the framework decides them
+/// `Reconnected` is reported only once a round trip (a `sync`) has been answered on the new
+/// connection: zookeeper-client says "connected" as soon as the server answers the reconnect
+/// handshake, which a connection that dies right after it would otherwise leave standing.
+/// `Lost` also comes when an outage lasts a whole negotiated session timeout (Curator's
+/// simulated expiry), counted from the first `Suspended`; reconnects that no round trip
+/// confirmed do not restart the count. Under
+/// [`SessionOnly`](crate::ConnectionStateErrorPolicy::SessionOnly) it counts from the last
+/// contact the framework can vouch for instead (a silent connection is only noticed after 2/5
+/// of the timeout), so that `Lost` comes before the ensemble can expire the session. If the
+/// framework's background task does not get to run for 3/10 of the session timeout (a starved
+/// or paused runtime), `state()` and guards' `is_held()` read `Suspended` at once and the
+/// connection is confirmed again before `Reconnected`; once the last contact it vouched for is
+/// a whole session timeout old (under `SessionOnly`, counted from a client's silence before
+/// its last run, so after 11/20 of the timeout), they read `Lost`. A session whose client task
+/// is gone (it panicked, or the runtime it was started on shut down) reads `Lost` too. Quick
+/// disconnect/reconnect flaps that the client folds into one state change are still reported
+/// as `Suspended` then `Reconnected`.
+///
+/// `ReadOnly` needs `can_be_read_only(true)` and servers with `readonlymode.enabled=true`
+/// **and** `localSessionsEnabled=true` (read-only sessions are local sessions; without it a
+/// ZooKeeper 3.8 read-only member refuses them). As in Curator, a session that starts on a
+/// read-only member reports `ReadOnly`, and its first read-write connection reports
+/// `Connected`. A session that started read-write is not moved to a read-only member
+/// (zookeeper-client's rule): it stays `Suspended` until a quorum is back or the session is
+/// lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ConnectionState {

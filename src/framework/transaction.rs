@@ -82,14 +82,18 @@ impl Op {
 /// all are applied or none. Paths are namespaced; creates get the ACL provider's ACL. Add
 /// operations, then [`commit`](Self::commit).
 ///
+/// A write, delete or check expects any version unless [`version`](Self::version) follows it
+/// (Curator's `withVersion(v)`), as on the framework's own
+/// [`set_data`](crate::Framework::set_data) and [`delete`](crate::Framework::delete).
+///
 /// ```no_run
 /// # async fn example(fw: zk_recipes::Framework, guard: zk_recipes::MutexGuard) -> zk_recipes::Result<()> {
 /// use zk_recipes::zk::CreateMode;
-/// use zk_recipes::Fence;
 ///
 /// let results = guard
 ///     .fenced_transaction(&fw)
-///     .set_data("/jobs/42/state", b"done", -1)
+///     .set_data("/jobs/42/state", b"done")
+///     .check("/jobs/42").version(3) // compare-and-set: only at version 3
 ///     .create("/jobs/42/result", b"ok", CreateMode::Persistent)
 ///     .commit()
 ///     .await?; // Err(LockLost) once the guard's node is gone
@@ -100,13 +104,16 @@ impl Op {
 pub struct Transaction<'a> {
     framework: &'a Framework,
     ops: Vec<Op>,
+    /// The index of the first operation a `version` followed that takes none (a create, a
+    /// fence), or `ops.len()` when it came first: refused by `commit`.
+    misplaced_version: Option<usize>,
 }
 
 impl Framework {
     /// A new, empty transaction on this framework; add operations, then
     /// [`commit`](Transaction::commit) (whose docs give its errors and cancel safety).
     pub fn transaction(&self) -> Transaction<'_> {
-        Transaction { framework: self, ops: Vec::new() }
+        Transaction { framework: self, ops: Vec::new(), misplaced_version: None }
     }
 }
 
@@ -128,20 +135,40 @@ impl<'a> Transaction<'a> {
         self.push(Op::Create { path: path.to_owned(), data: data.to_vec(), mode, ttl: None, acl: Some(acl) })
     }
 
-    /// Adds a data write, at `version` (-1: any).
-    pub fn set_data(self, path: &str, data: &[u8], version: i32) -> Self {
-        self.push(Op::SetData { path: path.to_owned(), data: data.to_vec(), version })
+    /// Adds a data write, at any version unless [`version`](Self::version) follows.
+    pub fn set_data(self, path: &str, data: &[u8]) -> Self {
+        self.push(Op::SetData { path: path.to_owned(), data: data.to_vec(), version: -1 })
     }
 
-    /// Adds a delete, at `version` (-1: any).
-    pub fn delete(self, path: &str, version: i32) -> Self {
-        self.push(Op::Delete { path: path.to_owned(), version })
+    /// Adds a delete, at any version unless [`version`](Self::version) follows.
+    pub fn delete(self, path: &str) -> Self {
+        self.push(Op::Delete { path: path.to_owned(), version: -1 })
     }
 
-    /// Adds a check that `path` exists at `version` (-1: any version). A failed check fails the
-    /// transaction with [`Error::TransactionFailed`] (`NoNode` or `BadVersion` inside).
-    pub fn check(self, path: &str, version: i32) -> Self {
-        self.push(Op::Check { path: path.to_owned(), version, fence: false })
+    /// Adds a check that `path` exists, at any version unless [`version`](Self::version)
+    /// follows. A failed check fails the transaction with [`Error::TransactionFailed`]
+    /// (`NoNode` or `BadVersion` inside).
+    pub fn check(self, path: &str) -> Self {
+        self.push(Op::Check { path: path.to_owned(), version: -1, fence: false })
+    }
+
+    /// The version the operation just added expects (Curator's `withVersion`): the
+    /// [`set_data`](Self::set_data), [`delete`](Self::delete) or [`check`](Self::check) before
+    /// it applies only while the node is at `version` (-1: any), else the transaction fails
+    /// with `BadVersion` inside [`Error::TransactionFailed`].
+    ///
+    /// After a create or a fence, or first in a transaction, it is a mistake that
+    /// [`commit`](Self::commit) refuses with [`Error::InvalidArgument`] (nothing is sent).
+    #[doc(alias = "with_version", alias = "withVersion")]
+    pub fn version(mut self, version: i32) -> Self {
+        match self.ops.last_mut() {
+            Some(Op::SetData { version: expected, .. } | Op::Delete { version: expected, .. }) => *expected = version,
+            Some(Op::Check { version: expected, fence: false, .. }) => *expected = version,
+            _ => {
+                self.misplaced_version.get_or_insert(self.ops.len());
+            }
+        }
+        self
     }
 
     /// Adds the check of a lock node (see [`Fence`]); add it first. When it fails, the commit
@@ -172,6 +199,13 @@ impl<'a> Transaction<'a> {
         let fw = self.framework;
         if self.ops.is_empty() {
             return Err(Error::invalid_argument("transaction", "has no operation"));
+        }
+        if let Some(after) = self.misplaced_version {
+            let reason = match after {
+                0 => "came before any operation".to_owned(),
+                n => format!("follows operation {} (a create or a fence), which takes no version", n - 1),
+            };
+            return Err(Error::invalid_argument("version", reason));
         }
         let mut size = 0usize;
         let mut prepared = Vec::with_capacity(self.ops.len());
@@ -234,8 +268,8 @@ impl<'a> Transaction<'a> {
     /// It is retried when it was refused without being applied (session expired, throttled).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an empty transaction, a TTL misuse or
-    /// an empty ACL; [`Error::InvalidPath`]; [`Error::TooLarge`] (all operations together);
+    /// [`Error::InvalidArgument`] for an empty transaction, a TTL misuse,
+    /// an empty ACL or a misplaced [`version`](Self::version); [`Error::InvalidPath`]; [`Error::TooLarge`] (all operations together);
     /// [`Error::LockLost`] when a fence's check failed; [`Error::TransactionFailed`] with the
     /// failing operation's index, path and error; [`Error::OutcomeUnknown`];
     /// [`Error::Unsupported`] for a TTL create on a server without extended types.

@@ -72,10 +72,8 @@ pub enum CloseMode {
 /// let latch = LeaderLatch::new(&framework, "/services/scheduler/leader", "host-a")?;
 /// latch.start()?;
 /// if let Some(leadership) = latch.await_leader(Duration::from_secs(30)).await? {
-///     tokio::select! {
-///         _ = async { /* lead; pass leadership.fencing_token() downstream */ } => {}
-///         _ = leadership.lost() => { /* stop leading */ }
-///     }
+///     // lead until done, or until leadership is lost (then the work is dropped)
+///     let _ = leadership.run(async { /* lead; pass leadership.fencing_token() downstream */ }).await;
 /// }
 /// latch.close().await?;
 /// # Ok(()) }
@@ -170,7 +168,9 @@ impl LeaderLatch {
         self.shared.leader.borrow().as_ref().is_some_and(Leadership::is_leader)
     }
 
-    /// The current term, while this latch leads.
+    /// The current term, while this latch leads (`None` otherwise): the handle to
+    /// [`run`](Leadership::run) work under, or to fence with.
+    #[doc(alias = "current_leadership", alias = "current_term", alias = "hasLeadership")]
     pub fn leadership(&self) -> Option<Leadership> {
         self.shared.leader.borrow().clone().filter(Leadership::is_leader)
     }

@@ -1,5 +1,6 @@
 //! One term of leadership as a handle, and a latch's leadership events as a stream.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -9,7 +10,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, watch, Notify};
 
 use crate::framework::{Fence, Framework};
-use crate::locks::NodeWatch;
+use crate::locks::{run_until_lost, LockLost, NodeWatch};
 
 /// One term of leadership: from the moment a latch or selector became the leader until it
 /// stopped being the leader (connection `Suspended` or `Lost` as the framework's error policy
@@ -70,6 +71,28 @@ impl Leadership {
             () = term_over => {}
             () = self.watch.lost() => self.seen_lost.notify_one(),
         }
+    }
+
+    /// Runs `work`, the critical section, until it finishes or the leadership is lost (as
+    /// [`lost`](Self::lost) tells), whichever comes first: the `tokio::select!` on `lost()`
+    /// written once. `lost()` is checked first, so `work` never starts on a hold already lost.
+    ///
+    /// # Errors
+    /// [`LockLost`] when the leadership was lost first; `work` was then dropped where it stood (at
+    /// its current `.await`), so write it to be stopped there.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropping the returned future drops `work` with it, and the hold stays as it
+    /// was (still held unless lost), ready for another section or its release.
+    #[doc(
+        alias = "run_while_held",
+        alias = "critical_section",
+        alias = "with_lock",
+        alias = "run_while_leader",
+        alias = "while_leading"
+    )]
+    pub async fn run<F: Future>(&self, work: F) -> std::result::Result<F::Output, LockLost> {
+        run_until_lost(self.lost(), work, || Some(self.node_path().to_owned())).await
     }
 }
 
@@ -171,6 +194,15 @@ impl Stream for LeadershipEvents {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<LeadershipEvent>> {
         self.inner.as_mut().poll_next(cx)
+    }
+}
+
+impl Leadership {
+    /// A transaction on `framework` that starts with a check of the leader node, so it fails
+    /// on the server ([`Error::LockLost`](crate::Error::LockLost)) once the term is over; see
+    /// [`Fence`]. The trait's method, callable without importing it.
+    pub fn fenced_transaction<'a>(&self, framework: &'a Framework) -> crate::Transaction<'a> {
+        Fence::fenced_transaction(self, framework)
     }
 }
 

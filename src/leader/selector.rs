@@ -38,8 +38,9 @@ type LeaderFn = dyn Fn(Leadership) -> BoxFuture<'static, ()> + Send + Sync;
 ///   [`ConnectionStateErrorPolicy`](crate::ConnectionStateErrorPolicy) counts them, a new
 ///   session, the node deleted) or [`interrupt`](Self::interrupt) is called: the closure's
 ///   future is dropped at its next await point (Curator interrupts the leader thread).
-///   Select on `leadership.lost()` inside the closure to stop at a point of your choosing: the
-///   closure is polled first, so it completes in the same wakeup.
+///   Run the work in [`leadership.run(..)`](Leadership::run) (or select on `leadership.lost()`)
+///   inside the closure to hear of the loss there: the closure is polled first, so it
+///   completes in the same wakeup.
 ///
 /// Then the node is deleted (after the closure's future is gone) and the next candidate leads.
 /// With [`auto_requeue`](Self::auto_requeue) the selector queues again at once; otherwise call
@@ -53,9 +54,9 @@ type LeaderFn = dyn Fn(Leadership) -> BoxFuture<'static, ()> + Send + Sync;
 /// use zk_recipes::LeaderSelector;
 ///
 /// let selector = LeaderSelector::new(&framework, "/services/compactor/leader", "host-a", |leadership| async move {
-///     tokio::select! {
-///         _ = async { /* compact; pass leadership.fencing_token() downstream */ } => {}
-///         _ = leadership.lost() => { /* stop: another candidate may lead soon */ }
+///     // compact; pass leadership.fencing_token() downstream
+///     if let Err(lost) = leadership.run(async { /* compact */ }).await {
+///         eprintln!("{lost}"); // another candidate may lead soon
 ///     }
 /// })?
 /// .auto_requeue(true);
@@ -205,7 +206,9 @@ impl LeaderSelector {
         self.shared.leader.borrow().as_ref().is_some_and(Leadership::is_leader)
     }
 
-    /// The current term, while this selector leads.
+    /// The current term, while this selector leads (`None` otherwise): the handle to
+    /// [`run`](Leadership::run) work under, or to fence with.
+    #[doc(alias = "current_leadership", alias = "current_term", alias = "hasLeadership")]
     pub fn leadership(&self) -> Option<Leadership> {
         self.shared.leader.borrow().clone().filter(Leadership::is_leader)
     }

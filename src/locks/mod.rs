@@ -22,10 +22,12 @@
 //! | `start_over.rs` | the start-over loop: a fresh node when the last one went missing |
 //! | `reentrant.rs` | per-task reentrancy: the one reentrant acquire core (an owner's acquires take turns; downgrade and upgrade refusal are its hooks), holds, and the ticket guard behind the public guards |
 //! | `acquire.rs` | the one acquire front-end: the acquire forms, `Lockable` and `LockHold` |
+//! | `critical_section.rs` | the one `run` behind every hold's: a critical section stopped when the hold is lost, and `LockLost` |
 //! | `revocation.rs` | revocation: the watch on a revocable node, `Revocable`, `Revoker` |
 //! | `mutex.rs`, `read_write.rs`, `semaphore.rs`, `semaphore_mutex.rs`, `multi.rs` | the recipes, thin |
 
 mod acquire;
+mod critical_section;
 mod dir_mirror;
 mod fast_path;
 mod fence;
@@ -44,10 +46,12 @@ mod start_over;
 
 // The lock core, for the recipes built on it outside this module (the leader recipes).
 pub(crate) use self::acquire::Block;
+pub(crate) use self::critical_section::run_until_lost;
 pub(crate) use self::held::{HeldNode, NodeWatch};
 pub(crate) use self::internals::LockInternals;
 
 pub use self::acquire::{LockHold, Lockable};
+pub use self::critical_section::LockLost;
 pub use self::fast_path::{FastPathFallback, FastPathStats};
 pub use self::multi::{MultiLock, MultiLockGuard};
 pub use self::mutex::{InterProcessMutex, MutexGuard};

@@ -1,6 +1,7 @@
 //! `MultiLock`: several locks taken as one (Curator's `InterProcessMultiLock`), over any mix of
 //! lock handles through the small object-safe [`Lockable`] trait.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,6 +9,7 @@ use async_trait::async_trait;
 use futures::future::FutureExt;
 
 use super::acquire::{self, Acquire, Hold, LockHold, Lockable, Mode};
+use super::critical_section::{run_until_lost, LockLost};
 use super::mutex::InterProcessMutex;
 use crate::error::{Error, Result};
 use crate::framework::Framework;
@@ -223,6 +225,22 @@ impl MultiLockGuard {
     pub async fn lost(&self) {
         let parts = self.holds.0.iter().map(|hold| hold.lost().boxed());
         futures::future::select_all(parts).await;
+    }
+
+    /// Runs `work`, the critical section, until it finishes or any of the locks is lost (as
+    /// [`lost`](Self::lost) tells), whichever comes first: the `tokio::select!` on `lost()`
+    /// written once. `lost()` is checked first, so `work` never starts on a hold already lost.
+    ///
+    /// # Errors
+    /// [`LockLost`] when any of the locks was lost first; `work` was then dropped where it stood (at
+    /// its current `.await`), so write it to be stopped there.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropping the returned future drops `work` with it, and the hold stays as it
+    /// was (still held unless lost), ready for another section or its release.
+    #[doc(alias = "run_while_held", alias = "critical_section", alias = "with_lock")]
+    pub async fn run<F: Future>(&self, work: F) -> std::result::Result<F::Output, LockLost> {
+        run_until_lost(self.lost(), work, || None).await
     }
 
     /// The fencing tokens of every lock held, in acquisition order (a nested multi-lock

@@ -1,10 +1,12 @@
 //! `InterProcessMutex`: Curator's reentrant distributed mutex, on the same wire protocol.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use std::time::Duration;
 
 use super::acquire::{self, Hold, LockHold};
+use super::critical_section::{run_until_lost, LockLost};
 use super::fast_path::FastPathStats;
 use super::internals::LockInternals;
 use super::reentrant::{Guarded, Holds, Owner, Parts, Reentrant, TicketGuard, Turns};
@@ -237,6 +239,22 @@ impl MutexGuard {
     /// Cancel-safe: it only observes.
     pub async fn lost(&self) {
         self.inner.lost().await
+    }
+
+    /// Runs `work`, the critical section, until it finishes or the lock is lost (as
+    /// [`lost`](Self::lost) tells), whichever comes first: the `tokio::select!` on `lost()`
+    /// written once. `lost()` is checked first, so `work` never starts on a hold already lost.
+    ///
+    /// # Errors
+    /// [`LockLost`] when the lock was lost first; `work` was then dropped where it stood (at
+    /// its current `.await`), so write it to be stopped there.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropping the returned future drops `work` with it, and the hold stays as it
+    /// was (still held unless lost), ready for another section or its release.
+    #[doc(alias = "run_while_held", alias = "critical_section", alias = "with_lock")]
+    pub async fn run<F: Future>(&self, work: F) -> std::result::Result<F::Output, LockLost> {
+        run_until_lost(self.lost(), work, || Some(self.lock_path().to_owned())).await
     }
 
     /// Completes with `true` at each revocation request to the lock node (another process

@@ -1,12 +1,14 @@
 //! `InterProcessReadWriteLock`: Curator's distributed read-write lock, on the same wire
 //! protocol (with Curator 5.5+'s downgrade node).
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use zookeeper_client::Stat;
 
 use super::acquire::{self, Hold, LockHold};
+use super::critical_section::{run_until_lost, LockLost};
 use super::held::{HeldNode, NodeWatch};
 use super::internals::LockInternals;
 use super::reentrant::{Guarded, Holds, Owner, Parts, Reentrant, TicketGuard, Turns};
@@ -468,6 +470,22 @@ impl ReadLockGuard {
         self.inner.lost().await
     }
 
+    /// Runs `work`, the critical section, until it finishes or the read lock is lost (as
+    /// [`lost`](Self::lost) tells), whichever comes first: the `tokio::select!` on `lost()`
+    /// written once. `lost()` is checked first, so `work` never starts on a hold already lost.
+    ///
+    /// # Errors
+    /// [`LockLost`] when the read lock was lost first; `work` was then dropped where it stood (at
+    /// its current `.await`), so write it to be stopped there.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropping the returned future drops `work` with it, and the hold stays as it
+    /// was (still held unless lost), ready for another section or its release.
+    #[doc(alias = "run_while_held", alias = "critical_section", alias = "with_lock")]
+    pub async fn run<F: Future>(&self, work: F) -> std::result::Result<F::Output, LockLost> {
+        run_until_lost(self.lost(), work, || Some(self.lock_path().to_owned())).await
+    }
+
     /// Completes with `true` at each revocation request to the read node (another process
     /// wrote `__REVOKE__` into it), once per request and guard, requests made while the acquire
     /// waited included; with `false` when no request can come (the node is gone or its session
@@ -540,6 +558,22 @@ impl WriteLockGuard {
     /// Cancel-safe: it only observes.
     pub async fn lost(&self) {
         self.inner.lost().await
+    }
+
+    /// Runs `work`, the critical section, until it finishes or the write lock is lost (as
+    /// [`lost`](Self::lost) tells), whichever comes first: the `tokio::select!` on `lost()`
+    /// written once. `lost()` is checked first, so `work` never starts on a hold already lost.
+    ///
+    /// # Errors
+    /// [`LockLost`] when the write lock was lost first; `work` was then dropped where it stood (at
+    /// its current `.await`), so write it to be stopped there.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropping the returned future drops `work` with it, and the hold stays as it
+    /// was (still held unless lost), ready for another section or its release.
+    #[doc(alias = "run_while_held", alias = "critical_section", alias = "with_lock")]
+    pub async fn run<F: Future>(&self, work: F) -> std::result::Result<F::Output, LockLost> {
+        run_until_lost(self.lost(), work, || Some(self.lock_path().to_owned())).await
     }
 
     /// Completes with `true` at each revocation request to the write node (another process

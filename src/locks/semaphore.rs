@@ -1,5 +1,6 @@
 //! `InterProcessSemaphore`: Curator's `InterProcessSemaphoreV2`, on the same wire protocol.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use futures::FutureExt;
 use zookeeper_client::{EventType, OneshotWatcher};
 
 use super::acquire::{self, Acquire, Block, Hold, LockHold, Mode, Try};
+use super::critical_section::{run_until_lost, LockLost};
 use super::dir_mirror::{Ask, Asker, DirMirror, MirrorSlot, WaitOn};
 use super::held::HeldNode;
 use super::internals::LockInternals;
@@ -739,6 +741,22 @@ impl SemaphoreLease {
         self.node.watch().lost().await
     }
 
+    /// Runs `work`, the critical section, until it finishes or the lease is lost (as
+    /// [`lost`](Self::lost) tells), whichever comes first: the `tokio::select!` on `lost()`
+    /// written once. `lost()` is checked first, so `work` never starts on a hold already lost.
+    ///
+    /// # Errors
+    /// [`LockLost`] when the lease was lost first; `work` was then dropped where it stood (at
+    /// its current `.await`), so write it to be stopped there.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropping the returned future drops `work` with it, and the hold stays as it
+    /// was (still held unless lost), ready for another section or its release.
+    #[doc(alias = "run_while_held", alias = "critical_section", alias = "with_lock")]
+    pub async fn run<F: Future>(&self, work: F) -> std::result::Result<F::Output, LockLost> {
+        run_until_lost(self.lost(), work, || Some(self.lease_path().to_owned())).await
+    }
+
     /// Releases the lease: deletes its node now and reports the outcome. A node already gone
     /// (its session ended) counts as released. A failure that outlasts the retry policy is
     /// returned (a retryable one is left to the framework's reaper).
@@ -753,6 +771,28 @@ impl SemaphoreLease {
         drop(count);
         let span = tracing::debug_span!("zk_recipes.semaphore.release", lease = %node.watch().user_path());
         tracing::Instrument::instrument(node.release(), span).await
+    }
+
+    /// [`run`](Self::run) for several leases (those of
+    /// [`acquire_many`](InterProcessSemaphore::acquire_many)): runs `work` until it finishes or
+    /// any of `leases` is lost, whichever comes first (with no lease, `work` just runs).
+    ///
+    /// # Errors
+    /// [`LockLost`] (naming the lease that went) when a lease was lost first; `work` was then
+    /// dropped where it stood.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropping the returned future drops `work` with it; the leases stay as they
+    /// were.
+    #[doc(alias = "run_while_held", alias = "critical_section")]
+    pub async fn run_all<F: Future>(leases: &[SemaphoreLease], work: F) -> std::result::Result<F::Output, LockLost> {
+        if leases.is_empty() {
+            return Ok(work.await);
+        }
+        let lost = futures::future::select_all(leases.iter().map(|lease| lease.lost().boxed()));
+        // A lease whose `lost()` completed reads not held from then on.
+        let which = || leases.iter().find(|lease| !lease.is_held()).unwrap_or(&leases[0]).lease_path().to_owned();
+        run_until_lost(lost.map(drop), work, || Some(which())).await
     }
 
     /// Releases several leases at once: all deletes are sent together, then awaited. Every

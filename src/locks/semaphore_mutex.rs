@@ -1,8 +1,10 @@
 //! `InterProcessSemaphoreMutex`: Curator's non-reentrant mutex, a one-lease semaphore.
 
+use std::future::Future;
 use std::time::Duration;
 
 use super::acquire::{self, Acquire, Hold, LockHold, Mode};
+use super::critical_section::{run_until_lost, LockLost};
 use super::semaphore::{InterProcessSemaphore, SemaphoreLease};
 use crate::error::Result;
 use crate::framework::Framework;
@@ -159,6 +161,22 @@ impl SemaphoreMutexGuard {
     /// Cancel-safe: it only observes.
     pub async fn lost(&self) {
         self.lease.lost().await
+    }
+
+    /// Runs `work`, the critical section, until it finishes or the lock is lost (as
+    /// [`lost`](Self::lost) tells), whichever comes first: the `tokio::select!` on `lost()`
+    /// written once. `lost()` is checked first, so `work` never starts on a hold already lost.
+    ///
+    /// # Errors
+    /// [`LockLost`] when the lock was lost first; `work` was then dropped where it stood (at
+    /// its current `.await`), so write it to be stopped there.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropping the returned future drops `work` with it, and the hold stays as it
+    /// was (still held unless lost), ready for another section or its release.
+    #[doc(alias = "run_while_held", alias = "critical_section", alias = "with_lock")]
+    pub async fn run<F: Future>(&self, work: F) -> std::result::Result<F::Output, LockLost> {
+        run_until_lost(self.lost(), work, || Some(self.lock_path().to_owned())).await
     }
 
     /// Releases the lock: deletes the lease node now and reports the outcome.

@@ -343,7 +343,7 @@ impl Engine {
         let committed = self
             .framework
             .transaction()
-            .delete(&item, -1)
+            .delete(&item)
             .create(&prefix, data, CreateMode::PersistentSequential)
             .commit()
             .await;

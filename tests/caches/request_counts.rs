@@ -279,7 +279,7 @@ async fn changes_that_arrive_together_share_one_multi_read() {
             let data = round.to_string();
             let mut transaction = s.writer.transaction();
             for i in 0..NODES {
-                transaction = transaction.set_data(&format!("{root}/n{i:02}"), data.as_bytes(), round - 1);
+                transaction = transaction.set_data(&format!("{root}/n{i:02}"), data.as_bytes()).version(round - 1);
             }
             transaction.commit().await.unwrap();
         }

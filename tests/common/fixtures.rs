@@ -391,3 +391,28 @@ pub fn holders_in(log: &std::path::Path) -> Vec<String> {
     }
     holders
 }
+
+/// Set when dropped: tells whether a future that owns it (a critical section, a leader's
+/// work) was dropped.
+pub struct DropFlag(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Work that never finishes on its own: it says it started, then waits forever owning a
+/// [`DropFlag`]. Returns the work, the dropped flag and the started signal.
+pub fn endless_work(
+) -> (impl Future<Output = ()>, std::sync::Arc<std::sync::atomic::AtomicBool>, tokio::sync::oneshot::Receiver<()>) {
+    let dropped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (started_tx, started) = tokio::sync::oneshot::channel();
+    let flag = DropFlag(dropped.clone());
+    let work = async move {
+        let _flag = flag;
+        let _ = started_tx.send(());
+        std::future::pending::<()>().await
+    };
+    (work, dropped, started)
+}

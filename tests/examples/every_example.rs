@@ -97,6 +97,7 @@ async fn every_example_runs() {
             "registration",
             "semaphore",
             "typed_config",
+            "service",
         ] {
             assert!(names.iter().any(|n| n == expected), "examples/{expected}.rs is missing: {names:?}");
         }

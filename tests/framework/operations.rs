@@ -410,7 +410,7 @@ async fn versioned_writes_compare_and_set() {
         // read as "any".
         let wrapped = fw.set_data(&path, b"x").version(-2).await;
         assert!(matches!(wrapped, Err(Error::BadVersion { expected: -2, .. })), "{wrapped:?}");
-        let wrapped = fw.transaction().set_data(&path, b"x", i32::MIN).commit().await;
+        let wrapped = fw.transaction().set_data(&path, b"x").version(i32::MIN).commit().await;
         assert!(matches!(wrapped, Err(Error::TransactionFailed { index: 0, .. })), "{wrapped:?}");
         assert_eq!(fw.get_data(&path).await.unwrap().0, b"2");
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use zk_recipes::retry::{ExponentialBackoff, RetryForever, RetryNTimes, RetryUntilElapsed};
+use zk_recipes::retry::{ExponentialBackoffRetry, RetryForever, RetryNTimes, RetryUntilElapsed};
 use zk_recipes::testing::{
     CountingProxy, FaultProxy, Installation, ProxyMode, RequestCounts, TestingCluster, TestingClusterBuilder,
     TestingError, TestingServer, TestingServerBuilder,
@@ -34,7 +34,7 @@ fn public_types_are_send_sync_static() {
     send_static::<ConnectionStateStream>();
     send_sync_static::<OpenAclProvider>();
     send_sync_static::<FixedAclProvider>();
-    send_sync_static::<ExponentialBackoff>();
+    send_sync_static::<ExponentialBackoffRetry>();
     send_sync_static::<RetryNTimes>();
     send_sync_static::<RetryUntilElapsed>();
     send_sync_static::<RetryForever>();

@@ -25,11 +25,13 @@ async fn a_transaction_commits_every_operation_with_its_result() {
 
         let results = fw
             .transaction()
-            .check("/base", -1)
+            .check("/base")
             .create("/base/new", b"new", CreateMode::Persistent)
             .create("/base/seq-", b"", CreateMode::PersistentSequential)
-            .set_data("/base/counter", b"1", 0)
-            .delete("/base/old", 0)
+            .set_data("/base/counter", b"1")
+            .version(0)
+            .delete("/base/old")
+            .version(0)
             .commit()
             .await
             .unwrap();
@@ -59,7 +61,7 @@ async fn a_transaction_commits_every_operation_with_its_result() {
 fn the_futures_are_send() {
     fn send<T: Send>(_: &T) {}
     let fw = Framework::builder("127.0.0.1:2181").build().unwrap();
-    let commit = fw.transaction().check("/a", -1).commit();
+    let commit = fw.transaction().check("/a").commit();
     send(&commit);
     send(&fw.create("/a").protected().into_future());
     send(&fw.get_data("/a").watch().into_future());
@@ -78,8 +80,8 @@ async fn a_failing_operation_applies_nothing_and_is_named() {
         let failed = fw
             .transaction()
             .create(&format!("{base}/a"), b"", CreateMode::Persistent)
-            .set_data(&format!("{base}/v"), b"1", -1)
-            .set_data(&format!("{base}/missing"), b"", -1)
+            .set_data(&format!("{base}/v"), b"1")
+            .set_data(&format!("{base}/missing"), b"")
             .create(&format!("{base}/b"), b"", CreateMode::Persistent)
             .commit()
             .await;
@@ -89,7 +91,7 @@ async fn a_failing_operation_applies_nothing_and_is_named() {
             }
             other => panic!("{other:?}"),
         }
-        let stale = fw.transaction().check(&format!("{base}/v"), 7).commit().await;
+        let stale = fw.transaction().check(&format!("{base}/v")).version(7).commit().await;
         assert!(
             matches!(stale, Err(Error::TransactionFailed { index: 0, error: ZkError::BadVersion, .. })),
             "{stale:?}"
@@ -123,13 +125,21 @@ async fn bad_transactions_are_refused_before_anything_is_sent() {
             let refused = tx.commit().await;
             assert!(matches!(refused, Err(Error::InvalidArgument { .. })), "{refused:?}");
         }
+        // A version after a create, or before any operation: refused, named `version`.
+        let misplaced = [
+            fw.transaction().create(&node, b"", CreateMode::Persistent).version(0),
+            fw.transaction().version(0).check("/"),
+        ];
+        for tx in misplaced {
+            let refused = tx.commit().await;
+            assert!(matches!(refused, Err(Error::InvalidArgument { name: "version", .. })), "{refused:?}");
+        }
         for bad in ["", "no-slash", "/a/", "/"] {
-            let refused = fw.transaction().create(&node, b"", CreateMode::Persistent).delete(bad, -1).commit().await;
+            let refused = fw.transaction().create(&node, b"", CreateMode::Persistent).delete(bad).commit().await;
             assert!(matches!(refused, Err(Error::InvalidPath { .. })), "{bad:?}: {refused:?}");
         }
         let big = vec![0u8; 600 << 10];
-        let refused =
-            fw.transaction().create(&node, &big, CreateMode::Persistent).set_data(&node, &big, -1).commit().await;
+        let refused = fw.transaction().create(&node, &big, CreateMode::Persistent).set_data(&node, &big).commit().await;
         assert!(matches!(refused, Err(Error::TooLarge { .. })), "{refused:?}");
 
         let sent = proxy.counts().since(&before);
@@ -164,7 +174,7 @@ async fn a_transaction_through_a_lost_reply_is_not_sent_again() {
 
 /// Writes `value` to `target` in a transaction fenced by `fence`.
 async fn fenced_write(fw: &Framework, fence: &impl Fence, target: &str, value: &[u8]) -> zk_recipes::Result<()> {
-    fence.fenced_transaction(fw).set_data(target, value, -1).commit().await.map(drop)
+    fence.fenced_transaction(fw).set_data(target, value).commit().await.map(drop)
 }
 
 /// A mutex guard whose session expired while another client took the lock cannot commit a

@@ -13,6 +13,8 @@ mod common;
 // starts every test's.
 #[path = "."]
 mod leader {
+    /// `Leadership::run`: work stopped when leadership is lost.
+    mod critical_section;
     /// Both recipes under connection cuts, session loss and ensemble faults (own servers).
     mod faults;
     /// `LeaderLatch`: Curator's `TestLeaderLatch` scenarios without faults.

@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::fixtures::*;
 use common::timing::LIMIT;
 use futures::{FutureExt, StreamExt};
-use zk_recipes::retry::{ExponentialBackoff, RetryForever, RetryNTimes, RetryUntilElapsed};
+use zk_recipes::retry::{ExponentialBackoffRetry, RetryForever, RetryNTimes, RetryUntilElapsed};
 use zk_recipes::testing::{CountingProxy, RequestCounts, TestingServer, TestingServerBuilder};
 use zk_recipes::zk::{Acl, AuthId, Permission};
 use zk_recipes::{
@@ -522,7 +522,7 @@ async fn absurd_arguments_get_typed_errors() {
         Arc::new(move || builder().retry_policy(RetryForever::new(zero)).build()),
         Arc::new(move || builder().retry_policy(RetryNTimes::new(3, zero)).build()),
         Arc::new(move || builder().retry_policy(RetryUntilElapsed::new(Duration::from_secs(1), zero)).build()),
-        Arc::new(move || builder().retry_policy(ExponentialBackoff::new(zero, 3)).build()),
+        Arc::new(move || builder().retry_policy(ExponentialBackoffRetry::new(zero, 3)).build()),
     ];
     for (i, build) in spinning.iter().enumerate() {
         let refused = build().map(drop);

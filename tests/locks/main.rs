@@ -17,6 +17,8 @@ mod common;
 mod locks {
     /// The base lock suite (Curator's `TestInterProcessMutexBase`) over every lock.
     mod conformance;
+    /// `run` on every guard and lease: a critical section stopped when the hold is lost.
+    mod critical_section;
     /// The uncontended fast path and every condition that disables it.
     mod fast_path;
     /// The fast path's directory watch must predate the delete.

@@ -134,8 +134,9 @@ async fn strategies_pick_as_curators_do() {
             assert!(["a", "b", "c"].contains(&random.instance().unwrap().id.as_str()));
         }
         discovery.close().await.unwrap();
-        sticky.cache().close().await;
-        random.cache().close().await;
+        sticky.close().await;
+        assert!(!sticky.cache().curator_cache().is_complete(), "closing the provider closes its cache");
+        random.close().await;
         fw.close().await;
     })
     .await;

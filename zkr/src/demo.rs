@@ -151,8 +151,10 @@ async fn run_mutex(
             let guard = mutex.acquire().await.map_err(|e| (worker, e))?;
             let token = guard.fencing_token();
             log.start(worker, token, &format!("(fencing token {token:#x})"));
-            tokio::time::sleep(MUTEX_HOLD).await;
+            // The critical section, stopped if the lock is lost (a lost lock fails the worker).
+            let held = guard.run(tokio::time::sleep(MUTEX_HOLD)).await;
             log.end(worker);
+            held.map_err(|lost| (worker, lost.into()))?;
             guard.release().await.map_err(|e| (worker, e))?;
         }
         Ok(())
@@ -172,8 +174,9 @@ async fn run_semaphore(
         let semaphore = InterProcessSemaphore::with_data(framework, path, leases, data).map_err(|e| (worker, e))?;
         let lease = semaphore.acquire().await.map_err(|e| (worker, e))?;
         log.start(worker, lease.fencing_token(), "");
-        tokio::time::sleep(LEASE_HOLD).await;
+        let held = lease.run(tokio::time::sleep(LEASE_HOLD)).await;
         log.end(worker);
+        held.map_err(|lost| (worker, lost.into()))?;
         lease.release().await.map_err(|e| (worker, e))
     });
     join_all(workers).await.into_iter().collect()

@@ -1,0 +1,158 @@
+//! Critical sections that stop when the hold is lost (`run` on every guard and lease): the
+//! section's value when it finishes, every guard kind; the section dropped and a `LockLost`
+//! naming the node when the holder's session is expired mid-way, within the session timeout;
+//! and a caller that drops `run` dropping the section with it while the guard stays held and
+//! usable.
+
+use crate::common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use common::fixtures::{bounded, endless_work, plain_framework, shared_connect, shared_framework, unique_path, within};
+use common::timing::{FAULT_SESSION, LIMIT, PROMPT};
+use tokio::time::Instant;
+use zk_recipes::testing::{expire_session, FaultProxy};
+use zk_recipes::{
+    Error, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, InterProcessSemaphoreMutex, LockLost,
+    MultiLock, SemaphoreLease,
+};
+
+/// Every guard's and lease's `run` returns the section's value, and the hold stays held after
+/// it.
+#[tokio::test]
+async fn a_finished_section_returns_its_value_on_every_guard() {
+    bounded(LIMIT, async {
+        let fw = shared_framework().await;
+        let path = unique_path("critical", "finishes");
+
+        let mutex = InterProcessMutex::new(&fw, &format!("{path}/mutex")).unwrap();
+        let guard = mutex.acquire().await.unwrap();
+        assert_eq!(guard.run(async { 1 }).await, Ok(1));
+        assert!(guard.is_held());
+        guard.release().await.unwrap();
+
+        let rw = InterProcessReadWriteLock::new(&fw, &format!("{path}/rw")).unwrap();
+        let read = rw.read_lock().acquire().await.unwrap();
+        assert_eq!(read.run(async { 2 }).await, Ok(2));
+        read.release().await.unwrap();
+        let write = rw.write_lock().acquire().await.unwrap();
+        assert_eq!(write.run(async { 3 }).await, Ok(3));
+        write.release().await.unwrap();
+
+        let semaphore = InterProcessSemaphore::new(&fw, &format!("{path}/sem"), 3).unwrap();
+        let lease = semaphore.acquire().await.unwrap();
+        assert_eq!(lease.run(async { 4 }).await, Ok(4));
+        lease.release().await.unwrap();
+        let leases = semaphore.acquire_many(2).await.unwrap();
+        assert_eq!(SemaphoreLease::run_all(&leases, async { 5 }).await, Ok(5));
+        assert!(leases.iter().all(SemaphoreLease::is_held));
+        SemaphoreLease::release_all(leases).await.unwrap();
+
+        let semaphore_mutex = InterProcessSemaphoreMutex::new(&fw, &format!("{path}/sem-mutex")).unwrap();
+        let guard = semaphore_mutex.acquire().await.unwrap();
+        assert_eq!(guard.run(async { 6 }).await, Ok(6));
+        guard.release().await.unwrap();
+
+        let multi = MultiLock::of_mutexes(&fw, [format!("{path}/m1"), format!("{path}/m2")]).unwrap();
+        let guard = multi.acquire().await.unwrap();
+        assert_eq!(guard.run(async { 7 }).await, Ok(7));
+        assert!(guard.is_held());
+        guard.release().await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
+
+/// The holder's session is expired on the server while its section runs: the section is
+/// dropped and `run` fails with `LockLost` naming the lock node, within the session timeout
+/// of the expiry's start; the same for a lease, and for leases run together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_expired_mid_section_stops_it() {
+    bounded(LIMIT, async {
+        let direct = shared_connect().await;
+        let proxy = FaultProxy::start(&direct).await.unwrap();
+        let fw = plain_framework(&proxy.connect_string(), FAULT_SESSION).await;
+        let path = unique_path("critical", "expired");
+        let mutex = InterProcessMutex::new(&fw, &path).unwrap();
+        let guard = mutex.acquire().await.unwrap();
+        let semaphore = InterProcessSemaphore::new(&fw, &format!("{path}-sem"), 3).unwrap();
+        let lease = semaphore.acquire().await.unwrap();
+        let leases = semaphore.acquire_many(2).await.unwrap();
+
+        let (section, dropped, started) = endless_work();
+        let (lease_section, lease_dropped, lease_started) = endless_work();
+        let (many_section, many_dropped, many_started) = endless_work();
+        let expire = async {
+            started.await.unwrap();
+            lease_started.await.unwrap();
+            many_started.await.unwrap();
+            let began = Instant::now();
+            let session = fw.zk_client().unwrap().session().clone();
+            expire_session(&proxy, &direct, session).await.unwrap();
+            began
+        };
+        let runs = async {
+            let outcomes = tokio::join!(
+                guard.run(section),
+                lease.run(lease_section),
+                SemaphoreLease::run_all(&leases, many_section)
+            );
+            (outcomes, Instant::now())
+        };
+        let (began, ((mutex_run, lease_run, many_run), stopped)) = tokio::join!(expire, runs);
+
+        let lost: LockLost = mutex_run.expect_err("the section cannot finish");
+        assert_eq!(lost.path(), Some(guard.lock_path()));
+        assert!(lost.to_string().contains("lock lost"), "{lost}");
+        assert!(Error::from(lost).is_lock_lost());
+        assert_eq!(lease_run.expect_err("the lease section cannot finish").path(), Some(lease.lease_path()));
+        let many_lost = many_run.expect_err("the leases' section cannot finish");
+        assert!(leases.iter().any(|l| Some(l.lease_path()) == many_lost.path()), "{many_lost}");
+        assert!(
+            stopped.saturating_duration_since(began) < FAULT_SESSION,
+            "stopped {:?} after the expiry began",
+            stopped - began
+        );
+        for (flag, what) in [(&dropped, "mutex"), (&lease_dropped, "lease"), (&many_dropped, "leases")] {
+            assert!(flag.load(Ordering::SeqCst), "the {what} section was not dropped");
+        }
+        assert!(!guard.is_held() && !lease.is_held());
+        // A section on a hold already lost never starts.
+        let started_late = AtomicBool::new(false);
+        let late = guard.run(async { started_late.store(true, Ordering::SeqCst) }).await;
+        assert!(late.is_err() && !started_late.load(Ordering::SeqCst));
+        drop((guard, lease, leases));
+        fw.close().await;
+    })
+    .await;
+}
+
+/// A caller that stops waiting (drops the `run` future) drops the section with it; the guard
+/// stays held (another client cannot take the lock) and runs the next section.
+#[tokio::test]
+async fn a_cancelled_run_drops_the_section_and_keeps_the_guard() {
+    bounded(LIMIT, async {
+        let fw = shared_framework().await;
+        let other = shared_framework().await;
+        let path = unique_path("critical", "cancelled");
+        let mutex = InterProcessMutex::new(&fw, &path).unwrap();
+        let guard = mutex.acquire().await.unwrap();
+
+        let (section, dropped, started) = endless_work();
+        tokio::select! {
+            _ = guard.run(section) => panic!("the section cannot finish"),
+            started = started => started.unwrap(),
+        }
+        assert!(dropped.load(Ordering::SeqCst), "dropping run() drops the section");
+        assert!(guard.is_held());
+        let theirs = InterProcessMutex::new(&other, &path).unwrap();
+        assert!(theirs.try_acquire().await.unwrap().is_none(), "the lock is still held");
+        assert_eq!(within(PROMPT, "a second section", guard.run(async { "again" })).await, Ok("again"));
+        guard.release().await.unwrap();
+        let next = within(PROMPT, "the lock after release", theirs.try_acquire()).await.unwrap();
+        assert!(next.is_some());
+        fw.close().await;
+        other.close().await;
+    })
+    .await;
+}
