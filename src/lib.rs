@@ -54,6 +54,8 @@ pub use framework::{
     GetData, GetDataWatched, OneshotWatch, OpResult, Parents, SetData, Transaction,
 };
 pub use framework::{NodeEvent, NodeEventKind, WatchMode};
+pub use error::ReconfigRefusal;
+pub use framework::{Ensemble, EnsembleMember, Reconfig, ServerRole};
 pub use leader::{CloseMode, LeaderLatch, LeaderSelector, Leadership, LeadershipEvent, LeadershipEvents, Participant};
 pub use locks::{FastPathFallback, FastPathStats, LockHold, Lockable, MultiLock, MultiLockGuard};
 pub use locks::{InterProcessMutex, MutexGuard};

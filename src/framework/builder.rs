@@ -98,6 +98,7 @@ pub(crate) struct Config {
     pub(crate) wait_strategy: WaitStrategy,
     pub(crate) session_failure_policy: SessionFailurePolicy,
     pub(crate) security: Security,
+    pub(crate) ensemble_tracking: bool,
 }
 
 /// Builds a [`Framework`]. Setters take and return the builder by value; `build()` validates
@@ -133,6 +134,7 @@ pub struct FrameworkBuilder {
     wait_strategy: WaitStrategy,
     session_failure_policy: SessionFailurePolicy,
     security: SecurityOptions,
+    ensemble_tracking: bool,
 }
 
 impl FrameworkBuilder {
@@ -154,6 +156,7 @@ impl FrameworkBuilder {
             wait_strategy: WaitStrategy::Mirror,
             session_failure_policy: SessionFailurePolicy::Retry,
             security: SecurityOptions::default(),
+            ensemble_tracking: true,
         }
     }
 
@@ -324,6 +327,17 @@ impl FrameworkBuilder {
         self
     }
 
+    /// Whether the framework tracks the ensemble's membership (default `true`, as Curator's
+    /// `ensembleTracker(true)`): it watches the configuration node `/zookeeper/config` and
+    /// makes every new connection to the members it lists (see [`Framework::ensemble`]), so a
+    /// client given the original servers follows an ensemble whose members are replaced.
+    /// Turn it off when clients must reach the servers by other addresses than the ones the
+    /// servers advertise (a proxy, NAT, or DNS names of their own).
+    pub fn ensemble_tracking(mut self, track: bool) -> Self {
+        self.ensemble_tracking = track;
+        self
+    }
+
     /// Validates the configuration and builds a framework that is not yet connected.
     ///
     /// # Errors
@@ -372,6 +386,7 @@ impl FrameworkBuilder {
             wait_strategy: self.wait_strategy,
             session_failure_policy: self.session_failure_policy,
             security,
+            ensemble_tracking: self.ensemble_tracking,
         }))
     }
 
@@ -409,7 +424,7 @@ pub(crate) fn validate_connect_string(connect_string: &str) -> Result<()> {
     if connect_string.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return fail("connect string contains whitespace or control characters".into());
     }
-    let hosts_part = strip_scheme_aware_chroot(connect_string);
+    let hosts_part = chroot_start(connect_string);
     let (hosts, chroot) = connect_string.split_at(hosts_part);
     if !chroot.is_empty() {
         if let Err(Error::InvalidPath { reason, .. }) = path::validate(chroot) {
@@ -425,7 +440,7 @@ pub(crate) fn validate_connect_string(connect_string: &str) -> Result<()> {
 }
 
 /// Where the chroot starts: the first `/` that is not part of a `scheme://`.
-fn strip_scheme_aware_chroot(s: &str) -> usize {
+pub(crate) fn chroot_start(s: &str) -> usize {
     let mut search_from = 0;
     while let Some(i) = s[search_from..].find('/') {
         let at = search_from + i;

@@ -17,6 +17,8 @@ mod common;
 mod framework {
     /// Losing the connected server and the leader of an ensemble; read-only mode.
     mod cluster;
+    /// Ensemble tracking and reconfiguration: members replaced under clients given the originals.
+    mod ensemble;
     /// Connection states, listeners, retries, namespaces, session expiry.
     mod connection;
     /// `close()` during `start()`, a session whose client task is gone.
