@@ -15,7 +15,8 @@ use crate::error::{is_zk_session_lost, Error, ReconfigRefusal, Result, ZkError};
 use crate::retry::{Doubling, RetryLoop};
 
 /// The pause between reads of the configuration that failed: 100 ms doubling up to 5 s.
-const REREAD: Doubling = Doubling { first: std::time::Duration::from_millis(100), max: std::time::Duration::from_secs(5) };
+const REREAD: Doubling =
+    Doubling { first: std::time::Duration::from_millis(100), max: std::time::Duration::from_secs(5) };
 
 /// A member's role in the ensemble.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -176,7 +177,7 @@ impl Tracked {
     /// Records `ensemble` unless a newer configuration is known already.
     pub(crate) fn offer(&self, ensemble: Ensemble) {
         self.tx.send_if_modified(|known| {
-            let newer = known.as_ref().is_none_or(|k| ensemble.version > k.version || (ensemble.version == k.version && *k != ensemble));
+            let newer = !known.as_ref().is_some_and(|k| ensemble.version < k.version || (ensemble.version == k.version && *k == ensemble));
             if newer {
                 tracing::info!(version = format_args!("{:#x}", ensemble.version), members = %ensemble.connect_string(), "ensemble configuration");
                 *known = Some(ensemble);
@@ -355,9 +356,12 @@ impl Reconfig {
     pub async fn send(self) -> Result<Ensemble> {
         let incremental = !self.joining.is_empty() || !self.leaving.is_empty();
         if incremental && self.members.is_some() {
-            return Err(Error::invalid_argument("reconfig", "members() replaces the membership; not with joining() or leaving()"));
+            return Err(Error::invalid_argument(
+                "reconfig",
+                "members() replaces the membership; not with joining() or leaving()",
+            ));
         }
-        if !incremental && self.members.as_ref().is_none_or(Vec::is_empty) {
+        if !incremental && !self.members.as_ref().is_some_and(|m| !m.is_empty()) {
             return Err(Error::invalid_argument("reconfig", "no server joins, leaves, or makes up the new membership"));
         }
         let all = self.joining.iter().chain(&self.leaving).chain(self.members.iter().flatten());
@@ -425,7 +429,10 @@ mod tests {
         assert_eq!(ensemble.member(3).map(EnsembleMember::role), Some(ServerRole::Participant));
         assert_eq!(ensemble.connect_string(), "127.0.0.1:2181,zk2:2182,[::1]:2183");
         assert_eq!(ensemble.member(4).and_then(EnsembleMember::client_address), None);
-        assert_eq!(ensemble.member(1).map(EnsembleMember::spec), Some("127.0.0.1:2888:3888:participant;127.0.0.1:2181"));
+        assert_eq!(
+            ensemble.member(1).map(EnsembleMember::spec),
+            Some("127.0.0.1:2888:3888:participant;127.0.0.1:2181")
+        );
         assert_eq!(Ensemble::parse(b""), None);
         assert_eq!(Ensemble::parse(b"version=0\n"), None);
     }

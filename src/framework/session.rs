@@ -286,7 +286,12 @@ fn connector(config: &Config) -> zookeeper_client::Connector {
     connector
 }
 
-async fn open(config: &Config, hosts: &str, connector: zookeeper_client::Connector, capture: Capture) -> Result<Client> {
+async fn open(
+    config: &Config,
+    hosts: &str,
+    connector: zookeeper_client::Connector,
+    capture: Capture,
+) -> Result<Client> {
     let connecting = Capturing { capture, future: Box::pin(config.security.connect(connector, hosts)) };
     let client = match tokio::time::timeout(config.connection_timeout, connecting).await {
         Err(_) => return Err(Error::ConnectionTimeout(config.connection_timeout)),

@@ -182,7 +182,7 @@ pub(crate) async fn run(
         // any more: attach to the session through the members the ensemble names now.
         let stuck = current == ConnectionState::Suspended
             && suspended_at.is_some_and(|since| now.saturating_duration_since(since) >= timing.round_trip)
-            && last_move.is_none_or(|at| now.saturating_duration_since(at) >= timing.round_trip);
+            && !last_move.is_some_and(|at| now.saturating_duration_since(at) < timing.round_trip);
         if stuck && moving.is_none() {
             if let (Ok(session), Some(ensemble)) = (inner.session(), inner.ensemble.current()) {
                 if ensemble::has_left(session.hosts(), &ensemble) {

@@ -144,7 +144,8 @@ impl TestingCluster {
         let index = self.nodes.len();
         let (client_port, quorum_port, election_port) =
             (process::free_port()?, process::free_port()?, process::free_port()?);
-        let template = self.nodes.first().map(|node| node.spec.clone()).ok_or(TestingError::NoSuchServer { index: 0, len: 0 })?;
+        let template =
+            self.nodes.first().map(|node| node.spec.clone()).ok_or(TestingError::NoSuchServer { index: 0, len: 0 })?;
         let node_dir = self.dir.path().join(format!("node{index}"));
         std::fs::create_dir_all(node_dir.join("data"))
             .map_err(|e| TestingError::io(format!("creating {}", node_dir.display()), e))?;
@@ -203,7 +204,11 @@ impl TestingCluster {
 
     /// The connect string of the running members.
     fn running_connect_string(&self) -> String {
-        (0..self.len()).filter(|&i| self.is_running(i)).map(|i| self.server_connect_string(i)).collect::<Vec<_>>().join(",")
+        (0..self.len())
+            .filter(|&i| self.is_running(i))
+            .map(|i| self.server_connect_string(i))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     /// The number of members.
@@ -502,11 +507,16 @@ impl TestingCluster {
 }
 
 /// Writes `config` with a `dynamicConfigFile` beside it that lists `members`.
-fn write_dynamic(config_file: &Path, mut config: Vec<(String, String)>, members: &[String]) -> Result<(), TestingError> {
+fn write_dynamic(
+    config_file: &Path,
+    mut config: Vec<(String, String)>,
+    members: &[String],
+) -> Result<(), TestingError> {
     let dynamic_file = config_file.with_file_name("zoo.cfg.dynamic");
     let mut text = members.join("\n");
     text.push('\n');
-    std::fs::write(&dynamic_file, text).map_err(|e| TestingError::io(format!("writing {}", dynamic_file.display()), e))?;
+    std::fs::write(&dynamic_file, text)
+        .map_err(|e| TestingError::io(format!("writing {}", dynamic_file.display()), e))?;
     config.push(("dynamicConfigFile".to_owned(), dynamic_file.display().to_string()));
     process::write_config(config_file, &config)
 }
@@ -778,7 +788,8 @@ impl TestingClusterBuilder {
                 config.retain(|(key, _)| key != "clientPort" && key != "clientPortAddress");
                 config.push(("reconfigEnabled".to_owned(), "true".to_owned()));
                 self.options.apply_config(&mut config);
-                let shared: Vec<(String, String)> = config.iter().filter(|(key, _)| key != "dataDir").cloned().collect();
+                let shared: Vec<(String, String)> =
+                    config.iter().filter(|(key, _)| key != "dataDir").cloned().collect();
                 cluster.dynamic = Some(shared);
                 write_dynamic(&node.spec.config_file, config, &member_lines)?;
             } else {

@@ -41,7 +41,10 @@ pub(crate) fn super_auth() -> (&'static str, Vec<u8>) {
 /// (`zookeeper.DigestAuthenticationProvider.superDigest=super:<base64(sha1("super:<password>"))>`).
 pub(crate) fn super_digest_property() -> (String, String) {
     let id = format!("{SUPER_USER}:{SUPER_PASSWORD}");
-    ("zookeeper.DigestAuthenticationProvider.superDigest".to_owned(), format!("{SUPER_USER}:{}", base64(&sha1(id.as_bytes()))))
+    (
+        "zookeeper.DigestAuthenticationProvider.superDigest".to_owned(),
+        format!("{SUPER_USER}:{}", base64(&sha1(id.as_bytes()))),
+    )
 }
 
 /// A member line: `server.<id>=127.0.0.1:<quorum>:<election>:<role>;127.0.0.1:<client>`.
@@ -177,9 +180,6 @@ mod tests {
 
     #[test]
     fn member_lines_use_the_dynamic_format() {
-        assert_eq!(
-            member_line(4, 1, 2, MemberRole::Observer, 3),
-            "server.4=127.0.0.1:1:2:observer;127.0.0.1:3"
-        );
+        assert_eq!(member_line(4, 1, 2, MemberRole::Observer, 3), "server.4=127.0.0.1:1:2:observer;127.0.0.1:3");
     }
 }

@@ -42,9 +42,12 @@ async fn member_serving(cluster: &TestingCluster, session_id: i64) -> Option<usi
 /// Waits until `fw` tracks a configuration with `ids` as members.
 async fn tracks(fw: &Framework, ids: &[u64]) -> Ensemble {
     let mut ensembles = fw.ensemble_watch();
-    let seen = within(STEP, "the tracked ensemble", ensembles.wait_for(|e| {
-        e.as_ref().is_some_and(|e| e.members().iter().map(|m| m.id()).collect::<Vec<_>>() == ids)
-    }))
+    let seen = within(
+        STEP,
+        "the tracked ensemble",
+        ensembles
+            .wait_for(|e| e.as_ref().is_some_and(|e| e.members().iter().map(|m| m.id()).collect::<Vec<_>>() == ids)),
+    )
     .await
     .expect("framework open");
     seen.clone().expect("a configuration")
@@ -115,10 +118,7 @@ async fn clients_given_the_original_members_follow_their_replacement() {
         tracks(&a, &[1, 2, 3, 4, 5]).await;
         // A change conditioned on a configuration that is no longer current is refused.
         let stale = admin.reconfig().leaving(["1"]).from_config(first.version()).send().await;
-        assert!(
-            matches!(stale, Err(Error::ReconfigRefused { refusal: ReconfigRefusal::ConfigChanged })),
-            "{stale:?}"
-        );
+        assert!(matches!(stale, Err(Error::ReconfigRefused { refusal: ReconfigRefusal::ConfigChanged })), "{stale:?}");
 
         // A's session is expired (the killer cuts it off at its proxies, which stay cut):
         // its next session can only be opened on the members it tracks, which it was never

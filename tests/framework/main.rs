@@ -17,10 +17,10 @@ mod common;
 mod framework {
     /// Losing the connected server and the leader of an ensemble; read-only mode.
     mod cluster;
-    /// Ensemble tracking and reconfiguration: members replaced under clients given the originals.
-    mod ensemble;
     /// Connection states, listeners, retries, namespaces, session expiry.
     mod connection;
+    /// Ensemble tracking and reconfiguration: members replaced under clients given the originals.
+    mod ensemble;
     /// `close()` during `start()`, a session whose client task is gone.
     mod lifecycle;
     /// Creates, reads, one-shot watches, versioned writes, deletes, ACLs.
