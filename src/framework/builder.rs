@@ -333,6 +333,17 @@ impl FrameworkBuilder {
     /// client given the original servers follows an ensemble whose members are replaced.
     /// Turn it off when clients must reach the servers by other addresses than the ones the
     /// servers advertise (a proxy, NAT, or DNS names of their own).
+    ///
+    /// A session whose client knows only servers that have left the ensemble is moved: after
+    /// a round trip (2/5 of the session timeout) of `Suspended`, a second client attaches to
+    /// the session through the current members and replaces the first (same session and
+    /// epoch; `Reconnected` follows). Locks, persistent watches, caches and mirrors carry on
+    /// over it. What the old client still holds ends when that client gives up (7/5 of the
+    /// session timeout after its last contact): a one-shot watch set through
+    /// [`get_data(..).watch()`](crate::GetData::watch) (or a raw client from `zk_client()`)
+    /// then ends with an error although the session lives; an acquire waiting on its
+    /// predecessor's node (`WaitStrategy::PerWaiterWatch`, or a crowded directory) learns of
+    /// a handoff only then, and starts over with a fresh node.
     pub fn ensemble_tracking(mut self, track: bool) -> Self {
         self.ensemble_tracking = track;
         self
