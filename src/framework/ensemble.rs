@@ -7,11 +7,11 @@ use std::sync::Weak;
 
 use futures::FutureExt;
 use tokio::sync::watch;
-use zookeeper_client::{EnsembleUpdate, EventType};
+use zookeeper_client::{EnsembleUpdate, EventType, OneshotWatcher};
 
 use super::inner::Inner;
 use super::Framework;
-use crate::error::{is_zk_session_lost, Error, ReconfigRefusal, Result, ZkError};
+use crate::error::{is_zk_retryable, is_zk_session_lost, Error, ReconfigRefusal, Result, ZkError};
 use crate::retry::{Doubling, RetryLoop};
 
 /// The pause between reads of the configuration that failed: 100 ms doubling up to 5 s.
@@ -215,48 +215,77 @@ pub(crate) fn has_left(hosts: &str, ensemble: &Ensemble) -> bool {
     !hosts.split(',').map(|host| host.strip_prefix("tcp://").unwrap_or(host)).any(|host| members.contains(&host))
 }
 
-/// The tracking task: reads `/zookeeper/config` with a watch on every session, records each
-/// version, and reads it again on every change, reconnect and new session. Ends with the
+/// The first read of the configuration, with its watch, on the first session's `client`
+/// (`start()` makes it before it reports `Connected`, so that no request of the tracker comes
+/// after the framework is started and idle); `None` when it failed (the tracking task reads
+/// again).
+pub(crate) async fn first_read(inner: &Inner, client: &zookeeper_client::Client) -> Option<OneshotWatcher> {
+    let read = tokio::time::timeout(inner.config.connection_timeout, client.get_and_watch_config()).await;
+    match read {
+        Ok(Ok((data, _, watcher))) => {
+            if let Some(ensemble) = Ensemble::parse(&data) {
+                inner.ensemble.offer(ensemble);
+            }
+            Some(watcher)
+        }
+        Ok(Err(error)) => {
+            tracing::debug!(%error, "ensemble configuration not read at start");
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+/// The tracking task: reads `/zookeeper/config` with a watch on every session (the first
+/// session's `initial` watch comes from [`first_read`]), records each version, and reads it
+/// again on every change and new session (a reconnect re-arms the watch). Ends with the
 /// framework.
-pub(crate) async fn track(weak: Weak<Inner>) {
+pub(crate) async fn track(weak: Weak<Inner>, initial: Option<OneshotWatcher>) {
     let mut states = match weak.upgrade() {
         Some(inner) => inner.subscribe_state(),
         None => return,
     };
     let mut pause = RetryLoop::new(&REREAD);
+    let mut pending = initial.map(|watcher| (1, watcher));
     loop {
-        // Connected on some session.
-        let Ok(snapshot) = states.wait_for(|s| s.epoch > 0 && s.state.is_connected()).await.map(|s| *s) else {
-            return;
-        };
-        let epoch = snapshot.epoch;
-        let read = {
-            let Some(inner) = weak.upgrade() else { return };
-            if inner.is_closed() {
-                return;
-            }
-            let Some(client) = inner.client_of(epoch) else { continue };
-            client.get_and_watch_config()
-        };
-        let watcher = match read.await {
-            Ok((data, _, watcher)) => {
-                pause = RetryLoop::new(&REREAD);
-                let Some(inner) = weak.upgrade() else { return };
-                if let Some(ensemble) = Ensemble::parse(&data) {
-                    inner.ensemble.offer(ensemble);
+        let (epoch, watcher) = match pending.take() {
+            Some(first) => first,
+            None => {
+                // Connected on some session.
+                let Ok(snapshot) = states.wait_for(|s| s.epoch > 0 && s.state.is_connected()).await.map(|s| *s) else {
+                    return;
+                };
+                let epoch = snapshot.epoch;
+                let read = {
+                    let Some(inner) = weak.upgrade() else { return };
+                    if inner.is_closed() {
+                        return;
+                    }
+                    let Some(client) = inner.client_of(epoch) else { continue };
+                    client.get_and_watch_config()
+                };
+                match read.await {
+                    Ok((data, _, watcher)) => {
+                        pause = RetryLoop::new(&REREAD);
+                        let Some(inner) = weak.upgrade() else { return };
+                        if let Some(ensemble) = Ensemble::parse(&data) {
+                            inner.ensemble.offer(ensemble);
+                        }
+                        (epoch, watcher)
+                    }
+                    Err(error) => {
+                        tracing::debug!(%error, "ensemble configuration not read; reading it again");
+                        if is_zk_session_lost(&error) || !is_zk_retryable(&error) {
+                            // Read again on the next session (a server without the node, or
+                            // that refuses it, refuses it for the whole session).
+                            let _ = states.wait_for(|s| s.epoch != epoch).await;
+                        }
+                        pause.backoff().await;
+                        // Read again once connected (on this session or the next).
+                        let _ = states.wait_for(|s| s.epoch != epoch || s.state.is_connected()).await;
+                        continue;
+                    }
                 }
-                watcher
-            }
-            Err(error) => {
-                tracing::debug!(%error, "ensemble configuration not read; reading it again");
-                if is_zk_session_lost(&error) {
-                    // Read again on the next session.
-                    let _ = states.wait_for(|s| s.epoch != epoch).await;
-                }
-                pause.backoff().await;
-                // Read again once connected (on this session or the next).
-                let _ = states.wait_for(|s| s.epoch != epoch || s.state.is_connected()).await;
-                continue;
             }
         };
         // Until the node changes or the session is over. A watcher of a client whose task is

@@ -159,6 +159,11 @@ impl Framework {
         let Some(attempt) = self.inner.begin_start()? else { return Ok(()) };
         // A failed or cancelled connect drops `attempt`, which puts the framework back to built.
         let connected = session::connect(&self.inner.config, &self.inner.connect_string()).await?;
+        // The ensemble's configuration is read (and watched) before `Connected`.
+        let tracked = match self.inner.config.ensemble_tracking {
+            true => ensemble::first_read(&self.inner, connected.client()).await,
+            false => None,
+        };
         let session_timeout = connected.client().session_timeout();
         let watcher = connected.client().state_watcher();
         let timing = Timing::of(session_timeout);
@@ -175,7 +180,7 @@ impl Framework {
             let reaper_task = tokio::spawn(reaper::run(sessions, reaper_queue));
             let mut tasks = vec![state_task.abort_handle(), reaper_task.abort_handle()];
             if self.inner.config.ensemble_tracking {
-                tasks.push(tokio::spawn(ensemble::track(weak.clone())).abort_handle());
+                tasks.push(tokio::spawn(ensemble::track(weak.clone(), tracked)).abort_handle());
             }
             tasks
         };
