@@ -30,13 +30,14 @@
 //!   under `SessionOnly`; while not: the start of the simulated-expiry clock). A reader that
 //!   finds that moment passed reads `Lost` without waiting for this task, which reports `Lost`
 //!   itself at the same moment once it runs;
-//! - a session suspended for a round trip (2/5 `S`, counted from the `Suspended`) on a client none of whose servers is a
-//!   member of the tracked ensemble any more (they were replaced by a reconfiguration) is
-//!   moved: a second client attaches to it through the current members (zookeeper-client
-//!   cannot change a client's servers), becomes the session's client (same epoch, same id),
-//!   and the move is reported as `Reconnected` once a round trip on it is answered. Tried
-//!   again every round trip while it fails; an attach that finds the session expired is an
-//!   expiry. The old client is kept until it ends by itself;
+//! - a session suspended for a round trip (2/5 `S`, counted from the `Suspended`) on a
+//!   client none of whose servers is a member of the tracked ensemble any more (they were
+//!   replaced by a reconfiguration) is moved: a second client attaches to it through the
+//!   current members (zookeeper-client cannot change a client's servers) and becomes the
+//!   session's client (same epoch, same id); the move is reported as `Reconnected` once a
+//!   round trip on it is answered. Tried again every tenth of `S` while it fails; an attach
+//!   that finds the session expired is an expiry. The old client is kept until it ends by
+//!   itself;
 //! - the client's task serving the session is watched: if it ends without reporting a terminal
 //!   state (it panicked, or the runtime it ran on shut down), the session is lost and a new one
 //!   is opened.
@@ -182,7 +183,7 @@ pub(crate) async fn run(
         // any more: attach to the session through the members the ensemble names now.
         let stuck = current == ConnectionState::Suspended
             && suspended_at.is_some_and(|since| now.saturating_duration_since(since) >= timing.round_trip)
-            && !last_move.is_some_and(|at| now.saturating_duration_since(at) < timing.round_trip);
+            && !last_move.is_some_and(|at| now.saturating_duration_since(at) < timing.session / 10);
         if stuck && moving.is_none() {
             if let (Ok(session), Some(ensemble)) = (inner.session(), inner.ensemble.current()) {
                 if ensemble::has_left(session.hosts(), &ensemble) {
