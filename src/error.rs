@@ -184,6 +184,38 @@ pub enum Error {
         /// The lock path (namespace stripped).
         path: String,
     },
+
+    /// The ensemble refused a reconfiguration ([`Framework::reconfig`](crate::Framework::reconfig)).
+    #[error("reconfiguration refused: {refusal}")]
+    ReconfigRefused {
+        /// Why.
+        refusal: ReconfigRefusal,
+    },
+}
+
+/// Why the ensemble refused a reconfiguration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReconfigRefusal {
+    /// The servers run without `reconfigEnabled=true`.
+    #[error("dynamic reconfiguration is disabled on the ensemble (reconfigEnabled=false)")]
+    Disabled,
+    /// The session may not reconfigure: only the superuser may (or anyone on servers with
+    /// `skipACL=yes`).
+    #[error("not authorized: reconfiguration needs the superuser (or servers with skipACL=yes)")]
+    NotAuthorized,
+    /// The configuration is no longer at the version given to `from_config`.
+    #[error("the configuration changed since the version given to from_config")]
+    ConfigChanged,
+    /// The new configuration would have no quorum of servers connected to the leader.
+    #[error("the new configuration has no quorum of connected servers")]
+    NoQuorum,
+    /// Another reconfiguration is under way; try again.
+    #[error("another reconfiguration is in progress")]
+    InProgress,
+    /// A server entry is malformed, or the change leaves the ensemble unchanged or invalid.
+    #[error("the server entries are invalid or change nothing")]
+    InvalidMembers,
 }
 
 impl Error {

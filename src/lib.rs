@@ -49,6 +49,7 @@ pub use cache::{
     CacheEvent, CacheEventStream, CacheMode, ChildData, CuratorCache, CuratorCacheBuilder, CuratorCacheListener,
     NodeStream, PathChildrenEvent, PathChildrenStream,
 };
+pub use error::ReconfigRefusal;
 pub use error::{Error, Result};
 pub use framework::session_failure::SessionFailurePolicy;
 pub use framework::wait_strategy::WaitStrategy;
@@ -60,6 +61,7 @@ pub use framework::{
     CreateBuilder, Created, Delete, Exists, ExistsWatched, Fence, GetChildren, GetChildrenWatched, GetChildrenWithStat,
     GetData, GetDataWatched, OneshotWatch, OpResult, Parents, SetData, Transaction,
 };
+pub use framework::{Ensemble, EnsembleMember, Reconfig, ServerRole};
 pub use framework::{NodeEvent, NodeEventKind, WatchMode};
 pub use leader::{CloseMode, LeaderLatch, LeaderSelector, Leadership, LeadershipEvent, LeadershipEvents, Participant};
 pub use locks::LockLost;

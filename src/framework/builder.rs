@@ -100,6 +100,7 @@ pub(crate) struct Config {
     pub(crate) security: Security,
     /// Gzip is the default of the data plane's writes and reads (`enable_compression`).
     pub(crate) compression: bool,
+    pub(crate) ensemble_tracking: bool,
 }
 
 /// Builds a [`Framework`]. Setters take and return the builder by value; `build()` validates
@@ -136,6 +137,7 @@ pub struct FrameworkBuilder {
     session_failure_policy: SessionFailurePolicy,
     security: SecurityOptions,
     compression: bool,
+    ensemble_tracking: bool,
 }
 
 impl FrameworkBuilder {
@@ -158,6 +160,7 @@ impl FrameworkBuilder {
             session_failure_policy: SessionFailurePolicy::Retry,
             security: SecurityOptions::default(),
             compression: false,
+            ensemble_tracking: true,
         }
     }
 
@@ -347,6 +350,28 @@ impl FrameworkBuilder {
         self
     }
 
+    /// Whether the framework tracks the ensemble's membership (default `true`, as Curator's
+    /// `ensembleTracker(true)`): it watches the configuration node `/zookeeper/config` and
+    /// makes every new connection to the members it lists (see [`Framework::ensemble`]), so a
+    /// client given the original servers follows an ensemble whose members are replaced.
+    /// Turn it off when clients must reach the servers by other addresses than the ones the
+    /// servers advertise (a proxy, NAT, or DNS names of their own).
+    ///
+    /// A session whose client knows only servers that have left the ensemble is moved: after
+    /// a round trip (2/5 of the session timeout) of `Suspended`, a second client attaches to
+    /// the session through the current members and replaces the first (same session and
+    /// epoch; `Reconnected` follows). Locks, persistent watches, caches and mirrors carry on
+    /// over it. What the old client still holds ends when that client gives up (7/5 of the
+    /// session timeout after its last contact): a one-shot watch set through
+    /// [`get_data(..).watch()`](crate::GetData::watch) (or a raw client from `zk_client()`)
+    /// then ends with an error although the session lives; an acquire waiting on its
+    /// predecessor's node (`WaitStrategy::PerWaiterWatch`, or a crowded directory) learns of
+    /// a handoff only then, and starts over with a fresh node.
+    pub fn ensemble_tracking(mut self, track: bool) -> Self {
+        self.ensemble_tracking = track;
+        self
+    }
+
     /// Validates the configuration and builds a framework that is not yet connected.
     ///
     /// # Errors
@@ -396,6 +421,7 @@ impl FrameworkBuilder {
             session_failure_policy: self.session_failure_policy,
             security,
             compression: self.compression,
+            ensemble_tracking: self.ensemble_tracking,
         }))
     }
 
@@ -433,7 +459,7 @@ pub(crate) fn validate_connect_string(connect_string: &str) -> Result<()> {
     if connect_string.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return fail("connect string contains whitespace or control characters".into());
     }
-    let hosts_part = strip_scheme_aware_chroot(connect_string);
+    let hosts_part = chroot_start(connect_string);
     let (hosts, chroot) = connect_string.split_at(hosts_part);
     if !chroot.is_empty() {
         if let Err(Error::InvalidPath { reason, .. }) = path::validate(chroot) {
@@ -449,7 +475,7 @@ pub(crate) fn validate_connect_string(connect_string: &str) -> Result<()> {
 }
 
 /// Where the chroot starts: the first `/` that is not part of a `scheme://`.
-fn strip_scheme_aware_chroot(s: &str) -> usize {
+pub(crate) fn chroot_start(s: &str) -> usize {
     let mut search_from = 0;
     while let Some(i) = s[search_from..].find('/') {
         let at = search_from + i;

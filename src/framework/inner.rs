@@ -10,6 +10,7 @@ use tokio::task::AbortHandle;
 use zookeeper_client::Client;
 
 use super::builder::Config;
+use super::ensemble::{self, Tracked};
 use super::heartbeat::{Freshness, Heartbeat};
 use super::reaper::{ReaperCmd, ReaperHandle, Receiver, Sessions};
 use super::registry::Registry;
@@ -29,6 +30,8 @@ pub(crate) struct Inner {
     heartbeat: Heartbeat,
     /// The data plane's state: what the server supports, the live persistent watches.
     pub(crate) registry: Arc<Registry>,
+    /// The ensemble's membership as last seen.
+    pub(crate) ensemble: Tracked,
 }
 
 enum Lifecycle {
@@ -90,7 +93,14 @@ impl Inner {
             lifecycle: Mutex::new(Lifecycle::Built),
             heartbeat: Heartbeat::new(),
             registry: Arc::default(),
+            ensemble: Tracked::default(),
         }
+    }
+
+    /// The connect string the next connection uses (see [`ensemble::connect_string`]).
+    pub(crate) fn connect_string(&self) -> String {
+        let tracked = self.ensemble.current();
+        ensemble::connect_string(&self.config.connect_string, self.config.ensemble_tracking, tracked.as_ref())
     }
 
     pub(crate) fn is_closed(&self) -> bool {
@@ -208,6 +218,23 @@ impl Inner {
         self.heartbeat.start(stall, vouched_for);
         *self.session.lock() = Some(session);
         true
+    }
+
+    /// Makes `moved` (the current session on another client) the current session; false when
+    /// the current session is another one, or the framework was closed meanwhile.
+    pub(crate) fn replace_client(&self, moved: Session) -> bool {
+        let lifecycle = self.lifecycle.lock();
+        if matches!(*lifecycle, Lifecycle::Closed) {
+            return false;
+        }
+        let mut session = self.session.lock();
+        match session.as_mut() {
+            Some(current) if current.epoch == moved.epoch => {
+                *current = moved;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The state manager ran now and vouches for the session during `vouched_for`.

@@ -20,11 +20,13 @@
 //! | `create.rs`, `read.rs`, `write.rs`, `transaction.rs` | the data plane: creates, reads (with one-shot watches), writes, transactions and fences |
 //! | `node.rs`, `protected.rs` | a created node's life (its delete on drop through the reaper) and the protected create that finds its node again after a connection loss |
 //! | `watch_table.rs` | every watch the session holds, by path: the one guard against mixing watch modes on a path |
+//! | `ensemble.rs` | the tracked ensemble membership (`/zookeeper/config`), the hosts the next connection uses, and [`Reconfig`] |
 //! | `server_features.rs` | what the session's server supports, learned once per session ([`ServerInfo`]) |
 //! | `security.rs`, `session_failure.rs`, `wait_strategy.rs`, `registry.rs` | TLS and SASL settings, the session failure policy, the lock wait strategy, per-framework data-plane state |
 
 mod builder;
 mod create;
+mod ensemble;
 mod heartbeat;
 mod inner;
 mod listener;
@@ -55,6 +57,7 @@ use zookeeper_client::Client;
 pub(crate) use self::builder::Config;
 pub use self::builder::{AclProvider, FixedAclProvider, FrameworkBuilder, OpenAclProvider};
 pub use self::create::{CreateBuilder, Created, Parents};
+pub use self::ensemble::{Ensemble, EnsembleMember, Reconfig, ServerRole};
 use self::inner::Inner;
 pub use self::listener::{ConnectionStateListener, ConnectionStateStream, ListenerHandle};
 pub(crate) use self::listings::Listing;
@@ -155,7 +158,12 @@ impl Framework {
     pub async fn start(&self) -> Result<()> {
         let Some(attempt) = self.inner.begin_start()? else { return Ok(()) };
         // A failed or cancelled connect drops `attempt`, which puts the framework back to built.
-        let connected = session::connect(&self.inner.config).await?;
+        let connected = session::connect(&self.inner.config, &self.inner.connect_string()).await?;
+        // The ensemble's configuration is read (and watched) before `Connected`.
+        let tracked = match self.inner.config.ensemble_tracking {
+            true => ensemble::first_read(&self.inner, connected.client()).await,
+            false => None,
+        };
         let session_timeout = connected.client().session_timeout();
         let watcher = connected.client().state_watcher();
         let timing = Timing::of(session_timeout);
@@ -170,7 +178,11 @@ impl Framework {
             let state_task = tokio::spawn(state_manager::run(weak.clone(), watcher, first, session_timeout));
             let sessions: Weak<dyn reaper::Sessions> = weak.clone();
             let reaper_task = tokio::spawn(reaper::run(sessions, reaper_queue));
-            vec![state_task.abort_handle(), reaper_task.abort_handle()]
+            let mut tasks = vec![state_task.abort_handle(), reaper_task.abort_handle()];
+            if self.inner.config.ensemble_tracking {
+                tasks.push(tokio::spawn(ensemble::track(weak.clone(), tracked)).abort_handle());
+            }
+            tasks
         };
         // Opening the session took a round trip: it is vouched for a whole session timeout.
         let vouched = (timing.stall, timing.session);
@@ -203,7 +215,7 @@ impl Framework {
             }
         }
         if let Some(session) = self.inner.finish_close() {
-            session::end(session, &self.inner.config).await;
+            session::end(session, &self.inner.config, &self.inner.connect_string()).await;
         }
         tracing::info!("framework closed");
     }
@@ -330,6 +342,38 @@ impl Framework {
     /// [`Error::NotStarted`] or [`Error::Closed`].
     pub fn zk_client(&self) -> Result<Client> {
         self.inner.session().map(|s| s.client)
+    }
+
+    /// The ensemble's configuration as last seen (Curator's `EnsembleTracker`): the
+    /// framework reads the configuration node `/zookeeper/config` on every session and
+    /// watches it, so this follows every reconfiguration. `None` before it was first read,
+    /// with [`FrameworkBuilder::ensemble_tracking`] off, and on a standalone server (whose
+    /// node lists no member).
+    ///
+    /// Every new connection of the framework (a new session after `Lost`) goes to the
+    /// members listed here (see [`connect_string`](Self::connect_string)).
+    pub fn ensemble(&self) -> Option<Ensemble> {
+        self.inner.ensemble.current()
+    }
+
+    /// A `watch` receiver of [`ensemble`](Self::ensemble): `changed()` completes on every
+    /// new configuration seen.
+    pub fn ensemble_watch(&self) -> watch::Receiver<Option<Ensemble>> {
+        self.inner.ensemble.subscribe()
+    }
+
+    /// The connect string the framework's next connection uses: the tracked members' client
+    /// addresses (with the configured chroot), or the configured connect string while no
+    /// configuration with client addresses is known, with tracking off, or for `tcp+tls://`
+    /// hosts (the configuration names plain client ports only).
+    pub fn connect_string(&self) -> String {
+        self.inner.connect_string()
+    }
+
+    /// A reconfiguration of the ensemble (Curator's `reconfig()`): add, remove or replace
+    /// members. See [`Reconfig`].
+    pub fn reconfig(&self) -> Reconfig {
+        Reconfig::new(self.clone())
     }
 
     /// The session timeout the server granted to the current session.

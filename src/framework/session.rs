@@ -39,14 +39,42 @@ pub(crate) struct Session {
     pub(crate) shared: Arc<SessionShared>,
     /// The client's task serving the session.
     task: Arc<SessionTask>,
+    /// The connect string the client was made with.
+    hosts: Arc<str>,
 }
 
 impl Session {
     pub(crate) fn new(connected: Connected, epoch: u64) -> Self {
-        let Connected { client, task } = connected;
+        let Connected { client, task, hosts } = connected;
         let read_only = client.state() == SessionState::ConnectedReadOnly;
         let id = if read_only { 0 } else { client.session_id().0 };
-        Self { client, epoch, id: Arc::new(AtomicI64::new(id)), listings: Arc::default(), shared: Arc::default(), task }
+        let id = Arc::new(AtomicI64::new(id));
+        Self { client, epoch, id, listings: Arc::default(), shared: Arc::default(), task, hosts: hosts.into() }
+    }
+
+    /// This session (same epoch, id and shared objects) on the client `connected`, which
+    /// attached to it through other servers ([`attach`]).
+    pub(crate) fn moved(&self, connected: Connected) -> Self {
+        let Connected { client, task, hosts } = connected;
+        Self {
+            client,
+            epoch: self.epoch,
+            id: self.id.clone(),
+            listings: Arc::default(),
+            shared: self.shared.clone(),
+            task,
+            hosts: hosts.into(),
+        }
+    }
+
+    /// Whether `other` is this session on the same client (not moved since).
+    pub(crate) fn same_client(&self, other: &Session) -> bool {
+        Arc::ptr_eq(&self.task, &other.task)
+    }
+
+    /// The connect string the session's client was made with.
+    pub(crate) fn hosts(&self) -> &str {
+        &self.hosts
     }
 
     /// Whether the client's task serving the session is gone (it ended, panicked, or the
@@ -214,6 +242,7 @@ impl<F: Future> Future for Capturing<F> {
 pub(crate) struct Connected {
     client: Client,
     task: Arc<SessionTask>,
+    hosts: String,
 }
 
 impl Connected {
@@ -222,18 +251,36 @@ impl Connected {
     }
 }
 
-/// Opens a new session, bounded by the configured connection timeout. Authentication is sent
+/// Opens a new session on `hosts` (a connect string), bounded by the configured connection
+/// timeout. Authentication is sent
 /// with it (and re-sent by the client on every reconnect of this session).
 ///
 /// # Panics
 /// Outside a Tokio runtime (zookeeper-client needs one to serve the session).
-pub(crate) async fn connect(config: &Config) -> Result<Connected> {
+pub(crate) async fn connect(config: &Config, hosts: &str) -> Result<Connected> {
     let connector = connector(config);
     let task = Arc::new(SessionTask::default());
     let capture = Capture { task: task.clone(), runtime: tokio::runtime::Handle::current() };
-    let client = open(config, connector, capture).await?;
+    let client = open(config, hosts, connector, capture).await?;
     tracing::debug!(session = format_args!("{:#x}", client.session_id().0), timeout = ?client.session_timeout(), "session opened");
-    Ok(Connected { client, task })
+    Ok(Connected { client, task, hosts: hosts.to_owned() })
+}
+
+/// Attaches a second client to the live session of `session`'s client through `hosts` (the
+/// ensemble's current members, when none of the servers the client knows is one any more),
+/// bounded by the configured connection timeout. The server moves the session to the new
+/// connection; the old client can no longer use it.
+///
+/// # Errors
+/// `SessionExpired` (as [`Error::ZooKeeper`]) when the ensemble no longer holds the session;
+/// [`Error::ConnectionTimeout`] when no member answers.
+pub(crate) async fn attach(config: &Config, hosts: &str, session: &Session) -> Result<Connected> {
+    let connector = connector(config).with_session(session.client.session().clone());
+    let task = Arc::new(SessionTask::default());
+    let capture = Capture { task: task.clone(), runtime: tokio::runtime::Handle::current() };
+    let client = open(config, hosts, connector, capture).await?;
+    tracing::info!(session = format_args!("{:#x}", client.session_id().0), %hosts, "session moved to the ensemble's current members");
+    Ok(Connected { client, task, hosts: hosts.to_owned() })
 }
 
 fn connector(config: &Config) -> zookeeper_client::Connector {
@@ -245,9 +292,13 @@ fn connector(config: &Config) -> zookeeper_client::Connector {
     connector
 }
 
-async fn open(config: &Config, connector: zookeeper_client::Connector, capture: Capture) -> Result<Client> {
-    let connecting =
-        Capturing { capture, future: Box::pin(config.security.connect(connector, &config.connect_string)) };
+async fn open(
+    config: &Config,
+    hosts: &str,
+    connector: zookeeper_client::Connector,
+    capture: Capture,
+) -> Result<Client> {
+    let connecting = Capturing { capture, future: Box::pin(config.security.connect(connector, hosts)) };
     let client = match tokio::time::timeout(config.connection_timeout, connecting).await {
         Err(_) => return Err(Error::ConnectionTimeout(config.connection_timeout)),
         Ok(Err(zookeeper_client::Error::Timeout | zookeeper_client::Error::NoHosts)) => {
@@ -267,7 +318,8 @@ async fn open(config: &Config, connector: zookeeper_client::Connector, capture: 
 /// closes the session from a second connection.
 const CLOSE_GRACE: Duration = Duration::from_millis(500);
 
-/// Ends `session` on the server, whatever clones of its client are still alive elsewhere.
+/// Ends `session` on the server (reached through `hosts`), whatever clones of its client are
+/// still alive elsewhere.
 ///
 /// Dropping the framework's handle lets the client close the session (CloseSession, once its
 /// last clone is gone). When that has not happened within [`CLOSE_GRACE`] (a clone handed out
@@ -276,7 +328,7 @@ const CLOSE_GRACE: Duration = Duration::from_millis(500);
 /// watchers never fire), and a second client attached to the same session closes it: its
 /// ephemeral nodes are deleted at once. Bounded by the connection timeout; if the ensemble
 /// cannot be reached, the session expires on its own.
-pub(crate) async fn end(session: Session, config: &Config) {
+pub(crate) async fn end(session: Session, config: &Config, hosts: &str) {
     let mut watcher = session.client.state_watcher();
     let info = session.client.session().clone();
     let id = session.client.session_id();
@@ -303,7 +355,7 @@ pub(crate) async fn end(session: Session, config: &Config) {
         let attach = SessionTask::default();
         let capture = Capture { task: Arc::new(attach), runtime: tokio::runtime::Handle::current() };
         let connector = connector(config).with_session(info);
-        let client = open(config, connector, capture).await?;
+        let client = open(config, hosts, connector, capture).await?;
         let mut watcher = client.state_watcher();
         // Dropping the only clone sends CloseSession; the state turns terminal on its answer.
         drop(client);

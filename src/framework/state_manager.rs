@@ -30,6 +30,14 @@
 //!   under `SessionOnly`; while not: the start of the simulated-expiry clock). A reader that
 //!   finds that moment passed reads `Lost` without waiting for this task, which reports `Lost`
 //!   itself at the same moment once it runs;
+//! - a session suspended for a round trip (2/5 `S`, counted from the `Suspended`) on a
+//!   client none of whose servers is a member of the tracked ensemble any more (they were
+//!   replaced by a reconfiguration) is moved: a second client attaches to it through the
+//!   current members (zookeeper-client cannot change a client's servers) and becomes the
+//!   session's client (same epoch, same id); the move is reported as `Reconnected` once a
+//!   round trip on it is answered. Tried again every tenth of `S` while it fails; an attach
+//!   that finds the session expired is an expiry. The old client is kept until it ends by
+//!   itself;
 //! - the client's task serving the session is watched: if it ends without reporting a terminal
 //!   state (it panicked, or the runtime it ran on shut down), the session is lost and a new one
 //!   is opened.
@@ -42,6 +50,7 @@ use std::time::Duration;
 use tokio::time::{Instant, MissedTickBehavior};
 use zookeeper_client::{Client, SessionState, StateWatcher};
 
+use super::ensemble;
 use super::inner::Inner;
 use super::session::{self, Session};
 use super::state::{
@@ -91,6 +100,10 @@ impl Timing {
 /// A confirming round trip in flight.
 type Confirming = Pin<Box<dyn Future<Output = Result<(), zookeeper_client::Error>> + Send>>;
 
+/// A second client attaching to the session through the ensemble's current members, with the
+/// epoch of the session it attaches to.
+type Moving = Pin<Box<dyn Future<Output = (u64, crate::error::Result<session::Connected>)> + Send>>;
+
 /// What woke the task.
 enum Wake {
     Session(SessionState),
@@ -99,6 +112,8 @@ enum Wake {
     Beat,
     /// The client's task serving the session is gone.
     TaskEnded,
+    /// An attach to the session through the current members ended.
+    Moved(u64, crate::error::Result<session::Connected>),
 }
 
 pub(crate) async fn run(
@@ -121,6 +136,14 @@ pub(crate) async fn run(
     heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut last_wake = Instant::now();
     let Some(mut task_end) = session_task_end(&weak) else { return };
+    let mut moving: Option<Moving> = None;
+    // When the current `Suspended` began (the move waits a round trip from there).
+    let mut suspended_at: Option<Instant> = None;
+    let mut last_move: Option<Instant> = None;
+    // Clients the session moved away from, kept until they end by themselves (dropping the
+    // last clone of a client that still runs would make it close the session, should it
+    // reach a server again).
+    let mut retired: Vec<Session> = Vec::new();
     loop {
         let expiry = unconfirmed_since.map(|since| since + timing.session);
         let wake = tokio::select! {
@@ -129,6 +152,7 @@ pub(crate) async fn run(
             state = watcher.changed() => Wake::Session(state),
             () = &mut task_end => Wake::TaskEnded,
             result = poll_confirming(&mut confirming) => Wake::Confirm(result),
+            (epoch, result) = poll_moving(&mut moving) => Wake::Moved(epoch, result),
             _ = heartbeat.tick() => Wake::Beat,
         };
         let Some(inner) = weak.upgrade() else { return };
@@ -154,6 +178,20 @@ pub(crate) async fn run(
         // were told at `Suspended`, the disconnect itself (Curator's timing), so that a
         // session survives an outage (a leader election) shorter than its timeout.
         let silent_since = now.checked_sub(margin).unwrap_or(last_confirmed);
+        retired.retain(|old| !old.client.state().is_terminated() && !old.task_ended());
+        // Suspended for a round trip already, on a client none of whose servers is a member
+        // any more: attach to the session through the members the ensemble names now.
+        let stuck = current == ConnectionState::Suspended
+            && suspended_at.is_some_and(|since| now.saturating_duration_since(since) >= timing.round_trip)
+            && !last_move.is_some_and(|at| now.saturating_duration_since(at) < timing.session / 10);
+        if stuck && moving.is_none() {
+            if let (Ok(session), Some(ensemble)) = (inner.session(), inner.ensemble.current()) {
+                if ensemble::has_left(session.hosts(), &ensemble) {
+                    last_move = Some(now);
+                    moving = Some(attach(&inner, session));
+                }
+            }
+        }
         match wake {
             Wake::Session(state) => {
                 if current == ConnectionState::ReadOnly && state == SessionState::SyncConnected {
@@ -169,6 +207,33 @@ pub(crate) async fn run(
                 observations.push((Observation::Session(SessionState::Closed), silent_since));
             }
             Wake::Expiry => observations.push((Observation::SuspendedTooLong, silent_since)),
+            Wake::Moved(epoch, Ok(connected)) => {
+                moving = None;
+                match inner.session() {
+                    Ok(old) if old.epoch == epoch => {
+                        let moved = old.moved(connected);
+                        let new_watcher = moved.client.state_watcher();
+                        let new_task_end = Box::pin(moved.task_end());
+                        let state = new_watcher.peek_state();
+                        if inner.replace_client(moved) {
+                            watcher = new_watcher;
+                            task_end = new_task_end;
+                            retired.push(old);
+                            confirming = None;
+                            observations.push((Observation::Session(state), silent_since));
+                        }
+                    }
+                    _ => {} // another session meanwhile: the attached client is dropped
+                }
+            }
+            Wake::Moved(epoch, Err(error)) => {
+                moving = None;
+                tracing::info!(%error, "could not move the session to the ensemble's current members");
+                let expired = matches!(error, crate::error::Error::ZooKeeper(zookeeper_client::Error::SessionExpired));
+                if expired && inner.epoch() == epoch {
+                    observations.push((Observation::Session(SessionState::Expired), silent_since));
+                }
+            }
             Wake::Confirm(Ok(())) => {
                 confirming = None;
                 observations.push((Observation::Confirmed, now));
@@ -236,10 +301,16 @@ pub(crate) async fn run(
                 break;
             }
         }
+        suspended_at = match current {
+            ConnectionState::Suspended => Some(suspended_at.unwrap_or(now)),
+            _ => None,
+        };
         if !new_session {
             inner.beat(vouched_for(unconfirmed_since, last_confirmed, margin, timing, Instant::now()));
             continue;
         }
+        moving = None;
+        suspended_at = None;
         let Some(session) = open_new_session(&inner).await else { return };
         watcher = session.client.state_watcher();
         timing = Timing::of(session.client.session_timeout());
@@ -308,6 +379,26 @@ async fn poll_confirming(confirming: &mut Option<Confirming>) -> Result<(), zook
     }
 }
 
+/// The outcome of the attach in flight; pending forever without one.
+async fn poll_moving(moving: &mut Option<Moving>) -> (u64, crate::error::Result<session::Connected>) {
+    match moving {
+        Some(attach) => attach.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Attaches a second client to `session` through the current members (see
+/// [`session::attach`]).
+fn attach(inner: &Inner, session: Session) -> Moving {
+    let config = inner.config.clone();
+    let hosts = inner.connect_string();
+    tracing::info!(from = %session.hosts(), to = %hosts, "no server the client knows is a member any more: moving the session");
+    Box::pin(async move {
+        let epoch = session.epoch;
+        (epoch, session::attach(&config, &hosts, &session).await)
+    })
+}
+
 /// Sends a `sync` on the current session after `delay`, bounded by one round-trip timeout.
 /// A `sync` goes through the ensemble's leader, so its answer also shows that the member we
 /// talk to still follows one. `None` when there is no session (closing).
@@ -330,7 +421,13 @@ async fn open_new_session(inner: &Inner) -> Option<Session> {
     let epoch = inner.epoch() + 1;
     let policy = Restarting(inner.config.retry_policy.clone());
     let mut retry = RetryLoop::new(&policy).stop_when(inner);
-    let connect = || session::connect(&inner.config);
+    // The members last seen, so that a client given servers that have since left the
+    // ensemble finds its new members.
+    let connect = || async {
+        let hosts = inner.connect_string();
+        tracing::debug!(%hosts, "opening a new session");
+        session::connect(&inner.config, &hosts).await
+    };
     match retry.run(connect, |_| true).await {
         Ok(connected) => Some(Session::new(connected, epoch)),
         Err(error) => {

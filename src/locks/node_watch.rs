@@ -203,7 +203,9 @@ pub(crate) async fn watch_data(
             _ = session_over => return End::SessionOver,
             event = watcher.changed() => match event.event_type {
                 EventType::NodeDeleted => return End::Deleted,
-                EventType::Session => return End::SessionOver,
+                // The watcher's client ended: the session may live on another client (it
+                // moved to the ensemble's current members); reading again tells.
+                EventType::Session => {}
                 _ => {} // the data changed: read it again
             },
         }

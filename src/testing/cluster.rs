@@ -9,6 +9,7 @@ use zookeeper_client::{Client, CreateMode};
 use super::options::{launch_setters, LaunchOptions};
 use super::process::{self, LaunchSpec, ProcessSlot};
 use super::proxy::{FaultProxy, ProxyMode};
+use super::reconfig::{self, MemberRole};
 use super::TestingError;
 
 /// The class that runs an ensemble member.
@@ -16,6 +17,8 @@ const QUORUM_MAIN: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
 const PORT_ATTEMPTS: usize = 4;
 /// Modes in which a member serves reads and writes.
 const QUORUM_MODES: &[&str] = &["leader", "follower"];
+/// Modes in which a member that joined an ensemble serves.
+const MEMBER_MODES: &[&str] = &["leader", "follower", "observer"];
 
 #[derive(Debug)]
 struct Node {
@@ -23,6 +26,9 @@ struct Node {
     process: ProcessSlot,
     spec: LaunchSpec,
     client_port: u16,
+    /// Quorum and election ports (as the member itself binds them).
+    quorum_port: u16,
+    election_port: u16,
 }
 
 /// A ZooKeeper ensemble (3 members by default) of separate JVMs on `127.0.0.1`, each with
@@ -46,6 +52,10 @@ pub struct TestingCluster {
     sync_limit: u32,
     start_timeout: Duration,
     read_only: bool,
+    /// With [`dynamic_reconfig`](TestingClusterBuilder::dynamic_reconfig): the `zoo.cfg`
+    /// entries every member shares (all but `dataDir` and `dynamicConfigFile`), for members
+    /// added later.
+    dynamic: Option<Vec<(String, String)>>,
     dir: tempfile::TempDir,
 }
 
@@ -79,6 +89,126 @@ impl TestingCluster {
     /// If `i >= len()`.
     pub fn server_connect_string(&self, i: usize) -> String {
         process::loopback(self.nodes[i].client_port)
+    }
+
+    /// The auth of the superuser of an ensemble started with
+    /// [`dynamic_reconfig`](TestingClusterBuilder::dynamic_reconfig), as `(scheme, auth)`:
+    /// `("digest", b"super:<password>")`, for `FrameworkBuilder::auth` or a raw client's
+    /// `with_auth`. ZooKeeper refuses reconfiguration to anyone else. `None` for other
+    /// ensembles.
+    pub fn superuser_auth(&self) -> Option<(String, Vec<u8>)> {
+        self.dynamic.as_ref().map(|_| {
+            let (scheme, auth) = reconfig::super_auth();
+            (scheme.to_owned(), auth)
+        })
+    }
+
+    /// Member `i`'s server id (`myid`): `i + 1`.
+    pub fn server_id(&self, i: usize) -> usize {
+        i + 1
+    }
+
+    /// Member `i`'s line for a reconfiguration that adds it with `role`:
+    /// `server.<id>=127.0.0.1:<quorum>:<election>:<role>;127.0.0.1:<client>`.
+    ///
+    /// # Errors
+    /// [`TestingError::NoSuchServer`].
+    pub fn member_line(&self, i: usize, role: MemberRole) -> Result<String, TestingError> {
+        let node = self.node(i)?;
+        Ok(reconfig::member_line(self.server_id(i), node.quorum_port, node.election_port, role, node.client_port))
+    }
+
+    /// Starts one more server and adds it to the ensemble with `role` (a reconfiguration sent
+    /// as the superuser): it is started with the ensemble's current configuration plus its
+    /// own line, syncs with the leader, and becomes a member once the reconfiguration commits.
+    /// Returns its index. Needs [`dynamic_reconfig`](TestingClusterBuilder::dynamic_reconfig).
+    ///
+    /// [`connect_string`](Self::connect_string) includes it from now on.
+    ///
+    /// # Errors
+    /// [`TestingError::InvalidConfig`] without dynamic reconfiguration; as for
+    /// [`TestingServer::start`](super::TestingServer::start); [`TestingError::ZooKeeper`] or
+    /// [`TestingError::Timeout`] when the reconfiguration fails.
+    ///
+    /// # Cancel safety
+    /// Cancelling leaves the server running, owned by the cluster, and perhaps not yet a
+    /// member.
+    pub async fn add_server(&mut self, role: MemberRole) -> Result<usize, TestingError> {
+        let Some(shared) = self.dynamic.clone() else {
+            return Err(TestingError::InvalidConfig(
+                "adding a server needs TestingClusterBuilder::dynamic_reconfig(true)".to_owned(),
+            ));
+        };
+        let client = reconfig::super_client(&self.running_connect_string()).await?;
+        let mut members = reconfig::current_members(&client).await?;
+        let index = self.nodes.len();
+        let (client_port, quorum_port, election_port) =
+            (process::free_port()?, process::free_port()?, process::free_port()?);
+        let template =
+            self.nodes.first().map(|node| node.spec.clone()).ok_or(TestingError::NoSuchServer { index: 0, len: 0 })?;
+        let node_dir = self.dir.path().join(format!("node{index}"));
+        std::fs::create_dir_all(node_dir.join("data"))
+            .map_err(|e| TestingError::io(format!("creating {}", node_dir.display()), e))?;
+        std::fs::write(node_dir.join("data").join("myid"), format!("{}\n", self.server_id(index)))
+            .map_err(|e| TestingError::io("writing myid", e))?;
+        let spec = LaunchSpec {
+            name: format!("node{index}"),
+            config_file: node_dir.join("zoo.cfg"),
+            log_file: node_dir.join("zookeeper.log"),
+            ..template
+        };
+        let line = reconfig::member_line(self.server_id(index), quorum_port, election_port, role, client_port);
+        members.push(line.clone());
+        let mut config = vec![("dataDir".to_owned(), node_dir.join("data").display().to_string())];
+        config.extend(shared);
+        write_dynamic(&spec.config_file, config, &members)?;
+        std::fs::write(&spec.log_file, b"").map_err(|e| TestingError::io("creating a server log", e))?;
+        self.nodes.push(Node { process: Mutex::new(None), spec, client_port, quorum_port, election_port });
+        let timeout = self.start_timeout;
+        let node = self.node_mut(index)?;
+        let address = process::loopback(node.client_port);
+        let slot = node.process.get_mut();
+        *slot = Some(node.spec.spawn()?);
+        process::wait_for_srvr(slot, &node.spec, &address, timeout, process::mode_in(MEMBER_MODES)).await?;
+        reconfig::reconfigure(&client, &[line], &[], timeout).await?;
+        tracing::debug!(server = index, ?role, "cluster member added");
+        Ok(index)
+    }
+
+    /// Removes member `i` from the ensemble (a reconfiguration sent as the superuser through
+    /// the other running members), then stops it. Needs
+    /// [`dynamic_reconfig`](TestingClusterBuilder::dynamic_reconfig).
+    ///
+    /// # Errors
+    /// [`TestingError::InvalidConfig`] without dynamic reconfiguration;
+    /// [`TestingError::NoSuchServer`]; [`TestingError::ZooKeeper`] or
+    /// [`TestingError::Timeout`] when the reconfiguration fails.
+    ///
+    /// # Cancel safety
+    /// Cancelling may leave the member removed but running.
+    pub async fn remove_server(&mut self, i: usize) -> Result<(), TestingError> {
+        if self.dynamic.is_none() {
+            return Err(TestingError::InvalidConfig(
+                "removing a server needs TestingClusterBuilder::dynamic_reconfig(true)".to_owned(),
+            ));
+        }
+        self.node(i)?;
+        let others: Vec<String> =
+            (0..self.len()).filter(|&j| j != i && self.is_running(j)).map(|j| self.server_connect_string(j)).collect();
+        let client = reconfig::super_client(&others.join(",")).await?;
+        reconfig::reconfigure(&client, &[], &[self.server_id(i).to_string()], self.start_timeout).await?;
+        self.stop(i).await?;
+        tracing::debug!(server = i, "cluster member removed");
+        Ok(())
+    }
+
+    /// The connect string of the running members.
+    fn running_connect_string(&self) -> String {
+        (0..self.len())
+            .filter(|&i| self.is_running(i))
+            .map(|i| self.server_connect_string(i))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     /// The number of members.
@@ -376,6 +506,21 @@ impl TestingCluster {
     }
 }
 
+/// Writes `config` with a `dynamicConfigFile` beside it that lists `members`.
+fn write_dynamic(
+    config_file: &Path,
+    mut config: Vec<(String, String)>,
+    members: &[String],
+) -> Result<(), TestingError> {
+    let dynamic_file = config_file.with_file_name("zoo.cfg.dynamic");
+    let mut text = members.join("\n");
+    text.push('\n');
+    std::fs::write(&dynamic_file, text)
+        .map_err(|e| TestingError::io(format!("writing {}", dynamic_file.display()), e))?;
+    config.push(("dynamicConfigFile".to_owned(), dynamic_file.display().to_string()));
+    process::write_config(config_file, &config)
+}
+
 /// A few writes through the member at `address` with a fresh client.
 async fn write_through(address: &str, i: usize) -> Result<(), TestingError> {
     let client = Client::connector()
@@ -413,6 +558,7 @@ pub struct TestingClusterBuilder {
     sync_limit: u32,
     read_only: bool,
     quorum_proxies: bool,
+    dynamic_reconfig: bool,
 }
 
 impl Default for TestingClusterBuilder {
@@ -428,6 +574,7 @@ impl Default for TestingClusterBuilder {
             sync_limit: 10,
             read_only: false,
             quorum_proxies: false,
+            dynamic_reconfig: false,
         }
     }
 }
@@ -479,11 +626,27 @@ impl TestingClusterBuilder {
         self
     }
 
+    /// Dynamic reconfiguration (default off): the members are listed in a dynamic
+    /// configuration file (`server.N=127.0.0.1:Q:E:participant;127.0.0.1:C`), with
+    /// `reconfigEnabled=true` and `standaloneEnabled=false`, so that the ensemble's membership
+    /// can change while it runs: [`TestingCluster::add_server`] starts a member and adds it,
+    /// [`TestingCluster::remove_server`] removes one and stops it, and any client logged in
+    /// as the superuser ([`TestingCluster::superuser_auth`]; reconfiguration is refused to
+    /// everyone else) can send its own reconfigurations.
+    ///
+    /// Not with [`quorum_proxies`](Self::quorum_proxies): a reconfiguration rewrites every
+    /// member's view of the others' addresses.
+    pub fn dynamic_reconfig(mut self, on: bool) -> Self {
+        self.dynamic_reconfig = on;
+        self
+    }
+
     /// Starts every member and waits until each serves as leader or follower.
     ///
     /// # Errors
     /// As for [`TestingServer::start`](super::TestingServer::start);
-    /// [`TestingError::InvalidConfig`] for size 0 or a zero tick time.
+    /// [`TestingError::InvalidConfig`] for size 0 or a zero tick time, or for dynamic
+    /// reconfiguration with quorum proxies.
     ///
     /// # Cancel safety
     /// Cancelling drops the half-started ensemble: every JVM is killed and the directory
@@ -493,11 +656,20 @@ impl TestingClusterBuilder {
             return Err(TestingError::InvalidConfig(format!("cluster size {} (must be 1..=255)", self.size)));
         }
         self.options.check_tick_time()?;
+        if self.dynamic_reconfig && self.quorum_proxies {
+            return Err(TestingError::InvalidConfig(
+                "dynamic reconfiguration does not work with quorum proxies".to_owned(),
+            ));
+        }
         let installation = self.options.installation()?;
         let dir = LaunchOptions::temp_dir("zk-testing-cluster-")?;
         let mut system_properties = self.options.system_properties.clone();
         if self.read_only {
             process::set_entry(&mut system_properties, "readonlymode.enabled", "true".to_owned());
+        }
+        if self.dynamic_reconfig {
+            let (key, value) = reconfig::super_digest_property();
+            process::set_entry(&mut system_properties, &key, value);
         }
         let mut cluster = TestingCluster {
             nodes: Vec::with_capacity(self.size),
@@ -506,6 +678,7 @@ impl TestingClusterBuilder {
             sync_limit: self.sync_limit,
             start_timeout: self.options.start_timeout,
             read_only: self.read_only,
+            dynamic: None,
             dir,
         };
         for i in 0..self.size {
@@ -527,6 +700,8 @@ impl TestingClusterBuilder {
                     jvm_args: self.options.jvm_args.clone(),
                 },
                 client_port: 0,
+                quorum_port: 0,
+                election_port: 0,
             });
         }
         let mut attempt = 0;
@@ -549,6 +724,15 @@ impl TestingClusterBuilder {
         }
         tracing::debug!(connect = %cluster.connect_string(), "testing cluster started");
         Ok(cluster)
+    }
+
+    /// The timing entries every member's `zoo.cfg` starts with.
+    fn shared_config(&self) -> Vec<(String, String)> {
+        vec![
+            ("tickTime".to_owned(), self.options.tick_time.as_millis().to_string()),
+            ("initLimit".to_owned(), self.init_limit.to_string()),
+            ("syncLimit".to_owned(), self.sync_limit.to_string()),
+        ]
     }
 
     /// Picks ports, writes every member's configuration, starts them all, waits for all.
@@ -583,19 +767,36 @@ impl TestingClusterBuilder {
                 .collect()
         };
         let servers: Vec<Vec<(String, String)>> = (0..ports.len()).map(servers_seen_by).collect();
-        for ((node, (client, _, _)), servers) in cluster.nodes.iter_mut().zip(&ports).zip(servers) {
+        let member_lines: Vec<String> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (client, quorum, election))| {
+                reconfig::member_line(i + 1, *quorum, *election, MemberRole::Participant, *client)
+            })
+            .collect();
+        cluster.dynamic = None;
+        for ((node, (client, quorum, election)), servers) in cluster.nodes.iter_mut().zip(&ports).zip(servers) {
             node.client_port = *client;
+            node.quorum_port = *quorum;
+            node.election_port = *election;
             let data_dir = node.spec.config_file.with_file_name("data");
-            let mut config = vec![
-                ("tickTime".to_owned(), self.options.tick_time.as_millis().to_string()),
-                ("initLimit".to_owned(), self.init_limit.to_string()),
-                ("syncLimit".to_owned(), self.sync_limit.to_string()),
-            ];
+            let mut config = self.shared_config();
             config.extend(self.options.server_config(&data_dir, *client));
             config.push(("standaloneEnabled".to_owned(), "false".to_owned()));
-            config.extend(servers);
-            self.options.apply_config(&mut config);
-            process::write_config(&node.spec.config_file, &config)?;
+            if self.dynamic_reconfig {
+                // The client port is in the member lines; the static file must not repeat it.
+                config.retain(|(key, _)| key != "clientPort" && key != "clientPortAddress");
+                config.push(("reconfigEnabled".to_owned(), "true".to_owned()));
+                self.options.apply_config(&mut config);
+                let shared: Vec<(String, String)> =
+                    config.iter().filter(|(key, _)| key != "dataDir").cloned().collect();
+                cluster.dynamic = Some(shared);
+                write_dynamic(&node.spec.config_file, config, &member_lines)?;
+            } else {
+                config.extend(servers);
+                self.options.apply_config(&mut config);
+                process::write_config(&node.spec.config_file, &config)?;
+            }
             std::fs::write(&node.spec.log_file, b"").map_err(|e| TestingError::io("creating a server log", e))?;
         }
         for node in &mut cluster.nodes {

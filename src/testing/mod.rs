@@ -10,6 +10,7 @@
 //! | an ensemble: leader changes, losing a server, read-only mode | [`TestingCluster`] |
 //! | connection loss (FIN or RST), a silent network, refused connections | [`FaultProxy`] between the client and the server |
 //! | a reconnect that is answered and then dies ("stale connected") | [`FaultProxy`] in [`ProxyMode::HandshakeThenRefuse`] |
+//! | an ensemble whose membership changes (members added, removed, replaced) | [`TestingClusterBuilder::dynamic_reconfig`], [`TestingCluster::add_server`], [`TestingCluster::remove_server`] |
 //! | an ensemble member cut off from the others | [`TestingCluster::isolate`] (build with [`quorum_proxies`](TestingClusterBuilder::quorum_proxies)) |
 //! | a session that the server expires (Curator's `KillSession`) | [`expire_session`] on a client behind a [`FaultProxy`] |
 //! | how many server requests an operation costs, or which errors the server answered | clients behind a [`CountingProxy`] |
@@ -53,6 +54,7 @@ mod mirror_probe;
 mod options;
 mod process;
 mod proxy;
+mod reconfig;
 mod security;
 mod server;
 mod session;
@@ -68,6 +70,7 @@ pub use self::mirror_probe::{
     mirror_watches_added, mirror_witness_failures, set_mirror_hooks, MirrorHooks,
 };
 pub use self::proxy::{FaultProxy, ProxyMode};
+pub use self::reconfig::MemberRole;
 pub use self::security::TlsFiles;
 pub use self::server::{TestingServer, TestingServerBuilder};
 pub use self::session::expire_session;

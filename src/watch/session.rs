@@ -417,6 +417,19 @@ impl SessionWatch {
                     return Some(WatchItem::Interrupted);
                 }
                 let epoch = self.epoch();
+                let moved = snapshot.epoch == epoch
+                    && snapshot.state.is_connected()
+                    && self.session.as_ref().is_some_and(|own| {
+                        framework.session().is_ok_and(|current| current.epoch == epoch && !current.same_client(own))
+                    });
+                if moved {
+                    // The session moved to another client (its servers left the ensemble):
+                    // the old client's watcher is never polled again; the watch is added on
+                    // the new one.
+                    self.watcher = None;
+                    self.phase = Phase::Need { reason: Some(ResyncReason::Reconnected), pause: Duration::ZERO };
+                    return Some(WatchItem::Interrupted);
+                }
                 match self.bound {
                     Bound::Session if snapshot.session_over(epoch) && !poll_after_terminal => {
                         self.end();
@@ -512,6 +525,11 @@ impl SessionWatch {
                 let Some(session) = self.session.clone() else {
                     self.end();
                     return None;
+                };
+                // The session on the client it is served by now (it may have moved).
+                let session = match framework.session() {
+                    Ok(current) if current.epoch == session.epoch => current,
+                    _ => session,
                 };
                 if snapshot.session_over(session.epoch) || session.task_ended() {
                     self.end();

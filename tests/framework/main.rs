@@ -19,6 +19,8 @@ mod framework {
     mod cluster;
     /// Connection states, listeners, retries, namespaces, session expiry.
     mod connection;
+    /// Ensemble tracking and reconfiguration: members replaced under clients given the originals.
+    mod ensemble;
     /// `close()` during `start()`, a session whose client task is gone.
     mod lifecycle;
     /// Creates, reads, one-shot watches, versioned writes, deletes, ACLs.

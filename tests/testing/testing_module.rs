@@ -577,3 +577,44 @@ async fn expire_session_on_a_cluster() {
     })
     .await;
 }
+
+/// The member lines (`server.N=...`) of the ensemble's configuration as `client` reads it.
+async fn config_lines(client: &Client) -> Vec<String> {
+    let (data, _) = client.get_config().await.expect("configuration read");
+    String::from_utf8_lossy(&data).lines().filter(|l| l.starts_with("server.")).map(str::to_owned).collect()
+}
+
+#[tokio::test]
+async fn dynamic_cluster_adds_an_observer_and_removes_a_member() {
+    bounded(async {
+        let refused = TestingCluster::builder().dynamic_reconfig(true).quorum_proxies(true).start().await;
+        assert!(matches!(refused, Err(TestingError::InvalidConfig(_))), "{refused:?}");
+
+        let mut cluster = TestingCluster::builder().dynamic_reconfig(true).start().await.unwrap();
+        cluster.settle(Duration::from_secs(60)).await.unwrap();
+        let (scheme, auth) = cluster.superuser_auth().expect("a superuser");
+        assert_eq!(scheme, "digest");
+        assert!(auth.starts_with(b"super:"));
+        let client = connect(&cluster.server_connect_string(1), Duration::from_secs(10)).await;
+        assert_eq!(config_lines(&client).await.len(), 3);
+
+        // An observer joins: it serves, and the configuration lists it as one.
+        let observer = cluster.add_server(zk_recipes::testing::MemberRole::Observer).await.unwrap();
+        assert_eq!(observer, 3);
+        wait_mode(&cluster, observer, Some("observer"), Duration::from_secs(30)).await;
+        let line = cluster.member_line(observer, zk_recipes::testing::MemberRole::Observer).unwrap();
+        assert!(config_lines(&client).await.contains(&line), "{line}");
+        let through_observer = connect(&cluster.server_connect_string(observer), Duration::from_secs(10)).await;
+        let path = unique_path("testing", "observer");
+        through_observer.create(&path, b"x", &persistent()).await.unwrap();
+
+        // Member 0 leaves and stops; the rest go on.
+        cluster.remove_server(0).await.unwrap();
+        assert!(!cluster.is_running(0));
+        let lines = config_lines(&client).await;
+        assert!(lines.iter().all(|l| !l.starts_with("server.1=")), "{lines:?}");
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        client.delete(&path, None).await.unwrap();
+    })
+    .await;
+}

@@ -1,0 +1,232 @@
+//! Ensemble tracking and reconfiguration against a real ensemble whose members are replaced:
+//! clients given only the original members follow the ensemble (new sessions on the new
+//! members, sessions moved off removed members with their locks kept), and reconfiguration's
+//! typed refusals.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::fixtures::{bounded, init_tracing, unique_path, wait_for_event, within};
+use futures::{FutureExt, StreamExt};
+use zk_recipes::testing::{expire_session, four_letter_word, FaultProxy, MemberRole, ProxyMode, TestingCluster};
+use zk_recipes::zk::CreateMode;
+use zk_recipes::{
+    ConnectionState, ConnectionStateErrorPolicy, Ensemble, Error, Framework, InterProcessMutex, ReconfigRefusal,
+    StateSnapshot,
+};
+
+/// Session timeout of the clients that must keep their sessions through the replacement: a
+/// session moves after a round trip (2/5) of `Suspended` (tried again every tenth), before
+/// `SessionOnly`'s `Lost` (11/20 after the disconnect): 4.5 s to spare, for an election among
+/// the new members on a loaded machine.
+const SESSION: Duration = Duration::from_secs(30);
+
+/// Bound of the whole test: an ensemble of up to 5 JVMs started on a small machine.
+const LIMIT: Duration = Duration::from_secs(300);
+
+/// Bound on a JVM or the ensemble doing one thing (a member added, a reconfiguration).
+const STEP: Duration = Duration::from_secs(60);
+
+/// The member whose `cons` output lists `session_id`.
+async fn member_serving(cluster: &TestingCluster, session_id: i64) -> Option<usize> {
+    let needle = format!("sid=0x{session_id:x}");
+    for i in (0..cluster.len()).filter(|&i| cluster.is_running(i)) {
+        let cons = four_letter_word(&cluster.server_connect_string(i), "cons", Duration::from_secs(2)).await;
+        if cons.is_ok_and(|cons| cons.contains(&needle)) {
+            return Some(i);
+        }
+    }
+    None
+}
+
+/// Waits until `fw` tracks a configuration with `ids` as members.
+async fn tracks(fw: &Framework, ids: &[u64]) -> Ensemble {
+    let mut ensembles = fw.ensemble_watch();
+    let seen = within(
+        STEP,
+        "the tracked ensemble",
+        ensembles
+            .wait_for(|e| e.as_ref().is_some_and(|e| e.members().iter().map(|m| m.id()).collect::<Vec<_>>() == ids)),
+    )
+    .await
+    .expect("framework open");
+    seen.clone().expect("a configuration")
+}
+
+/// Every state event of `stream` so far (without waiting).
+fn drain(stream: &mut zk_recipes::ConnectionStateStream) -> Vec<StateSnapshot> {
+    let mut seen = Vec::new();
+    while let Some(Some(event)) = stream.next().now_or_never() {
+        seen.push(event);
+    }
+    seen
+}
+
+#[tokio::test]
+async fn clients_given_the_original_members_follow_their_replacement() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let mut cluster = TestingCluster::builder().dynamic_reconfig(true).start().await.unwrap();
+        cluster.settle(STEP).await.unwrap();
+        let original = cluster.connect_string();
+        let (scheme, auth) = cluster.superuser_auth().expect("a dynamic ensemble has a superuser");
+        // A: given the original members through proxies (so that the session killer can cut
+        // it off); C: given them directly.
+        let mut proxies = Vec::new();
+        for i in 0..3 {
+            proxies.push(FaultProxy::start(&cluster.server_connect_string(i)).await.unwrap());
+        }
+        let proxied = proxies.iter().map(FaultProxy::connect_string).collect::<Vec<_>>().join(",");
+        let start = |connect: &str| {
+            Framework::builder(connect).session_timeout(SESSION).error_policy(ConnectionStateErrorPolicy::SessionOnly)
+        };
+        let a = start(&proxied).build().unwrap();
+        let mut a_events = a.state_changes();
+        a.start().await.unwrap();
+        let c = start(&original).build().unwrap();
+        let mut c_events = c.state_changes();
+        c.start().await.unwrap();
+        let admin = Framework::builder(&original).session_timeout(SESSION).auth(&scheme, &auth).start().await.unwrap();
+
+        // Both track the configuration; reconfiguration is the superuser's.
+        let first = tracks(&c, &[1, 2, 3]).await;
+        tracks(&a, &[1, 2, 3]).await;
+        assert_eq!(c.connect_string(), first.connect_string());
+        let refused = c.reconfig().leaving(["1"]).send().await;
+        assert!(
+            matches!(refused, Err(Error::ReconfigRefused { refusal: ReconfigRefusal::NotAuthorized })),
+            "{refused:?}"
+        );
+        let empty = c.reconfig().send().await;
+        assert!(matches!(empty, Err(Error::InvalidArgument { .. })), "{empty:?}");
+        let mixed = admin.reconfig().joining(["server.9=127.0.0.1:1:2;3"]).members(["server.1=x:1:2;3"]).send().await;
+        assert!(matches!(mixed, Err(Error::InvalidArgument { .. })), "{mixed:?}");
+
+        // Locks held by both.
+        let a_path = unique_path("ensemble", "a");
+        let c_path = unique_path("ensemble", "c");
+        let a_mutex = InterProcessMutex::new(&a, &a_path).unwrap();
+        let c_mutex = InterProcessMutex::new(&c, &c_path).unwrap();
+        let a_guard = a_mutex.acquire().await.unwrap();
+        let c_guard = c_mutex.acquire().await.unwrap();
+        let c_session = c.snapshot().session_id;
+
+        // The ensemble grows to 5; the clients learn it.
+        let four = cluster.add_server(MemberRole::Participant).await.unwrap();
+        let five = cluster.add_server(MemberRole::Participant).await.unwrap();
+        let grown = tracks(&c, &[1, 2, 3, 4, 5]).await;
+        tracks(&a, &[1, 2, 3, 4, 5]).await;
+        // A change conditioned on a configuration that is no longer current is refused.
+        let stale = admin.reconfig().leaving(["1"]).from_config(first.version()).send().await;
+        assert!(matches!(stale, Err(Error::ReconfigRefused { refusal: ReconfigRefusal::ConfigChanged })), "{stale:?}");
+
+        // A's session is expired (the killer cuts it off at its proxies, which stay cut):
+        // its next session can only be opened on the members it tracks, which it was never
+        // given.
+        let a_first = a.snapshot();
+        for proxy in &proxies {
+            proxy.set_mode(ProxyMode::BlackHole);
+            proxy.drop_connections();
+        }
+        let info = a.zk_client().unwrap().session().clone();
+        expire_session(&proxies[0], &original, info).await.unwrap();
+        proxies[0].set_mode(ProxyMode::BlackHole);
+        proxies[0].drop_connections();
+        let (lost, _) = wait_for_event(&mut a_events, ConnectionState::Lost, SESSION * 2).await;
+        assert_eq!((lost.session_id, lost.epoch), (a_first.session_id, 1));
+        within(SESSION, "A's guard told of its expired session", a_guard.lost()).await;
+        let (back, _) = wait_for_event(&mut a_events, ConnectionState::Reconnected, SESSION * 2).await;
+        assert_eq!(back.epoch, 2);
+        assert_ne!(back.session_id, a_first.session_id);
+        assert_eq!(a.connect_string(), grown.connect_string());
+        // The lost hold goes (the mutex is reentrant: kept, it would make this task's next
+        // acquire a nested hold of the lost one); the lock is taken again on the new session.
+        drop(a_guard);
+        let a_guard = a_mutex.acquire().await.unwrap();
+
+        // The original members are removed (by a superuser on the new members: a member
+        // that leaves may drop its clients before it answers) and stopped.
+        let new_members = [cluster.server_connect_string(four), cluster.server_connect_string(five)].join(",");
+        let remover =
+            Framework::builder(&new_members).session_timeout(SESSION).auth(&scheme, &auth).start().await.unwrap();
+        // The leader leaves too: the election that follows drops every client, often before
+        // the answer is sent. Its outcome is then unknown to the sender, and the tracked
+        // configuration tells.
+        let shrunk = match remover.reconfig().leaving(["1", "2", "3"]).send().await {
+            Ok(shrunk) => shrunk,
+            Err(error) if error.is_connection_error() => {
+                tracks(&remover, &[cluster.server_id(four) as u64, cluster.server_id(five) as u64]).await
+            }
+            Err(error) => panic!("removing the original members: {error}"),
+        };
+        let ids: Vec<u64> = shrunk.members().iter().map(|m| m.id()).collect();
+        assert_eq!(ids, [cluster.server_id(four) as u64, cluster.server_id(five) as u64]);
+        for i in 0..3 {
+            cluster.stop(i).await.unwrap();
+        }
+
+        // C, whose client knows only the removed members, moves its session to the new ones:
+        // same session (now served by a new member), no Lost, its lock kept.
+        let moved = within(SESSION, "C reconnected on the new members", async {
+            let mut states = c.state_watch();
+            loop {
+                let snapshot = *states.borrow_and_update();
+                if snapshot.state == ConnectionState::Lost
+                    || snapshot.state.is_connected()
+                        && member_serving(&cluster, c_session).await.is_some_and(|i| i == four || i == five)
+                {
+                    return snapshot;
+                }
+                let _ = tokio::time::timeout(Duration::from_millis(200), states.changed()).await;
+            }
+        })
+        .await;
+        assert_eq!((moved.state, moved.session_id, moved.epoch), (ConnectionState::Reconnected, c_session, 1));
+        assert!(c_guard.is_held());
+        assert!(c_guard.lost().now_or_never().is_none(), "C's guard reported its lock lost");
+        c.create(&format!("{c_path}-alive")).mode(CreateMode::Ephemeral).await.unwrap();
+        // A (on the new members since its new session) keeps its lock too.
+        a.create(&format!("{a_path}-alive")).mode(CreateMode::Ephemeral).await.unwrap();
+        assert!(a_guard.is_held());
+        assert!(a_guard.lost().now_or_never().is_none(), "A's guard reported its lock lost");
+
+        // Another framework on the new members cannot take either lock.
+        let b = Framework::builder(&new_members).session_timeout(SESSION).start().await.unwrap();
+        for path in [&a_path, &c_path] {
+            let taken = InterProcessMutex::new(&b, path).unwrap().try_acquire().await.unwrap();
+            assert!(taken.is_none(), "{path} taken while its holder's session lives");
+        }
+
+        // No Lost for a session the ensemble holds: C none, A only the expired one.
+        let c_seen = drain(&mut c_events);
+        assert!(c_seen.iter().all(|e| e.state != ConnectionState::Lost && e.epoch == 1), "{c_seen:?}");
+        let a_seen = drain(&mut a_events);
+        assert!(a_seen.iter().all(|e| e.state != ConnectionState::Lost && e.epoch == 2), "{a_seen:?}");
+
+        c_guard.release().await.unwrap();
+        a_guard.release().await.unwrap();
+        let taken = InterProcessMutex::new(&b, &c_path).unwrap().try_acquire().await.unwrap();
+        assert!(taken.is_some(), "the released lock is free");
+        drop(taken);
+        for fw in [&a, &b, &c, &admin, &remover] {
+            fw.close().await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_ensemble_without_dynamic_reconfiguration_refuses_it() {
+    bounded(LIMIT, async {
+        let cluster = TestingCluster::start().await.unwrap();
+        let fw = Framework::builder(&cluster.connect_string()).session_timeout(SESSION).start().await.unwrap();
+        let refused = fw.reconfig().leaving(["3"]).send().await;
+        assert!(matches!(refused, Err(Error::ReconfigRefused { refusal: ReconfigRefusal::Disabled })), "{refused:?}");
+        // Its members' client ports are not in the configuration: the configured connect
+        // string stays in use.
+        assert_eq!(fw.connect_string(), cluster.connect_string());
+        fw.close().await;
+    })
+    .await;
+}
