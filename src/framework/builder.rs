@@ -354,8 +354,11 @@ impl FrameworkBuilder {
     /// `ensembleTracker(true)`): it watches the configuration node `/zookeeper/config` and
     /// makes every new connection to the members it lists (see [`Framework::ensemble`]), so a
     /// client given the original servers follows an ensemble whose members are replaced.
-    /// Turn it off when clients must reach the servers by other addresses than the ones the
-    /// servers advertise (a proxy, NAT, or DNS names of their own).
+    /// It follows the members only when some configuration names one of the hosts it was
+    /// given (the members' own client addresses): a client given only other addresses (a
+    /// proxy, a load balancer, NAT, DNS names of its own) keeps its connect string. Turn it
+    /// off when clients given some member's address must still not reach the others by the
+    /// addresses the servers advertise.
     ///
     /// A session whose client knows only servers that have left the ensemble is moved: after
     /// a round trip (2/5 of the session timeout) of `Suspended`, a second client attaches to

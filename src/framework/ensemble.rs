@@ -156,11 +156,14 @@ fn split_host(server: &str) -> Option<(&str, &str)> {
 #[derive(Debug)]
 pub(crate) struct Tracked {
     tx: watch::Sender<Option<Ensemble>>,
+    /// Some configuration seen named one of the configured hosts as a member's client
+    /// address: the client was given the members' own addresses, and follows them.
+    followed: std::sync::atomic::AtomicBool,
 }
 
 impl Default for Tracked {
     fn default() -> Self {
-        Tracked { tx: watch::channel(None).0 }
+        Tracked { tx: watch::channel(None).0, followed: std::sync::atomic::AtomicBool::new(false) }
     }
 }
 
@@ -174,8 +177,20 @@ impl Tracked {
         self.tx.subscribe()
     }
 
-    /// Records `ensemble` unless a newer configuration is known already.
-    pub(crate) fn offer(&self, ensemble: Ensemble) {
+    /// Whether the framework follows the tracked members (see [`Tracked::offer`]).
+    pub(crate) fn followed(&self) -> bool {
+        self.followed.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Records `ensemble` unless a newer configuration is known already. A configuration that
+    /// names one of the `configured` hosts (the connect string the framework was given) as a
+    /// member's client address makes the framework follow the members from then on; a client
+    /// given only other addresses (a proxy, a load balancer, NAT, DNS names of its own) keeps
+    /// them, since the members' own addresses may not be reachable from it.
+    pub(crate) fn offer(&self, ensemble: Ensemble, configured: &str) {
+        if !has_left(configured, &ensemble) && ensemble.members.iter().any(|m| m.client_address().is_some()) {
+            self.followed.store(true, std::sync::atomic::Ordering::Release);
+        }
         self.tx.send_if_modified(|known| {
             let newer = !known.as_ref().is_some_and(|k| ensemble.version < k.version || (ensemble.version == k.version && *k == ensemble));
             if newer {
@@ -189,10 +204,11 @@ impl Tracked {
 
 /// The connect string the next connection uses: the tracked members' client addresses with
 /// the configured chroot, or the configured connect string while no configuration with
-/// client addresses is known, when tracking is off, or when the configured hosts use TLS
-/// (`tcp+tls://`: the configuration names only plain client ports).
-pub(crate) fn connect_string(configured: &str, tracking: bool, ensemble: Option<&Ensemble>) -> String {
-    if !tracking || configured.contains("tcp+tls://") {
+/// client addresses is known, when tracking is off, when the configured hosts were never
+/// members' own addresses (`followed` false: see [`Tracked::offer`]), or when the configured
+/// hosts use TLS (`tcp+tls://`: the configuration names only plain client ports).
+pub(crate) fn connect_string(configured: &str, tracking: bool, followed: bool, ensemble: Option<&Ensemble>) -> String {
+    if !tracking || !followed || configured.contains("tcp+tls://") {
         return configured.to_owned();
     }
     let hosts = ensemble.map(Ensemble::connect_string).unwrap_or_default();
@@ -224,7 +240,7 @@ pub(crate) async fn first_read(inner: &Inner, client: &zookeeper_client::Client)
     match read {
         Ok(Ok((data, _, watcher))) => {
             if let Some(ensemble) = Ensemble::parse(&data) {
-                inner.ensemble.offer(ensemble);
+                inner.ensemble.offer(ensemble, &inner.config.connect_string);
             }
             Some(watcher)
         }
@@ -269,7 +285,7 @@ pub(crate) async fn track(weak: Weak<Inner>, initial: Option<OneshotWatcher>) {
                         pause = RetryLoop::new(&REREAD);
                         let Some(inner) = weak.upgrade() else { return };
                         if let Some(ensemble) = Ensemble::parse(&data) {
-                            inner.ensemble.offer(ensemble);
+                            inner.ensemble.offer(ensemble, &inner.config.connect_string);
                         }
                         (epoch, watcher)
                     }
@@ -421,7 +437,7 @@ impl Reconfig {
                 String::from_utf8_lossy(&data)
             )))
         })?;
-        self.framework.inner.ensemble.offer(ensemble.clone());
+        self.framework.inner.ensemble.offer(ensemble.clone(), &self.framework.inner.config.connect_string);
         Ok(ensemble)
     }
 }
@@ -469,13 +485,29 @@ mod tests {
     #[test]
     fn the_next_connection_uses_the_tracked_members() {
         let ensemble = Ensemble::parse(b"server.5=h5:1:2;h5:2185\nversion=7\n");
-        let tracked = connect_string("h1:2181,h2:2181/app", true, ensemble.as_ref());
+        let tracked = connect_string("h1:2181,h2:2181/app", true, true, ensemble.as_ref());
         assert_eq!(tracked, "h5:2185/app");
-        assert_eq!(connect_string("h1:2181", false, ensemble.as_ref()), "h1:2181");
-        assert_eq!(connect_string("h1:2181", true, None), "h1:2181");
-        assert_eq!(connect_string("tcp+tls://h1:2281", true, ensemble.as_ref()), "tcp+tls://h1:2281");
+        assert_eq!(connect_string("h1:2181", false, true, ensemble.as_ref()), "h1:2181");
+        assert_eq!(connect_string("h1:2181", true, false, ensemble.as_ref()), "h1:2181");
+        assert_eq!(connect_string("h1:2181", true, true, None), "h1:2181");
+        assert_eq!(connect_string("tcp+tls://h1:2281", true, true, ensemble.as_ref()), "tcp+tls://h1:2281");
         let ensemble = ensemble.expect("members");
         assert!(has_left("h1:2181,h2:2181/app", &ensemble));
         assert!(!has_left("h1:2181,tcp://h5:2185/app", &ensemble));
+    }
+
+    #[test]
+    fn only_a_client_given_a_members_own_address_follows_the_members() {
+        let first = Ensemble::parse(b"server.1=h1:1:2;h1:2181\nserver.2=h2:1:2;h2:2181\nversion=1\n").unwrap();
+        let tracked = Tracked::default();
+        // Through a proxy (or NAT, or a DNS name of its own): never follows.
+        tracked.offer(first.clone(), "proxy:9000,proxy:9001/app");
+        assert!(!tracked.followed());
+        // Given one member's own address: follows from then on, also once that member left.
+        let tracked = Tracked::default();
+        tracked.offer(first, "h2:2181,proxy:9000/app");
+        assert!(tracked.followed());
+        tracked.offer(Ensemble::parse(b"server.5=h5:1:2;h5:2185\nversion=2\n").unwrap(), "h2:2181,proxy:9000/app");
+        assert!(tracked.followed());
     }
 }

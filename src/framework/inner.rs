@@ -100,7 +100,12 @@ impl Inner {
     /// The connect string the next connection uses (see [`ensemble::connect_string`]).
     pub(crate) fn connect_string(&self) -> String {
         let tracked = self.ensemble.current();
-        ensemble::connect_string(&self.config.connect_string, self.config.ensemble_tracking, tracked.as_ref())
+        ensemble::connect_string(
+            &self.config.connect_string,
+            self.config.ensemble_tracking,
+            self.ensemble.followed(),
+            tracked.as_ref(),
+        )
     }
 
     pub(crate) fn is_closed(&self) -> bool {

@@ -186,7 +186,10 @@ pub(crate) async fn run(
             && !last_move.is_some_and(|at| now.saturating_duration_since(at) < timing.session / 10);
         if stuck && moving.is_none() {
             if let (Ok(session), Some(ensemble)) = (inner.session(), inner.ensemble.current()) {
-                if ensemble::has_left(session.hosts(), &ensemble) {
+                if inner.config.ensemble_tracking
+                    && inner.ensemble.followed()
+                    && ensemble::has_left(session.hosts(), &ensemble)
+                {
                     last_move = Some(now);
                     moving = Some(attach(&inner, session));
                 }
