@@ -91,25 +91,29 @@ use crate::error::{Error, Result};
 #[derive(Clone)]
 pub struct Framework {
     inner: Arc<Inner>,
+    /// This handle's namespace (absolute, normalized): the configured one, or another chosen
+    /// with [`using_namespace`](Framework::using_namespace) on the same session.
+    namespace: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for Framework {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Framework")
             .field("connect_string", &self.inner.config.connect_string)
-            .field("namespace", &self.inner.config.namespace)
+            .field("namespace", &self.namespace)
             .field("snapshot", &self.snapshot())
             .finish()
     }
 }
 
 /// A framework handle that does not keep the framework alive (held by its listener tasks).
-pub(crate) struct WeakFramework(Weak<Inner>);
+pub(crate) struct WeakFramework(Weak<Inner>, Option<Arc<str>>);
 
 impl WeakFramework {
-    /// The framework, while a strong handle exists.
+    /// The framework (with the namespace of the handle it was made from), while a strong
+    /// handle exists.
     pub(crate) fn upgrade(&self) -> Option<Framework> {
-        self.0.upgrade().map(|inner| Framework { inner })
+        self.0.upgrade().map(|inner| Framework { inner, namespace: self.1.clone() })
     }
 }
 
@@ -137,7 +141,8 @@ impl Framework {
     }
 
     pub(crate) fn from_config(config: Config) -> Framework {
-        Framework { inner: Arc::new(Inner::new(config)) }
+        let namespace = config.namespace.as_deref().map(Arc::from);
+        Framework { inner: Arc::new(Inner::new(config)), namespace }
     }
 
     /// Connects (opens the first session), publishes `Connected`, and starts the background
@@ -300,9 +305,29 @@ impl Framework {
         self.inner.pending_deletes()
     }
 
-    /// The namespace as an absolute path (`/app`), if one was configured.
+    /// The namespace as an absolute path (`/app`), if this handle has one: the configured
+    /// one, or the one given to [`using_namespace`](Self::using_namespace).
     pub fn namespace(&self) -> Option<&str> {
-        self.inner.config.namespace.as_deref()
+        self.namespace.as_deref()
+    }
+
+    /// A handle on the same framework and session with another namespace (Curator's
+    /// `usingNamespace`): `Some("other")` (or `"/other"`) prefixes every path of the new handle's
+    /// operations, and of the recipes built on it, with `/other`; `None` uses server paths as
+    /// they are. Nothing is sent and nothing is started: the handle shares this one's session,
+    /// connection states, listeners, background deletes and watches, and is as cheap as a
+    /// clone. Closing either handle closes the framework.
+    ///
+    /// As with a configured namespace, the namespace's node is created as a container when
+    /// first needed.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for a namespace that is not a valid path below the root (empty,
+    /// `/`, under `/zookeeper`, with empty or relative segments), as
+    /// [`FrameworkBuilder::namespace`] checks it.
+    pub fn using_namespace(&self, namespace: Option<&str>) -> Result<Framework> {
+        let namespace = namespace.map(crate::path::normalize_namespace).transpose()?;
+        Ok(Framework { inner: Arc::clone(&self.inner), namespace: namespace.map(Arc::from) })
     }
 
     /// The configured error policy.
@@ -372,7 +397,7 @@ impl Framework {
 
     /// A handle that does not keep the framework alive.
     pub(crate) fn downgrade(&self) -> WeakFramework {
-        WeakFramework(Arc::downgrade(&self.inner))
+        WeakFramework(Arc::downgrade(&self.inner), self.namespace.clone())
     }
 
     /// The data plane's per-framework state (server features, live persistent watches).

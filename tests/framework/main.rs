@@ -21,6 +21,8 @@ mod framework {
     mod connection;
     /// `close()` during `start()`, a session whose client task is gone.
     mod lifecycle;
+    /// `using_namespace`: several namespaces on one session, recipes under each.
+    mod namespaces;
     /// Creates, reads, one-shot watches, versioned writes, deletes, ACLs.
     mod operations;
     /// SASL DIGEST-MD5 logins (feature `sasl`).
