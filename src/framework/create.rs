@@ -292,12 +292,12 @@ impl<'a> CreateBuilder<'a> {
                         });
                     }
                     in_doubt = true;
-                    if !retry.backoff().await {
+                    if !retry.allows_zk(&e) || !retry.backoff().await {
                         return Err(e.into());
                     }
                 }
                 e if is_zk_retryable(&e) => {
-                    if !retry.backoff().await {
+                    if !retry.allows_zk(&e) || !retry.backoff().await {
                         return Err(e.into());
                     }
                 }

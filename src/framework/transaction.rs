@@ -6,7 +6,7 @@ use std::time::Duration;
 use zookeeper_client::{Acl, Acls, CreateMode, MultiWriteError, MultiWriteResult, Stat};
 
 use super::Framework;
-use crate::error::{is_zk_connection_error, is_zk_retryable, Error, Result, ZkError};
+use crate::error::{is_zk_connection_error, Error, Result, ZkError};
 
 /// Something that holds a lock node and can fence writes with it: every lock guard, semaphore
 /// lease and leadership term. A transaction [`fenced_by`](Transaction::fenced_by) it starts
@@ -282,7 +282,7 @@ impl<'a> Transaction<'a> {
             {
                 return Err(ttl_unsupported());
             }
-            if !is_zk_retryable(&error) || !retry.backoff().await {
+            if !retry.allows_zk(&error) || !retry.backoff().await {
                 return Err(error.into());
             }
         }

@@ -25,6 +25,8 @@ mod framework {
     mod namespaces;
     /// Creates, reads, one-shot watches, versioned writes, deletes, ACLs.
     mod operations;
+    /// `RetryPolicy::allow_retry`: which errors are retried.
+    mod retry_policy;
     /// SASL DIGEST-MD5 logins (feature `sasl`).
     mod sasl;
     /// Every public type and future is `Send` and `Sync` (compile time).

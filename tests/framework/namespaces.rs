@@ -36,8 +36,8 @@ async fn two_namespaces_share_one_session_with_a_lock_and_a_cache_under_each() {
         assert_eq!(root.get_children(&format!("{base}/a/locks/one")).await.unwrap().len(), 1);
         assert_eq!(root.get_children(&format!("{base}/b/locks/one")).await.unwrap().len(), 1);
         // The same lock through another handle with the same namespace excludes.
-        let same_a = InterProcessMutex::new(&root.using_namespace(Some(&format!("{base}/a"))).unwrap(), "/locks/one")
-            .unwrap();
+        let same_a =
+            InterProcessMutex::new(&root.using_namespace(Some(&format!("{base}/a"))).unwrap(), "/locks/one").unwrap();
         let other = tokio::spawn(async move { same_a.try_acquire().await.map(|g| g.is_some()) });
         assert!(!other.await.unwrap().unwrap(), "another task got the lock held under namespace a");
         held_a.release().await.unwrap();
