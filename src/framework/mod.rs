@@ -16,6 +16,7 @@
 //! | `state_manager.rs` | the task that runs the transitions and replaces lost sessions |
 //! | `reaper.rs` | guaranteed background deletes |
 //! | `listener.rs` | listeners and the state stream |
+//! | `circuit_breaker.rs` | the circuit-breaking state stream and listener (flapping swallowed) |
 //! | `ops.rs`, `listings.rs` | namespaced operations and the retry loop; listings shared by concurrent callers |
 //! | `create.rs`, `read.rs`, `write.rs`, `transaction.rs` | the data plane: creates, reads (with one-shot watches), writes, transactions and fences |
 //! | `node.rs`, `protected.rs` | a created node's life (its delete on drop through the reaper) and the protected create that finds its node again after a connection loss |
@@ -24,6 +25,7 @@
 //! | `security.rs`, `session_failure.rs`, `wait_strategy.rs`, `registry.rs` | TLS and SASL settings, the session failure policy, the lock wait strategy, per-framework data-plane state |
 
 mod builder;
+mod circuit_breaker;
 mod create;
 mod heartbeat;
 mod inner;
@@ -54,6 +56,7 @@ use zookeeper_client::Client;
 
 pub(crate) use self::builder::Config;
 pub use self::builder::{AclProvider, FixedAclProvider, FrameworkBuilder, OpenAclProvider};
+pub use self::circuit_breaker::CircuitBreakingStream;
 pub use self::create::{CreateBuilder, Created, Parents};
 use self::inner::Inner;
 pub use self::listener::{ConnectionStateListener, ConnectionStateStream, ListenerHandle};
@@ -257,15 +260,17 @@ impl Framework {
     /// [`Error::Closed`] after `close()`; [`Error::NotStarted`] when called before `start()`
     /// outside a Tokio runtime.
     pub fn add_listener(&self, listener: Arc<dyn ConnectionStateListener>) -> Result<ListenerHandle> {
-        let runtime = self.inner.runtime()?;
-        let runtime = match tokio::runtime::Handle::try_current().ok().or(runtime) {
-            Some(runtime) => runtime,
-            None => return Err(Error::NotStarted),
-        };
+        let runtime = self.listener_runtime()?;
         let Some(events) = self.inner.subscribe_events() else { return Err(Error::Closed) };
         let weak = self.downgrade();
         let task = runtime.spawn(listener::run(weak, events, self.state_watch(), listener));
         Ok(ListenerHandle::new(task.abort_handle()))
+    }
+
+    /// The runtime a listener's task runs on: the caller's, else the framework's.
+    fn listener_runtime(&self) -> Result<tokio::runtime::Handle> {
+        let runtime = self.inner.runtime()?;
+        tokio::runtime::Handle::try_current().ok().or(runtime).ok_or(Error::NotStarted)
     }
 
     /// Registers a closure as a listener; see [`add_listener`](Self::add_listener).

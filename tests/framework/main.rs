@@ -15,6 +15,8 @@ mod common;
 // starts every test's.
 #[path = "."]
 mod framework {
+    /// The circuit-breaking state stream and listener under a flapping connection.
+    mod circuit_breaker;
     /// Losing the connected server and the leader of an ensemble; read-only mode.
     mod cluster;
     /// Connection states, listeners, retries, namespaces, session expiry.
