@@ -98,6 +98,25 @@ pub(crate) struct Config {
     pub(crate) wait_strategy: WaitStrategy,
     pub(crate) session_failure_policy: SessionFailurePolicy,
     pub(crate) security: Security,
+    pub(crate) client_hook: Option<ClientHook>,
+}
+
+/// The user's adjustment of every session's client connector (see
+/// [`FrameworkBuilder::configure_client`]).
+#[derive(Clone)]
+pub(crate) struct ClientHook(Arc<dyn Fn(zookeeper_client::Connector) -> zookeeper_client::Connector + Send + Sync>);
+
+impl ClientHook {
+    /// The connector as the hook leaves it.
+    pub(crate) fn apply(&self, connector: zookeeper_client::Connector) -> zookeeper_client::Connector {
+        (self.0)(connector)
+    }
+}
+
+impl std::fmt::Debug for ClientHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClientHook")
+    }
 }
 
 /// Builds a [`Framework`]. Setters take and return the builder by value; `build()` validates
@@ -133,6 +152,7 @@ pub struct FrameworkBuilder {
     wait_strategy: WaitStrategy,
     session_failure_policy: SessionFailurePolicy,
     security: SecurityOptions,
+    client_hook: Option<ClientHook>,
 }
 
 impl FrameworkBuilder {
@@ -154,6 +174,7 @@ impl FrameworkBuilder {
             wait_strategy: WaitStrategy::Mirror,
             session_failure_policy: SessionFailurePolicy::Retry,
             security: SecurityOptions::default(),
+            client_hook: None,
         }
     }
 
@@ -181,6 +202,38 @@ impl FrameworkBuilder {
     /// namespace node is created as a container when first needed.
     pub fn namespace(mut self, namespace: &str) -> Self {
         self.namespace = Some(namespace.to_owned());
+        self
+    }
+
+    /// Adjusts the raw client's [`Connector`](zookeeper_client::Connector) before every
+    /// session is opened (Curator's `zookeeperFactory` and `zkClientConfig`), for the client
+    /// settings this builder does not offer: `with_connection_timeout` (the client's idle
+    /// timeout before it concludes a connection is lost; default 2/5 of the session timeout),
+    /// `with_server_version` (the protocol for a 3.4 server), `with_fail_eagerly`, or TLS
+    /// options built by hand (`with_tls`, feature `tls`).
+    ///
+    /// `configure` is called once per session (the first one and every new session after
+    /// `Lost`), after the framework's own settings (session timeout, read-only, auth) and
+    /// before the ones it must decide itself, which win: the session to re-establish, and TLS
+    /// and SASL when configured on this builder. Leave `with_session_timeout`,
+    /// `with_readonly` and `with_detached` alone: the framework's states and its `close()`
+    /// rely on its own choices (a detached session outlives `close()` until it expires).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use zk_recipes::Framework;
+    ///
+    /// let framework = Framework::builder("127.0.0.1:2181")
+    ///     .configure_client(|connector| connector.with_connection_timeout(Duration::from_secs(2)))
+    ///     .build()
+    ///     .expect("valid configuration");
+    /// # drop(framework);
+    /// ```
+    pub fn configure_client<F>(mut self, configure: F) -> Self
+    where
+        F: Fn(zookeeper_client::Connector) -> zookeeper_client::Connector + Send + Sync + 'static,
+    {
+        self.client_hook = Some(ClientHook(Arc::new(configure)));
         self
     }
 
@@ -372,6 +425,7 @@ impl FrameworkBuilder {
             wait_strategy: self.wait_strategy,
             session_failure_policy: self.session_failure_policy,
             security,
+            client_hook: self.client_hook,
         }))
     }
 

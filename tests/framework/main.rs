@@ -17,6 +17,8 @@ mod common;
 mod framework {
     /// The circuit-breaking state stream and listener under a flapping connection.
     mod circuit_breaker;
+    /// `configure_client`: the raw client's connector, per session.
+    mod client_config;
     /// Losing the connected server and the leader of an ensemble; read-only mode.
     mod cluster;
     /// Connection states, listeners, retries, namespaces, session expiry.
