@@ -23,6 +23,9 @@ pub mod path;
 pub mod protocol;
 mod queue;
 pub mod retry;
+#[cfg(feature = "schema")]
+#[cfg_attr(docsrs, doc(cfg(feature = "schema")))]
+pub mod schema;
 mod shared;
 mod sync;
 #[cfg(feature = "testing")]

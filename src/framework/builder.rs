@@ -99,6 +99,8 @@ pub(crate) struct Config {
     pub(crate) session_failure_policy: SessionFailurePolicy,
     pub(crate) security: Security,
     pub(crate) client_hook: Option<ClientHook>,
+    #[cfg(feature = "schema")]
+    pub(crate) schema_set: Option<Arc<crate::schema::SchemaSet>>,
 }
 
 /// The user's adjustment of every session's client connector (see
@@ -153,6 +155,8 @@ pub struct FrameworkBuilder {
     session_failure_policy: SessionFailurePolicy,
     security: SecurityOptions,
     client_hook: Option<ClientHook>,
+    #[cfg(feature = "schema")]
+    schema_set: Option<Arc<crate::schema::SchemaSet>>,
 }
 
 impl FrameworkBuilder {
@@ -175,6 +179,8 @@ impl FrameworkBuilder {
             session_failure_policy: SessionFailurePolicy::Retry,
             security: SecurityOptions::default(),
             client_hook: None,
+            #[cfg(feature = "schema")]
+            schema_set: None,
         }
     }
 
@@ -234,6 +240,14 @@ impl FrameworkBuilder {
         F: Fn(zookeeper_client::Connector) -> zookeeper_client::Connector + Send + Sync + 'static,
     {
         self.client_hook = Some(ClientHook(Arc::new(configure)));
+        self
+    }
+
+    /// Checks every data-plane operation against `schemas` before it is sent (feature
+    /// `schema`; Curator's `schemaSet`): see [`crate::schema`]. Default: no checks.
+    #[cfg(feature = "schema")]
+    pub fn schema_set(mut self, schemas: crate::schema::SchemaSet) -> Self {
+        self.schema_set = Some(Arc::new(schemas));
         self
     }
 
@@ -426,6 +440,8 @@ impl FrameworkBuilder {
             session_failure_policy: self.session_failure_policy,
             security,
             client_hook: self.client_hook,
+            #[cfg(feature = "schema")]
+            schema_set: self.schema_set,
         }))
     }
 

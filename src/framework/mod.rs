@@ -22,6 +22,7 @@
 //! | `node.rs`, `protected.rs` | a created node's life (its delete on drop through the reaper) and the protected create that finds its node again after a connection loss |
 //! | `watch_table.rs` | every watch the session holds, by path: the one guard against mixing watch modes on a path |
 //! | `server_features.rs` | what the session's server supports, learned once per session ([`ServerInfo`]) |
+//! | `schema_check.rs` | the schema check every data-plane operation makes before sending (feature `schema`) |
 //! | `security.rs`, `session_failure.rs`, `wait_strategy.rs`, `registry.rs` | TLS and SASL settings, the session failure policy, the lock wait strategy, per-framework data-plane state |
 
 mod builder;
@@ -37,6 +38,7 @@ pub(crate) mod protected;
 mod read;
 mod reaper;
 mod registry;
+mod schema_check;
 mod security;
 mod server_features;
 mod session;
@@ -66,6 +68,7 @@ pub use self::read::{
 };
 pub(crate) use self::reaper::ReaperCmd;
 use self::registry::Registry;
+pub(crate) use self::schema_check::SchemaOp;
 pub use self::server_features::ServerInfo;
 pub(crate) use self::session::Session;
 pub use self::state::{ConnectionState, ConnectionStateErrorPolicy, StateSnapshot};

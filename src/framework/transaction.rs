@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use zookeeper_client::{Acl, Acls, CreateMode, MultiWriteError, MultiWriteResult, Stat};
 
-use super::Framework;
+use super::{Framework, SchemaOp};
 use crate::error::{is_zk_connection_error, Error, Result, ZkError};
 
 /// Something that holds a lock node and can fence writes with it: every lock guard, semaphore
@@ -177,6 +177,14 @@ impl<'a> Transaction<'a> {
         let mut prepared = Vec::with_capacity(self.ops.len());
         for op in &self.ops {
             let full = fw.full_path(op.path())?;
+            let schema_op = match op {
+                Op::Create { .. } | Op::Check { .. } => None,
+                Op::SetData { data, .. } => Some(SchemaOp::SetData(data)),
+                Op::Delete { .. } => Some(SchemaOp::Delete),
+            };
+            if let Some(schema_op) = schema_op {
+                fw.check_schema(op.path(), schema_op)?;
+            }
             let acl = match op {
                 Op::Create { mode, ttl, acl, data, .. } => {
                     if op.path() == "/" {
@@ -197,6 +205,7 @@ impl<'a> Transaction<'a> {
                         Some(acl) => acl.clone(),
                         None => fw.acl_for(&full)?,
                     };
+                    fw.check_schema(op.path(), SchemaOp::Create { mode: *mode, data, acl: &acl })?;
                     size += data.len() + 24 + acl.len() * 40;
                     Some(acl)
                 }

@@ -33,6 +33,9 @@ mod framework {
     mod retry_policy;
     /// SASL DIGEST-MD5 logins (feature `sasl`).
     mod sasl;
+    /// Schema sets: every operation checked before it is sent (feature `schema`).
+    #[cfg(feature = "schema")]
+    mod schema;
     /// Every public type and future is `Send` and `Sync` (compile time).
     mod send_sync;
     /// TLS connections (feature `tls`).
