@@ -187,6 +187,16 @@ pub enum Error {
         violation: String,
     },
 
+    /// A migration set does not match what is recorded as applied under its id, or its lock
+    /// was not taken in time (curator-x-async's `MigrationException`).
+    #[error("migration set {id}: {reason}")]
+    Migration {
+        /// The migration set's id.
+        id: String,
+        /// What is wrong.
+        reason: String,
+    },
+
     /// The lock directory's sequence counter wrapped past 2,147,483,647 creates: ZooKeeper now
     /// hands out negative suffixes, which sort ahead of older nodes, so the queue's order says
     /// nothing (Curator peers would misread it). The acquire fails, deleting its node. The

@@ -17,6 +17,7 @@ mod framework;
 pub mod guide;
 mod leader;
 mod locks;
+pub mod migrations;
 mod mirror;
 mod nodes;
 pub mod path;

@@ -25,6 +25,8 @@ mod framework {
     mod connection;
     /// `close()` during `start()`, a session whose client task is gone.
     mod lifecycle;
+    /// `MigrationManager`: sets applied once across racing frameworks; changed sets refused.
+    mod migrations;
     /// `using_namespace`: several namespaces on one session, recipes under each.
     mod namespaces;
     /// Creates, reads, one-shot watches, versioned writes, deletes, ACLs.
