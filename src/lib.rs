@@ -50,6 +50,7 @@ pub use error::{Error, Result};
 pub use framework::session_failure::SessionFailurePolicy;
 pub use framework::wait_strategy::WaitStrategy;
 pub use framework::CircuitBreakingStream;
+pub use framework::TempFramework;
 pub use framework::{
     AclProvider, ConnectionState, ConnectionStateErrorPolicy, ConnectionStateListener, ConnectionStateStream,
     FixedAclProvider, Framework, FrameworkBuilder, ListenerHandle, OpenAclProvider, ServerInfo, StateSnapshot,

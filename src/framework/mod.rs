@@ -22,6 +22,7 @@
 //! | `node.rs`, `protected.rs` | a created node's life (its delete on drop through the reaper) and the protected create that finds its node again after a connection loss |
 //! | `watch_table.rs` | every watch the session holds, by path: the one guard against mixing watch modes on a path |
 //! | `server_features.rs` | what the session's server supports, learned once per session ([`ServerInfo`]) |
+//! | `temp.rs` | [`TempFramework`]: a session opened on use and closed when idle |
 //! | `schema_check.rs` | the schema check every data-plane operation makes before sending (feature `schema`) |
 //! | `security.rs`, `session_failure.rs`, `wait_strategy.rs`, `registry.rs` | TLS and SASL settings, the session failure policy, the lock wait strategy, per-framework data-plane state |
 
@@ -45,6 +46,7 @@ mod session;
 pub(crate) mod session_failure;
 mod state;
 mod state_manager;
+mod temp;
 mod transaction;
 pub(crate) mod wait_strategy;
 mod watch_table;
@@ -73,6 +75,7 @@ pub use self::server_features::ServerInfo;
 pub(crate) use self::session::Session;
 pub use self::state::{ConnectionState, ConnectionStateErrorPolicy, StateSnapshot};
 use self::state_manager::Timing;
+pub use self::temp::TempFramework;
 pub use self::transaction::{Fence, OpResult, Transaction};
 pub(crate) use self::watch_table::Registered;
 pub use self::watch_table::{NodeEvent, NodeEventKind, WatchMode};

@@ -40,6 +40,8 @@ mod framework {
     mod schema;
     /// Every public type and future is `Send` and `Sync` (compile time).
     mod send_sync;
+    /// `TempFramework`: a session opened on use, closed when idle.
+    mod temp_framework;
     /// TLS connections (feature `tls`).
     mod tls;
     /// All-or-nothing commits and fenced writes.
