@@ -44,7 +44,8 @@
 //   quit                          -> bye, then the process exits 0
 //
 // Leader election commands (LeaderLatch, LeaderSelector) are listed at the `Elections` class below;
-// shared values, atomics, barriers and queues at the `Values` class.
+// shared values, atomics, barriers and queues at the `Values` class; schema sets at the
+// `Schemas` class.
 //
 // Asynchronous lines, interleaved with replies: `connection <STATE>`, `revoke-requested ID`,
 // `loop-done ID N`, `loop-error ID msg`. Startup prints `ready` once connected.
@@ -97,6 +98,7 @@ import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.framework.recipes.locks.Revoker;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 import org.apache.zookeeper.KeeperException;
+import org.apache.zookeeper.CreateMode;
 
 public final class CuratorPeer {
     private static final PrintStream OUT =
@@ -142,6 +144,7 @@ public final class CuratorPeer {
     private final Groups groups;
     private final Values values;
     private final Typed typed;
+    private final Schemas schemas;
 
     private CuratorPeer(CuratorFramework client) {
         this.client = client;
@@ -151,6 +154,7 @@ public final class CuratorPeer {
         this.groups = new Groups(client);
         this.values = new Values(client);
         this.typed = new Typed(client);
+        this.schemas = new Schemas(client);
     }
 
     static void emit(String line) {
@@ -280,7 +284,7 @@ public final class CuratorPeer {
 
     private boolean dispatch(String[] t) throws Exception {
         if (elections.dispatch(t) || caches.dispatch(t) || values.dispatch(t) || discoveries.dispatch(t)
-                || groups.dispatch(t) || typed.dispatch(t)) {
+                || groups.dispatch(t) || typed.dispatch(t) || schemas.dispatch(t)) {
             return true;
         }
         switch (t[0]) {
@@ -1264,6 +1268,101 @@ public final class CuratorPeer {
                         d.close();
                     }
                     emit("disc_close " + t[1] + " ok");
+                    return true;
+                }
+                default:
+                    return false;
+            }
+        }
+    }
+
+    /**
+     * Schema sets (Curator's `org.apache.curator.framework.schema`), each on a client of its own
+     * built with `schemaSet(new SchemaSetLoader(json, null).toSchemaSet(USE_DEFAULT))`:
+     *   schema ID JSON_FILE USE_DEFAULT -> schema ID ok           (connected)
+     *   schema_op ID OP PATH [DATA]     -> schema_op ID ok | schema_op ID violation <message>
+     *                                      | schema_op ID failed <KeeperException code>
+     *       OP: create_persistent, create_ephemeral, create_persistent_sequential,
+     *           create_ephemeral_sequential, create_container, set, delete, get, get_watched,
+     *           exists, exists_watched, children, children_watched
+     *   schema_close ID                 -> schema_close ID ok
+     */
+    private static final class Schemas {
+        private final CuratorFramework client;
+        private final Map<String, CuratorFramework> clients = new ConcurrentHashMap<>();
+
+        Schemas(CuratorFramework client) {
+            this.client = client;
+        }
+
+        /** Handles a schema command; false when `t[0]` is not one. */
+        boolean dispatch(String[] t) throws Exception {
+            switch (t[0]) {
+                case "schema": {
+                    need(t, 4, "schema ID JSON_FILE USE_DEFAULT");
+                    String json = new String(
+                            java.nio.file.Files.readAllBytes(java.nio.file.Paths.get(t[2])), StandardCharsets.UTF_8);
+                    org.apache.curator.framework.schema.SchemaSet set =
+                            new org.apache.curator.framework.schema.SchemaSetLoader(json, null)
+                                    .toSchemaSet(Boolean.parseBoolean(t[3]));
+                    CuratorFramework schemed = CuratorFrameworkFactory.builder()
+                            .connectString(client.getZookeeperClient().getCurrentConnectionString())
+                            .retryPolicy(new ExponentialBackoffRetry(200, 10))
+                            .schemaSet(set)
+                            .build();
+                    schemed.start();
+                    if (!schemed.blockUntilConnected(30, TimeUnit.SECONDS)) {
+                        schemed.close();
+                        throw new IllegalStateException("schema client did not connect");
+                    }
+                    clients.put(t[1], schemed);
+                    emit("schema " + t[1] + " ok");
+                    return true;
+                }
+                case "schema_op": {
+                    need(t, 4, "schema_op ID OP PATH [DATA]");
+                    CuratorFramework c = clients.get(t[1]);
+                    if (c == null) {
+                        throw new IllegalArgumentException("unknown schema client " + t[1]);
+                    }
+                    String path = t[3];
+                    byte[] data = (t.length > 4 ? t[4] : "").getBytes(StandardCharsets.UTF_8);
+                    try {
+                        switch (t[2]) {
+                            case "create_persistent": c.create().withMode(CreateMode.PERSISTENT).forPath(path, data); break;
+                            case "create_ephemeral": c.create().withMode(CreateMode.EPHEMERAL).forPath(path, data); break;
+                            case "create_persistent_sequential":
+                                c.create().withMode(CreateMode.PERSISTENT_SEQUENTIAL).forPath(path, data);
+                                break;
+                            case "create_ephemeral_sequential":
+                                c.create().withMode(CreateMode.EPHEMERAL_SEQUENTIAL).forPath(path, data);
+                                break;
+                            case "create_container": c.create().withMode(CreateMode.CONTAINER).forPath(path, data); break;
+                            case "set": c.setData().forPath(path, data); break;
+                            case "delete": c.delete().forPath(path); break;
+                            case "get": c.getData().forPath(path); break;
+                            case "get_watched": c.getData().watched().forPath(path); break;
+                            case "exists": c.checkExists().forPath(path); break;
+                            case "exists_watched": c.checkExists().watched().forPath(path); break;
+                            case "children": c.getChildren().forPath(path); break;
+                            case "children_watched": c.getChildren().watched().forPath(path); break;
+                            default: throw new IllegalArgumentException("unknown schema op " + t[2]);
+                        }
+                        emit("schema_op " + t[1] + " ok");
+                    } catch (org.apache.curator.framework.schema.SchemaViolation e) {
+                        emit("schema_op " + t[1] + " violation " + describe(e));
+                    } catch (KeeperException e) {
+                        emit("schema_op " + t[1] + " failed " + e.code());
+                    }
+                    return true;
+                }
+                case "schema_close": {
+                    need(t, 2, "schema_close ID");
+                    CuratorFramework c = clients.remove(t[1]);
+                    if (c != null) {
+                        c.close();
+                    }
+                    emit("schema_close " + t[1] + " ok");
                     return true;
                 }
                 default:

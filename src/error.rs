@@ -174,6 +174,29 @@ pub enum Error {
         attempts: u32,
     },
 
+    /// An operation breaks a rule of the framework's schema set (Curator's `SchemaViolation`);
+    /// nothing was sent.
+    #[error("schema violation at {path}: {violation}{}", schema.as_deref().map(|s| format!(" (schema {s:?})")).unwrap_or_default())]
+    SchemaViolation {
+        /// The name of the schema whose rule it breaks (`None` when no schema matches the
+        /// path and the set has no default).
+        schema: Option<String>,
+        /// The path of the operation, without the namespace.
+        path: String,
+        /// The rule broken, in Curator's words (`Cannot be deleted`, `Must be ephemeral`, ...).
+        violation: String,
+    },
+
+    /// A migration set does not match what is recorded as applied under its id, or its lock
+    /// was not taken in time (curator-x-async's `MigrationException`).
+    #[error("migration set {id}: {reason}")]
+    Migration {
+        /// The migration set's id.
+        id: String,
+        /// What is wrong.
+        reason: String,
+    },
+
     /// The lock directory's sequence counter wrapped past 2,147,483,647 creates: ZooKeeper now
     /// hands out negative suffixes, which sort ahead of older nodes, so the queue's order says
     /// nothing (Curator peers would misread it). The acquire fails, deleting its node. The

@@ -17,6 +17,7 @@ mod framework;
 pub mod guide;
 mod leader;
 mod locks;
+pub mod migrations;
 mod mirror;
 #[cfg(feature = "serde")]
 mod modeled;
@@ -25,6 +26,9 @@ pub mod path;
 pub mod protocol;
 mod queue;
 pub mod retry;
+#[cfg(feature = "schema")]
+#[cfg_attr(docsrs, doc(cfg(feature = "schema")))]
+pub mod schema;
 mod shared;
 mod sync;
 #[cfg(feature = "testing")]
@@ -53,6 +57,8 @@ pub use error::ReconfigRefusal;
 pub use error::{Error, Result};
 pub use framework::session_failure::SessionFailurePolicy;
 pub use framework::wait_strategy::WaitStrategy;
+pub use framework::CircuitBreakingStream;
+pub use framework::TempFramework;
 pub use framework::{
     AclProvider, ConnectionState, ConnectionStateErrorPolicy, ConnectionStateListener, ConnectionStateStream,
     FixedAclProvider, Framework, FrameworkBuilder, ListenerHandle, OpenAclProvider, ServerInfo, StateSnapshot,

@@ -2,7 +2,9 @@
 //!
 //! A policy is stateless (Curator's `RetryPolicy.allowRetry`): it is asked, for the `attempt`-th
 //! retry (0 for the first) after `elapsed` time since the operation began, how long to sleep
-//! before trying again, or `None` to give up.
+//! before trying again, or `None` to give up. Before that, it is asked whether the error is
+//! worth another try at all ([`RetryPolicy::allow_retry`], Curator 5's
+//! `allowRetry(Throwable)`); the default is [`Error::is_retryable`].
 //!
 //! ```
 //! use std::time::Duration;
@@ -27,6 +29,49 @@ pub trait RetryPolicy: Debug + Send + Sync + 'static {
     /// The delay before retry number `attempt` (0-based), or `None` to give up.
     /// `elapsed` is the time since the operation first started.
     fn next_delay(&self, attempt: u32, elapsed: Duration) -> Option<Duration>;
+
+    /// Whether a try that failed with `error` may be tried again at all (Curator 5's
+    /// `RetryPolicy.allowRetry(Throwable)`); when it says yes, [`next_delay`](Self::next_delay)
+    /// decides whether the budget allows it, and when.
+    ///
+    /// The default is [`Error::is_retryable`]: connection loss and the client's transport
+    /// errors, an expired or moved session, throttling. A policy may refuse some of those (for
+    /// example, fail at the first `ConnectionLoss` rather than wait for a reconnect) or accept
+    /// more.
+    ///
+    /// The framework asks it for every operation it retries under the framework's policy: its
+    /// data plane (creates, reads, writes, deletes, transactions, parents), the protected
+    /// creates of the recipes and their starting over. A refused error is returned as it is (a
+    /// sequential create or a transaction whose outcome is unknown still fails with
+    /// [`Error::OutcomeUnknown`]). Work the framework must finish whatever the policy says
+    /// (background deletes, re-adding watches after a reconnect) does not ask it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use zk_recipes::retry::{RetryNTimes, RetryPolicy};
+    /// use zk_recipes::{zk, Error};
+    ///
+    /// // Fail fast on a lost connection; keep retrying the rest.
+    /// #[derive(Debug)]
+    /// struct NoConnectionLoss(RetryNTimes);
+    ///
+    /// impl RetryPolicy for NoConnectionLoss {
+    ///     fn next_delay(&self, attempt: u32, elapsed: Duration) -> Option<Duration> {
+    ///         self.0.next_delay(attempt, elapsed)
+    ///     }
+    ///
+    ///     fn allow_retry(&self, error: &Error) -> bool {
+    ///         !error.is_connection_loss() && error.is_retryable()
+    ///     }
+    /// }
+    ///
+    /// let policy = NoConnectionLoss(RetryNTimes::new(3, Duration::from_millis(100)));
+    /// assert!(!policy.allow_retry(&Error::ZooKeeper(zk::Error::ConnectionLoss)));
+    /// assert!(policy.allow_retry(&Error::ZooKeeper(zk::Error::SessionMoved)));
+    /// ```
+    fn allow_retry(&self, error: &Error) -> bool {
+        error.is_retryable()
+    }
 
     /// Checks the policy's settings when a framework is built with it
     /// ([`FrameworkBuilder::build`](crate::FrameworkBuilder::build) returns the error). The
@@ -243,6 +288,12 @@ impl<'a> RetryLoop<'a> {
         }
     }
 
+    /// Whether the policy lets a try that failed with the client's `error` be tried again at
+    /// all ([`RetryPolicy::allow_retry`]).
+    pub(crate) fn allows_zk(&self, error: &crate::error::ZkError) -> bool {
+        self.policy.allow_retry(&Error::ZooKeeper(error.clone()))
+    }
+
     /// How many retries have been counted.
     pub(crate) fn attempts(&self) -> u32 {
         self.attempt
@@ -415,6 +466,37 @@ mod tests {
         let policy = RetryForever::new(Duration::from_millis(5));
         let mut retry = RetryLoop::new(&policy).stop_when(&Ended);
         assert_eq!(retry.next_delay(), None);
+    }
+
+    #[derive(Debug)]
+    struct NoConnectionLoss;
+
+    impl RetryPolicy for NoConnectionLoss {
+        fn next_delay(&self, _attempt: u32, _elapsed: Duration) -> Option<Duration> {
+            Some(Duration::from_millis(1))
+        }
+
+        fn allow_retry(&self, error: &Error) -> bool {
+            !error.is_connection_loss() && error.is_retryable()
+        }
+    }
+
+    #[test]
+    fn allow_retry_defaults_to_the_retryable_errors_and_can_be_narrowed() {
+        use crate::error::ZkError;
+        let default = RetryNTimes::new(3, Duration::from_millis(5));
+        for retryable in [ZkError::ConnectionLoss, ZkError::SessionMoved, ZkError::Throttled, ZkError::SessionExpired] {
+            assert!(default.allow_retry(&Error::ZooKeeper(retryable.clone())), "{retryable:?}");
+        }
+        for permanent in [ZkError::NoNode, ZkError::NoAuth, ZkError::BadVersion, ZkError::NodeExists] {
+            assert!(!default.allow_retry(&Error::ZooKeeper(permanent.clone())), "{permanent:?}");
+        }
+        assert!(!default.allow_retry(&Error::Closed));
+        assert!(!NoConnectionLoss.allow_retry(&Error::ZooKeeper(ZkError::ConnectionLoss)));
+        assert!(NoConnectionLoss.allow_retry(&Error::ZooKeeper(ZkError::SessionMoved)));
+        let retry = RetryLoop::new(&NoConnectionLoss);
+        assert!(!retry.allows_zk(&ZkError::ConnectionLoss));
+        assert!(retry.allows_zk(&ZkError::Throttled));
     }
 
     #[test]

@@ -101,6 +101,27 @@ pub(crate) struct Config {
     /// Gzip is the default of the data plane's writes and reads (`enable_compression`).
     pub(crate) compression: bool,
     pub(crate) ensemble_tracking: bool,
+    pub(crate) client_hook: Option<ClientHook>,
+    #[cfg(feature = "schema")]
+    pub(crate) schema_set: Option<Arc<crate::schema::SchemaSet>>,
+}
+
+/// The user's adjustment of every session's client connector (see
+/// [`FrameworkBuilder::configure_client`]).
+#[derive(Clone)]
+pub(crate) struct ClientHook(Arc<dyn Fn(zookeeper_client::Connector) -> zookeeper_client::Connector + Send + Sync>);
+
+impl ClientHook {
+    /// The connector as the hook leaves it.
+    pub(crate) fn apply(&self, connector: zookeeper_client::Connector) -> zookeeper_client::Connector {
+        (self.0)(connector)
+    }
+}
+
+impl std::fmt::Debug for ClientHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClientHook")
+    }
 }
 
 /// Builds a [`Framework`]. Setters take and return the builder by value; `build()` validates
@@ -138,6 +159,9 @@ pub struct FrameworkBuilder {
     security: SecurityOptions,
     compression: bool,
     ensemble_tracking: bool,
+    client_hook: Option<ClientHook>,
+    #[cfg(feature = "schema")]
+    schema_set: Option<Arc<crate::schema::SchemaSet>>,
 }
 
 impl FrameworkBuilder {
@@ -161,6 +185,9 @@ impl FrameworkBuilder {
             security: SecurityOptions::default(),
             compression: false,
             ensemble_tracking: true,
+            client_hook: None,
+            #[cfg(feature = "schema")]
+            schema_set: None,
         }
     }
 
@@ -188,6 +215,46 @@ impl FrameworkBuilder {
     /// namespace node is created as a container when first needed.
     pub fn namespace(mut self, namespace: &str) -> Self {
         self.namespace = Some(namespace.to_owned());
+        self
+    }
+
+    /// Adjusts the raw client's [`Connector`](zookeeper_client::Connector) before every
+    /// session is opened (Curator's `zookeeperFactory` and `zkClientConfig`), for the client
+    /// settings this builder does not offer: `with_connection_timeout` (the client's idle
+    /// timeout before it concludes a connection is lost; default 2/5 of the session timeout),
+    /// `with_server_version` (the protocol for a 3.4 server), `with_fail_eagerly`, or TLS
+    /// options built by hand (`with_tls`, feature `tls`).
+    ///
+    /// `configure` is called once per session (the first one and every new session after
+    /// `Lost`), after the framework's own settings (session timeout, read-only, auth) and
+    /// before the ones it must decide itself, which win: the session to re-establish, and TLS
+    /// and SASL when configured on this builder. Leave `with_session_timeout`,
+    /// `with_readonly` and `with_detached` alone: the framework's states and its `close()`
+    /// rely on its own choices (a detached session outlives `close()` until it expires).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use zk_recipes::Framework;
+    ///
+    /// let framework = Framework::builder("127.0.0.1:2181")
+    ///     .configure_client(|connector| connector.with_connection_timeout(Duration::from_secs(2)))
+    ///     .build()
+    ///     .expect("valid configuration");
+    /// # drop(framework);
+    /// ```
+    pub fn configure_client<F>(mut self, configure: F) -> Self
+    where
+        F: Fn(zookeeper_client::Connector) -> zookeeper_client::Connector + Send + Sync + 'static,
+    {
+        self.client_hook = Some(ClientHook(Arc::new(configure)));
+        self
+    }
+
+    /// Checks every data-plane operation against `schemas` before it is sent (feature
+    /// `schema`; Curator's `schemaSet`): see [`crate::schema`]. Default: no checks.
+    #[cfg(feature = "schema")]
+    pub fn schema_set(mut self, schemas: crate::schema::SchemaSet) -> Self {
+        self.schema_set = Some(Arc::new(schemas));
         self
     }
 
@@ -425,6 +492,9 @@ impl FrameworkBuilder {
             security,
             compression: self.compression,
             ensemble_tracking: self.ensemble_tracking,
+            client_hook: self.client_hook,
+            #[cfg(feature = "schema")]
+            schema_set: self.schema_set,
         }))
     }
 

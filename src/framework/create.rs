@@ -15,7 +15,7 @@ use futures::future::BoxFuture;
 use zookeeper_client::{Acl, Acls, CreateMode, Stat};
 
 use super::node::{Failure, PendingCreate};
-use super::{Framework, Session};
+use super::{Framework, SchemaOp, Session};
 use crate::error::{is_zk_connection_error, is_zk_retryable, Error, Result, ZkError};
 use crate::path;
 use crate::protocol::gzip;
@@ -275,6 +275,7 @@ impl<'a> CreateBuilder<'a> {
             Some(acl) => acl.clone(),
             None => fw.acl_for(&target)?,
         };
+        fw.check_schema(self.path, SchemaOp::Create { mode: self.mode, data: self.data, acl: &acl })?;
         fw.check_create_with(&target, if self.sequential() { 10 } else { 0 }, self.data, &acl)?;
         let mut options = self.mode.with_acls(Acls::new(&acl));
         if let Some(ttl) = self.ttl {
@@ -328,12 +329,12 @@ impl<'a> CreateBuilder<'a> {
                         });
                     }
                     in_doubt = true;
-                    if !retry.backoff().await {
+                    if !retry.allows_zk(&e) || !retry.backoff().await {
                         return Err(e.into());
                     }
                 }
                 e if is_zk_retryable(&e) => {
-                    if !retry.backoff().await {
+                    if !retry.allows_zk(&e) || !retry.backoff().await {
                         return Err(e.into());
                     }
                 }

@@ -16,15 +16,19 @@
 //! | `state_manager.rs` | the task that runs the transitions and replaces lost sessions |
 //! | `reaper.rs` | guaranteed background deletes |
 //! | `listener.rs` | listeners and the state stream |
+//! | `circuit_breaker.rs` | the circuit-breaking state stream and listener (flapping swallowed) |
 //! | `ops.rs`, `listings.rs` | namespaced operations and the retry loop; listings shared by concurrent callers |
 //! | `create.rs`, `read.rs`, `write.rs`, `transaction.rs` | the data plane: creates, reads (with one-shot watches), writes, transactions and fences |
 //! | `node.rs`, `protected.rs` | a created node's life (its delete on drop through the reaper) and the protected create that finds its node again after a connection loss |
 //! | `watch_table.rs` | every watch the session holds, by path: the one guard against mixing watch modes on a path |
 //! | `ensemble.rs` | the tracked ensemble membership (`/zookeeper/config`), the hosts the next connection uses, and [`Reconfig`] |
 //! | `server_features.rs` | what the session's server supports, learned once per session ([`ServerInfo`]) |
+//! | `temp.rs` | [`TempFramework`]: a session opened on use and closed when idle |
+//! | `schema_check.rs` | the schema check every data-plane operation makes before sending (feature `schema`) |
 //! | `security.rs`, `session_failure.rs`, `wait_strategy.rs`, `registry.rs` | TLS and SASL settings, the session failure policy, the lock wait strategy, per-framework data-plane state |
 
 mod builder;
+mod circuit_breaker;
 mod create;
 mod ensemble;
 mod heartbeat;
@@ -37,12 +41,14 @@ pub(crate) mod protected;
 mod read;
 mod reaper;
 mod registry;
+mod schema_check;
 mod security;
 mod server_features;
 mod session;
 pub(crate) mod session_failure;
 mod state;
 mod state_manager;
+mod temp;
 mod transaction;
 pub(crate) mod wait_strategy;
 mod watch_table;
@@ -56,6 +62,7 @@ use zookeeper_client::Client;
 
 pub(crate) use self::builder::Config;
 pub use self::builder::{AclProvider, FixedAclProvider, FrameworkBuilder, OpenAclProvider};
+pub use self::circuit_breaker::CircuitBreakingStream;
 pub use self::create::{CreateBuilder, Created, Parents};
 pub use self::ensemble::{Ensemble, EnsembleMember, Reconfig, ServerRole};
 use self::inner::Inner;
@@ -66,10 +73,12 @@ pub use self::read::{
 };
 pub(crate) use self::reaper::ReaperCmd;
 use self::registry::Registry;
+pub(crate) use self::schema_check::SchemaOp;
 pub use self::server_features::ServerInfo;
 pub(crate) use self::session::Session;
 pub use self::state::{ConnectionState, ConnectionStateErrorPolicy, StateSnapshot};
 use self::state_manager::Timing;
+pub use self::temp::TempFramework;
 pub use self::transaction::{Fence, OpResult, Transaction};
 pub(crate) use self::watch_table::Registered;
 pub use self::watch_table::{NodeEvent, NodeEventKind, WatchMode};
@@ -94,25 +103,29 @@ use crate::error::{Error, Result};
 #[derive(Clone)]
 pub struct Framework {
     inner: Arc<Inner>,
+    /// This handle's namespace (absolute, normalized): the configured one, or another chosen
+    /// with [`using_namespace`](Framework::using_namespace) on the same session.
+    namespace: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for Framework {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Framework")
             .field("connect_string", &self.inner.config.connect_string)
-            .field("namespace", &self.inner.config.namespace)
+            .field("namespace", &self.namespace)
             .field("snapshot", &self.snapshot())
             .finish()
     }
 }
 
 /// A framework handle that does not keep the framework alive (held by its listener tasks).
-pub(crate) struct WeakFramework(Weak<Inner>);
+pub(crate) struct WeakFramework(Weak<Inner>, Option<Arc<str>>);
 
 impl WeakFramework {
-    /// The framework, while a strong handle exists.
+    /// The framework (with the namespace of the handle it was made from), while a strong
+    /// handle exists.
     pub(crate) fn upgrade(&self) -> Option<Framework> {
-        self.0.upgrade().map(|inner| Framework { inner })
+        self.0.upgrade().map(|inner| Framework { inner, namespace: self.1.clone() })
     }
 }
 
@@ -140,7 +153,8 @@ impl Framework {
     }
 
     pub(crate) fn from_config(config: Config) -> Framework {
-        Framework { inner: Arc::new(Inner::new(config)) }
+        let namespace = config.namespace.as_deref().map(Arc::from);
+        Framework { inner: Arc::new(Inner::new(config)), namespace }
     }
 
     /// Connects (opens the first session), publishes `Connected`, and starts the background
@@ -264,15 +278,17 @@ impl Framework {
     /// [`Error::Closed`] after `close()`; [`Error::NotStarted`] when called before `start()`
     /// outside a Tokio runtime.
     pub fn add_listener(&self, listener: Arc<dyn ConnectionStateListener>) -> Result<ListenerHandle> {
-        let runtime = self.inner.runtime()?;
-        let runtime = match tokio::runtime::Handle::try_current().ok().or(runtime) {
-            Some(runtime) => runtime,
-            None => return Err(Error::NotStarted),
-        };
+        let runtime = self.listener_runtime()?;
         let Some(events) = self.inner.subscribe_events() else { return Err(Error::Closed) };
         let weak = self.downgrade();
         let task = runtime.spawn(listener::run(weak, events, self.state_watch(), listener));
         Ok(ListenerHandle::new(task.abort_handle()))
+    }
+
+    /// The runtime a listener's task runs on: the caller's, else the framework's.
+    fn listener_runtime(&self) -> Result<tokio::runtime::Handle> {
+        let runtime = self.inner.runtime()?;
+        tokio::runtime::Handle::try_current().ok().or(runtime).ok_or(Error::NotStarted)
     }
 
     /// Registers a closure as a listener; see [`add_listener`](Self::add_listener).
@@ -312,9 +328,29 @@ impl Framework {
         self.inner.pending_deletes()
     }
 
-    /// The namespace as an absolute path (`/app`), if one was configured.
+    /// The namespace as an absolute path (`/app`), if this handle has one: the configured
+    /// one, or the one given to [`using_namespace`](Self::using_namespace).
     pub fn namespace(&self) -> Option<&str> {
-        self.inner.config.namespace.as_deref()
+        self.namespace.as_deref()
+    }
+
+    /// A handle on the same framework and session with another namespace (Curator's
+    /// `usingNamespace`): `Some("other")` (or `"/other"`) prefixes every path of the new handle's
+    /// operations, and of the recipes built on it, with `/other`; `None` uses server paths as
+    /// they are. Nothing is sent and nothing is started: the handle shares this one's session,
+    /// connection states, listeners, background deletes and watches, and is as cheap as a
+    /// clone. Closing either handle closes the framework.
+    ///
+    /// As with a configured namespace, the namespace's node is created as a container when
+    /// first needed.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for a namespace that is not a valid path below the root (empty,
+    /// `/`, under `/zookeeper`, with empty or relative segments), as
+    /// [`FrameworkBuilder::namespace`] checks it.
+    pub fn using_namespace(&self, namespace: Option<&str>) -> Result<Framework> {
+        let namespace = namespace.map(crate::path::normalize_namespace).transpose()?;
+        Ok(Framework { inner: Arc::clone(&self.inner), namespace: namespace.map(Arc::from) })
     }
 
     /// The configured error policy.
@@ -416,7 +452,7 @@ impl Framework {
 
     /// A handle that does not keep the framework alive.
     pub(crate) fn downgrade(&self) -> WeakFramework {
-        WeakFramework(Arc::downgrade(&self.inner))
+        WeakFramework(Arc::downgrade(&self.inner), self.namespace.clone())
     }
 
     /// The data plane's per-framework state (server features, live persistent watches).

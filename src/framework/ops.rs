@@ -41,8 +41,9 @@ impl Framework {
         }
     }
 
-    /// Runs `op` on the current session, retrying retryable failures (connection loss,
-    /// session moved or expired, throttling) under the retry policy. A retry after `Lost` runs
+    /// Runs `op` on the current session, retrying the failures the retry policy allows
+    /// ([`RetryPolicy::allow_retry`](crate::retry::RetryPolicy::allow_retry); by default
+    /// connection loss, session moved or expired, throttling) under the retry policy. A retry after `Lost` runs
     /// on the new session, unless the session failure policy says to fail with
     /// `SessionExpired` instead.
     pub(crate) async fn with_retry<T, F, Fut>(&self, mut op: F) -> Result<T>
@@ -57,7 +58,8 @@ impl Framework {
             let reply = session.map(&mut op);
             async move { Ok(reply?.await?) }
         };
-        self.retry_loop().run(on_session, |e: &Error| e.is_retryable() && policy.allows_retry(e)).await
+        let retry_policy = &*self.config().retry_policy;
+        self.retry_loop().run(on_session, |e: &Error| retry_policy.allow_retry(e) && policy.allows_retry(e)).await
     }
 
     /// A retry loop under the framework's policy that gives up once the framework closes.
@@ -144,7 +146,8 @@ impl Framework {
         // level's create arrives (the server removes an empty container at any moment, and
         // its delete can land between two of our creates): `NoNode` then sends every level
         // again, under the retry policy, like a connection loss.
-        let parent_vanished = |e: &Error| e.is_retryable() || matches!(e, Error::ZooKeeper(ZkError::NoNode));
+        let retry_policy = &*self.config().retry_policy;
+        let parent_vanished = |e: &Error| matches!(e, Error::ZooKeeper(ZkError::NoNode)) || retry_policy.allow_retry(e);
         self.retry_loop().run(on_session, parent_vanished).await
     }
 

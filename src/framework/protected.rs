@@ -11,7 +11,7 @@ use zookeeper_client::{Acl, Acls, CreateMode, CreateSequence, Stat};
 
 use super::node::{retry_request, CreatedNode, Failure, PendingCreate};
 use super::{Framework, ReaperCmd, Session};
-use crate::error::{is_zk_retryable, is_zk_session_lost, Error, Result, ZkError};
+use crate::error::{is_zk_session_lost, Error, Result, ZkError};
 use crate::path;
 
 /// A directory of protected nodes: where they are created, under which name marker and
@@ -197,7 +197,7 @@ impl NodeSpec<'_> {
                 // fresh attempt, as Curator does on NoNode, under the retry policy.
                 Err(ZkError::NoNode) => return Err(Failure::NodeMissing),
                 Err(e) if is_zk_session_lost(&e) => return Err(Failure::NodeMissing),
-                Err(e) if is_zk_retryable(&e) => e,
+                Err(e) if retry.allows_zk(&e) => e,
                 Err(e) => return Err(e.into()),
             };
             // The create may have happened: look for our prefix before creating again.

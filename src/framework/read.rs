@@ -11,7 +11,7 @@ use futures::future::BoxFuture;
 use zookeeper_client::{EventType, OneshotWatcher, SessionState, Stat};
 
 use super::watch_table::{NodeEvent, Registered};
-use super::Framework;
+use super::{Framework, SchemaOp};
 use crate::error::{Error, Result, ZkError};
 
 /// A one-shot watch set by a watched read (Curator's `usingWatcher`): it completes once, with
@@ -267,6 +267,7 @@ impl<'a> IntoFuture for GetData<'a> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let full = self.framework.full_path(self.path)?;
+            self.framework.check_schema(self.path, SchemaOp::Read { watched: false })?;
             let full = &full;
             let (data, stat) = self.framework.with_retry(|s| async move { s.client.get_data(full).await }).await?;
             Ok((self.framework.unpack(self.path, self.decompress, data)?, stat))
@@ -287,6 +288,8 @@ impl<'a> IntoFuture for GetDataWatched<'a> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let fw = self.framework;
+            fw.full_path(self.path)?;
+            fw.check_schema(self.path, SchemaOp::Read { watched: true })?;
             let (full, entry) = fw.oneshot_watchable(self.path)?;
             let full = &full;
             let (data, stat, watcher) =
@@ -309,6 +312,7 @@ impl<'a> IntoFuture for Exists<'a> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let full = self.framework.full_path(self.path)?;
+            self.framework.check_schema(self.path, SchemaOp::Read { watched: false })?;
             let full = &full;
             self.framework.with_retry(|s| async move { s.client.check_stat(full).await }).await
         })
@@ -327,6 +331,8 @@ impl<'a> IntoFuture for ExistsWatched<'a> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let fw = self.framework;
+            fw.full_path(self.path)?;
+            fw.check_schema(self.path, SchemaOp::Read { watched: true })?;
             let (full, entry) = fw.oneshot_watchable(self.path)?;
             let full = &full;
             let (stat, watcher) = fw.with_retry(|s| async move { s.client.check_and_watch_stat(full).await }).await?;
@@ -347,6 +353,7 @@ impl<'a> IntoFuture for GetChildren<'a> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let full = self.framework.full_path(self.path)?;
+            self.framework.check_schema(self.path, SchemaOp::Read { watched: false })?;
             let full = &full;
             self.framework.with_retry(|s| async move { s.client.list_children(full).await }).await
         })
@@ -365,6 +372,7 @@ impl<'a> IntoFuture for GetChildrenWithStat<'a> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let full = self.framework.full_path(self.path)?;
+            self.framework.check_schema(self.path, SchemaOp::Read { watched: false })?;
             let full = &full;
             self.framework.with_retry(|s| async move { s.client.get_children(full).await }).await
         })
@@ -383,6 +391,8 @@ impl<'a> IntoFuture for GetChildrenWatched<'a> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let fw = self.framework;
+            fw.full_path(self.path)?;
+            fw.check_schema(self.path, SchemaOp::Read { watched: true })?;
             let (full, entry) = fw.oneshot_watchable(self.path)?;
             let full = &full;
             let (children, stat, watcher) =

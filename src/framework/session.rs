@@ -289,7 +289,10 @@ fn connector(config: &Config) -> zookeeper_client::Connector {
     for auth in &config.auth {
         connector = connector.with_auth(&auth.scheme, &auth.data);
     }
-    connector
+    match &config.client_hook {
+        Some(hook) => hook.apply(connector),
+        None => connector,
+    }
 }
 
 async fn open(

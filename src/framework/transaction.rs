@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use zookeeper_client::{Acl, Acls, CreateMode, MultiWriteError, MultiWriteResult, Stat};
 
-use super::Framework;
-use crate::error::{is_zk_connection_error, is_zk_retryable, Error, Result, ZkError};
+use super::{Framework, SchemaOp};
+use crate::error::{is_zk_connection_error, Error, Result, ZkError};
 
 /// Something that holds a lock node and can fence writes with it: every lock guard, semaphore
 /// lease and leadership term. A transaction [`fenced_by`](Transaction::fenced_by) it starts
@@ -211,6 +211,14 @@ impl<'a> Transaction<'a> {
         let mut prepared = Vec::with_capacity(self.ops.len());
         for op in &self.ops {
             let full = fw.full_path(op.path())?;
+            let schema_op = match op {
+                Op::Create { .. } | Op::Check { .. } => None,
+                Op::SetData { data, .. } => Some(SchemaOp::SetData(data)),
+                Op::Delete { .. } => Some(SchemaOp::Delete),
+            };
+            if let Some(schema_op) = schema_op {
+                fw.check_schema(op.path(), schema_op)?;
+            }
             let acl = match op {
                 Op::Create { mode, ttl, acl, data, .. } => {
                     if op.path() == "/" {
@@ -231,6 +239,7 @@ impl<'a> Transaction<'a> {
                         Some(acl) => acl.clone(),
                         None => fw.acl_for(&full)?,
                     };
+                    fw.check_schema(op.path(), SchemaOp::Create { mode: *mode, data, acl: &acl })?;
                     size += data.len() + 24 + acl.len() * 40;
                     Some(acl)
                 }
@@ -316,7 +325,7 @@ impl<'a> Transaction<'a> {
             {
                 return Err(ttl_unsupported());
             }
-            if !is_zk_retryable(&error) || !retry.backoff().await {
+            if !retry.allows_zk(&error) || !retry.backoff().await {
                 return Err(error.into());
             }
         }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use futures::future::BoxFuture;
 use zookeeper_client::{Acl, Stat};
 
-use super::{Framework, ReaperCmd};
+use super::{Framework, ReaperCmd, SchemaOp};
 use crate::error::{is_zk_connection_error, Error, Result, ZkError};
 use crate::path;
 use crate::protocol::gzip;
@@ -143,6 +143,7 @@ impl Framework {
         if acl.is_empty() {
             return Err(Error::invalid_argument("acl", "an ACL needs at least one entry"));
         }
+        self.check_schema(path, SchemaOp::SetAcl(acl))?;
         let full = &full;
         match self.with_retry(|s| async move { s.client.set_acl(full, acl, version).await }).await {
             Err(Error::ZooKeeper(ZkError::BadVersion)) => {
@@ -185,6 +186,7 @@ impl SetData<'_> {
     async fn run(self) -> Result<Stat> {
         let fw = self.framework;
         let full = fw.full_path(self.path)?;
+        fw.check_schema(self.path, SchemaOp::SetData(self.data))?;
         let version = check_version(self.version);
         let packed = self.compress.unwrap_or(fw.config().compression).then(|| gzip::compress(self.data));
         let data = packed.as_deref().unwrap_or(self.data);
@@ -266,6 +268,7 @@ impl Delete<'_> {
     async fn run(self) -> Result<()> {
         let fw = self.framework;
         let full = fw.full_path(self.path)?;
+        fw.check_schema(self.path, SchemaOp::Delete)?;
         let version = check_version(self.version);
         if self.path == "/" {
             return Err(Error::InvalidPath { path: self.path.to_owned(), reason: "the root node cannot be deleted" });

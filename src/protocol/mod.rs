@@ -39,8 +39,8 @@ pub mod values;
 pub use self::decode::{classify, Child, Decoded, Kind, Role};
 pub use self::layout::{service_instance_path, Layout, Queue, Recipe, RegistrationLayout, Section, Signature};
 pub use self::names::{
-    read_write_sort_key, LATCH_NAME, LEASE_BASE_NAME, LEASE_PARENT, LOCK_NAME, LOCK_PARENT, QUEUE_ITEM_NAME,
-    READY_NODE, READ_LOCK_NAME, REVOKE_MESSAGE, SIMPLE_QUEUE_PREFIX, WRITE_LOCK_NAME,
+    read_write_sort_key, LATCH_NAME, LEASE_BASE_NAME, LEASE_PARENT, LOCK_NAME, LOCK_PARENT, MIGRATION_META_NAME,
+    QUEUE_ITEM_NAME, READY_NODE, READ_LOCK_NAME, REVOKE_MESSAGE, SIMPLE_QUEUE_PREFIX, WRITE_LOCK_NAME,
 };
 /// Protected names and sequence numbers, which every recipe's nodes share (defined with the
 /// other name handling in [`path`](crate::path)).

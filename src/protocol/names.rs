@@ -38,6 +38,11 @@ pub const SIMPLE_QUEUE_PREFIX: &str = "qn-";
 /// The name of a `DistributedQueue` item (Curator's `QUEUE_ITEM_NAME`): `queue-<sequence>`.
 pub const QUEUE_ITEM_NAME: &str = "queue-";
 
+/// The name of a migration's metadata node (curator-x-async's `MigrationManager`):
+/// `<metadata path>/<set id>/meta-<sequence>`, persistent sequential, holding the
+/// migration's fingerprint.
+pub const MIGRATION_META_NAME: &str = "meta-";
+
 /// The data a revoker writes into a lock node to ask its holder to let go (Curator's
 /// `Revoker.REVOKE_MESSAGE`): the ten ASCII bytes `__REVOKE__`, written whatever the version.
 pub const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";

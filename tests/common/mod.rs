@@ -14,4 +14,5 @@ pub mod curator;
 pub mod election;
 pub mod fixtures;
 pub mod history;
+pub mod schema;
 pub mod timing;

@@ -15,6 +15,10 @@ mod common;
 // starts every test's.
 #[path = "."]
 mod framework {
+    /// The circuit-breaking state stream and listener under a flapping connection.
+    mod circuit_breaker;
+    /// `configure_client`: the raw client's connector, per session.
+    mod client_config;
     /// Losing the connected server and the leader of an ensemble; read-only mode.
     mod cluster;
     /// Connection states, listeners, retries, namespaces, session expiry.
@@ -23,12 +27,23 @@ mod framework {
     mod ensemble;
     /// `close()` during `start()`, a session whose client task is gone.
     mod lifecycle;
+    /// `MigrationManager`: sets applied once across racing frameworks; changed sets refused.
+    mod migrations;
+    /// `using_namespace`: several namespaces on one session, recipes under each.
+    mod namespaces;
     /// Creates, reads, one-shot watches, versioned writes, deletes, ACLs.
     mod operations;
+    /// `RetryPolicy::allow_retry`: which errors are retried.
+    mod retry_policy;
     /// SASL DIGEST-MD5 logins (feature `sasl`).
     mod sasl;
+    /// Schema sets: every operation checked before it is sent (feature `schema`).
+    #[cfg(feature = "schema")]
+    mod schema;
     /// Every public type and future is `Send` and `Sync` (compile time).
     mod send_sync;
+    /// `TempFramework`: a session opened on use, closed when idle.
+    mod temp_framework;
     /// TLS connections (feature `tls`).
     mod tls;
     /// All-or-nothing commits and fenced writes.

@@ -160,3 +160,30 @@ async fn leader_futures_are_send(latch: LeaderLatch, selector: LeaderSelector, l
     send(&selector.close());
     send(&leadership.lost());
 }
+
+#[test]
+fn temp_framework_circuit_breaker_migrations_and_schemas_are_send_sync_static() {
+    send_sync_static::<zk_recipes::TempFramework>();
+    send_static::<zk_recipes::CircuitBreakingStream>();
+    send_sync_static::<zk_recipes::migrations::MigrationManager>();
+    send_sync_static::<zk_recipes::migrations::MigrationSet>();
+    send_sync_static::<zk_recipes::migrations::Migration>();
+    #[cfg(feature = "schema")]
+    {
+        send_sync_static::<zk_recipes::schema::SchemaSet>();
+        send_sync_static::<zk_recipes::schema::Schema>();
+        send_sync_static::<zk_recipes::schema::SchemaBuilder>();
+    }
+}
+
+/// The futures of the temp framework and the migration manager cross threads.
+fn temp_and_migration_futures_are_send(
+    temp: &zk_recipes::TempFramework,
+    manager: &zk_recipes::migrations::MigrationManager,
+    set: &zk_recipes::migrations::MigrationSet,
+) {
+    send(&temp.get_data("/x"));
+    send(&temp.transaction(|t| t));
+    send(&temp.close());
+    send(&manager.migrate(set));
+}

@@ -32,6 +32,9 @@ mod interop {
     mod mutex;
     /// Read-write locks, revocation and downgrades across languages.
     mod read_write_lock;
+    /// One schema JSON accepts and refuses the same operations on both sides (feature `schema`).
+    #[cfg(feature = "schema")]
+    mod schema;
     /// Leases share one limit; semaphore mutexes exclude each other.
     mod semaphore;
     /// Typed nodes as Jackson writes and reads them (feature `serde`).

@@ -1,0 +1,91 @@
+//! `MigrationManager`: sets of operations applied once, across processes, recorded in ZooKeeper
+//! in curator-x-async's layout.
+
+use crate::common;
+
+use common::fixtures::{bounded, framework, init_tracing, shared_connect, unique_path};
+use common::timing::{LIMIT, SESSION};
+use zk_recipes::migrations::{Migration, MigrationManager, MigrationSet};
+use zk_recipes::{CreateMode, Error};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_set_runs_once_across_two_racing_frameworks_and_a_changed_set_is_refused() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let (one, two) = (framework(&connect, SESSION).await, framework(&connect, SESSION).await);
+        let base = unique_path("migrations", "race");
+        let (locks, meta) = (format!("{base}/locks"), format!("{base}/meta"));
+        let app = format!("{base}/app");
+        let first = || Migration::new().create(&app, b"v1", CreateMode::Persistent);
+        // Not idempotent: applied twice, the create fails with NodeExists and the versioned
+        // write with BadVersion.
+        let second =
+            || Migration::new().create(&format!("{app}/config"), b"c", CreateMode::Persistent).set_data(&app, b"v2", 0);
+        let set = MigrationSet::new("app", vec![first(), second()]).unwrap();
+        let manager_one = MigrationManager::new(&one, &locks, &meta, SESSION).unwrap();
+        let manager_two = MigrationManager::new(&two, &locks, &meta, SESSION).unwrap();
+
+        let (a, b) = tokio::join!(manager_one.migrate(&set), manager_two.migrate(&set));
+        let mut applied = [a.unwrap(), b.unwrap()];
+        applied.sort_unstable();
+        assert_eq!(applied, [0, 2], "one framework applied both migrations, the other none");
+        assert_eq!(one.get_data(&app).await.unwrap().0, b"v2");
+        assert!(one.exists(&format!("{app}/config")).await.unwrap().is_some());
+
+        // The layout: one persistent sequential `meta-` node per migration, holding its
+        // 32-byte fingerprint; the set's lock under the lock path.
+        let mut names = one.get_children(&format!("{meta}/app")).await.unwrap();
+        names.sort();
+        assert_eq!(names, ["meta-0000000000", "meta-0000000001"]);
+        for name in &names {
+            let (hash, stat) = one.get_data(&format!("{meta}/app/{name}")).await.unwrap();
+            assert_eq!(hash.len(), 32);
+            assert_eq!(stat.ephemeral_owner, 0);
+        }
+        assert!(one.exists(&format!("{locks}/app")).await.unwrap().is_some(), "the set's lock lives at <locks>/<id>");
+
+        // Again, from either side: nothing to do.
+        assert_eq!(manager_two.migrate(&set).await.unwrap(), 0);
+
+        // A changed migration under the same id is refused; nothing is applied.
+        let changed =
+            MigrationSet::new("app", vec![Migration::new().create(&app, b"other", CreateMode::Persistent), second()])
+                .unwrap();
+        match manager_one.migrate(&changed).await {
+            Err(Error::Migration { id, reason }) => {
+                assert_eq!(id, "app");
+                assert!(reason.starts_with("Metadata mismatch"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Fewer migrations than applied: refused too.
+        let shorter = MigrationSet::new("app", vec![first()]).unwrap();
+        assert!(matches!(
+            manager_two.migrate(&shorter).await,
+            Err(Error::Migration { reason, .. }) if reason.starts_with("More metadata than migrations")
+        ));
+        // Appended migrations: only the new one runs.
+        let third = Migration::new().delete(&format!("{app}/config"), -1);
+        let longer = MigrationSet::new("app", vec![first(), second(), third]).unwrap();
+        assert_eq!(manager_two.migrate(&longer).await.unwrap(), 1);
+        assert!(one.exists(&format!("{app}/config")).await.unwrap().is_none());
+        assert_eq!(one.get_children(&format!("{meta}/app")).await.unwrap().len(), 3);
+
+        // A migration the server refuses applies nothing, its metadata included.
+        let refused = MigrationSet::new(
+            "refused",
+            vec![Migration::new().create(&format!("{base}/x"), b"", CreateMode::Persistent).set_data(&app, b"", 99)],
+        )
+        .unwrap();
+        assert!(manager_one.migrate(&refused).await.is_err());
+        assert!(one.exists(&format!("{base}/x")).await.unwrap().is_none());
+        assert!(one.get_children(&format!("{meta}/refused")).await.map_or(true, |c| c.is_empty()));
+
+        assert!(MigrationManager::new(&one, "relative", &meta, SESSION).is_err());
+        one.delete(&base).recursive().await.unwrap();
+        one.close().await;
+        two.close().await;
+    })
+    .await;
+}

@@ -1,0 +1,87 @@
+//! `Framework::using_namespace`: several namespaces on one session.
+
+use crate::common;
+
+use common::fixtures::{bounded, shared_framework, unique_path, within};
+use common::timing::{EVENT, LIMIT};
+use futures::StreamExt;
+use zk_recipes::{CacheEvent, CuratorCache, Error, InterProcessMutex};
+
+#[tokio::test]
+async fn two_namespaces_share_one_session_with_a_lock_and_a_cache_under_each() {
+    bounded(LIMIT, async {
+        let root = shared_framework().await;
+        let base = unique_path("fw", "using-ns");
+        let a = root.using_namespace(Some(&format!("{base}/a"))).unwrap();
+        let b = root.using_namespace(Some(&format!("{}/b", base.trim_start_matches('/')))).unwrap();
+        assert_eq!(a.namespace(), Some(format!("{base}/a").as_str()));
+        assert_eq!(b.namespace(), Some(format!("{base}/b").as_str()), "a relative namespace is made absolute");
+
+        // One session: the same id, the same epoch, no second connection.
+        let id = root.snapshot().session_id;
+        assert_ne!(id, 0);
+        assert_eq!(a.snapshot().session_id, id);
+        assert_eq!(b.snapshot().session_id, id);
+        let created = a.create("/eph").mode(zk_recipes::zk::CreateMode::Ephemeral).await.unwrap();
+        assert_eq!(created.path, "/eph", "paths come back without the view's namespace");
+        let (_, stat) = root.get_data(&format!("{base}/a/eph")).await.unwrap();
+        assert_eq!(stat.ephemeral_owner, id, "the view's ephemeral belongs to the shared session");
+
+        // A lock under each namespace: the same user path, two different locks.
+        let lock_a = InterProcessMutex::new(&a, "/locks/one").unwrap();
+        let lock_b = InterProcessMutex::new(&b, "/locks/one").unwrap();
+        let held_a = within(EVENT, "lock under a", lock_a.acquire()).await.unwrap();
+        let held_b = within(EVENT, "lock under b (not blocked by a)", lock_b.acquire()).await.unwrap();
+        assert!(held_a.lock_path().starts_with("/locks/one/_c_"), "{}", held_a.lock_path());
+        assert_eq!(root.get_children(&format!("{base}/a/locks/one")).await.unwrap().len(), 1);
+        assert_eq!(root.get_children(&format!("{base}/b/locks/one")).await.unwrap().len(), 1);
+        // The same lock through another handle with the same namespace excludes.
+        let same_a =
+            InterProcessMutex::new(&root.using_namespace(Some(&format!("{base}/a"))).unwrap(), "/locks/one").unwrap();
+        let other = tokio::spawn(async move { same_a.try_acquire().await.map(|g| g.is_some()) });
+        assert!(!other.await.unwrap().unwrap(), "another task got the lock held under namespace a");
+        held_a.release().await.unwrap();
+        held_b.release().await.unwrap();
+
+        // A cache under each namespace sees its own namespace's nodes, by user path.
+        a.create("/data/x").data(b"a-x").await.unwrap();
+        b.create("/data/x").data(b"b-x").await.unwrap();
+        let cache_a = CuratorCache::builder(&a, "/data").build().unwrap();
+        let cache_b = CuratorCache::builder(&b, "/data").build().unwrap();
+        let mut events_b = cache_b.events();
+        cache_a.start().await.unwrap();
+        cache_b.start().await.unwrap();
+        within(EVENT, "cache a initialized", cache_a.initialized()).await.unwrap();
+        within(EVENT, "cache b initialized", cache_b.initialized()).await.unwrap();
+        assert_eq!(cache_a.get("/data/x").unwrap().data().unwrap().as_slice(), b"a-x");
+        assert_eq!(cache_b.get("/data/x").unwrap().data().unwrap().as_slice(), b"b-x");
+        b.set_data("/data/x", b"b-x2").await.unwrap();
+        loop {
+            match within(EVENT, "b's change", events_b.next()).await {
+                Some(CacheEvent::Changed(_, new)) => {
+                    assert_eq!(new.path(), "/data/x");
+                    assert_eq!(new.data().unwrap().as_slice(), b"b-x2");
+                    break;
+                }
+                Some(_) => continue,
+                None => panic!("cache b's events ended"),
+            }
+        }
+        assert_eq!(cache_a.get("/data/x").unwrap().data().unwrap().as_slice(), b"a-x", "a's copy is not b's node");
+        cache_a.close().await;
+        cache_b.close().await;
+
+        // No namespace: server paths as they are; bad namespaces are typed errors.
+        let plain = a.using_namespace(None).unwrap();
+        assert_eq!(plain.namespace(), None);
+        assert_eq!(plain.get_data(&format!("{base}/b/data/x")).await.unwrap().0, b"b-x2");
+        for bad in ["", "/", "/zookeeper", "a//b", "a/"] {
+            assert!(matches!(root.using_namespace(Some(bad)), Err(Error::InvalidPath { .. })), "{bad:?}");
+        }
+
+        // Closing a view closes the framework: they are one.
+        b.close().await;
+        assert!(root.is_closed() && a.is_closed());
+    })
+    .await;
+}
