@@ -17,6 +17,7 @@ mod framework;
 pub mod guide;
 mod leader;
 mod locks;
+mod metrics;
 mod mirror;
 mod nodes;
 pub mod path;
@@ -49,6 +50,7 @@ pub use framework::{
     AclProvider, ConnectionState, ConnectionStateErrorPolicy, ConnectionStateListener, ConnectionStateStream,
     FixedAclProvider, Framework, FrameworkBuilder, ListenerHandle, OpenAclProvider, ServerInfo, StateSnapshot,
 };
+pub use framework::{BackgroundError, BackgroundErrorKind, BackgroundErrors, BackgroundEvent};
 pub use framework::{
     CreateBuilder, Created, Delete, Exists, ExistsWatched, Fence, GetChildren, GetChildrenWatched, GetChildrenWithStat,
     GetData, GetDataWatched, OneshotWatch, OpResult, Parents, SetData, Transaction,

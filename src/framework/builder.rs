@@ -98,6 +98,8 @@ pub(crate) struct Config {
     pub(crate) wait_strategy: WaitStrategy,
     pub(crate) session_failure_policy: SessionFailurePolicy,
     pub(crate) security: Security,
+    pub(crate) metrics_name: Option<String>,
+    pub(crate) metrics_path_labels: bool,
 }
 
 /// Builds a [`Framework`]. Setters take and return the builder by value; `build()` validates
@@ -133,6 +135,8 @@ pub struct FrameworkBuilder {
     wait_strategy: WaitStrategy,
     session_failure_policy: SessionFailurePolicy,
     security: SecurityOptions,
+    metrics_name: Option<String>,
+    metrics_path_labels: bool,
 }
 
 impl FrameworkBuilder {
@@ -154,6 +158,8 @@ impl FrameworkBuilder {
             wait_strategy: WaitStrategy::Mirror,
             session_failure_policy: SessionFailurePolicy::Retry,
             security: SecurityOptions::default(),
+            metrics_name: None,
+            metrics_path_labels: false,
         }
     }
 
@@ -259,6 +265,24 @@ impl FrameworkBuilder {
     /// ([`SessionFailurePolicy::Fail`], Curator's `SessionFailedRetryPolicy`).
     pub fn session_failure_policy(mut self, policy: SessionFailurePolicy) -> Self {
         self.session_failure_policy = policy;
+        self
+    }
+
+    /// The value of the `framework` label on every metric of this framework (default
+    /// `default`): a name per framework when a process has several (the metrics and their
+    /// labels are listed in the observability guide, `guide::observability`). Metrics go to the
+    /// recorder of the [`metrics`](https://docs.rs/metrics) facade installed when the framework
+    /// (or the recipe handle) is built; without one they cost nothing.
+    pub fn metrics_name(mut self, name: &str) -> Self {
+        self.metrics_name = Some(name.to_owned());
+        self
+    }
+
+    /// Whether recipe metrics carry a `path` label (the lock, cache or mirror path; default
+    /// `false`: the `recipe` label only). A path label makes one series per path: turn it on
+    /// only when the paths are few.
+    pub fn metrics_path_labels(mut self, enabled: bool) -> Self {
+        self.metrics_path_labels = enabled;
         self
     }
 
@@ -372,6 +396,8 @@ impl FrameworkBuilder {
             wait_strategy: self.wait_strategy,
             session_failure_policy: self.session_failure_policy,
             security,
+            metrics_name: self.metrics_name,
+            metrics_path_labels: self.metrics_path_labels,
         }))
     }
 

@@ -25,6 +25,7 @@
 
 mod builder;
 mod create;
+mod errors;
 mod heartbeat;
 mod inner;
 mod listener;
@@ -55,6 +56,8 @@ use zookeeper_client::Client;
 pub(crate) use self::builder::Config;
 pub use self::builder::{AclProvider, FixedAclProvider, FrameworkBuilder, OpenAclProvider};
 pub use self::create::{CreateBuilder, Created, Parents};
+pub(crate) use self::errors::Observer;
+pub use self::errors::{BackgroundError, BackgroundErrorKind, BackgroundErrors, BackgroundEvent};
 use self::inner::Inner;
 pub use self::listener::{ConnectionStateListener, ConnectionStateStream, ListenerHandle};
 pub(crate) use self::listings::Listing;
@@ -166,16 +169,17 @@ impl Framework {
             _ => ConnectionState::Connected,
         };
         let weak = Arc::downgrade(&self.inner);
+        let observer = self.inner.observer.clone();
         let spawn = |reaper_queue| {
             let state_task = tokio::spawn(state_manager::run(weak.clone(), watcher, first, session_timeout));
             let sessions: Weak<dyn reaper::Sessions> = weak.clone();
-            let reaper_task = tokio::spawn(reaper::run(sessions, reaper_queue));
+            let reaper_task = tokio::spawn(reaper::run(sessions, reaper_queue, observer));
             vec![state_task.abort_handle(), reaper_task.abort_handle()]
         };
         // Opening the session took a round trip: it is vouched for a whole session timeout.
         let vouched = (timing.stall, timing.session);
         // Refused (and the new session dropped, which closes it) when close() came first.
-        self.inner.finish_start(attempt, Session::new(connected, 1), vouched, first, spawn)
+        self.inner.finish_start(attempt, Session::new(connected, 1, self.inner.observer.clone()), vouched, first, spawn)
     }
 
     /// Waits for pending background deletes (at most the close timeout), stops the background
@@ -273,6 +277,41 @@ impl Framework {
         Fut: std::future::Future<Output = ()> + Send + 'static,
     {
         self.add_listener(Arc::new(listener::FnListener(f)))
+    }
+
+    /// Every background error from now on (Curator's `UnhandledErrorListener`, as a stream):
+    /// what the framework and its recipes could not do on their own and only logged before —
+    /// a guaranteed delete the server refuses, a node a cache may not read, a persistent watch
+    /// that cannot be added again, a persistent node that cannot be made again. Each is still
+    /// logged too. The channel keeps the last
+    /// [`event_capacity`](FrameworkBuilder::event_capacity) errors: a reader that falls
+    /// further behind gets [`BackgroundEvent::Lagged`] with the number it missed.
+    pub fn errors(&self) -> BackgroundErrors {
+        BackgroundErrors::new(self.inner.observer.subscribe())
+    }
+
+    /// Calls `f` for every background error from now on (see [`errors`](Self::errors)), in
+    /// order, on a task of its own (Curator's `UnhandledErrorListener`). A panic in `f` is
+    /// logged and `f` stays registered; dropping the returned handle unregisters it.
+    ///
+    /// # Errors
+    /// [`Error::NotStarted`] when called outside a Tokio runtime on a framework not started.
+    pub fn on_error<F>(&self, f: F) -> Result<ListenerHandle>
+    where
+        F: Fn(BackgroundEvent) + Send + Sync + 'static,
+    {
+        let runtime = self.inner.runtime().ok().flatten();
+        let Some(runtime) = tokio::runtime::Handle::try_current().ok().or(runtime) else {
+            return Err(Error::NotStarted);
+        };
+        let task = runtime.spawn(errors::run(self.inner.observer.subscribe(), f));
+        Ok(ListenerHandle::new(task.abort_handle()))
+    }
+
+    /// The framework's metrics and background error channel, for work that must not keep the
+    /// framework alive.
+    pub(crate) fn observer(&self) -> &Arc<Observer> {
+        &self.inner.observer
     }
 
     /// Waits until the state is connected (`Connected`, `Reconnected` or `ReadOnly`), for at
@@ -394,5 +433,9 @@ impl Framework {
 impl crate::retry::Ends for Framework {
     fn has_ended(&self) -> bool {
         self.is_closed()
+    }
+
+    fn retrying(&self) {
+        self.inner.observer.metrics.retry();
     }
 }

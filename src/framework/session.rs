@@ -22,8 +22,10 @@ use tokio::task::AbortHandle;
 use zookeeper_client::{Client, SessionState};
 
 use super::builder::Config;
+use super::errors::Observer;
 use super::listings::Listings;
 use crate::error::{Error, Result};
+use crate::metrics::Op;
 use crate::sync::Mutex;
 
 /// One ZooKeeper session of the framework: its client and which session it is (the epoch).
@@ -39,14 +41,22 @@ pub(crate) struct Session {
     pub(crate) shared: Arc<SessionShared>,
     /// The client's task serving the session.
     task: Arc<SessionTask>,
+    /// The framework's metrics (requests by operation).
+    observer: Arc<Observer>,
 }
 
 impl Session {
-    pub(crate) fn new(connected: Connected, epoch: u64) -> Self {
+    pub(crate) fn new(connected: Connected, epoch: u64, observer: Arc<Observer>) -> Self {
         let Connected { client, task } = connected;
         let read_only = client.state() == SessionState::ConnectedReadOnly;
         let id = if read_only { 0 } else { client.session_id().0 };
-        Self { client, epoch, id: Arc::new(AtomicI64::new(id)), listings: Arc::default(), shared: Arc::default(), task }
+        let (listings, shared) = (Arc::new(Listings::counted(observer.clone())), Arc::default());
+        Self { client, epoch, id: Arc::new(AtomicI64::new(id)), listings, shared, task, observer }
+    }
+
+    /// Counts a request about to be sent on this session.
+    pub(crate) fn sent(&self, op: Op) {
+        self.observer.request(op);
     }
 
     /// Whether the client's task serving the session is gone (it ended, panicked, or the
