@@ -15,12 +15,16 @@ mod common;
 // starts every test's.
 #[path = "."]
 mod framework {
+    /// Background errors (`Framework::errors`, `on_error`) provoked with ACLs.
+    mod background_errors;
     /// Losing the connected server and the leader of an ensemble; read-only mode.
     mod cluster;
     /// Connection states, listeners, retries, namespaces, session expiry.
     mod connection;
     /// `close()` during `start()`, a session whose client task is gone.
     mod lifecycle;
+    /// Metrics through a debugging recorder: lock waits, expiries, requests by operation.
+    mod metrics;
     /// Creates, reads, one-shot watches, versioned writes, deletes, ACLs.
     mod operations;
     /// SASL DIGEST-MD5 logins (feature `sasl`).
