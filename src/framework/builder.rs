@@ -270,7 +270,7 @@ impl FrameworkBuilder {
 
     /// The value of the `framework` label on every metric of this framework (default
     /// `default`): a name per framework when a process has several (the metrics and their
-    /// labels are listed in the observability guide, `guide::observability`). Metrics go to the
+    /// labels are listed in the [observability guide](crate::guide::observability)). Metrics go to the
     /// recorder of the [`metrics`](https://docs.rs/metrics) facade installed when the framework
     /// (or the recipe handle) is built; without one they cost nothing.
     pub fn metrics_name(mut self, name: &str) -> Self {

@@ -109,6 +109,7 @@ fn duplicate(error: &Error) -> Error {
 
 /// What [`BackgroundErrors`] yields: an error, or how many a slow reader missed.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum BackgroundEvent {
     /// A background error.
     Error(BackgroundError),
