@@ -1,6 +1,8 @@
-//! Metrics through a debugging recorder (`metrics-util`), installed once for the whole binary:
-//! each test builds its frameworks with a `metrics_name` of its own, so that it reads only its
-//! own series while other tests record theirs beside them.
+//! Metrics through a debugging recorder (`metrics-util`). A recorder is process-wide: each test
+//! runs its body (the ignored test of the same name with `_alone`) in a child process of its
+//! own, which installs the recorder, on this process's shared server. The bodies name their
+//! frameworks' series with a `metrics_name` of their own all the same, so that run together
+//! (`--ignored`) they still read only theirs.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -67,6 +69,14 @@ fn read(name: &str, labels: &[(&str, &str)]) -> Series {
     series
 }
 
+/// Runs the ignored test `name` of this module in a child process, on this process's shared
+/// server.
+async fn alone(name: &str) {
+    let connect = shared_connect().await;
+    let full = format!("framework::metrics::{name}");
+    run_alone_with(&full, &[("ZKR_TEST_CONNECT", connect.as_str())]).await;
+}
+
 /// A started framework with metrics under `name`, path labels on.
 async fn counted_framework(connect: &str, name: &str, session: Duration) -> Framework {
     Framework::builder(connect)
@@ -79,8 +89,14 @@ async fn counted_framework(connect: &str, name: &str, session: Duration) -> Fram
         .expect("starting a framework")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn an_acquire_that_waited_is_counted_once_in_the_histogram() {
+    alone("an_acquire_that_waited_is_counted_once_in_the_histogram_alone").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the body of `an_acquire_that_waited_is_counted_once_in_the_histogram`, run alone in a child process"]
+async fn an_acquire_that_waited_is_counted_once_in_the_histogram_alone() {
     init_tracing();
     recorded();
     bounded(LIMIT, async {
@@ -141,6 +157,12 @@ async fn an_acquire_that_waited_is_counted_once_in_the_histogram() {
 
 #[tokio::test]
 async fn a_lost_session_counts_an_expiry_a_new_session_and_a_lost_hold() {
+    alone("a_lost_session_counts_an_expiry_a_new_session_and_a_lost_hold_alone").await;
+}
+
+#[tokio::test]
+#[ignore = "the body of `a_lost_session_counts_an_expiry_a_new_session_and_a_lost_hold`, run alone in a child process"]
+async fn a_lost_session_counts_an_expiry_a_new_session_and_a_lost_hold_alone() {
     init_tracing();
     recorded();
     bounded(LIMIT, async {
@@ -174,6 +196,12 @@ async fn a_lost_session_counts_an_expiry_a_new_session_and_a_lost_hold() {
 
 #[tokio::test]
 async fn requests_are_counted_by_operation() {
+    alone("requests_are_counted_by_operation_alone").await;
+}
+
+#[tokio::test]
+#[ignore = "the body of `requests_are_counted_by_operation`, run alone in a child process"]
+async fn requests_are_counted_by_operation_alone() {
     init_tracing();
     recorded();
     bounded(LIMIT, async {
