@@ -16,7 +16,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::error::{Error, Result};
-use crate::metrics::{LockMetrics, Waiting};
+use crate::metrics::LockMetrics;
 
 /// How an acquire treats a lock that is not free: wait for it ([`Block`]) or give up at once
 /// ([`Try`]). The result type follows: a guard, or an optional guard.
@@ -122,7 +122,9 @@ pub trait Hold: Send + Sync + Debug + 'static {
 pub(crate) async fn acquire<L: Acquire>(lock: &L) -> Result<L::Guard> {
     let waiting = lock.lock_metrics().map(LockMetrics::waiting);
     let guard = lock.acquire_with::<Block>().await?;
-    waiting.map(Waiting::acquired);
+    if let Some(waiting) = waiting {
+        waiting.acquired();
+    }
     Ok(guard)
 }
 
@@ -137,7 +139,9 @@ pub(crate) async fn acquire_timeout<L: Acquire>(lock: &L, timeout: Duration) -> 
     match within(timeout, acquire(lock)).await {
         Err(Error::UpgradeRefused { .. }) => Ok(None),
         Ok(None) => {
-            lock.lock_metrics().map(LockMetrics::timed_out);
+            if let Some(metrics) = lock.lock_metrics() {
+                metrics.timed_out();
+            }
             Ok(None)
         }
         other => other,
