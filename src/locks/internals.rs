@@ -155,8 +155,15 @@ impl LockInternals {
     }
 
     /// Acquires in mode `M`, starting a fresh attempt (new node) whenever ours goes missing.
+    /// For the engine's own users (an election's participant; a semaphore's internal lock, not
+    /// counted): a counted lock's wait goes into its metrics here.
     pub(crate) async fn acquire<M: Mode>(&self) -> Result<M::Out<HeldNode>> {
-        self.acquire_with::<M>(None).await
+        let waiting = self.metrics.as_ref().map(LockMetrics::waiting);
+        let out = self.acquire_with::<M>(None).await?;
+        if let Some(waiting) = waiting {
+            waiting.acquired();
+        }
+        Ok(out)
     }
 
     /// [`acquire`](Self::acquire), revocably when `revocable` is given: each node is created
