@@ -13,6 +13,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::error::Error;
 use crate::metrics::{FrameworkMetrics, Op};
+use crate::sync::Mutex;
 
 /// What background work failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -58,7 +59,8 @@ impl std::fmt::Display for BackgroundError {
 /// without keeping the framework alive: its metrics and its error channel.
 pub(crate) struct Observer {
     pub(crate) metrics: FrameworkMetrics,
-    errors: broadcast::Sender<BackgroundError>,
+    /// Taken by `close()`: the streams end.
+    errors: Mutex<Option<broadcast::Sender<BackgroundError>>>,
 }
 
 impl std::fmt::Debug for Observer {
@@ -70,14 +72,16 @@ impl std::fmt::Debug for Observer {
 impl Observer {
     pub(crate) fn new(metrics: FrameworkMetrics, capacity: usize) -> Self {
         let (errors, _) = broadcast::channel(capacity);
-        Self { metrics, errors }
+        Self { metrics, errors: Mutex::new(Some(errors)) }
     }
 
     /// Publishes a background error (nobody listening is fine) and counts it.
     pub(crate) fn error(&self, recipe: &'static str, kind: BackgroundErrorKind, path: &str, error: impl Into<Error>) {
         self.metrics.background_error(recipe);
         let error = BackgroundError { recipe, path: path.to_owned(), kind, error: Arc::new(error.into()) };
-        let _ = self.errors.send(error);
+        if let Some(errors) = self.errors.lock().as_ref() {
+            let _ = errors.send(error);
+        }
     }
 
     /// [`error`](Self::error) for an error the caller keeps too.
@@ -90,8 +94,17 @@ impl Observer {
         self.metrics.request(op);
     }
 
+    /// A receiver of every error from now on; one that is closed at once after `close()`.
     pub(crate) fn subscribe(&self) -> broadcast::Receiver<BackgroundError> {
-        self.errors.subscribe()
+        match self.errors.lock().as_ref() {
+            Some(errors) => errors.subscribe(),
+            None => broadcast::channel(1).1,
+        }
+    }
+
+    /// The framework closed: the streams and listeners end (after the errors sent before).
+    pub(crate) fn close(&self) {
+        self.errors.lock().take();
     }
 }
 
@@ -120,8 +133,7 @@ pub enum BackgroundEvent {
 }
 
 /// Every background error from now on, as a [`Stream`]; see
-/// [`Framework::errors`](crate::Framework::errors). It never ends while the framework lives:
-/// read it from a task of its own, or `select!` on it.
+/// [`Framework::errors`](crate::Framework::errors). It ends when the framework closes.
 ///
 /// `StreamExt::next` on it is cancel-safe: no error is lost by dropping a `next()` future.
 pub struct BackgroundErrors {

@@ -171,6 +171,7 @@ impl Inner {
     pub(crate) fn finish_close(&self) -> Option<Session> {
         let session = self.session.lock().take();
         self.events_tx.lock().take();
+        self.observer.close();
         self.state_tx.send_modify(|s| s.state = ConnectionState::Lost);
         session
     }

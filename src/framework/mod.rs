@@ -22,6 +22,7 @@
 //! | `watch_table.rs` | every watch the session holds, by path: the one guard against mixing watch modes on a path |
 //! | `server_features.rs` | what the session's server supports, learned once per session ([`ServerInfo`]) |
 //! | `security.rs`, `session_failure.rs`, `wait_strategy.rs`, `registry.rs` | TLS and SASL settings, the session failure policy, the lock wait strategy, per-framework data-plane state |
+//! | `errors.rs` | background errors ([`BackgroundError`], [`Framework::errors`], [`Framework::on_error`]) and the observer that background work reports to (metrics, errors) without keeping the framework alive |
 
 mod builder;
 mod create;
@@ -285,14 +286,16 @@ impl Framework {
     /// that cannot be added again, a persistent node that cannot be made again. Each is still
     /// logged too. The channel keeps the last
     /// [`event_capacity`](FrameworkBuilder::event_capacity) errors: a reader that falls
-    /// further behind gets [`BackgroundEvent::Lagged`] with the number it missed.
+    /// further behind gets [`BackgroundEvent::Lagged`] with the number it missed. The stream
+    /// ends when the framework closes (after the errors of its last background deletes).
     pub fn errors(&self) -> BackgroundErrors {
         BackgroundErrors::new(self.inner.observer.subscribe())
     }
 
     /// Calls `f` for every background error from now on (see [`errors`](Self::errors)), in
     /// order, on a task of its own (Curator's `UnhandledErrorListener`). A panic in `f` is
-    /// logged and `f` stays registered; dropping the returned handle unregisters it.
+    /// logged and `f` stays registered; dropping the returned handle unregisters it, and the
+    /// task ends when the framework closes.
     ///
     /// # Errors
     /// [`Error::NotStarted`] when called outside a Tokio runtime on a framework not started.

@@ -57,6 +57,8 @@ async fn a_refused_guaranteed_delete_is_reported_with_its_path() {
         }
         fw.set_acl(&path, &anyone(Permission::ALL), -1).await.unwrap();
         fw.close().await;
+        assert!(within(EVENT, "the stream's end", errors.next()).await.is_none(), "the stream ends with the framework");
+        assert!(fw.errors().next().await.is_none(), "a stream taken after close() is over");
     })
     .await;
 }
