@@ -23,7 +23,7 @@ mod framework {
     mod connection;
     /// `close()` during `start()`, a session whose client task is gone.
     mod lifecycle;
-    /// Metrics through a debugging recorder: lock waits, expiries, requests by operation.
+    /// Metrics through a debugging recorder: lock waits, expiries, requests by operation, a cache.
     mod metrics;
     /// Creates, reads, one-shot watches, versioned writes, deletes, ACLs.
     mod operations;

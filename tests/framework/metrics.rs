@@ -225,3 +225,49 @@ async fn requests_are_counted_by_operation_alone() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_cache_counts_its_nodes_and_events() {
+    alone("a_cache_counts_its_nodes_and_events_alone").await;
+}
+
+#[tokio::test]
+#[ignore = "the body of `a_cache_counts_its_nodes_and_events`, run alone in a child process"]
+async fn a_cache_counts_its_nodes_and_events_alone() {
+    init_tracing();
+    recorded();
+    bounded(LIMIT, async {
+        let name = unique_path("metrics", "cache").trim_start_matches('/').to_owned();
+        let fw = counted_framework(&shared_connect().await, &name, SESSION).await;
+        let root = unique_path("metrics", "cached");
+        fw.create(&root).await.unwrap();
+        fw.create(&format!("{root}/a")).await.unwrap();
+        let cache = zk_recipes::CuratorCache::builder(&fw, &root).build().unwrap();
+        cache.start().await.unwrap();
+        within(EVENT, "the cache's load", cache.initialized()).await.unwrap();
+        let labels = [("framework", name.as_str()), ("recipe", "cache"), ("path", root.as_str())];
+        assert_eq!(read("zk_recipes_cache_nodes", &labels).gauge, 2.0);
+
+        fw.set_data(&format!("{root}/a"), b"new").await.unwrap();
+        fw.delete(&format!("{root}/a")).await.unwrap();
+        eventually(EVENT, "the cache applies both changes", || async {
+            let deleted = [("framework", name.as_str()), ("path", root.as_str()), ("kind", "deleted")];
+            match read("zk_recipes_cache_events_total", &deleted).counter {
+                1 => Ok(()),
+                n => Err(format!("{n} deletes")),
+            }
+        })
+        .await;
+        let kind = |kind: &'static str| {
+            let labels = [("framework", name.as_str()), ("path", root.as_str()), ("kind", kind)];
+            read("zk_recipes_cache_events_total", &labels).counter
+        };
+        assert_eq!((kind("created"), kind("changed")), (2, 1));
+        assert_eq!(read("zk_recipes_cache_nodes", &labels).gauge, 1.0);
+        cache.close().await;
+        assert_eq!(read("zk_recipes_cache_nodes", &labels).gauge, 0.0, "a closed cache holds nothing");
+        fw.delete(&root).await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
