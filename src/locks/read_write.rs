@@ -14,6 +14,7 @@ use super::revocation::{NodeRevocation, Revocable, Signal};
 use crate::error::{Error, Result};
 use crate::framework::node::{retry_request, Failure};
 use crate::framework::Framework;
+use crate::metrics::LockMetrics;
 use crate::metrics::Op;
 use crate::path;
 use crate::protocol::driver::{ReadDriver, WriteDriver};
@@ -215,7 +216,9 @@ impl Shared {
         }
         let revocation = revocable
             .map(|signal| NodeRevocation::start(framework, session.epoch, node.full_path(), None, signal.clone()));
-        Ok(HeldNode::with_revocation(node, revocation))
+        let mut held = HeldNode::with_revocation(node, revocation);
+        held.count_hold(self.read.metrics().map(LockMetrics::hold));
+        Ok(held)
     }
 }
 
