@@ -7,7 +7,7 @@
 //! | [`curator_migration`] | you are moving a Curator (Java) service, class by class, or mixing both on the same locks |
 //! | [`safety`] | a lock guards something that must not happen twice: what `lost()` promises, timeouts, fencing tokens |
 //! | [`security`] | other clients share the ensemble: authentication (digest, SASL), ACLs and TLS |
-//! | [`observability`] | you want to see what the recipes do: span and field names |
+//! | [`observability`] | you want to see what the recipes do: span and field names, metrics, background errors |
 
 #[doc = include_str!("docs/curator-migration.md")]
 pub mod curator_migration {}

@@ -17,6 +17,7 @@ mod framework;
 pub mod guide;
 mod leader;
 mod locks;
+mod metrics;
 pub mod migrations;
 mod mirror;
 #[cfg(feature = "serde")]
@@ -63,6 +64,7 @@ pub use framework::{
     AclProvider, ConnectionState, ConnectionStateErrorPolicy, ConnectionStateListener, ConnectionStateStream,
     FixedAclProvider, Framework, FrameworkBuilder, ListenerHandle, OpenAclProvider, ServerInfo, StateSnapshot,
 };
+pub use framework::{BackgroundError, BackgroundErrorKind, BackgroundErrors, BackgroundEvent};
 pub use framework::{
     CreateBuilder, Created, Delete, Exists, ExistsWatched, Fence, GetChildren, GetChildrenWatched, GetChildrenWithStat,
     GetData, GetDataWatched, OneshotWatch, OpResult, Parents, SetData, Transaction,

@@ -243,6 +243,9 @@ impl RetryPolicy for Doubling {
 /// Something whose end makes retrying pointless (a closed framework).
 pub(crate) trait Ends: Send + Sync {
     fn has_ended(&self) -> bool;
+
+    /// A failed try is about to be tried again (counted in the owner's metrics).
+    fn retrying(&self) {}
 }
 
 /// The crate's one retry loop (Curator's `RetryLoop`): counts the tries of one operation and
@@ -274,6 +277,9 @@ impl<'a> RetryLoop<'a> {
         }
         let delay = self.policy.next_delay(self.attempt, self.started.elapsed())?;
         self.attempt = self.attempt.saturating_add(1);
+        if let Some(owner) = self.stop {
+            owner.retrying();
+        }
         Some(delay.max(MIN_SLEEP))
     }
 

@@ -11,6 +11,7 @@ use super::mode::CacheMode;
 use super::node::{CacheEvent, ChildData};
 use crate::error::{Error, Result};
 use crate::framework::{Framework, ListenerHandle, WatchMode};
+use crate::metrics::{CacheMetrics, Resyncs};
 use crate::mirror::driver::{self, Decode};
 use crate::mirror::{Mirror, Reads, Scope};
 use crate::sync::Mutex;
@@ -143,7 +144,11 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
         };
         let reads = if stats_only { Reads::Stat } else { Reads::Data };
         CuratorCache {
-            hub: Arc::new(Hub::new(path.clone(), scope)),
+            hub: Arc::new(Hub::new(
+                path.clone(),
+                scope,
+                CacheMetrics::new(&framework.observer().metrics.labels, &path),
+            )),
             framework,
             path,
             full,
@@ -190,6 +195,11 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
             reads: self.reads,
             decode: Arc::clone(&self.decode),
             concurrency: self.concurrency,
+            report: driver::Report {
+                observer: self.framework.observer().clone(),
+                recipe: "cache",
+                resyncs: Resyncs::Cache(self.hub.metrics().clone()),
+            },
         };
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(driver::run::<Mirror<T>, _>(

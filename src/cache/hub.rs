@@ -7,6 +7,7 @@ use tokio::sync::watch;
 
 use super::node::{CacheEvent, ChildData};
 use super::subscription::{CatchUp, Receiver, Subscriber};
+use crate::metrics::{CacheEventKind, CacheMetrics};
 use crate::mirror::driver::Host;
 use crate::mirror::{Change, Item, Mirror, Scope, Status};
 use crate::sync::Mutex;
@@ -25,6 +26,7 @@ pub(crate) struct Hub<T> {
     /// The root's path as users name it (no namespace).
     root: String,
     scope: Scope,
+    metrics: CacheMetrics,
 }
 
 struct HubState<T> {
@@ -32,12 +34,25 @@ struct HubState<T> {
     subscribers: Vec<Arc<Subscriber<T>>>,
     initialized: bool,
     closed: bool,
+    /// The nodes counted in the size gauge (shared by the framework's caches without path
+    /// labels: each adds its own).
+    counted: usize,
 }
 
 impl<T> Hub<T> {
-    pub(crate) fn new(root: String, scope: Scope) -> Self {
-        let state = HubState { mirror: Mirror::new(scope), subscribers: Vec::new(), initialized: false, closed: false };
-        Hub { state: Mutex::new(state), phase: watch::channel(Phase::Loading).0, root, scope }
+    pub(crate) fn new(root: String, scope: Scope, metrics: CacheMetrics) -> Self {
+        let state = HubState {
+            mirror: Mirror::new(scope),
+            subscribers: Vec::new(),
+            initialized: false,
+            closed: false,
+            counted: 0,
+        };
+        Hub { state: Mutex::new(state), phase: watch::channel(Phase::Loading).0, root, scope, metrics }
+    }
+
+    pub(crate) fn metrics(&self) -> &CacheMetrics {
+        &self.metrics
     }
 
     /// The user path of a path relative to the root.
@@ -119,6 +134,13 @@ impl<T> Hub<T> {
         receiver
     }
 
+    /// Brings the size gauge to what the mirror holds now.
+    fn recount(&self, state: &mut HubState<T>) {
+        let now = state.mirror.tree().len();
+        self.metrics.resize(state.counted, now);
+        state.counted = now;
+    }
+
     fn nodes_of(&self, state: &HubState<T>) -> Vec<ChildData<T>> {
         state.mirror.tree().entries().into_iter().map(|(rel, e)| self.child_data(&rel, &e.item)).collect()
     }
@@ -131,6 +153,7 @@ impl<T> Hub<T> {
             subscriber.close();
         }
         state.mirror = Mirror::new(self.scope);
+        self.recount(&mut state);
         drop(state);
         self.phase.send_replace(Phase::Closed);
     }
@@ -138,6 +161,7 @@ impl<T> Hub<T> {
     fn publish(&self, state: &mut HubState<T>, changes: Vec<Change<T>>) {
         let mut events: Vec<CacheEvent<T>> = changes
             .into_iter()
+            .inspect(|change| self.metrics.event(event_kind(change)))
             .map(|change| match change {
                 Change::Created { path, new } => CacheEvent::Created(self.child_data(&path, &new)),
                 Change::Changed { path, old, new } => {
@@ -168,6 +192,9 @@ impl<T: Send + Sync + 'static> Host<Mirror<T>> for Hub<T> {
         }
         f(&mut state.mirror);
         let changes = state.mirror.take_changes();
+        if !changes.is_empty() {
+            self.recount(&mut state);
+        }
         self.publish(&mut state, changes);
     }
 }
@@ -179,8 +206,24 @@ impl<T: Send + Sync + 'static> CatchUp<T> for Hub<T> {
             return None;
         }
         let missed = subscriber.take_lag()?;
+        self.metrics.lagged(missed);
         tracing::debug!(root = %self.root, missed, "cache: a subscriber lagged; it gets the whole cache");
         Some(CacheEvent::Lagged { missed, nodes: self.nodes_of(&state) })
+    }
+}
+
+fn event_kind<T>(change: &Change<T>) -> CacheEventKind {
+    match change {
+        Change::Created { .. } => CacheEventKind::Created,
+        Change::Changed { .. } => CacheEventKind::Changed,
+        Change::Deleted { .. } => CacheEventKind::Deleted,
+    }
+}
+
+impl<T> Drop for Hub<T> {
+    fn drop(&mut self) {
+        let state = self.state.lock();
+        self.metrics.resize(state.counted, 0);
     }
 }
 

@@ -104,6 +104,8 @@ pub(crate) struct Config {
     pub(crate) client_hook: Option<ClientHook>,
     #[cfg(feature = "schema")]
     pub(crate) schema_set: Option<Arc<crate::schema::SchemaSet>>,
+    pub(crate) metrics_name: Option<String>,
+    pub(crate) metrics_path_labels: bool,
 }
 
 /// The user's adjustment of every session's client connector (see
@@ -162,6 +164,8 @@ pub struct FrameworkBuilder {
     client_hook: Option<ClientHook>,
     #[cfg(feature = "schema")]
     schema_set: Option<Arc<crate::schema::SchemaSet>>,
+    metrics_name: Option<String>,
+    metrics_path_labels: bool,
 }
 
 impl FrameworkBuilder {
@@ -188,6 +192,8 @@ impl FrameworkBuilder {
             client_hook: None,
             #[cfg(feature = "schema")]
             schema_set: None,
+            metrics_name: None,
+            metrics_path_labels: false,
         }
     }
 
@@ -333,6 +339,24 @@ impl FrameworkBuilder {
     /// ([`SessionFailurePolicy::Fail`], Curator's `SessionFailedRetryPolicy`).
     pub fn session_failure_policy(mut self, policy: SessionFailurePolicy) -> Self {
         self.session_failure_policy = policy;
+        self
+    }
+
+    /// The value of the `framework` label on every metric of this framework (default
+    /// `default`): a name per framework when a process has several (the metrics and their
+    /// labels are listed in the [observability guide](crate::guide::observability)). Metrics go to the
+    /// recorder of the [`metrics`](https://docs.rs/metrics) facade installed when the framework
+    /// (or the recipe handle) is built; without one they cost nothing.
+    pub fn metrics_name(mut self, name: &str) -> Self {
+        self.metrics_name = Some(name.to_owned());
+        self
+    }
+
+    /// Whether recipe metrics carry a `path` label (the lock, cache or mirror path; default
+    /// `false`: the `recipe` label only). A path label makes one series per path: turn it on
+    /// only when the paths are few.
+    pub fn metrics_path_labels(mut self, enabled: bool) -> Self {
+        self.metrics_path_labels = enabled;
         self
     }
 
@@ -495,6 +519,8 @@ impl FrameworkBuilder {
             client_hook: self.client_hook,
             #[cfg(feature = "schema")]
             schema_set: self.schema_set,
+            metrics_name: self.metrics_name,
+            metrics_path_labels: self.metrics_path_labels,
         }))
     }
 

@@ -17,6 +17,7 @@ use zookeeper_client::{Acl, Acls, CreateMode, Stat};
 use super::node::{Failure, PendingCreate};
 use super::{Framework, SchemaOp, Session};
 use crate::error::{is_zk_connection_error, is_zk_retryable, Error, Result, ZkError};
+use crate::metrics::Op;
 use crate::path;
 use crate::protocol::gzip;
 
@@ -305,6 +306,7 @@ impl<'a> CreateBuilder<'a> {
                     }
                 }
             }
+            session.sent(Op::Create);
             let error = match session.client.create(&target, self.data, &options).await {
                 Ok((stat, sequence)) => {
                     if let Some(p) = pending.take() {
@@ -393,7 +395,10 @@ impl<'a> CreateBuilder<'a> {
         let node = path::join(path::parent(&fw.full_path(self.path)?).unwrap_or("/"), &name);
         let stat = fw.with_retry(|s| {
             let node = &node;
-            async move { s.client.check_stat(node).await }
+            async move {
+                s.sent(Op::Exists);
+                s.client.check_stat(node).await
+            }
         });
         match stat.await? {
             Some(stat) => Ok(Some(Created { path: fw.unfix_path(&node).to_owned(), stat, existed: false })),
@@ -413,14 +418,24 @@ impl<'a> CreateBuilder<'a> {
         let fw = self.framework;
         let user_path = fw.unfix_path(target).to_owned();
         if self.or_set {
-            let set = fw.with_retry(|s| async move { s.client.set_data(target, self.data, None).await }).await;
+            let set = fw
+                .with_retry(|s| async move {
+                    s.sent(Op::SetData);
+                    s.client.set_data(target, self.data, None).await
+                })
+                .await;
             return match set {
                 Ok(stat) => Ok(Some(Created { path: user_path, stat, existed: true })),
                 Err(Error::ZooKeeper(ZkError::NoNode)) => Ok(None),
                 Err(e) => Err(e),
             };
         }
-        let read = fw.with_retry(|s| async move { s.client.get_data(target).await }).await;
+        let read = fw
+            .with_retry(|s| async move {
+                s.sent(Op::GetData);
+                s.client.get_data(target).await
+            })
+            .await;
         let (data, stat) = match read {
             Ok(found) => found,
             Err(Error::ZooKeeper(ZkError::NoNode)) => return Ok(None),

@@ -11,12 +11,14 @@ use zookeeper_client::Client;
 
 use super::builder::Config;
 use super::ensemble::{self, Tracked};
+use super::errors::Observer;
 use super::heartbeat::{Freshness, Heartbeat};
 use super::reaper::{ReaperCmd, ReaperHandle, Receiver, Sessions};
 use super::registry::Registry;
 use super::session::Session;
 use super::state::{ConnectionState, StateSnapshot};
 use crate::error::{Error, Result};
+use crate::metrics::{FrameworkMetrics, Labels};
 use crate::sync::Mutex;
 
 pub(crate) struct Inner {
@@ -32,6 +34,8 @@ pub(crate) struct Inner {
     pub(crate) registry: Arc<Registry>,
     /// The ensemble's membership as last seen.
     pub(crate) ensemble: Tracked,
+    /// Metrics and background errors, shared with the background work.
+    pub(crate) observer: Arc<Observer>,
 }
 
 enum Lifecycle {
@@ -71,6 +75,10 @@ impl crate::retry::Ends for Inner {
     fn has_ended(&self) -> bool {
         self.is_closed()
     }
+
+    fn retrying(&self) {
+        self.observer.metrics.retry();
+    }
 }
 
 impl Sessions for Inner {
@@ -84,7 +92,10 @@ impl Inner {
         let (state_tx, _) =
             watch::channel(StateSnapshot { state: ConnectionState::Suspended, session_id: 0, epoch: 0 });
         let (events_tx, _) = broadcast::channel(config.event_capacity);
+        let metrics = FrameworkMetrics::new(Labels::new(config.metrics_name.as_deref(), config.metrics_path_labels));
+        let observer = Arc::new(Observer::new(metrics, config.event_capacity));
         Inner {
+            observer,
             config,
             session: Mutex::new(None),
             state_tx,
@@ -153,6 +164,7 @@ impl Inner {
         let (stall, vouched_for) = timing;
         self.heartbeat.start(stall, vouched_for);
         *self.session.lock() = Some(session);
+        self.observer.metrics.session_opened();
         self.publish(first, vouched_for);
         let tasks = spawn(self.reaper.take_receiver());
         *lifecycle = Lifecycle::Started { tasks, runtime: tokio::runtime::Handle::current() };
@@ -174,6 +186,7 @@ impl Inner {
     pub(crate) fn finish_close(&self) -> Option<Session> {
         let session = self.session.lock().take();
         self.events_tx.lock().take();
+        self.observer.close();
         self.state_tx.send_modify(|s| s.state = ConnectionState::Lost);
         session
     }
@@ -222,6 +235,7 @@ impl Inner {
         }
         self.heartbeat.start(stall, vouched_for);
         *self.session.lock() = Some(session);
+        self.observer.metrics.session_opened();
         true
     }
 
@@ -287,6 +301,7 @@ impl Inner {
             self.heartbeat.beat(vouched_for);
         }
         tracing::info!(state = ?state, session = format_args!("{session_id:#x}"), epoch, "connection state changed");
+        self.observer.metrics.state_changed(state);
         self.state_tx.send_replace(snapshot);
         if !state.is_connected() {
             self.heartbeat.beat(vouched_for);

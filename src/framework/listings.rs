@@ -24,7 +24,9 @@ use futures::future::{BoxFuture, Either, FutureExt, Shared, WeakShared};
 use tokio::sync::Notify;
 use zookeeper_client::Client;
 
+use super::errors::Observer;
 use crate::error::ZkError;
+use crate::metrics::Op;
 use crate::sync::Mutex;
 
 /// A listing's reply: the children, sorted by the caller's order.
@@ -50,6 +52,8 @@ pub(crate) struct Listings {
     dirs: Mutex<HashMap<Key, Dir>>,
     /// Notified whenever a listing's reply is in (or it was dropped): a slot is free.
     freed: Notify,
+    /// Counts the listings sent, when the session has metrics.
+    observer: Option<Arc<Observer>>,
 }
 
 impl std::fmt::Debug for Listings {
@@ -105,6 +109,17 @@ impl Drop for Slot {
 }
 
 impl Listings {
+    /// The listings of a session whose requests `observer` counts.
+    pub(crate) fn counted(observer: Arc<Observer>) -> Self {
+        Self { observer: Some(observer), ..Self::default() }
+    }
+
+    fn sent(&self) {
+        if let Some(observer) = &self.observer {
+            observer.request(Op::GetChildren);
+        }
+    }
+
     /// The children of `dir`, sorted by `sort` (callers that name the same `order` must sort
     /// alike), from a listing sent after this call; decided now (send, or join the next
     /// batch), so the call's place in the session's request order is fixed when it returns.
@@ -125,6 +140,7 @@ impl Listings {
             return Either::Left(batch);
         }
         if let Some(slot) = entry.take_slot(self, &key) {
+            self.sent();
             let sent = client.list_children(dir);
             drop(dirs);
             return Either::Right(
@@ -145,6 +161,7 @@ impl Listings {
                     let entry = dirs.entry(key.clone()).or_default();
                     if let Some(slot) = entry.take_slot(&listings, &key) {
                         entry.next = None; // no one joins once it is sent
+                        listings.sent();
                         break (slot, client.list_children(&key.0));
                     }
                 }

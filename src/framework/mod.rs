@@ -26,11 +26,13 @@
 //! | `temp.rs` | [`TempFramework`]: a session opened on use and closed when idle |
 //! | `schema_check.rs` | the schema check every data-plane operation makes before sending (feature `schema`) |
 //! | `security.rs`, `session_failure.rs`, `wait_strategy.rs`, `registry.rs` | TLS and SASL settings, the session failure policy, the lock wait strategy, per-framework data-plane state |
+//! | `errors.rs` | background errors ([`BackgroundError`], [`Framework::errors`], [`Framework::on_error`]) and the observer that background work reports to (metrics, errors) without keeping the framework alive |
 
 mod builder;
 mod circuit_breaker;
 mod create;
 mod ensemble;
+mod errors;
 mod heartbeat;
 mod inner;
 mod listener;
@@ -65,6 +67,8 @@ pub use self::builder::{AclProvider, FixedAclProvider, FrameworkBuilder, OpenAcl
 pub use self::circuit_breaker::CircuitBreakingStream;
 pub use self::create::{CreateBuilder, Created, Parents};
 pub use self::ensemble::{Ensemble, EnsembleMember, Reconfig, ServerRole};
+pub(crate) use self::errors::Observer;
+pub use self::errors::{BackgroundError, BackgroundErrorKind, BackgroundErrors, BackgroundEvent};
 use self::inner::Inner;
 pub use self::listener::{ConnectionStateListener, ConnectionStateStream, ListenerHandle};
 pub(crate) use self::listings::Listing;
@@ -188,10 +192,11 @@ impl Framework {
             _ => ConnectionState::Connected,
         };
         let weak = Arc::downgrade(&self.inner);
+        let observer = self.inner.observer.clone();
         let spawn = |reaper_queue| {
             let state_task = tokio::spawn(state_manager::run(weak.clone(), watcher, first, session_timeout));
             let sessions: Weak<dyn reaper::Sessions> = weak.clone();
-            let reaper_task = tokio::spawn(reaper::run(sessions, reaper_queue));
+            let reaper_task = tokio::spawn(reaper::run(sessions, reaper_queue, observer));
             let mut tasks = vec![state_task.abort_handle(), reaper_task.abort_handle()];
             if self.inner.config.ensemble_tracking {
                 tasks.push(tokio::spawn(ensemble::track(weak.clone(), tracked)).abort_handle());
@@ -201,7 +206,7 @@ impl Framework {
         // Opening the session took a round trip: it is vouched for a whole session timeout.
         let vouched = (timing.stall, timing.session);
         // Refused (and the new session dropped, which closes it) when close() came first.
-        self.inner.finish_start(attempt, Session::new(connected, 1), vouched, first, spawn)
+        self.inner.finish_start(attempt, Session::new(connected, 1, self.inner.observer.clone()), vouched, first, spawn)
     }
 
     /// Waits for pending background deletes (at most the close timeout), stops the background
@@ -301,6 +306,43 @@ impl Framework {
         Fut: std::future::Future<Output = ()> + Send + 'static,
     {
         self.add_listener(Arc::new(listener::FnListener(f)))
+    }
+
+    /// Every background error from now on (Curator's `UnhandledErrorListener`, as a stream):
+    /// what the framework and its recipes could not do on their own and only logged before —
+    /// a guaranteed delete the server refuses, a node a cache may not read, a persistent watch
+    /// that cannot be added again, a persistent node that cannot be made again. Each is still
+    /// logged too. The channel keeps the last
+    /// [`event_capacity`](FrameworkBuilder::event_capacity) errors: a reader that falls
+    /// further behind gets [`BackgroundEvent::Lagged`] with the number it missed. The stream
+    /// ends when the framework closes (after the errors of its last background deletes).
+    pub fn errors(&self) -> BackgroundErrors {
+        BackgroundErrors::new(self.inner.observer.subscribe())
+    }
+
+    /// Calls `f` for every background error from now on (see [`errors`](Self::errors)), in
+    /// order, on a task of its own (Curator's `UnhandledErrorListener`). A panic in `f` is
+    /// logged and `f` stays registered; dropping the returned handle unregisters it, and the
+    /// task ends when the framework closes.
+    ///
+    /// # Errors
+    /// [`Error::NotStarted`] when called outside a Tokio runtime on a framework not started.
+    pub fn on_error<F>(&self, f: F) -> Result<ListenerHandle>
+    where
+        F: Fn(BackgroundEvent) + Send + Sync + 'static,
+    {
+        let runtime = self.inner.runtime().ok().flatten();
+        let Some(runtime) = tokio::runtime::Handle::try_current().ok().or(runtime) else {
+            return Err(Error::NotStarted);
+        };
+        let task = runtime.spawn(errors::run(self.inner.observer.subscribe(), f));
+        Ok(ListenerHandle::new(task.abort_handle()))
+    }
+
+    /// The framework's metrics and background error channel, for work that must not keep the
+    /// framework alive.
+    pub(crate) fn observer(&self) -> &Arc<Observer> {
+        &self.inner.observer
     }
 
     /// Waits until the state is connected (`Connected`, `Reconnected` or `ReadOnly`), for at
@@ -474,5 +516,9 @@ impl Framework {
 impl crate::retry::Ends for Framework {
     fn has_ended(&self) -> bool {
         self.is_closed()
+    }
+
+    fn retrying(&self) {
+        self.inner.observer.metrics.retry();
     }
 }

@@ -22,6 +22,7 @@ use zookeeper_client::{Client, CreateSequence};
 
 use super::{Framework, ReaperCmd};
 use crate::error::{is_zk_retryable, is_zk_session_lost, Error, ZkError};
+use crate::metrics::Op;
 use crate::path;
 use crate::protocol::driver::parse_sequence;
 
@@ -110,6 +111,7 @@ impl Cleanup {
         path: &str,
         via: impl FnOnce(SendDelete<'_>) -> DeleteReply,
     ) -> DeleteReply {
+        self.framework.observer().request(Op::Delete);
         let reply = via(&|| client.delete(path, None).boxed().shared());
         self.target = Target::Deleting { path: path.to_owned(), reply: reply.clone() };
         reply

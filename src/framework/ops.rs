@@ -7,6 +7,7 @@ use zookeeper_client::{Acl, Acls, Client, CreateMode};
 
 use super::{Framework, Session};
 use crate::error::{Error, Result, ZkError};
+use crate::metrics::Op;
 use crate::path;
 use crate::retry::RetryLoop;
 
@@ -140,7 +141,11 @@ impl Framework {
         let levels: Vec<_> = levels.into_iter().zip(&acls).collect();
         let on_session = || {
             let (session, levels) = (self.session(), &levels);
-            async move { Ok(create_levels(&session?.client, mode, levels).await?) }
+            async move {
+                let session = session?;
+                levels.iter().for_each(|_| session.sent(Op::Create));
+                Ok(create_levels(&session.client, mode, levels).await?)
+            }
         };
         // A level that exists when its create is sent can be gone by the time the next
         // level's create arrives (the server removes an empty container at any moment, and

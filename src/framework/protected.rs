@@ -12,6 +12,7 @@ use zookeeper_client::{Acl, Acls, CreateMode, CreateSequence, Stat};
 use super::node::{retry_request, CreatedNode, Failure, PendingCreate};
 use super::{Framework, ReaperCmd, Session};
 use crate::error::{is_zk_session_lost, Error, Result, ZkError};
+use crate::metrics::Op;
 use crate::path;
 
 /// A directory of protected nodes: where they are created, under which name marker and
@@ -67,7 +68,10 @@ impl NodeDir {
     pub(crate) async fn participant_nodes(&self, sort: impl FnOnce(&mut Vec<String>)) -> Result<Vec<String>> {
         let listed = self.framework.with_retry(|s| {
             let dir = &self.dir;
-            async move { s.client.list_children(dir).await }
+            async move {
+                s.sent(Op::GetChildren);
+                s.client.list_children(dir).await
+            }
         });
         let mut children = match listed.await {
             Err(Error::ZooKeeper(ZkError::NoNode)) => Vec::new(),
@@ -139,6 +143,7 @@ impl NodeSpec<'_> {
         name: &'a ProtectedName,
     ) -> (PendingCreate, impl Future<Output = Result<(Stat, CreateSequence), ZkError>> + Send + 'a) {
         let options = CreateMode::EphemeralSequential.with_acls(Acls::new(&name.acl));
+        session.sent(Op::Create);
         let reply = session.client.create(&name.base, self.data, &options);
         (self.pending(session, name), reply)
     }
@@ -177,6 +182,7 @@ impl NodeSpec<'_> {
         let mut retry = self.framework.retry_loop();
         let mut made_parents = false;
         loop {
+            session.sent(Op::Create);
             let (created, listed) = futures::join!(session.client.create(&base, self.data, &options), list());
             let error = match created {
                 Ok((stat, assigned)) => {
@@ -231,6 +237,8 @@ impl PendingCreate {
     pub(crate) async fn recover(&self, session: &Session, any_owner: bool) -> Result<Option<(String, i64)>, Failure> {
         let dir = self.dir();
         let listing = || async {
+            session.sent(Op::Sync);
+            session.sent(Op::GetChildren);
             let (synced, children) = futures::join!(session.client.sync(dir), session.client.list_children(dir));
             synced?;
             children
@@ -243,7 +251,11 @@ impl PendingCreate {
         for name in ours {
             let full = path::join(dir, &name);
             if adopted.is_none() {
-                let stat = retry_request(framework, || session.client.check_stat(&full)).await?;
+                let stat = retry_request(framework, || {
+                    session.sent(Op::Exists);
+                    session.client.check_stat(&full)
+                })
+                .await?;
                 if let Some(stat) = stat.filter(|s| any_owner || session.owns(s.ephemeral_owner)) {
                     framework.note_session_id(session);
                     tracing::debug!(node = %full, "adopted our node after a lost create reply");

@@ -13,6 +13,7 @@ use zookeeper_client::{EventType, OneshotWatcher, SessionState, Stat};
 use super::watch_table::{NodeEvent, Registered};
 use super::{Framework, SchemaOp};
 use crate::error::{Error, Result, ZkError};
+use crate::metrics::Op;
 
 /// A one-shot watch set by a watched read (Curator's `usingWatcher`): it completes once, with
 /// the first change of the node after the read, or with an error when the session ends before
@@ -269,7 +270,13 @@ impl<'a> IntoFuture for GetData<'a> {
             let full = self.framework.full_path(self.path)?;
             self.framework.check_schema(self.path, SchemaOp::Read { watched: false })?;
             let full = &full;
-            let (data, stat) = self.framework.with_retry(|s| async move { s.client.get_data(full).await }).await?;
+            let (data, stat) = self
+                .framework
+                .with_retry(|s| async move {
+                    s.sent(Op::GetData);
+                    s.client.get_data(full).await
+                })
+                .await?;
             Ok((self.framework.unpack(self.path, self.decompress, data)?, stat))
         })
     }
@@ -292,8 +299,12 @@ impl<'a> IntoFuture for GetDataWatched<'a> {
             fw.check_schema(self.path, SchemaOp::Read { watched: true })?;
             let (full, entry) = fw.oneshot_watchable(self.path)?;
             let full = &full;
-            let (data, stat, watcher) =
-                fw.with_retry(|s| async move { s.client.get_and_watch_data(full).await }).await?;
+            let (data, stat, watcher) = fw
+                .with_retry(|s| async move {
+                    s.sent(Op::GetData);
+                    s.client.get_and_watch_data(full).await
+                })
+                .await?;
             let watch = OneshotWatch::new(fw, watcher, entry);
             Ok((fw.unpack(self.path, self.decompress, data)?, stat, watch))
         })
@@ -314,7 +325,12 @@ impl<'a> IntoFuture for Exists<'a> {
             let full = self.framework.full_path(self.path)?;
             self.framework.check_schema(self.path, SchemaOp::Read { watched: false })?;
             let full = &full;
-            self.framework.with_retry(|s| async move { s.client.check_stat(full).await }).await
+            self.framework
+                .with_retry(|s| async move {
+                    s.sent(Op::Exists);
+                    s.client.check_stat(full).await
+                })
+                .await
         })
     }
 }
@@ -335,7 +351,12 @@ impl<'a> IntoFuture for ExistsWatched<'a> {
             fw.check_schema(self.path, SchemaOp::Read { watched: true })?;
             let (full, entry) = fw.oneshot_watchable(self.path)?;
             let full = &full;
-            let (stat, watcher) = fw.with_retry(|s| async move { s.client.check_and_watch_stat(full).await }).await?;
+            let (stat, watcher) = fw
+                .with_retry(|s| async move {
+                    s.sent(Op::Exists);
+                    s.client.check_and_watch_stat(full).await
+                })
+                .await?;
             Ok((stat, OneshotWatch::new(fw, watcher, entry)))
         })
     }
@@ -355,7 +376,12 @@ impl<'a> IntoFuture for GetChildren<'a> {
             let full = self.framework.full_path(self.path)?;
             self.framework.check_schema(self.path, SchemaOp::Read { watched: false })?;
             let full = &full;
-            self.framework.with_retry(|s| async move { s.client.list_children(full).await }).await
+            self.framework
+                .with_retry(|s| async move {
+                    s.sent(Op::GetChildren);
+                    s.client.list_children(full).await
+                })
+                .await
         })
     }
 }
@@ -374,7 +400,12 @@ impl<'a> IntoFuture for GetChildrenWithStat<'a> {
             let full = self.framework.full_path(self.path)?;
             self.framework.check_schema(self.path, SchemaOp::Read { watched: false })?;
             let full = &full;
-            self.framework.with_retry(|s| async move { s.client.get_children(full).await }).await
+            self.framework
+                .with_retry(|s| async move {
+                    s.sent(Op::GetChildren);
+                    s.client.get_children(full).await
+                })
+                .await
         })
     }
 }
@@ -395,8 +426,12 @@ impl<'a> IntoFuture for GetChildrenWatched<'a> {
             fw.check_schema(self.path, SchemaOp::Read { watched: true })?;
             let (full, entry) = fw.oneshot_watchable(self.path)?;
             let full = &full;
-            let (children, stat, watcher) =
-                fw.with_retry(|s| async move { s.client.get_and_watch_children(full).await }).await?;
+            let (children, stat, watcher) = fw
+                .with_retry(|s| async move {
+                    s.sent(Op::GetChildren);
+                    s.client.get_and_watch_children(full).await
+                })
+                .await?;
             Ok((children, stat, OneshotWatch::new(fw, watcher, entry)))
         })
     }
@@ -436,6 +471,7 @@ impl Framework {
                 let fulls = &fulls;
                 let multi = self
                     .with_retry(|s| async move {
+                        s.sent(Op::MultiRead);
                         let mut reader = s.client.new_multi_reader();
                         for full in fulls {
                             reader.add_get_data(full)?;
@@ -447,7 +483,13 @@ impl Framework {
                     Err(Error::ZooKeeper(ZkError::Unimplemented)) => {
                         // No multiRead: the reads one by one, pipelined.
                         let reads = fulls.iter().map(|full| async move {
-                            match self.with_retry(|s| async move { s.client.get_data(full).await }).await {
+                            match self
+                                .with_retry(|s| async move {
+                                    s.sent(Op::GetData);
+                                    s.client.get_data(full).await
+                                })
+                                .await
+                            {
                                 Ok((data, stat)) => Ok(Some((data, stat))),
                                 Err(Error::ZooKeeper(ZkError::NoNode)) => Ok(None),
                                 Err(e) => Err(e),

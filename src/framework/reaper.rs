@@ -15,7 +15,9 @@ use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use tokio::sync::{mpsc, Notify};
 
+use super::errors::{BackgroundErrorKind, Observer};
 use crate::error::{is_zk_retryable, is_zk_session_lost, ZkError};
+use crate::metrics::Op;
 use crate::path;
 use crate::retry::{Doubling, RetryLoop};
 use crate::sync::Mutex;
@@ -112,13 +114,13 @@ impl Receiver {
     }
 }
 
-pub(crate) async fn run(weak: Weak<dyn Sessions>, mut receiver: Receiver) {
+pub(crate) async fn run(weak: Weak<dyn Sessions>, mut receiver: Receiver, observer: Arc<Observer>) {
     let Some(mut rx) = receiver.rx.take() else { return };
     let mut jobs = FuturesUnordered::new();
     loop {
         tokio::select! {
             cmd = rx.recv() => match cmd {
-                Some(cmd) => jobs.push(reap(weak.clone(), cmd)),
+                Some(cmd) => jobs.push(reap(weak.clone(), cmd, &observer)),
                 None => return,
             },
             Some(()) = jobs.next(), if !jobs.is_empty() => receiver.done(),
@@ -132,7 +134,7 @@ const REAPER_BACKOFF: Doubling = Doubling { first: Duration::from_millis(50), ma
 
 /// Sees one delete through. Returns when the node is gone, its session is gone, the framework
 /// is gone, or the server refuses for a reason retrying cannot fix (logged with the path).
-async fn reap(weak: Weak<dyn Sessions>, cmd: ReaperCmd) {
+async fn reap(weak: Weak<dyn Sessions>, cmd: ReaperCmd, observer: &Observer) {
     let (target, epoch, mut sent) = match cmd {
         ReaperCmd::Sent { path, epoch, reply } => (Target::Node(path), epoch, Some(reply)),
         ReaperCmd::Delete { path, epoch } => (Target::Node(path), epoch, None),
@@ -145,7 +147,7 @@ async fn reap(weak: Weak<dyn Sessions>, cmd: ReaperCmd) {
         async move {
             let result = match (reply, client) {
                 (Some(reply), _) => reply.await,
-                (None, Some(client)) => target.delete(&client).await,
+                (None, Some(client)) => target.delete(&client, observer).await,
                 (None, None) => return Ok(()), // the session is over: the node went with it
             };
             match result {
@@ -158,7 +160,8 @@ async fn reap(weak: Weak<dyn Sessions>, cmd: ReaperCmd) {
     match RetryLoop::new(&REAPER_BACKOFF).run(attempt, is_zk_retryable).await {
         Ok(()) => tracing::trace!(?target, epoch, "background delete done"),
         Err(error) => {
-            tracing::warn!(?target, %error, "background delete refused; the node stays until its session ends")
+            tracing::warn!(?target, %error, "background delete refused; the node stays until its session ends");
+            observer.error("reaper", BackgroundErrorKind::GuaranteedDelete, &target.path(), error);
         }
     }
 }
@@ -170,16 +173,30 @@ enum Target {
 }
 
 impl Target {
-    async fn delete(&self, client: &zookeeper_client::Client) -> Result<(), ZkError> {
+    /// The node's path, or the prefix's (`parent/prefix`).
+    fn path(&self) -> String {
         match self {
-            Target::Node(path) => client.delete(path, None).await,
+            Target::Node(path) => path.clone(),
+            Target::Prefix { parent, prefix } => path::join(parent, prefix),
+        }
+    }
+
+    async fn delete(&self, client: &zookeeper_client::Client, observer: &Observer) -> Result<(), ZkError> {
+        match self {
+            Target::Node(path) => {
+                observer.request(Op::Delete);
+                client.delete(path, None).await
+            }
             Target::Prefix { parent, prefix } => {
+                observer.request(Op::Sync);
+                observer.request(Op::GetChildren);
                 // sync first so that a server behind the one that took the create still shows it
                 let synced = client.sync(parent);
                 let listed = client.list_children(parent);
                 let (synced, children) = futures::join!(synced, listed);
                 synced?;
                 for child in children?.iter().filter(|c| c.starts_with(prefix.as_str())) {
+                    observer.request(Op::Delete);
                     match client.delete(&path::join(parent, child), None).await {
                         Ok(()) | Err(ZkError::NoNode) => {}
                         Err(e) => return Err(e),

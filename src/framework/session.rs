@@ -22,8 +22,10 @@ use tokio::task::AbortHandle;
 use zookeeper_client::{Client, SessionState};
 
 use super::builder::Config;
+use super::errors::Observer;
 use super::listings::Listings;
 use crate::error::{Error, Result};
+use crate::metrics::Op;
 use crate::sync::Mutex;
 
 /// One ZooKeeper session of the framework: its client and which session it is (the epoch).
@@ -41,15 +43,17 @@ pub(crate) struct Session {
     task: Arc<SessionTask>,
     /// The connect string the client was made with.
     hosts: Arc<str>,
+    /// The framework's metrics (requests by operation).
+    observer: Arc<Observer>,
 }
 
 impl Session {
-    pub(crate) fn new(connected: Connected, epoch: u64) -> Self {
+    pub(crate) fn new(connected: Connected, epoch: u64, observer: Arc<Observer>) -> Self {
         let Connected { client, task, hosts } = connected;
         let read_only = client.state() == SessionState::ConnectedReadOnly;
         let id = if read_only { 0 } else { client.session_id().0 };
-        let id = Arc::new(AtomicI64::new(id));
-        Self { client, epoch, id, listings: Arc::default(), shared: Arc::default(), task, hosts: hosts.into() }
+        let (listings, shared) = (Arc::new(Listings::counted(observer.clone())), Arc::default());
+        Self { client, epoch, id: Arc::new(AtomicI64::new(id)), listings, shared, task, hosts: hosts.into(), observer }
     }
 
     /// This session (same epoch, id and shared objects) on the client `connected`, which
@@ -60,10 +64,11 @@ impl Session {
             client,
             epoch: self.epoch,
             id: self.id.clone(),
-            listings: Arc::default(),
+            listings: Arc::new(Listings::counted(self.observer.clone())),
             shared: self.shared.clone(),
             task,
             hosts: hosts.into(),
+            observer: self.observer.clone(),
         }
     }
 
@@ -75,6 +80,11 @@ impl Session {
     /// The connect string the session's client was made with.
     pub(crate) fn hosts(&self) -> &str {
         &self.hosts
+    }
+
+    /// Counts a request about to be sent on this session.
+    pub(crate) fn sent(&self, op: Op) {
+        self.observer.request(op);
     }
 
     /// Whether the client's task serving the session is gone (it ended, panicked, or the

@@ -56,6 +56,7 @@ use super::session::{self, Session};
 use super::state::{
     first_connection_rule, transition, Confirm, ConnectionState, ConnectionStateErrorPolicy, Observation,
 };
+use crate::metrics::Op;
 use crate::retry::{RetryLoop, RetryPolicy};
 
 /// The time spans the state manager works with, derived from the negotiated session timeout.
@@ -406,7 +407,9 @@ fn attach(inner: &Inner, session: Session) -> Moving {
 /// A `sync` goes through the ensemble's leader, so its answer also shows that the member we
 /// talk to still follows one. `None` when there is no session (closing).
 fn confirm(inner: &Inner, timing: Timing, delay: Duration) -> Option<Confirming> {
-    let client: Client = inner.session().ok()?.client;
+    let session = inner.session().ok()?;
+    let client: Client = session.client.clone();
+    session.sent(Op::Sync);
     Some(Box::pin(async move {
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
@@ -432,7 +435,7 @@ async fn open_new_session(inner: &Inner) -> Option<Session> {
         session::connect(&inner.config, &hosts).await
     };
     match retry.run(connect, |_| true).await {
-        Ok(connected) => Some(Session::new(connected, epoch)),
+        Ok(connected) => Some(Session::new(connected, epoch, inner.observer.clone())),
         Err(error) => {
             tracing::debug!(%error, "no new session: the framework closed");
             None

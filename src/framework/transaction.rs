@@ -7,6 +7,7 @@ use zookeeper_client::{Acl, Acls, CreateMode, MultiWriteError, MultiWriteResult,
 
 use super::{Framework, SchemaOp};
 use crate::error::{is_zk_connection_error, Error, Result, ZkError};
+use crate::metrics::Op as Sent;
 
 /// Something that holds a lock node and can fence writes with it: every lock guard, semaphore
 /// lease and leadership term. A transaction [`fenced_by`](Transaction::fenced_by) it starts
@@ -291,6 +292,7 @@ impl<'a> Transaction<'a> {
         let mut retry = fw.retry_loop();
         loop {
             let session = fw.session()?;
+            session.sent(Sent::Multi);
             let mut writer = session.client.new_multi_writer();
             for (op, (full, acl)) in self.ops.iter().zip(&prepared) {
                 let added = match op {

@@ -14,6 +14,7 @@ use zookeeper_client::{Acl, Stat};
 
 use super::{Framework, ReaperCmd, SchemaOp};
 use crate::error::{is_zk_connection_error, Error, Result, ZkError};
+use crate::metrics::Op;
 use crate::path;
 use crate::protocol::gzip;
 
@@ -112,7 +113,11 @@ impl Framework {
     pub async fn sync(&self, path: &str) -> Result<()> {
         let full = self.full_path(path)?;
         let full = &full;
-        self.with_retry(|s| async move { s.client.sync(full).await }).await
+        self.with_retry(|s| async move {
+            s.sent(Op::Sync);
+            s.client.sync(full).await
+        })
+        .await
     }
 
     /// A node's ACL and stat (Curator's `getACL()`).
@@ -125,7 +130,11 @@ impl Framework {
     pub async fn get_acl(&self, path: &str) -> Result<(Vec<Acl>, Stat)> {
         let full = self.full_path(path)?;
         let full = &full;
-        self.with_retry(|s| async move { s.client.get_acl(full).await }).await
+        self.with_retry(|s| async move {
+            s.sent(Op::GetAcl);
+            s.client.get_acl(full).await
+        })
+        .await
     }
 
     /// Replaces a node's ACL (Curator's `setACL().withVersion(v)`); `acl_version` is the
@@ -145,7 +154,13 @@ impl Framework {
         }
         self.check_schema(path, SchemaOp::SetAcl(acl))?;
         let full = &full;
-        match self.with_retry(|s| async move { s.client.set_acl(full, acl, version).await }).await {
+        match self
+            .with_retry(|s| async move {
+                s.sent(Op::SetAcl);
+                s.client.set_acl(full, acl, version).await
+            })
+            .await
+        {
             Err(Error::ZooKeeper(ZkError::BadVersion)) => {
                 Err(Error::BadVersion { path: path.to_owned(), expected: acl_version })
             }
@@ -199,6 +214,7 @@ impl SetData<'_> {
         let result = fw
             .with_retry(|s| {
                 let in_doubt = &in_doubt;
+                s.sent(Op::SetData);
                 async move { note_doubt(in_doubt, s.client.set_data(full, data, version).await) }
             })
             .await;
@@ -311,6 +327,7 @@ impl Delete<'_> {
             .framework
             .with_retry(|s| {
                 let in_doubt = &in_doubt;
+                s.sent(Op::Delete);
                 async move { note_doubt(in_doubt, s.client.delete(full, version).await) }
             })
             .await;
@@ -331,7 +348,11 @@ impl Delete<'_> {
         while let Some(at) = stack.pop() {
             let listed = {
                 let at = &at;
-                fw.with_retry(|s| async move { s.client.list_children(at).await }).await
+                fw.with_retry(|s| async move {
+                    s.sent(Op::GetChildren);
+                    s.client.list_children(at).await
+                })
+                .await
             };
             let children = match listed {
                 Ok(children) => children,

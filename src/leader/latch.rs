@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::framework::node::{retry_request, Failure};
 use crate::framework::Framework;
 use crate::locks::{Block, HeldNode, LockInternals, NodeWatch};
+use crate::metrics::Op;
 use crate::path;
 use crate::protocol::driver::{Driver, StandardDriver, Verdict};
 use crate::sync::Mutex;
@@ -451,7 +452,11 @@ impl Shared {
             return Err(Failure::NodeMissing);
         }
         let dir = self.internals.dir();
-        let mut children = retry_request(framework, || session.client.list_children(dir)).await?;
+        let mut children = retry_request(framework, || {
+            session.sent(Op::GetChildren);
+            session.client.list_children(dir)
+        })
+        .await?;
         // A wrapped suffix sorts out of creation order: the listing cannot say who is first
         // (as for every acquire: see `Error::SequenceWrapped`).
         if LATCH.wrapped(&children).is_some() {

@@ -24,6 +24,7 @@ pub use self::selector::LeaderSelector;
 use crate::error::{Error, Result, ZkError};
 use crate::framework::Framework;
 use crate::locks::LockInternals;
+use crate::metrics::Op;
 use crate::protocol::driver::Driver;
 use crate::retry::{Doubling, RetryLoop};
 use crate::sync::Mutex;
@@ -89,7 +90,7 @@ pub(crate) fn election(framework: &Framework, path: &str, driver: impl Driver, i
             other => other,
         },
     )?;
-    Ok(internals.with_mirror_wait())
+    Ok(internals.with_mirror_wait().counted("leader"))
 }
 
 /// Every candidate of an election in election order, with ids read from the nodes' data; the
@@ -104,7 +105,11 @@ pub(crate) async fn read_participants(internals: &LockInternals) -> Result<Vec<P
         .with_retry(|session| {
             let full = &full;
             async move {
-                let replies = futures::future::join_all(full.iter().map(|p| session.client.get_data(p))).await;
+                let replies = futures::future::join_all(full.iter().map(|p| {
+                    session.sent(Op::GetData);
+                    session.client.get_data(p)
+                }))
+                .await;
                 replies
                     .into_iter()
                     .map(|reply| match reply {

@@ -16,6 +16,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::error::{Error, Result};
+use crate::metrics::LockMetrics;
 
 /// How an acquire treats a lock that is not free: wait for it ([`Block`]) or give up at once
 /// ([`Try`]). The result type follows: a guard, or an optional guard.
@@ -102,6 +103,12 @@ pub trait Acquire: Send + Sync + Debug {
 
     /// True when this process holds the lock through this handle (or a clone).
     fn is_acquired_in_this_process(&self) -> bool;
+
+    /// The handle's metrics (waits, waiters, timeouts); `None` for one that has none of its
+    /// own (a multi-lock: its locks count).
+    fn lock_metrics(&self) -> Option<&LockMetrics> {
+        None
+    }
 }
 
 /// A guard of this crate, as a [`MultiLock`](crate::MultiLock) keeps it.
@@ -113,7 +120,12 @@ pub trait Hold: Send + Sync + Debug + 'static {
 
 /// Waits until `lock` is held.
 pub(crate) async fn acquire<L: Acquire>(lock: &L) -> Result<L::Guard> {
-    lock.acquire_with::<Block>().await
+    let waiting = lock.lock_metrics().map(LockMetrics::waiting);
+    let guard = lock.acquire_with::<Block>().await?;
+    if let Some(waiting) = waiting {
+        waiting.acquired();
+    }
+    Ok(guard)
 }
 
 /// Takes `lock` if it is free now.
@@ -126,6 +138,12 @@ pub(crate) async fn try_acquire<L: Acquire>(lock: &L) -> Result<Option<L::Guard>
 pub(crate) async fn acquire_timeout<L: Acquire>(lock: &L, timeout: Duration) -> Result<Option<L::Guard>> {
     match within(timeout, acquire(lock)).await {
         Err(Error::UpgradeRefused { .. }) => Ok(None),
+        Ok(None) => {
+            if let Some(metrics) = lock.lock_metrics() {
+                metrics.timed_out();
+            }
+            Ok(None)
+        }
         other => other,
     }
 }

@@ -23,6 +23,7 @@ use zookeeper_client::SessionState;
 
 use super::mirror_wait::{Admission, Decision, DirHost, Run, ANY_DELETION, CALM};
 use crate::framework::{Framework, Session, WatchMode};
+use crate::metrics::{MirrorMetrics, Resyncs};
 use crate::mirror::driver::{self as mirror_driver, Host};
 use crate::mirror::shared::Shared;
 use crate::mirror::Reads;
@@ -472,11 +473,19 @@ impl DirMirror {
 async fn drive(inner: Arc<Inner>, framework: Framework, watch: SessionWatch) {
     let weak: Weak<dyn Inspect> = Arc::downgrade(&inner) as Weak<dyn Inspect>;
     let _running = probe().mirror_started(&inner.dir, weak);
+    let metrics = MirrorMetrics::new(&framework.observer().metrics.labels, framework.unfix_path(&inner.dir));
+    let _alive = metrics.alive();
+    let report = mirror_driver::Report {
+        observer: framework.observer().clone(),
+        recipe: "lock_mirror",
+        resyncs: Resyncs::Mirror(metrics),
+    };
     let config = mirror_driver::Config {
         root: inner.dir.clone(),
         reads: Reads::Stat,
         decode: Arc::new(|_: &str, _: Vec<u8>| None),
         concurrency: 1,
+        report,
     };
     // Never stopped from outside: the driver ends with the watch, or is dropped.
     let (_stop, stopped) = watch::channel(false);

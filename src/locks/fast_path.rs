@@ -39,6 +39,7 @@ use zookeeper_client::WatchedEvent;
 use crate::framework::node::{CreatedNode, DeleteReply, Failure, SendDelete};
 use crate::framework::protected::NodeSpec;
 use crate::framework::{ConnectionState, Framework, Session};
+use crate::metrics::Op;
 use crate::sync::Mutex;
 
 /// Why a fast-path try took the usual way instead.
@@ -208,6 +209,7 @@ impl FastPath {
         dir: &str,
     ) -> impl std::future::Future<Output = ()> + 'a {
         let id = WatchId::next(session);
+        session.sent(Op::Exists);
         let exists = session.client.check_and_watch_stat(dir);
         async move {
             if let Ok((Some(_), watcher)) = exists.await {

@@ -19,6 +19,7 @@ use super::revocation::NodeRevocation;
 use crate::error::{is_zk_retryable, is_zk_session_lost, Result, ZkError};
 use crate::framework::node::{Cleanup, CreatedNode, DeleteReply, SendDelete};
 use crate::framework::{ConnectionState, Framework};
+use crate::metrics::HoldToken;
 use crate::sync::Mutex;
 
 /// A watch set while acquiring, waiting for its event.
@@ -35,6 +36,8 @@ pub(crate) struct HeldNode {
     /// delete) instead of costing a RemoveWatches request when dropped unfired. Declared
     /// after `cleanup`, so they are dropped after the delete is sent.
     kept_watches: Mutex<Vec<KeptWatch>>,
+    /// Counts the hold in its recipe's metrics while the node is held.
+    hold: Option<HoldToken>,
 }
 
 impl std::fmt::Debug for HeldNode {
@@ -57,7 +60,7 @@ impl HeldNode {
             revocation: None,
             seat: None,
         };
-        Self { cleanup, sole: None, watch, kept_watches: Mutex::default() }
+        Self { cleanup, sole: None, watch, kept_watches: Mutex::default(), hold: None }
     }
 
     /// The held stage of `node`, revocable when `revocation` watches it.
@@ -71,6 +74,22 @@ impl HeldNode {
     /// deletion from the mirror, without a watch of their own.
     pub(crate) fn on_mirror(&mut self, seat: MirrorSeat) {
         self.watch.seat = Some(seat);
+    }
+
+    /// Counts the hold in its recipe's metrics while the node is held.
+    pub(crate) fn count_hold(&mut self, hold: Option<HoldToken>) {
+        self.hold = hold;
+    }
+
+    /// Counts a hold that ends lost: its session is over or its node was seen deleted, and
+    /// the framework was not closed.
+    fn end_hold(hold: Option<HoldToken>, watch: &NodeWatch) {
+        if let Some(hold) = hold {
+            let lost = watch.client().is_none() || watch.gone.load(Ordering::SeqCst);
+            if lost && !watch.framework.is_closed() {
+                hold.lost();
+            }
+        }
     }
 
     /// The node held its lock alone: its delete is recorded for the handle's fast path.
@@ -106,6 +125,7 @@ impl HeldNode {
     /// the node until its session ends.
     pub(crate) async fn release(mut self) -> Result<()> {
         let watch = self.watch.clone();
+        Self::end_hold(self.hold.take(), &watch);
         let HeldNode { cleanup, sole, .. } = &mut self;
         let delete = || {
             let (sole, epoch) = (sole.as_ref(), watch.epoch);
@@ -136,6 +156,7 @@ impl Drop for HeldNode {
     /// Sends the delete now (ordered before any later request), through the fast path's
     /// record; the cleanup's own `Drop` then leaves the reply to the reaper.
     fn drop(&mut self) {
+        Self::end_hold(self.hold.take(), &self.watch);
         let (sole, epoch) = (self.sole.as_ref(), self.cleanup.epoch());
         self.cleanup.delete_now_via(|send| Self::record(sole, epoch, send));
     }

@@ -38,6 +38,8 @@ use crate::framework::node::{retry_request, CreatedNode, Failure};
 use crate::framework::protected::{nothing_behind, NodeDir, NodeSpec};
 use crate::framework::wait_strategy::WaitStrategy;
 use crate::framework::{Framework, Listing, Session};
+use crate::metrics::LockMetrics;
+use crate::metrics::Op;
 use crate::path;
 use crate::protocol::driver::{Driver, Verdict};
 
@@ -54,6 +56,8 @@ pub(crate) struct LockInternals {
     /// The session's mirror of the directory, for mutexes that wait on it (shared by the
     /// handle's clones; replaced when the session changes).
     mirror: Option<Arc<MirrorSlot>>,
+    /// The recipe's metrics, for a lock a user acquires (not a semaphore's internal lock).
+    metrics: Option<LockMetrics>,
 }
 
 /// How a wait on the mirror ended.
@@ -73,7 +77,7 @@ impl LockInternals {
     /// As [`NodeDir::new`].
     pub(crate) fn new(framework: &Framework, path: &str, driver: Arc<dyn Driver>, data: Vec<u8>) -> Result<Self> {
         let nodes = NodeDir::new(framework, path, driver.lock_name(), data)?;
-        Ok(Self { nodes, driver, fast: None, mirror: None })
+        Ok(Self { nodes, driver, fast: None, mirror: None, metrics: None })
     }
 
     /// Takes an uncontended lock with the create alone when it can prove that is safe (see
@@ -122,6 +126,18 @@ impl LockInternals {
         self.nodes.framework()
     }
 
+    /// Counts this lock's waits and holds under the `recipe` label.
+    pub(crate) fn counted(mut self, recipe: &'static str) -> Self {
+        let labels = &self.framework().observer().metrics.labels;
+        self.metrics = Some(LockMetrics::new(labels, recipe, self.nodes.path()));
+        self
+    }
+
+    /// The lock's metrics, when it is counted.
+    pub(crate) fn metrics(&self) -> Option<&LockMetrics> {
+        self.metrics.as_ref()
+    }
+
     /// The lock path as the user gave it.
     pub(crate) fn path(&self) -> &str {
         self.nodes.path()
@@ -144,8 +160,15 @@ impl LockInternals {
     }
 
     /// Acquires in mode `M`, starting a fresh attempt (new node) whenever ours goes missing.
+    /// For the engine's own users (an election's participant; a semaphore's internal lock, not
+    /// counted): a counted lock's wait goes into its metrics here.
     pub(crate) async fn acquire<M: Mode>(&self) -> Result<M::Out<HeldNode>> {
-        self.acquire_with::<M>(None).await
+        let waiting = self.metrics.as_ref().map(LockMetrics::waiting);
+        let out = self.acquire_with::<M>(None).await?;
+        if let Some(waiting) = waiting {
+            waiting.acquired();
+        }
+        Ok(out)
     }
 
     /// [`acquire`](Self::acquire), revocably when `revocable` is given: each node is created
@@ -289,7 +312,11 @@ impl LockInternals {
                 WaitOn::Barrier | WaitOn::Valid if stuck => mirror.request_resync(),
                 WaitOn::Predecessor(ahead) if stuck => {
                     let ahead_path = path::join(self.dir(), &ahead);
-                    let stat = retry_request(framework, || session.client.check_stat(&ahead_path)).await?;
+                    let stat = retry_request(framework, || {
+                        session.sent(Op::Exists);
+                        session.client.check_stat(&ahead_path)
+                    })
+                    .await?;
                     if stat.is_none() {
                         tracing::debug!(node = %ahead, "the mirror missed a deletion: listing again");
                         mirror.request_resync();
@@ -369,6 +396,7 @@ impl LockInternals {
             let sort = move |children: &mut Vec<String>| driver.sort(children);
             return session.listings.list(&session.client, self.dir(), self.driver.lock_name(), sort).left_future();
         };
+        session.sent(Op::GetChildren);
         let children = session.client.list_children(self.dir());
         let arm = fast.arm_watch(session, self.dir());
         async move {
@@ -395,6 +423,7 @@ impl LockInternals {
         if let Some(sole) = sole {
             held.held_alone(sole);
         }
+        held.count_hold(self.metrics.as_ref().map(LockMetrics::hold));
         held
     }
 
@@ -414,9 +443,13 @@ impl LockInternals {
         // disconnect, then a reconnect) makes the wake-up unfit for the shortcut.
         let mut connection = own.map(|_| session.client.state_watcher());
         // Sent now, ahead of the predecessor's watch; both are answered in one round trip.
-        let own_reply = own.map(|name| session.client.get_and_watch_data(&path::join(self.dir(), name)));
+        let own_reply = own.map(|name| {
+            session.sent(Op::GetData);
+            session.client.get_and_watch_data(&path::join(self.dir(), name))
+        });
         let ahead_path = path::join(self.dir(), ahead);
         let ahead_watch = retry_request(self.framework(), || async {
+            session.sent(Op::GetData);
             match session.client.get_and_watch_data(&ahead_path).await {
                 Ok((_, _, watcher)) => Ok(Some(watcher)),
                 Err(ZkError::NoNode) => Ok(None),

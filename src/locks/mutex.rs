@@ -90,7 +90,9 @@ impl InterProcessMutex {
     /// As [`new`](Self::new); [`Error::TooLarge`](crate::Error::TooLarge) when the path and data do not fit in one
     /// request ([`FrameworkBuilder::max_request_bytes`](crate::FrameworkBuilder::max_request_bytes)).
     pub fn with_data(framework: &Framework, path: &str, data: Vec<u8>) -> Result<Self> {
-        let internals = LockInternals::new(framework, path, Arc::new(StandardDriver::MUTEX), data)?.with_fast_path();
+        let internals = LockInternals::new(framework, path, Arc::new(StandardDriver::MUTEX), data)?
+            .with_fast_path()
+            .counted("mutex");
         Ok(Self { shared: Arc::new(Shared { internals, turns: Turns::default(), holds: Arc::default() }) })
     }
 

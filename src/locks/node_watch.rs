@@ -19,6 +19,7 @@ use zookeeper_client::{EventType, Stat};
 use super::dir_mirror::{Asker, DirMirror, Presence};
 use crate::error::{is_zk_retryable, is_zk_session_lost, ZkError};
 use crate::framework::{ConnectionState, Framework};
+use crate::metrics::Op;
 use crate::path;
 use crate::retry::{Doubling, RetryLoop};
 
@@ -109,7 +110,10 @@ async fn watch_on_mirror(
         if sure && read_due {
             let result = {
                 let Some(client) = framework.client_of(epoch) else { return Some(End::SessionOver) };
-                let get = || client.get_data(full_path);
+                let get = || {
+                    framework.observer().request(Op::GetData);
+                    client.get_data(full_path)
+                };
                 framework.retry_loop().run(get, |e| is_zk_retryable(e) && !is_zk_session_lost(e)).await
             };
             match result {
@@ -167,7 +171,10 @@ pub(crate) async fn watch_data(
     loop {
         let result = {
             let Some(client) = framework.client_of(epoch) else { return End::SessionOver };
-            let get = || client.get_and_watch_data(full_path);
+            let get = || {
+                framework.observer().request(Op::GetData);
+                client.get_and_watch_data(full_path)
+            };
             framework.retry_loop().run(get, |e| is_zk_retryable(e) && !is_zk_session_lost(e)).await
         };
         let watcher = match result {

@@ -16,6 +16,8 @@ use super::revocation::{NodeRevocation, Revocable, Signal};
 use crate::error::{Error, Result};
 use crate::framework::node::{retry_request, Failure};
 use crate::framework::Framework;
+use crate::metrics::LockMetrics;
+use crate::metrics::Op;
 use crate::path;
 use crate::protocol::driver::{ReadDriver, WriteDriver};
 use crate::protocol::{read_write_sort_key, READ_LOCK_NAME, WRITE_LOCK_NAME};
@@ -130,8 +132,11 @@ impl InterProcessReadWriteLock {
     /// As [`new`](Self::new); [`Error::TooLarge`] when the path and data do not fit in one
     /// request ([`FrameworkBuilder::max_request_bytes`](crate::FrameworkBuilder::max_request_bytes)).
     pub fn with_data(framework: &Framework, path: &str, data: Vec<u8>) -> Result<Self> {
-        let read = LockInternals::new(framework, path, Arc::new(ReadDriver), data.clone())?.with_mirror_wait();
-        let write = LockInternals::new(framework, path, Arc::new(WriteDriver), data)?.with_mirror_wait();
+        let read = LockInternals::new(framework, path, Arc::new(ReadDriver), data.clone())?
+            .with_mirror_wait()
+            .counted("read_lock");
+        let write =
+            LockInternals::new(framework, path, Arc::new(WriteDriver), data)?.with_mirror_wait().counted("write_lock");
         let shared =
             Shared { read, write, turns: Turns::default(), read_holds: Arc::default(), write_holds: Arc::default() };
         Ok(Self { shared: Arc::new(shared) })
@@ -180,7 +185,10 @@ impl Shared {
         }
         let write_path = write.full_path();
         let ours = |stat: Option<Stat>| stat.is_some_and(|s| session.owns(s.ephemeral_owner));
-        let check = || session.client.check_stat(write_path);
+        let check = || {
+            session.sent(Op::Exists);
+            session.client.check_stat(write_path)
+        };
         // First: the write node still exists and is this session's (a read node carrying a
         // stale sequence would jump the queue).
         match retry_request(framework, check).await {
@@ -210,7 +218,9 @@ impl Shared {
         }
         let revocation = revocable
             .map(|signal| NodeRevocation::start(framework, session.epoch, node.full_path(), None, signal.clone()));
-        Ok(HeldNode::with_revocation(node, revocation))
+        let mut held = HeldNode::with_revocation(node, revocation);
+        held.count_hold(self.read.metrics().map(LockMetrics::hold));
+        Ok(held)
     }
 }
 

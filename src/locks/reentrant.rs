@@ -29,6 +29,7 @@ use super::internals::LockInternals;
 use super::revocation::{RevocableLock, Signal};
 use crate::error::{Error, Result};
 use crate::framework::Framework;
+use crate::metrics::LockMetrics;
 use crate::sync::Mutex;
 
 /// The identity reentrancy is keyed by.
@@ -96,6 +97,10 @@ impl<L: Reentrant> Acquire for L {
 
     fn is_acquired_in_this_process(&self) -> bool {
         self.parts().holds.any()
+    }
+
+    fn lock_metrics(&self) -> Option<&LockMetrics> {
+        self.parts().internals.metrics()
     }
 }
 

@@ -24,6 +24,7 @@ use super::acquire::{self, Acquire, Mode};
 use super::node_watch::{watch_node, End, MirrorSeat};
 use crate::error::{Error, Result, ZkError};
 use crate::framework::Framework;
+use crate::metrics::Op;
 use crate::path;
 use crate::protocol::{LOCK_NAME, READ_LOCK_NAME, REVOKE_MESSAGE, WRITE_LOCK_NAME};
 
@@ -284,6 +285,10 @@ impl<L: RevocableLock> Acquire for Revocable<L> {
     fn is_acquired_in_this_process(&self) -> bool {
         self.lock.is_acquired_in_this_process()
     }
+
+    fn lock_metrics(&self) -> Option<&crate::metrics::LockMetrics> {
+        self.lock.lock_metrics()
+    }
 }
 
 /// Asks the holder of a lock node to release it (Curator's `Revoker`).
@@ -320,7 +325,10 @@ impl Revoker {
         }
         let written = framework.with_retry(|s| {
             let full = &full;
-            async move { s.client.set_data(full, REVOKE_MESSAGE, None).await }
+            async move {
+                s.sent(Op::SetData);
+                s.client.set_data(full, REVOKE_MESSAGE, None).await
+            }
         });
         match written.await {
             Ok(_) | Err(Error::ZooKeeper(ZkError::NoNode)) => Ok(()),

@@ -20,6 +20,8 @@ use crate::framework::node::{retry_request, CreatedNode, Failure};
 use crate::framework::protected::{nothing_behind, NodeDir};
 use crate::framework::wait_strategy::WaitStrategy;
 use crate::framework::{Framework, Session};
+use crate::metrics::LockMetrics;
+use crate::metrics::Op;
 use crate::path;
 use crate::protocol::driver::StandardDriver;
 use crate::shared::{SharedCount, VersionedValue};
@@ -160,6 +162,8 @@ struct Shared {
     max_leases: Limit,
     /// The internal mutex on `S/locks`.
     lock: LockInternals,
+    /// The semaphore's waits and leases, in its metrics.
+    metrics: LockMetrics,
     /// The lease directory `S/leases`: counted, never ordered.
     leases: NodeDir,
     /// The session's mirror of `S/leases`, when the framework's [`WaitStrategy`] is the
@@ -229,8 +233,10 @@ impl InterProcessSemaphore {
         let lock = LockInternals::new(framework, &path::join(path, LOCKS), mutex, Vec::new())?.with_fast_path();
         let leases = NodeDir::new(framework, &path::join(path, LEASES), LEASE_NAME, data)?;
         let leases_mirror = (framework.config().wait_strategy == WaitStrategy::Mirror).then(MirrorSlot::default);
+        let metrics = LockMetrics::new(&framework.observer().metrics.labels, "semaphore", path);
         let shared = Shared {
             max_leases: limit,
+            metrics,
             lock,
             leases,
             leases_mirror,
@@ -545,7 +551,10 @@ impl InterProcessSemaphore {
         limit: LimitReader,
     ) -> Result<M::Out<Granted>, Failure> {
         let shared = &*self.shared;
-        let list = || session.client.list_and_watch_children(shared.leases.dir());
+        let list = || {
+            session.sent(Op::GetChildren);
+            session.client.list_and_watch_children(shared.leases.dir())
+        };
         let (first, mut listing) = shared.leases.spec().create(session, None, list).await?;
         let mut rest: Vec<CreatedNode> = Vec::new();
         for _ in 1..n {
@@ -617,7 +626,10 @@ impl InterProcessSemaphore {
         mut limit: LimitReader,
     ) -> Result<M::Out<Granted>, Failure> {
         let shared = &*self.shared;
-        let list = || session.client.list_and_watch_children(shared.leases.dir());
+        let list = || {
+            session.sent(Op::GetChildren);
+            session.client.list_and_watch_children(shared.leases.dir())
+        };
         loop {
             let (children, watcher) = match listing.take() {
                 Some(listed) => listed,
@@ -666,7 +678,8 @@ impl InterProcessSemaphore {
         }
     }
 
-    fn lease(&self, node: HeldNode) -> SemaphoreLease {
+    fn lease(&self, mut node: HeldNode) -> SemaphoreLease {
+        node.count_hold(Some(self.shared.metrics.hold()));
         self.shared.held.fetch_add(1, Ordering::SeqCst);
         SemaphoreLease { node, count: HoldCount(self.shared.held.clone()) }
     }
@@ -681,6 +694,10 @@ impl Acquire for InterProcessSemaphore {
 
     fn is_acquired_in_this_process(&self) -> bool {
         InterProcessSemaphore::is_acquired_in_this_process(self)
+    }
+
+    fn lock_metrics(&self) -> Option<&LockMetrics> {
+        Some(&self.shared.metrics)
     }
 }
 

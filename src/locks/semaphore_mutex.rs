@@ -128,6 +128,10 @@ impl Acquire for InterProcessSemaphoreMutex {
     fn is_acquired_in_this_process(&self) -> bool {
         InterProcessSemaphoreMutex::is_acquired_in_this_process(self)
     }
+
+    fn lock_metrics(&self) -> Option<&crate::metrics::LockMetrics> {
+        self.semaphore.lock_metrics()
+    }
 }
 
 /// Proof that this process holds an [`InterProcessSemaphoreMutex`]. Releasing or dropping it

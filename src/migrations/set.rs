@@ -79,9 +79,9 @@ impl Migration {
         for op in &self.ops {
             transaction = match op {
                 MigrationOp::Create { path, data, mode } => transaction.create(path, data, *mode),
-                MigrationOp::SetData { path, data, version } => transaction.set_data(path, data, *version),
-                MigrationOp::Delete { path, version } => transaction.delete(path, *version),
-                MigrationOp::Check { path, version } => transaction.check(path, *version),
+                MigrationOp::SetData { path, data, version } => transaction.set_data(path, data).version(*version),
+                MigrationOp::Delete { path, version } => transaction.delete(path).version(*version),
+                MigrationOp::Check { path, version } => transaction.check(path).version(*version),
             };
         }
         transaction

@@ -21,7 +21,8 @@ use zookeeper_client::{Client, Error as ZkError, EventType, MultiReadResult, Wat
 
 use super::state::{EventKind, Op, Reads, Reply, Request};
 use super::view::View;
-use crate::framework::Framework;
+use crate::framework::{BackgroundErrorKind, Framework, Observer};
+use crate::metrics::{Op as Sent, Resyncs};
 use crate::watch::probe::{probe, Ablations};
 use crate::watch::{SessionWatch, WatchItem};
 
@@ -47,6 +48,30 @@ pub(crate) struct Config<T> {
     pub(crate) decode: Decode<T>,
     /// A load's (or resync's) reads in flight at most.
     pub(crate) concurrency: usize,
+    /// Where requests, resyncs and refused reads are reported.
+    pub(crate) report: Report,
+}
+
+/// What a driver reports to its framework's metrics and background errors (without keeping
+/// the framework alive).
+#[derive(Debug)]
+pub(crate) struct Report {
+    pub(crate) observer: Arc<Observer>,
+    /// The recipe whose copy this is (`cache`, `lock_mirror`), for background errors.
+    pub(crate) recipe: &'static str,
+    pub(crate) resyncs: Resyncs,
+}
+
+impl Report {
+    fn request(&self, op: Sent) {
+        self.observer.request(op);
+    }
+
+    /// The session may not read `full` (its answer was `NoAuth`): it is left out.
+    fn denied(&self, full: &str) {
+        let kind = BackgroundErrorKind::CacheReadRefused;
+        self.observer.error(self.recipe, kind, full, crate::Error::ZooKeeper(ZkError::NoAuth));
+    }
 }
 
 impl<T> Config<T> {
@@ -212,6 +237,8 @@ pub(crate) async fn run<V, H>(
     let kick = host.kick().unwrap_or(&no_kick);
     // An `Adding` came, and the `Resync` that confirms it not yet: the view read behind it.
     let mut adding = false;
+    // The first load happened: a new generation after it is a resync.
+    let mut loaded = false;
     loop {
         let client = watch.client().cloned();
         reads.fill(client.as_ref(), &config);
@@ -254,6 +281,7 @@ pub(crate) async fn run<V, H>(
                 tracing::debug!(root = %config.root, "mirror: reading again (a read failed, or the framework was suspended)");
                 pause = (pause * 2).min(MAX_PAUSE);
                 resync_at = None;
+                config.report.resyncs.resync();
                 reads.queue.clear();
                 host.update(&mut |v| {
                     v.resync();
@@ -266,6 +294,9 @@ pub(crate) async fn run<V, H>(
         }
         for answer in &answers {
             reads.answered(answer);
+            if matches!(answer.reply, Reply::Denied) {
+                config.report.denied(&config.full_path(&answer.request.path));
+            }
         }
         for item in &items {
             note(item, &mut watch_gap, &mut pause);
@@ -275,6 +306,9 @@ pub(crate) async fn run<V, H>(
         host.update(&mut |v| {
             for item in items.drain(..) {
                 if matches!(item, Item::Adding | Item::Added { read: true }) {
+                    if std::mem::replace(&mut loaded, true) {
+                        config.report.resyncs.resync();
+                    }
                     // A new generation: the reads asked for before it are of no use.
                     reads.queue.clear();
                     requests.clear();
@@ -409,6 +443,7 @@ fn read_many<T: Send + Sync + 'static>(
     let config = Arc::clone(config);
     Box::pin(async move {
         let fulls: Vec<String> = requests.iter().map(|r| config.full_path(&r.path)).collect();
+        config.report.request(Sent::MultiRead);
         let results = {
             let mut reader = client.new_multi_reader();
             match fulls.iter().try_for_each(|full| reader.add_get_data(full)) {
@@ -431,6 +466,7 @@ fn read_many<T: Send + Sync + 'static>(
                 MultiReadResult::Data { data, stat } => {
                     let load = request.op == Op::Load;
                     if load && stat.num_children > 0 {
+                        config.report.request(Sent::GetChildren);
                         listings.push((answers.len(), client.get_children(full)));
                     }
                     Reply::Found {
@@ -475,6 +511,7 @@ fn read<T: Send + Sync + 'static>(
     let config = Arc::clone(config);
     match (request.op, config.reads) {
         (Op::Read, Reads::Data) => {
+            config.report.request(Sent::GetData);
             let data = client.get_data(&full);
             Box::pin(async move {
                 let reply = match data.await {
@@ -487,6 +524,7 @@ fn read<T: Send + Sync + 'static>(
             })
         }
         (Op::Read, Reads::Stat) => {
+            config.report.request(Sent::Exists);
             let stat = client.check_stat(&full);
             Box::pin(async move {
                 let reply = match stat.await {
@@ -500,6 +538,7 @@ fn read<T: Send + Sync + 'static>(
         // The data first; the children only if the node had any when read (children created
         // after that read come as events: the watch was in place before it).
         (Op::Load, Reads::Data) => {
+            config.report.request(Sent::GetData);
             let data = client.get_data(&full);
             let client = client.clone();
             Box::pin(async move {
@@ -509,6 +548,7 @@ fn read<T: Send + Sync + 'static>(
                         if stat.num_children == 0 {
                             Reply::Found { stat, data, children: Some(Vec::new()) }
                         } else {
+                            config.report.request(Sent::GetChildren);
                             match client.get_children(&full).await {
                                 Ok((children, _)) => Reply::Found { stat, data, children: Some(children) },
                                 // Deleted since the read: its event is on the way.
@@ -523,6 +563,7 @@ fn read<T: Send + Sync + 'static>(
             })
         }
         (Op::Load | Op::List, _) => {
+            config.report.request(Sent::GetChildren);
             let listing = client.get_children(&full);
             Box::pin(async move {
                 let reply = match listing.await {

@@ -23,7 +23,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use zookeeper_client::{CreateMode, Stat};
 
 use crate::error::{Error, Result, ZkError};
-use crate::framework::NodeEventKind;
+use crate::framework::{BackgroundErrorKind, NodeEventKind};
 use crate::framework::{Framework, OneshotWatch, Parents, StateSnapshot};
 use crate::path;
 
@@ -490,6 +490,8 @@ impl Engine {
                     Ok(None) => return,
                     Err(e) if is_fatal(&e, self.parents) => {
                         tracing::warn!(path = %self.base, error = %e, "persistent node: stopped by a refusal");
+                        let (kind, full) = (BackgroundErrorKind::NodeNotRecreated, self.framework.fix_path(&self.base));
+                        self.framework.observer().error_ref("persistent_node", kind, &full, &e);
                         *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
                         self.stop();
                         return;

@@ -23,7 +23,7 @@ use tokio::time::MissedTickBehavior;
 use zookeeper_client::CreateMode;
 
 use crate::error::{Error, Result};
-use crate::framework::{Framework, Parents};
+use crate::framework::{BackgroundErrorKind, Framework, Parents};
 use crate::path;
 
 use super::persistent::PersistentNode;
@@ -417,6 +417,8 @@ impl Toucher {
             tracing::debug!(path = %self.child, "ttl node: the framework closed; touching stops");
         } else {
             tracing::warn!(path = %self.child, error = %e, "ttl node: stopped by a refusal");
+            let (kind, full) = (BackgroundErrorKind::NodeNotRecreated, self.framework.fix_path(&self.child));
+            self.framework.observer().error_ref("persistent_ttl_node", kind, &full, &e);
         }
         *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
         let _ = self.node.close().await;

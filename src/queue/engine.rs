@@ -29,6 +29,7 @@ use crate::error::is_zk_connection_error;
 use crate::error::{Error, Result, ZkError};
 use crate::framework::NodeEvent;
 use crate::framework::{Framework, OneshotWatch, Parents, ReaperCmd};
+use crate::metrics::Op;
 use crate::path;
 use crate::protocol::queue_names::{delay_epoch_of, QueueOrder};
 use crate::protocol::values::{decode_queue_items, encode_queue_items, QUEUE_ITEM_EXPECTED};
@@ -530,7 +531,9 @@ impl Engine {
         let item = path::join(&self.path, name);
         let full = fw.full_path(&item)?;
         let session = fw.session()?;
+        session.sent(Op::GetData);
         let read = session.client.get_data(&full);
+        session.sent(Op::Delete);
         let delete = session.client.delete(&full, Some(0));
         let (read, deleted) = futures::join!(read, delete);
         let claim = |data, version, deleted| Claim::read(fw, name, data, version, deleted);

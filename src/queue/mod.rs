@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::{is_zk_connection_error, Error, Result, ZkError};
 use crate::framework::Framework;
+use crate::metrics::Op;
 
 /// Deletes a queue item a consumer read (at `version`, or any): true when this delete removed
 /// it, false when it was gone already (another consumer took it). A delete that broke
@@ -50,6 +51,7 @@ pub(crate) async fn delete_taken_after(
     let result = {
         let (full, in_doubt) = (&full, &in_doubt);
         fw.with_retry(|s| async move {
+            s.sent(Op::Delete);
             let reply = s.client.delete(full, version).await;
             if matches!(&reply, Err(e) if is_zk_connection_error(e)) {
                 in_doubt.store(true, Ordering::Relaxed);

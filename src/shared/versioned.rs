@@ -17,6 +17,7 @@ use zookeeper_client::Stat;
 
 use crate::error::{is_zk_connection_error, Error, Result, ZkError};
 use crate::framework::Framework;
+use crate::metrics::Op;
 
 /// What a compare-and-set did.
 #[derive(Debug)]
@@ -61,6 +62,7 @@ pub(crate) async fn set_versioned(
     let result = {
         let (full, in_doubt) = (&full, &in_doubt);
         fw.with_retry(|s| async move {
+            s.sent(Op::SetData);
             let reply = s.client.set_data(full, data, Some(version)).await;
             if matches!(&reply, Err(e) if is_zk_connection_error(e)) {
                 in_doubt.store(true, Ordering::Relaxed);

@@ -47,7 +47,9 @@ use zookeeper_client::{Client, EventType, PersistentWatcher, SessionState, Watch
 
 use super::probe::{probe, Ablations};
 use crate::error::{is_zk_retryable, Error, Result, ZkError};
+use crate::framework::BackgroundErrorKind;
 use crate::framework::{Framework, Registered, Session, StateSnapshot, WatchMode, WeakFramework};
+use crate::metrics::Op;
 use crate::retry::{Doubling, RetryPolicy};
 
 /// The pause between failed attempts to add the watch: the one policy of every watch.
@@ -216,6 +218,7 @@ impl SessionWatch {
         let mut watch = SessionWatch::new(framework, None, full_path, mode, Bound::Follow)?;
         let (session, watcher) = framework
             .with_retry(|session: Session| async move {
+                framework.observer().request(Op::AddWatch);
                 let watcher = session.client.watch(full_path, mode.into()).await;
                 watcher.map(|w| (session, w))
             })
@@ -587,6 +590,9 @@ impl SessionWatch {
             // so the owner's view never goes back in time. Its reply is of no use.
             drop(client.sync(&path));
         }
+        if let Some(framework) = self.weak.upgrade() {
+            framework.observer().request(Op::AddWatch);
+        }
         let mut future: Adding = Box::pin(async move { client.watch(&path, mode.into()).await });
         // The first poll writes the request (the client sends it when called), so that
         // reads the owner sends after `Adding` go out behind it.
@@ -684,6 +690,10 @@ impl SessionWatch {
             }
             Err(e) => {
                 tracing::warn!(path = %self.full_path, error = %e, "the server refused the watch");
+                if let Some(framework) = self.weak.upgrade().filter(|_| self.added_once) {
+                    let kind = BackgroundErrorKind::WatchNotReAdded;
+                    framework.observer().error("watch", kind, &self.full_path, e.clone());
+                }
                 self.end();
                 WatchItem::Refused(e.into())
             }

@@ -332,9 +332,16 @@ pub fn rss_kib() -> Option<u64> {
 /// process of this test binary, and panics unless it passed: for a test whose figure is the
 /// whole process's (its memory), which the binary's other tests would add to.
 pub async fn run_alone(name: &str) {
+    run_alone_with(name, &[]).await
+}
+
+/// [`run_alone`] with `env` set in the child (for example `ZKR_TEST_CONNECT`, so that it uses
+/// this process's shared server rather than starting its own).
+pub async fn run_alone_with(name: &str, env: &[(&str, &str)]) {
     let exe = std::env::current_exe().expect("the test binary's path");
     let output = tokio::process::Command::new(exe)
         .args(["--exact", name, "--ignored", "--nocapture", "--test-threads=1"])
+        .envs(env.iter().copied())
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true)
         .output()

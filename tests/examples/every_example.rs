@@ -93,6 +93,7 @@ async fn every_example_runs() {
             "connection_states",
             "counter",
             "discovery",
+            "metrics",
             "multi_lock",
             "mutex",
             "registration",

@@ -15,6 +15,8 @@ mod common;
 // starts every test's.
 #[path = "."]
 mod framework {
+    /// Background errors (`Framework::errors`, `on_error`) provoked with ACLs.
+    mod background_errors;
     /// The circuit-breaking state stream and listener under a flapping connection.
     mod circuit_breaker;
     /// `configure_client`: the raw client's connector, per session.
@@ -27,6 +29,8 @@ mod framework {
     mod ensemble;
     /// `close()` during `start()`, a session whose client task is gone.
     mod lifecycle;
+    /// Metrics through a debugging recorder: lock waits, expiries, requests by operation, a cache.
+    mod metrics;
     /// `MigrationManager`: sets applied once across racing frameworks; changed sets refused.
     mod migrations;
     /// `using_namespace`: several namespaces on one session, recipes under each.

@@ -32,7 +32,7 @@ async fn every_operation_is_checked_against_curators_schema_json() {
         let commit = fw
             .transaction()
             .create(&format!("{base}/queue/t-"), b"", CreateMode::PersistentSequential)
-            .delete(&format!("{base}/config"), -1)
+            .delete(&format!("{base}/config"))
             .commit()
             .await;
         match commit {

@@ -18,6 +18,8 @@ use zk_recipes::{
     SemaphoreLease, SemaphoreMutexGuard, StateSnapshot, WriteLock, WriteLockGuard,
 };
 
+use zk_recipes::{BackgroundError, BackgroundErrors, BackgroundEvent};
+
 fn send<T: Send>(_: &T) {}
 fn send_sync_static<T: Send + Sync + 'static>() {}
 fn send_static<T: Send + 'static>() {}
@@ -32,6 +34,9 @@ fn public_types_are_send_sync_static() {
     send_sync_static::<ConnectionStateErrorPolicy>();
     send_sync_static::<ListenerHandle>();
     send_static::<ConnectionStateStream>();
+    send_sync_static::<BackgroundError>();
+    send_sync_static::<BackgroundEvent>();
+    send_static::<BackgroundErrors>();
     send_sync_static::<OpenAclProvider>();
     send_sync_static::<FixedAclProvider>();
     send_sync_static::<ExponentialBackoffRetry>();

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use zk_recipes::retry::RetryUntilElapsed;
-use zk_recipes::Framework;
+use zk_recipes::{Framework, FrameworkBuilder};
 
 use crate::exit::Failure;
 
@@ -43,6 +43,15 @@ impl Options {
     /// here, before any connection attempt. Operations that lose the connection are retried
     /// for at most the connection timeout.
     pub fn build(&self, connect: &str) -> Result<Framework, Failure> {
+        self.build_with(connect, |builder| builder)
+    }
+
+    /// [`build`](Self::build), with `more` settings (a command's own) applied last.
+    pub fn build_with(
+        &self,
+        connect: &str,
+        more: impl FnOnce(FrameworkBuilder) -> FrameworkBuilder,
+    ) -> Result<Framework, Failure> {
         let mut builder = Framework::builder(connect)
             .session_timeout(self.session_timeout)
             .connection_timeout(self.connection_timeout)
@@ -62,7 +71,7 @@ impl Options {
         if let Some((user, password)) = self.sasl.as_deref().and_then(|sasl| sasl.split_once(':')) {
             builder = builder.sasl_digest(user, password);
         }
-        builder.build().map_err(|e| Failure::from_error(e, "checking the options", connect))
+        more(builder).build().map_err(|e| Failure::from_error(e, "checking the options", connect))
     }
 
     /// Starts `framework` (built by [`build`](Self::build) for `connect`), showing progress.

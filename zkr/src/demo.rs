@@ -47,6 +47,11 @@ pub struct Args {
     /// terminal with `zkr locks <PATH>/mutex --watch`)
     #[arg(long, default_value = "/zk-recipes-demo")]
     path: String,
+
+    /// Print the library's metrics at the end (Prometheus text format: lock waits, holds,
+    /// requests by operation, connection states), summed over the demo's sessions
+    #[arg(long)]
+    metrics: bool,
 }
 
 pub async fn run(options: &Options, args: Args) -> Result<(), Failure> {
@@ -75,8 +80,19 @@ pub async fn run(options: &Options, args: Args) -> Result<(), Failure> {
         }
     };
 
+    // The recorder goes in before the frameworks are built: handles made before it record nothing.
+    let recorder = match args.metrics {
+        true => Some(
+            metrics_exporter_prometheus::PrometheusBuilder::new()
+                .install_recorder()
+                .map_err(|e| Failure::other(format!("cannot install the metrics recorder: {e}")))?,
+        ),
+        false => None,
+    };
     let sessions = workers + semaphore_workers;
-    let frameworks = (0..sessions).map(|_| options.build(&connect)).collect::<Result<Vec<_>, _>>()?;
+    // Two paths only: a series per path is affordable.
+    let counted = |builder: zk_recipes::FrameworkBuilder| builder.metrics_name("zkr-demo").metrics_path_labels(true);
+    let frameworks = (0..sessions).map(|_| options.build_with(&connect, counted)).collect::<Result<Vec<_>, _>>()?;
     let starts = join_all(frameworks.iter().map(Framework::start));
     let what = format!("opening {sessions} sessions on {connect}");
     for result in with_progress(&what, starts).await {
@@ -114,6 +130,10 @@ pub async fn run(options: &Options, args: Args) -> Result<(), Failure> {
         "semaphore: {semaphore_workers} workers, {leases} leases: {}",
         verdict(&semaphore_check.violations, &format!("every worker ran, at most {} at once", semaphore_check.peak))
     );
+    if let Some(recorder) = recorder {
+        println!("\n== metrics ==");
+        print_metrics(&recorder.render());
+    }
     let violations = mutex_check.violations.len() + semaphore_check.violations.len();
     for violation in mutex_check.violations.iter().chain(&semaphore_check.violations) {
         println!("VIOLATION: {violation}");
@@ -123,6 +143,16 @@ pub async fn run(options: &Options, args: Args) -> Result<(), Failure> {
     }
     println!("demo passed in {:.1?}", started.elapsed());
     Ok(())
+}
+
+/// The library's samples of a Prometheus text page, without the comment lines and the series
+/// that stayed at zero.
+fn print_metrics(page: &str) {
+    for line in page.lines().filter(|line| line.starts_with("zk_recipes_")) {
+        if line.rsplit_once(' ').is_some_and(|(_, value)| value != "0") {
+            println!("{line}");
+        }
+    }
 }
 
 fn verdict(violations: &[String], ok: &str) -> String {

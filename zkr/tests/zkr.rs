@@ -682,6 +682,36 @@ async fn demo_against_a_given_ensemble() {
             "{}",
             run.stdout
         );
+        assert!(!run.stdout.contains("== metrics =="), "{}", run.stdout);
+    })
+    .await
+}
+
+/// `zkr demo --metrics` prints the library's metrics after the summary: every mutex turn is one
+/// acquire in the wait histogram, and the sessions are counted.
+#[tokio::test(flavor = "multi_thread")]
+async fn demo_prints_its_metrics() {
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let path = unique_path("zkr", "demo-metrics");
+        let args = ["--workers", "3", "--rounds", "2", "--semaphore-workers", "2", "--leases", "1"];
+        let run =
+            zkr(&[&["--connect", connect.as_str(), "demo", "--path", path.as_str(), "--metrics"][..], &args].concat())
+                .await;
+        assert_eq!(run.code, 0, "{run:?}");
+        let (_, metrics) = run.stdout.split_once("== metrics ==").expect("a metrics section");
+        let sample = |name: &str, labels: &str| {
+            metrics
+                .lines()
+                .find(|line| line.starts_with(name) && line.contains(labels))
+                .and_then(|line| line.rsplit_once(' '))
+                .map(|(_, value)| value.to_owned())
+        };
+        let mutex = format!("path=\"{path}/mutex\"");
+        assert_eq!(sample("zk_recipes_lock_acquire_wait_seconds_count", &mutex).as_deref(), Some("6"), "{metrics}");
+        assert_eq!(sample("zk_recipes_sessions_opened_total", "zkr-demo").as_deref(), Some("5"), "{metrics}");
+        let semaphore = format!("path=\"{path}/semaphore\"");
+        assert_eq!(sample("zk_recipes_lock_acquire_wait_seconds_count", &semaphore).as_deref(), Some("2"), "{metrics}");
     })
     .await
 }

@@ -1,0 +1,132 @@
+//! Background errors, provoked for real with ACLs: a guaranteed delete the server refuses, a
+//! node a cache may not read, a persistent node that may not be made again. Each arrives on
+//! `Framework::errors()` (and at an `on_error` listener) with its recipe and path; a reader
+//! that falls behind learns how many it missed.
+
+use futures::StreamExt;
+use zk_recipes::{
+    Acl, AuthId, BackgroundError, BackgroundErrorKind, BackgroundErrors, BackgroundEvent, CuratorCache, Framework,
+    InterProcessMutex, Permission, PersistentNode,
+};
+
+use crate::common::fixtures::*;
+use crate::common::timing::*;
+
+fn anyone(permissions: Permission) -> Vec<Acl> {
+    vec![Acl::new(permissions, AuthId::anyone())]
+}
+
+/// The next error on `errors` (a lag is a failure here), within [`EVENT`].
+async fn next_error(errors: &mut BackgroundErrors) -> BackgroundError {
+    match within(EVENT, "a background error", errors.next()).await {
+        Some(BackgroundEvent::Error(error)) => error,
+        other => panic!("expected a background error, got {other:?}"),
+    }
+}
+
+fn is_no_auth(error: &BackgroundError) -> bool {
+    matches!(*error.error, zk_recipes::Error::ZooKeeper(zk_recipes::zk::Error::NoAuth))
+}
+
+#[tokio::test]
+async fn a_refused_guaranteed_delete_is_reported_with_its_path() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = framework(&shared_connect().await, SESSION).await;
+        let mut errors = fw.errors();
+        let (tx, mut heard) = tokio::sync::mpsc::unbounded_channel();
+        let _listener = fw.on_error(move |event| drop(tx.send(event))).unwrap();
+        let path = unique_path("errors", "delete");
+        let mutex = InterProcessMutex::new(&fw, &path).unwrap();
+        let guard = mutex.acquire().await.unwrap();
+        let node = fw.full_path(guard.lock_path()).unwrap();
+        // Nobody may delete children of the lock directory now: the guard's delete is refused.
+        let (_, stat) = fw.get_acl(&path).await.unwrap();
+        fw.set_acl(&path, &anyone(Permission::READ | Permission::CREATE | Permission::ADMIN), stat.aversion)
+            .await
+            .unwrap();
+        drop(guard);
+
+        let error = next_error(&mut errors).await;
+        assert_eq!((error.recipe, error.kind), ("reaper", BackgroundErrorKind::GuaranteedDelete));
+        assert_eq!(error.path, node);
+        assert!(is_no_auth(&error), "{error}");
+        match within(EVENT, "the listener hears it", heard.recv()).await {
+            Some(BackgroundEvent::Error(heard)) => assert_eq!(heard.path, node),
+            other => panic!("expected the error at the listener, got {other:?}"),
+        }
+        fw.set_acl(&path, &anyone(Permission::ALL), -1).await.unwrap();
+        fw.close().await;
+        assert!(within(EVENT, "the stream's end", errors.next()).await.is_none(), "the stream ends with the framework");
+        assert!(fw.errors().next().await.is_none(), "a stream taken after close() is over");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn reads_a_cache_may_not_make_are_reported_and_a_slow_reader_learns_what_it_missed() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        // Room for one error: a reader that has not read three gets a lag first.
+        let fw = Framework::builder(&connect).session_timeout(SESSION).event_capacity(1).start().await.unwrap();
+        let mut errors = fw.errors();
+        let root = unique_path("errors", "cache");
+        fw.create(&root).await.unwrap();
+        let secrets: Vec<String> = (0..3).map(|i| format!("{root}/secret-{i}")).collect();
+        for secret in &secrets {
+            fw.create(secret).acl(anyone(Permission::WRITE | Permission::DELETE | Permission::ADMIN)).await.unwrap();
+        }
+        let cache = CuratorCache::builder(&fw, &root).build().unwrap();
+        cache.start().await.unwrap();
+        within(EVENT, "the cache's load", cache.initialized()).await.unwrap();
+        assert_eq!(cache.len(), 1, "only the root is readable");
+
+        match within(EVENT, "the lag", errors.next()).await {
+            Some(BackgroundEvent::Lagged(missed)) => assert_eq!(missed, 2),
+            other => panic!("expected a lag, got {other:?}"),
+        }
+        let error = next_error(&mut errors).await;
+        assert_eq!((error.recipe, error.kind), ("cache", BackgroundErrorKind::CacheReadRefused));
+        assert!(secrets.contains(&error.path), "{error}");
+        assert!(is_no_auth(&error), "{error}");
+        cache.close().await;
+        for secret in &secrets {
+            fw.delete(secret).await.unwrap();
+        }
+        fw.delete(&root).await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_persistent_node_that_may_not_be_made_again_is_reported() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = framework(&shared_connect().await, SESSION).await;
+        let mut errors = fw.errors();
+        let parent = unique_path("errors", "node");
+        fw.create(&parent).await.unwrap();
+        let path = format!("{parent}/registered");
+        let node = PersistentNode::builder(&fw, &path).start().unwrap();
+        assert!(node.wait_for_initial_create(EVENT).await.unwrap(), "the node's create");
+        // Nobody may create under the parent now; the node is deleted from outside.
+        let (_, stat) = fw.get_acl(&parent).await.unwrap();
+        fw.set_acl(&parent, &anyone(Permission::READ | Permission::DELETE | Permission::ADMIN), stat.aversion)
+            .await
+            .unwrap();
+        let actual = node.actual_path().expect("the node was made");
+        fw.delete(&actual).await.unwrap();
+
+        let error = next_error(&mut errors).await;
+        assert_eq!((error.recipe, error.kind), ("persistent_node", BackgroundErrorKind::NodeNotRecreated));
+        assert_eq!(error.path, path);
+        assert!(is_no_auth(&error), "{error}");
+        let _ = node.close().await;
+        fw.set_acl(&parent, &anyone(Permission::ALL), -1).await.unwrap();
+        fw.delete(&parent).await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
