@@ -749,6 +749,9 @@ public final class CuratorPeer {
      *   atomic_incr ID PATH N         -> atomic_incr ID done <tries>  DistributedAtomicLong
      *                                    (RetryNTimes(1000, 1)): N increments, each succeeded
      *   atomic_get ID PATH            -> atomic_get ID <value>
+     *   cached_next ID PATH FACTOR N  -> cached_next ID <v1> <v2> ... CachedAtomicLong over a
+     *                                    DistributedAtomicLong (RetryNTimes(1000, 1)): the N
+     *                                    values next() handed out, each succeeded
      *   barrier_set ID PATH           -> barrier_set ID ok            DistributedBarrier
      *   barrier_remove ID PATH        -> barrier_remove ID ok
      *   barrier_wait ID PATH MS       -> barrier_wait ID true|false
@@ -806,6 +809,7 @@ public final class CuratorPeer {
         boolean dispatch(String[] t) throws Exception {
             switch (t[0]) {
                 case "count_incr": case "count_get": case "count_set": case "atomic_incr": case "atomic_get":
+                case "cached_next":
                 case "barrier_set": case "barrier_remove": case "barrier_wait":
                 case "dbarrier": case "dbarrier_enter": case "dbarrier_leave":
                 case "squeue_offer": case "squeue_take": case "dqueue_put": case "dqueue_consume":
@@ -879,6 +883,28 @@ public final class CuratorPeer {
                             tries += v.getStats().getOptimisticTries();
                         }
                         emit(reply + " done " + tries);
+                    });
+                    return true;
+                }
+                case "cached_next": {
+                    need(t, 5, "cached_next ID PATH FACTOR N");
+                    int factor = Integer.parseInt(t[3]);
+                    int n = Integer.parseInt(t[4]);
+                    async(reply, () -> {
+                        org.apache.curator.framework.recipes.atomic.CachedAtomicLong cached =
+                                new org.apache.curator.framework.recipes.atomic.CachedAtomicLong(
+                                        new org.apache.curator.framework.recipes.atomic.DistributedAtomicLong(
+                                                client, t[2], new org.apache.curator.retry.RetryNTimes(1000, 1)),
+                                        factor);
+                        StringBuilder values = new StringBuilder(reply);
+                        for (int i = 0; i < n; i++) {
+                            org.apache.curator.framework.recipes.atomic.AtomicValue<Long> v = cached.next();
+                            if (!v.succeeded()) {
+                                throw new IllegalStateException("next " + i + " did not succeed");
+                            }
+                            values.append(' ').append(v.preValue());
+                        }
+                        emit(values.toString());
                     });
                     return true;
                 }

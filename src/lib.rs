@@ -37,6 +37,7 @@ pub use atomic::{
     AtomicNumber, AtomicStats, AtomicValue, DistributedAtomicInteger, DistributedAtomicLong, DistributedAtomicNumber,
     DistributedAtomicValue, PromotedToLock,
 };
+pub use atomic::{CachedAtomicInteger, CachedAtomicLong, CachedAtomicNumber};
 pub use barriers::{DistributedBarrier, DistributedDoubleBarrier};
 pub use cache::{
     CacheEvent, CacheEventStream, CacheMode, ChildData, CuratorCache, CuratorCacheBuilder, CuratorCacheListener,
