@@ -16,6 +16,7 @@ mod error;
 mod framework;
 pub mod guide;
 mod leader;
+mod lease;
 mod locks;
 mod mirror;
 mod nodes;
@@ -56,6 +57,7 @@ pub use framework::{
 };
 pub use framework::{NodeEvent, NodeEventKind, WatchMode};
 pub use leader::{CloseMode, LeaderLatch, LeaderSelector, Leadership, LeadershipEvent, LeadershipEvents, Participant};
+pub use lease::{MultiNonBlockingLease, NonBlockingLease};
 pub use locks::{FastPathFallback, FastPathStats, LockHold, Lockable, MultiLock, MultiLockGuard};
 pub use locks::{InterProcessMutex, MutexGuard};
 pub use locks::{InterProcessReadWriteLock, ReadLock, ReadLockGuard, WriteLock, WriteLockGuard};

@@ -10,8 +10,8 @@ use zk_recipes::retry::RetryNTimes;
 use zk_recipes::testing::CountingProxy;
 use zk_recipes::zk::{self, Acls, CreateMode};
 use zk_recipes::{
-    CachedAtomicLong, DistributedAtomicLong, Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, SharedCount,
-    WaitStrategy,
+    CachedAtomicLong, DistributedAtomicLong, Framework, InterProcessMutex, InterProcessReadWriteLock,
+    InterProcessSemaphore, SharedCount, WaitStrategy,
 };
 
 use crate::contenders::{Contender, Cycle, HalfCounter, Mix, ReleaseStyle};

@@ -61,8 +61,8 @@ async fn blocks_are_reserved_with_one_add_and_handed_out_in_order() {
 
         // An integer: 4 bytes on the node, as Curator's CachedAtomicInteger.
         let int_path = format!("{path}-int");
-        let int = CachedAtomicInteger::new(DistributedAtomicInteger::new(&fw, &int_path, patient()).unwrap(), 3)
-            .unwrap();
+        let int =
+            CachedAtomicInteger::new(DistributedAtomicInteger::new(&fw, &int_path, patient()).unwrap(), 3).unwrap();
         let got: Vec<i32> = {
             let mut got = Vec::new();
             for _ in 0..4 {
