@@ -20,6 +20,7 @@ mod lease;
 mod locks;
 mod mirror;
 mod nodes;
+mod partition;
 pub mod path;
 pub mod protocol;
 mod queue;
@@ -67,6 +68,7 @@ pub use nodes::{
     GroupMember, MembershipEvent, MembershipEvents, PersistentNode, PersistentNodeBuilder, PersistentTtlNode,
     PersistentTtlNodeBuilder,
 };
+pub use partition::{PartitionFunc, PartitionState, SetPartitioner, SetPartitionerBuilder};
 pub use queue::{
     DistributedDelayQueue, DistributedIdQueue, DistributedPriorityQueue, DistributedQueue, QueueStream,
     SimpleDistributedQueue,

@@ -29,8 +29,19 @@ pub const LEASE_HOLDER: &str = "lease_holder";
 /// never taken).
 pub const LEASE_VERSION: i64 = 1;
 
-/// The directory of a `SetPartitioner`'s members, under its path.
+/// The directory of a `SetPartitioner`'s members, under its path: each member an ephemeral
+/// `<uuid hex>-<identifier>`, the identifier as data.
 pub const PARTITION_PARTY: &str = "party";
+
+/// The directory of a `SetPartitioner`'s item locks, under its path: a kazoo lock at
+/// `locks/<item>` per item.
+pub const PARTITION_LOCKS: &str = "locks";
+
+/// The identifier of a `SetPartitioner` member's party node (`<uuid hex>-<identifier>`: the
+/// text after the first `-`).
+pub fn party_member(name: &str) -> &str {
+    name.split_once('-').map_or(name, |(_, identifier)| identifier)
+}
 
 /// What a lease record is, for [`ValueError`].
 const LEASE_EXPECTED: &str = "kazoo lease record";

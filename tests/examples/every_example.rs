@@ -95,6 +95,7 @@ async fn every_example_runs() {
             "mutex",
             "registration",
             "semaphore",
+            "set_partitioner",
         ] {
             assert!(names.iter().any(|n| n == expected), "examples/{expected}.rs is missing: {names:?}");
         }

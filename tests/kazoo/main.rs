@@ -14,4 +14,7 @@ mod common;
 mod kazoo {
     /// `NonBlockingLease` and `MultiNonBlockingLease`: kazoo's record, renewal, expiry, faults.
     mod lease;
+    /// `SetPartitioner`: kazoo's layout; 100 items over five members through joins, a leave,
+    /// an expiry and a cut.
+    mod set_partitioner;
 }
