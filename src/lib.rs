@@ -58,6 +58,7 @@ pub use framework::{
 };
 pub use framework::{NodeEvent, NodeEventKind, WatchMode};
 pub use leader::{CloseMode, LeaderLatch, LeaderSelector, Leadership, LeadershipEvent, LeadershipEvents, Participant};
+pub use leader::{ElectionKind, LeaderChanges, LeaderObserver};
 pub use lease::{MultiNonBlockingLease, NonBlockingLease};
 pub use locks::{FastPathFallback, FastPathStats, LockHold, Lockable, MultiLock, MultiLockGuard};
 pub use locks::{InterProcessMutex, MutexGuard};
