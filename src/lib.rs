@@ -74,6 +74,7 @@ pub use queue::{
     DistributedDelayQueue, DistributedIdQueue, DistributedPriorityQueue, DistributedQueue, QueueStream,
     SimpleDistributedQueue,
 };
+pub use queue::{PutEvent, PutEvents, QueueSharder, QueueSharderPolicies};
 pub use shared::{SharedCount, SharedCountChanges, SharedValue, SharedValueChanges, VersionedValue};
 pub use watch::stream::{PersistentWatch, ResyncReason, WatchEvent};
 /// The ZooKeeper client this crate builds on, for every type of its own (`Client`, `Error`,
