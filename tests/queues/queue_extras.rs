@@ -212,3 +212,77 @@ async fn the_leader_adds_shards_past_the_threshold_also_after_its_session_expire
 fn policies_check() -> Duration {
     Duration::from_millis(100)
 }
+
+/// A Rust sharder and Curator 5.4's `QueueSharder` on one queue: Curator takes up the shard
+/// Rust made and sees the one Rust's leadership added; once Rust has left the election,
+/// Curator's leadership adds a third past the threshold, which Rust takes up, named
+/// `queue-<uuid>` as Rust names them.
+#[tokio::test]
+async fn rust_and_curator_sharders_share_the_shards() {
+    use common::curator::CuratorPeer;
+    use common::timing::{INTEROP_EVENT, INTEROP_SESSION, SLOW_LIMIT};
+    init_tracing();
+    bounded(SLOW_LIMIT, async {
+        let connect = shared_connect().await;
+        let Some(mut java) = CuratorPeer::started(&connect, INTEROP_SESSION).await else { return };
+        let path = unique_path("queue-extras", "sharder-interop");
+        let leader_path = format!("{path}-leader");
+        let fw = plain_framework(&connect, INTEROP_SESSION).await;
+        let rust = QueueSharder::new(&fw, &path, &leader_path, policies()).unwrap();
+        rust.start().await.unwrap();
+        eventually(EVENT, "rust leads", || async {
+            if rust.is_leader() {
+                Ok(())
+            } else {
+                Err(String::new())
+            }
+        })
+        .await;
+        java.value_command(&format!("sharder J {path} {leader_path} 4 100 3"), INTEROP_EVENT).await.unwrap();
+        let mut seen = java.value_command("sharder_paths J -", INTEROP_EVENT).await.unwrap();
+        seen.sort();
+        assert_eq!(seen, rust.queue_paths(), "Curator took up Rust's shard");
+
+        for i in 0..4 {
+            rust.queue().unwrap().put(format!("r{i}").as_bytes()).await.unwrap();
+        }
+        shards_become(&rust, 2).await;
+        let expected = rust.queue_paths();
+        let deadline = tokio::time::Instant::now() + INTEROP_EVENT;
+        loop {
+            let mut seen = java.value_command("sharder_paths J -", INTEROP_EVENT).await.unwrap();
+            seen.sort();
+            if seen == expected {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "Curator's sharder sees {seen:?}, not {expected:?}");
+            tokio::time::sleep(policies_check()).await; // its next count
+        }
+
+        // Rust leaves the election: Curator leads, and adds a third shard past the threshold.
+        rust.close().await.unwrap();
+        for i in 0..8 {
+            java.value_command(&format!("sharder_put J j{i}"), INTEROP_EVENT).await.unwrap();
+        }
+        let observer = QueueSharder::new(&fw, &path, &format!("{leader_path}-other"), policies()).unwrap();
+        observer.start().await.unwrap();
+        eventually(INTEROP_EVENT, "a third shard, made by Curator", || async {
+            observer.check_now().await.map_err(|e| e.to_string())?;
+            let n = observer.shard_count();
+            if n == 3 {
+                Ok(())
+            } else {
+                Err(n.to_string())
+            }
+        })
+        .await;
+        for shard in observer.queue_paths() {
+            assert!(is_shard_name(node_name(&shard)), "{shard}");
+        }
+        observer.close().await.unwrap();
+        fw.delete(&path).recursive().await.unwrap();
+        fw.close().await;
+        java.quit().await.unwrap();
+    })
+    .await;
+}
