@@ -10,7 +10,7 @@
 //
 //   WORKLOAD    mutex-uncontended | mutex-contended | semaphore | many-waiters | rwlock | leader-handoff
 //               | cache-load | cache-events | counter-increment | shared-count-cas | queue-throughput
-//               | discovery-register | discovery-query
+//               | discovery-register | discovery-query | cached-counter
 //   CYCLES      measured cycles: mutex-uncontended: in total (the bench's --iters); others: per
 //               session (--cycles); many-waiters splits them over the session's 8 threads,
 //               rounded up, as the Rust bench does
@@ -42,7 +42,8 @@
 //               writer's set-data requests in flight (defaults 1000, 10, 32)
 //   external-writer  cache-events: 1 = the measured round's writes come from the bench
 //               (see below); 0 (default) = from this process's own writer
-//   retries, retry-sleep-ms  counter-increment: the DistributedAtomicLong's RetryNTimes (10, 1)
+//   retries, retry-sleep-ms  counter-increment, cached-counter: the DistributedAtomicLong's RetryNTimes (10, 1)
+//   cache-factor  cached-counter: the CachedAtomicLong's cacheFactor (default 100)
 //   instances, cache-queries  discovery-query: instances registered (1000), measured
 //               ServiceCache.getInstances() calls (500); CYCLES and WARMUP are its queries
 //
@@ -51,7 +52,13 @@
 // succeeded (with RetryNTimes(retries, retry-sleep-ms); a call whose policy gave up is made
 // again), or trySetCount(getVersionedValue(), n + 1) on a started SharedCount until true; no
 // critical section. At the end every counter (the solo ones too) must hold the increments
-// reported applied (exit 3 otherwise). discovery-register: one session, as mutex-uncontended,
+// reported applied (exit 3 otherwise). cached-counter: as counter-increment, an "acquire" being
+// CachedAtomicLong.next() (one per session over its DistributedAtomicLong, cacheFactor
+// cache-factor) until it succeeded; warm-solo and warm-contended count blocks (each phase hands
+// out cache-factor times as many values), so the JIT sees as many reservations as
+// counter-increment's warm-up makes increments. At the end no value was handed out twice, and
+// every counter holds whole blocks, at least as many values as were handed out (exit 3
+// otherwise). discovery-register: one session, as mutex-uncontended,
 // registerService then unregisterService of one dynamic instance.
 //
 // queue-throughput: a consumer's DistributedQueue on one session, a producer-only one
@@ -415,6 +422,9 @@ public final class CuratorBench {
                 case "cache-queries":
                     cacheQueries = number(value, "cache-queries", 1);
                     break;
+                case "cache-factor":
+                    RecipeBench.cacheFactor = number(value, "cache-factor", 1);
+                    break;
                 default:
                     usage("unknown option " + args[i]);
             }
@@ -530,6 +540,14 @@ public final class CuratorBench {
                 noSection = true;
                 maxHolders = Integer.MAX_VALUE;
                 valueRecipe = workload;
+                break;
+            case "cached-counter":
+                sessions = clients;
+                noSection = true;
+                maxHolders = Integer.MAX_VALUE;
+                valueRecipe = workload;
+                warmSolo *= RecipeBench.cacheFactor;
+                warmContended *= RecipeBench.cacheFactor;
                 break;
             case "discovery-register":
                 sessions = 1;
@@ -708,6 +726,31 @@ public final class CuratorBench {
                     fsyncs > 0 ? String.format(Locale.ROOT, "; log fsyncs/op %.2f per server", fsyncs) : "");
         }
         String extra = "";
+        if (workload.equals("cached-counter")) {
+            long blocks = 0;
+            try {
+                if (RecipeBench.duplicate.get() != null) {
+                    fail(frameworks, 3, "OPS LOST OR APPLIED TWICE: " + RecipeBench.duplicate.get());
+                }
+                for (java.util.Map.Entry<String, AtomicLong> e : applied.entrySet()) {
+                    long value = RecipeBench.readCounter(frameworks.get(0), e.getKey(), true) - baseline.get(e.getKey());
+                    if (value % RecipeBench.cacheFactor != 0 || value < e.getValue().get()) {
+                        fail(frameworks, 3, "OPS LOST OR APPLIED TWICE: " + e.getKey() + " holds " + value + " after "
+                                + e.getValue().get() + " values handed out in blocks of " + RecipeBench.cacheFactor);
+                    }
+                    if (e.getKey().equals(path)) {
+                        blocks = value / RecipeBench.cacheFactor;
+                    }
+                }
+            } catch (Exception e) {
+                fail(frameworks, 1, describe(e));
+            }
+            double perOp = (double) tries.get() / Math.max(1, applied.get(path).get());
+            System.err.printf(Locale.ROOT, "[locks]   %-20s tries per value %.3f (measured counter, warmup included),"
+                    + " retry policy gave up %d times; %d distinct values handed out, %d blocks reserved%n",
+                    "curator", perOp, gaveUp.get(), applied.get(path).get(), blocks);
+            extra = String.format(Locale.ROOT, ",\"cache_factor\":%d,\"blocks\":%d", RecipeBench.cacheFactor, blocks);
+        }
         if (workload.equals("counter-increment") || workload.equals("shared-count-cas")) {
             long total = 0;
             try {
@@ -1210,6 +1253,16 @@ public final class CuratorBench {
         /** The service every discovery line registers or queries. */
         static final String SERVICE = "bench";
 
+        /** cached-counter: the CachedAtomicLong's cacheFactor. */
+        static int cacheFactor = 100;
+
+        /** cached-counter: the values handed out, per counter path. */
+        static final java.util.concurrent.ConcurrentHashMap<String, java.util.Set<Long>> HANDED = new java.util.concurrent.ConcurrentHashMap<>();
+
+        /** cached-counter: the first value handed out twice, if any. */
+        static final java.util.concurrent.atomic.AtomicReference<String> duplicate =
+                new java.util.concurrent.atomic.AtomicReference<>();
+
         /** counter-increment, shared-count-cas, discovery-register as the Lock of a Contender. */
         static Recipe recipe(String workload, String measured, int retries, int retrySleepMs,
                 java.util.concurrent.ConcurrentHashMap<String, AtomicLong> applied,
@@ -1232,6 +1285,37 @@ public final class CuratorBench {
                                 org.apache.curator.framework.recipes.atomic.AtomicValue<Long> result = counter.increment();
                                 myTries.addAndGet(result.getStats().getOptimisticTries());
                                 if (result.succeeded()) {
+                                    count.incrementAndGet();
+                                    return NOTHING;
+                                }
+                                myGaveUp.incrementAndGet();
+                            }
+                        };
+                    };
+                case "cached-counter":
+                    return (client, at, index) -> {
+                        org.apache.curator.framework.recipes.atomic.CachedAtomicLong cached =
+                                new org.apache.curator.framework.recipes.atomic.CachedAtomicLong(
+                                        new org.apache.curator.framework.recipes.atomic.DistributedAtomicLong(
+                                                client, at, new RetryNTimes(retries, retrySleepMs)),
+                                        cacheFactor);
+                        synchronized (baseline) {
+                            if (!baseline.containsKey(at)) {
+                                baseline.put(at, client.checkExists().forPath(at) == null ? 0 : readCounter(client, at, true));
+                            }
+                        }
+                        AtomicLong count = applied.computeIfAbsent(at, k -> new AtomicLong());
+                        java.util.Set<Long> handed = HANDED.computeIfAbsent(at, k -> java.util.concurrent.ConcurrentHashMap.newKeySet());
+                        AtomicLong myTries = at.equals(measured) ? tries : new AtomicLong();
+                        AtomicLong myGaveUp = at.equals(measured) ? gaveUp : new AtomicLong();
+                        return () -> {
+                            while (true) {
+                                org.apache.curator.framework.recipes.atomic.AtomicValue<Long> result = cached.next();
+                                myTries.addAndGet(result.getStats().getOptimisticTries());
+                                if (result.succeeded()) {
+                                    if (!handed.add(result.preValue())) {
+                                        duplicate.compareAndSet(null, at + ": value " + result.preValue() + " handed out twice");
+                                    }
                                     count.incrementAndGet();
                                     return NOTHING;
                                 }

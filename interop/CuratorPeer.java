@@ -755,6 +755,9 @@ public final class CuratorPeer {
      *   atomic_incr ID PATH N         -> atomic_incr ID done <tries>  DistributedAtomicLong
      *                                    (RetryNTimes(1000, 1)): N increments, each succeeded
      *   atomic_get ID PATH            -> atomic_get ID <value>
+     *   cached_next ID PATH FACTOR N  -> cached_next ID <v1> <v2> ... CachedAtomicLong over a
+     *                                    DistributedAtomicLong (RetryNTimes(1000, 1)): the N
+     *                                    values next() handed out, each succeeded
      *   barrier_set ID PATH           -> barrier_set ID ok            DistributedBarrier
      *   barrier_remove ID PATH        -> barrier_remove ID ok
      *   barrier_wait ID PATH MS       -> barrier_wait ID true|false
@@ -783,11 +786,18 @@ public final class CuratorPeer {
      *   idqueue_put ID PATH ITEMID TEXT
      *                                 -> idqueue_put ID ok            DistributedIdQueue<String>
      *   idqueue_remove ID PATH ITEMID -> idqueue_remove ID <count>    (a producer-only id queue)
+     *   sharder ID PATH LEADERPATH THRESHOLD CHECK_MS MAX
+     *                                 -> sharder ID ok                QueueSharder of producer-only
+     *                                    DistributedQueue<String>s, started
+     *   sharder_paths ID -            -> sharder_paths ID <path>...   getQueuePaths(), sorted
+     *   sharder_put ID TEXT           -> sharder_put ID ok            getQueue().put(TEXT)
      */
     private static final class Values {
         private final CuratorFramework client;
         private final Map<String, org.apache.curator.framework.recipes.barriers.DistributedDoubleBarrier> doubles =
                 new ConcurrentHashMap<>();
+        private final Map<String, org.apache.curator.framework.recipes.queue.QueueSharder<String,
+                org.apache.curator.framework.recipes.queue.DistributedQueue<String>>> sharders = new ConcurrentHashMap<>();
         private final ExecutorService workers = Executors.newCachedThreadPool(r -> {
             Thread th = new Thread(r, "peer-values");
             th.setDaemon(true);
@@ -812,11 +822,13 @@ public final class CuratorPeer {
         boolean dispatch(String[] t) throws Exception {
             switch (t[0]) {
                 case "count_incr": case "count_get": case "count_set": case "atomic_incr": case "atomic_get":
+                case "cached_next":
                 case "barrier_set": case "barrier_remove": case "barrier_wait":
                 case "dbarrier": case "dbarrier_enter": case "dbarrier_leave":
                 case "squeue_offer": case "squeue_take": case "dqueue_put": case "dqueue_consume":
                 case "pqueue_put": case "pqueue_consume": case "delayq_put": case "delayq_consume":
                 case "idqueue_put": case "idqueue_remove":
+                case "sharder": case "sharder_paths": case "sharder_put":
                     break;
                 default:
                     return false;
@@ -888,6 +900,28 @@ public final class CuratorPeer {
                     });
                     return true;
                 }
+                case "cached_next": {
+                    need(t, 5, "cached_next ID PATH FACTOR N");
+                    int factor = Integer.parseInt(t[3]);
+                    int n = Integer.parseInt(t[4]);
+                    async(reply, () -> {
+                        org.apache.curator.framework.recipes.atomic.CachedAtomicLong cached =
+                                new org.apache.curator.framework.recipes.atomic.CachedAtomicLong(
+                                        new org.apache.curator.framework.recipes.atomic.DistributedAtomicLong(
+                                                client, t[2], new org.apache.curator.retry.RetryNTimes(1000, 1)),
+                                        factor);
+                        StringBuilder values = new StringBuilder(reply);
+                        for (int i = 0; i < n; i++) {
+                            org.apache.curator.framework.recipes.atomic.AtomicValue<Long> v = cached.next();
+                            if (!v.succeeded()) {
+                                throw new IllegalStateException("next " + i + " did not succeed");
+                            }
+                            values.append(' ').append(v.preValue());
+                        }
+                        emit(values.toString());
+                    });
+                    return true;
+                }
                 case "atomic_get":
                     async(reply, () -> emit(reply + " " + new org.apache.curator.framework.recipes.atomic.DistributedAtomicLong(
                             client, t[2], new org.apache.curator.retry.RetryNTimes(0, 1)).get().postValue()));
@@ -947,6 +981,42 @@ public final class CuratorPeer {
                         byte[] item = new org.apache.curator.framework.recipes.queue.SimpleDistributedQueue(client, t[2])
                                 .poll(ms, TimeUnit.MILLISECONDS);
                         emit(reply + " " + (item == null ? "none" : new String(item, StandardCharsets.UTF_8)));
+                    });
+                    return true;
+                }
+                case "sharder": {
+                    need(t, 7, "sharder ID PATH LEADERPATH THRESHOLD CHECK_MS MAX");
+                    org.apache.curator.framework.recipes.queue.QueueSharderPolicies policies =
+                            org.apache.curator.framework.recipes.queue.QueueSharderPolicies.builder()
+                                    .newQueueThreshold(Integer.parseInt(t[4]))
+                                    .thresholdCheckMs(Integer.parseInt(t[5]))
+                                    .maxQueues(Integer.parseInt(t[6])).build();
+                    async(reply, () -> {
+                        org.apache.curator.framework.recipes.queue.QueueSharder<String,
+                                org.apache.curator.framework.recipes.queue.DistributedQueue<String>> sharder =
+                                new org.apache.curator.framework.recipes.queue.QueueSharder<>(client,
+                                        (c, path) -> org.apache.curator.framework.recipes.queue.QueueBuilder.builder(
+                                                c, null, STRINGS, path).putInBackground(false).buildQueue(),
+                                        t[2], t[3], policies);
+                        sharder.start();
+                        sharders.put(t[1], sharder);
+                        emit(reply + " ok");
+                    });
+                    return true;
+                }
+                case "sharder_paths":
+                    async(reply, () -> {
+                        List<String> paths = new ArrayList<>(sharders.get(t[1]).getQueuePaths());
+                        java.util.Collections.sort(paths);
+                        emit(reply + (paths.isEmpty() ? "" : " " + String.join(" ", paths)));
+                    });
+                    return true;
+                case "sharder_put": {
+                    need(t, 3, "sharder_put ID TEXT");
+                    async(reply, () -> {
+                        org.apache.curator.framework.recipes.queue.DistributedQueue<String> q = sharders.get(t[1]).getQueue();
+                        q.put(t[2]);
+                        emit(reply + " ok");
                     });
                     return true;
                 }

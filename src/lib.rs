@@ -16,6 +16,7 @@ mod error;
 mod framework;
 pub mod guide;
 mod leader;
+mod lease;
 mod locks;
 mod metrics;
 pub mod migrations;
@@ -23,6 +24,7 @@ mod mirror;
 #[cfg(feature = "serde")]
 mod modeled;
 mod nodes;
+mod partition;
 pub mod path;
 pub mod protocol;
 mod queue;
@@ -49,6 +51,7 @@ pub use atomic::{
     AtomicNumber, AtomicStats, AtomicValue, DistributedAtomicInteger, DistributedAtomicLong, DistributedAtomicNumber,
     DistributedAtomicValue, PromotedToLock,
 };
+pub use atomic::{CachedAtomicInteger, CachedAtomicLong, CachedAtomicNumber};
 pub use barriers::{DistributedBarrier, DistributedDoubleBarrier};
 pub use cache::{
     CacheEvent, CacheEventStream, CacheMode, ChildData, CuratorCache, CuratorCacheBuilder, CuratorCacheListener,
@@ -73,6 +76,8 @@ pub use framework::{Ensemble, EnsembleMember, Reconfig, ServerRole};
 pub use framework::{NodeEvent, NodeEventKind, WatchMode};
 pub use leader::{CloseMode, LeaderLatch, LeaderSelector, Leadership, LeadershipEvent, LeadershipEvents, Participant};
 pub use locks::LockLost;
+pub use leader::{ElectionKind, LeaderChanges, LeaderObserver};
+pub use lease::{MultiNonBlockingLease, NonBlockingLease};
 pub use locks::{FastPathFallback, FastPathStats, LockHold, Lockable, MultiLock, MultiLockGuard};
 pub use locks::{InterProcessMutex, MutexGuard};
 pub use locks::{InterProcessReadWriteLock, ReadLock, ReadLockGuard, WriteLock, WriteLockGuard};
@@ -88,10 +93,12 @@ pub use nodes::{
     GroupMember, MembershipEvent, MembershipEvents, PersistentNode, PersistentNodeBuilder, PersistentTtlNode,
     PersistentTtlNodeBuilder,
 };
+pub use partition::{PartitionFunc, PartitionState, SetPartitioner, SetPartitionerBuilder};
 pub use queue::{
     DistributedDelayQueue, DistributedIdQueue, DistributedPriorityQueue, DistributedQueue, QueueStream,
     SimpleDistributedQueue,
 };
+pub use queue::{PutEvent, PutEvents, QueueSharder, QueueSharderPolicies};
 pub use shared::{SharedCount, SharedCountChanges, SharedValue, SharedValueChanges, VersionedValue};
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]

@@ -113,6 +113,7 @@ impl CuratorBench {
             Workload::QueueThroughput => (o.queue_items, o.warmup, o.hold),
             Workload::DiscoveryQuery => (o.queries, o.query_warmup, o.hold),
             Workload::ManyLocks => (o.lock_paths.div_ceil(o.clients), o.warmup_cycles, o.hold),
+            Workload::CachedCounter => (o.cached_values, o.warmup_cycles * o.cache_factor as usize, o.hold),
             _ => (o.cycles, o.warmup_cycles, o.hold),
         };
         let counts_before = target.proxy.map(|p| p.counts());
@@ -142,6 +143,7 @@ impl CuratorBench {
             .arg(format!("writes-in-flight={}", crate::caches::WRITES_IN_FLIGHT))
             .arg(format!("retries={}", o.retries))
             .arg(format!("retry-sleep-ms={}", o.retry_sleep.as_millis()))
+            .arg(format!("cache-factor={}", o.cache_factor))
             .arg(format!("instances={}", o.instances))
             .arg(format!("cache-queries={}", o.cache_queries))
             .stdin(Stdio::null())
@@ -191,6 +193,7 @@ impl CuratorBench {
                 Workload::QueueThroughput => 2 * (o.warmup + o.queue_items),
                 // The registration of the instances and the cache's load are in the count.
                 Workload::DiscoveryQuery => o.query_warmup + o.queries,
+                Workload::CachedCounter => o.clients * (o.warmup_cycles * o.cache_factor as usize + o.cached_values),
                 Workload::ManyWaiters => {
                     o.clients * WAITERS_PER_SESSION * (per_task(o.warmup_cycles) + per_task(o.cycles))
                 }
@@ -286,7 +289,10 @@ fn exit_error(workload: Workload, status: std::process::ExitStatus) -> BenchErro
         Some(3)
             if matches!(
                 workload,
-                Workload::CounterIncrement | Workload::SharedCountCas | Workload::QueueThroughput
+                Workload::CounterIncrement
+                    | Workload::SharedCountCas
+                    | Workload::QueueThroughput
+                    | Workload::CachedCounter
             ) =>
         {
             BenchError::Miscounted(checked)

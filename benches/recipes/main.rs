@@ -255,6 +255,7 @@ async fn run_round(env: &Env, curator: &Curator, workload: Workload) -> Result<R
             | Workload::QueueThroughput
             | Workload::DiscoveryRegister
             | Workload::DiscoveryQuery
+            | Workload::CachedCounter
     );
     if fresh {
         env.remove_tree(&target.dir).await;

@@ -20,7 +20,8 @@ usage: locks [options]
   --workloads LIST          comma-separated: mutex-uncontended, mutex-contended, semaphore,
                             rwlock, many-waiters, leader-handoff, cache-load, cache-events,
                             counter-increment, shared-count-cas, queue-throughput,
-                            discovery-register, discovery-query, many-locks, or all
+                            discovery-register, discovery-query, many-locks, cached-counter,
+                            or all
                             (default: all)
   --iters N                 mutex-uncontended measured cycles (default 3000)
   --warmup N                mutex-uncontended warmup cycles (default 1000)
@@ -39,6 +40,9 @@ usage: locks [options]
   --retries N               counter-increment: the counter's RetryNTimes tries after the first
                             (default 10)
   --retry-sleep-ms MS       counter-increment: RetryNTimes' sleep between tries (default 1)
+  --cache-factor N          cached-counter: values per block reserved (default 100)
+  --cached-values N         cached-counter: measured values per client (default 20000; the
+                            warmup is --warmup-cycles blocks)
   --queue-items N           queue-throughput: measured items (default 1000; --warmup items
                             go through first, unmeasured)
   --instances N             discovery-query: registered instances (default 1000)
@@ -100,6 +104,8 @@ pub(crate) struct Options {
     pub(crate) event_passes: usize,
     pub(crate) retries: u32,
     pub(crate) retry_sleep: Duration,
+    pub(crate) cache_factor: u32,
+    pub(crate) cached_values: usize,
     pub(crate) queue_items: usize,
     pub(crate) instances: usize,
     /// many-locks: distinct lock paths, each acquired and released once.
@@ -141,6 +147,8 @@ impl Default for Options {
             event_passes: 10,
             retries: 10,
             retry_sleep: Duration::from_millis(1),
+            cache_factor: 100,
+            cached_values: 20_000,
             queue_items: 1_000,
             instances: 1_000,
             lock_paths: 10_000,
@@ -175,6 +183,7 @@ pub(crate) enum Workload {
     DiscoveryRegister,
     DiscoveryQuery,
     ManyLocks,
+    CachedCounter,
 }
 
 impl Workload {
@@ -193,6 +202,7 @@ impl Workload {
         Workload::DiscoveryRegister,
         Workload::DiscoveryQuery,
         Workload::ManyLocks,
+        Workload::CachedCounter,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -211,6 +221,7 @@ impl Workload {
             Workload::DiscoveryRegister => "discovery-register",
             Workload::DiscoveryQuery => "discovery-query",
             Workload::ManyLocks => "many-locks",
+            Workload::CachedCounter => "cached-counter",
         }
     }
 
@@ -278,6 +289,8 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
             "--event-passes" => options.event_passes = number(&flag, &value()?)?,
             "--retries" => options.retries = number(&flag, &value()?)?,
             "--retry-sleep-ms" => options.retry_sleep = Duration::from_millis(number(&flag, &value()?)?),
+            "--cache-factor" => options.cache_factor = number(&flag, &value()?)?,
+            "--cached-values" => options.cached_values = number(&flag, &value()?)?,
             "--queue-items" => options.queue_items = number(&flag, &value()?)?,
             "--instances" => options.instances = number(&flag, &value()?)?,
             "--lock-paths" => options.lock_paths = number(&flag, &value()?)?,
@@ -315,11 +328,12 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
         || options.queries == 0
         || options.cache_queries == 0
         || options.retry_sleep.is_zero()
+        || options.cache_factor == 0
+        || options.cached_values == 0
     {
         return Err("--iters, --cycles, --clients, --max-leases, --rounds, --cache-nodes, --event-nodes, \
-                    --event-passes, --queue-items, --instances, --lock-paths, --queries, --cache-queries and \
-                    --retry-sleep-ms \
-                    must be at least 1"
+                    --event-passes, --queue-items, --instances, --lock-paths, --queries, --cache-queries, \
+                    --retry-sleep-ms, --cache-factor and --cached-values must be at least 1"
             .into());
     }
     if options.ensemble == Some(0) {

@@ -1,15 +1,16 @@
-//! The contenders of the recipes that are not locks: a `DistributedAtomicLong` incremented, a
-//! `SharedCount` compare-and-set, a service instance registered and unregistered, a service's
+//! The contenders of the recipes that are not locks: a `DistributedAtomicLong` incremented,
+//! a `CachedAtomicLong`'s values taken, a `SharedCount` compare-and-set, a service instance registered and unregistered, a service's
 //! instances queried (with and without a `ServiceCache`), each beside its raw floor.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use zk_recipes::discovery::{ServiceCache, ServiceDiscovery, ServiceInstance};
 use zk_recipes::protocol::values::{decode_atomic_long, decode_count, encode_count, encode_long};
 use zk_recipes::zk::{self, Acls, CreateMode};
-use zk_recipes::{DistributedAtomicLong, Framework, SharedCount};
+use zk_recipes::{CachedAtomicLong, DistributedAtomicLong, Framework, SharedCount};
 
 use crate::contenders::{stall_guard, Cycle, CycleTimes};
 use crate::report::{BenchError, BenchResult, Exclusion};
@@ -40,6 +41,36 @@ impl Attempts {
     }
 }
 
+/// The values a cached-counter line's contenders were handed (warmup included): a value
+/// handed out twice fails the run.
+#[derive(Debug, Default)]
+pub(crate) struct Handed {
+    values: Mutex<HashSet<i64>>,
+}
+
+impl Handed {
+    fn record(&self, value: i64) -> BenchResult<()> {
+        let mut values = self.values.lock().unwrap_or_else(|e| e.into_inner());
+        if values.insert(value) {
+            return Ok(());
+        }
+        Err(BenchError::Miscounted(format!("cached-counter: value {value} handed out twice")))
+    }
+
+    /// (how many values, the largest).
+    pub(crate) fn summary(&self) -> (usize, Option<i64>) {
+        let values = self.values.lock().unwrap_or_else(|e| e.into_inner());
+        (values.len(), values.iter().copied().max())
+    }
+}
+
+/// A raw floor's block of a cached counter: its first value and how many were handed out.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RawBlock {
+    start: i64,
+    used: u32,
+}
+
 /// One contender of a non-lock workload; one op each cycle.
 pub(crate) enum ValueContender {
     /// `counter.increment()` until it reports success.
@@ -47,6 +78,20 @@ pub(crate) enum ValueContender {
     /// The atomic's algorithm with plain calls: getData, setData at the version read (a create
     /// when missing), the same fixed sleep and number of retries between tries.
     RawAtomic { client: zk::Client, path: String, retries: u32, sleep: Duration, attempts: Arc<Attempts> },
+    /// `cached.next()` until it reports success; every value recorded.
+    Cached { framework: Framework, cached: CachedAtomicLong, attempts: Arc<Attempts>, handed: Arc<Handed> },
+    /// The cached counter's algorithm with plain calls: the raw atomic's add of `factor` when
+    /// the block is used up, the values of the block handed out one by one.
+    RawCached {
+        client: zk::Client,
+        path: String,
+        factor: u32,
+        block: Option<RawBlock>,
+        retries: u32,
+        sleep: Duration,
+        attempts: Arc<Attempts>,
+        handed: Arc<Handed>,
+    },
     /// `count.try_set(&count.versioned_count()?, n + 1)` until it returns true.
     SharedCount { framework: Framework, count: SharedCount, attempts: Arc<Attempts> },
     /// The shared count's algorithm with plain calls: setData at the version last seen;
@@ -93,36 +138,36 @@ impl ValueContender {
                 attempts.gave_up.fetch_add(1, Ordering::Relaxed);
             },
             ValueContender::RawAtomic { client, path, retries, sleep, attempts } => loop {
-                for retry in 0..=*retries {
-                    attempts.tries.fetch_add(1, Ordering::Relaxed);
-                    let written = match client.get_data(path).await {
-                        Ok((data, stat)) => {
-                            let value = decode_atomic_long(&data)
-                                .map_err(|e| BenchError::Failed(format!("raw floor: {path}: {}", e.found)))?;
-                            let next = encode_long(value.wrapping_add(1));
-                            match client.set_data(path, &next, Some(stat.version)).await {
-                                Ok(_) => true,
-                                Err(zk::Error::BadVersion) => false,
-                                Err(e) => return Err(e.into()),
-                            }
-                        }
-                        Err(zk::Error::NoNode) => match client.create(path, &encode_long(1), &persistent()).await {
-                            Ok(_) => true,
-                            Err(zk::Error::NodeExists) => false,
-                            Err(e) => return Err(e.into()),
-                        },
-                        Err(e) => return Err(e.into()),
-                    };
-                    if written {
-                        attempts.succeeded.fetch_add(1, Ordering::Relaxed);
-                        return Ok(());
-                    }
-                    if retry < *retries {
-                        tokio::time::sleep(*sleep).await;
-                    }
+                if raw_add(client, path, 1, *retries, *sleep, attempts).await?.is_some() {
+                    attempts.succeeded.fetch_add(1, Ordering::Relaxed);
+                    return Ok(());
                 }
                 attempts.gave_up.fetch_add(1, Ordering::Relaxed);
             },
+            ValueContender::Cached { cached, attempts, handed, .. } => loop {
+                let result = stall_guard(cached.next()).await??;
+                attempts.tries.fetch_add(u64::from(result.stats().optimistic_tries), Ordering::Relaxed);
+                if result.succeeded() {
+                    attempts.succeeded.fetch_add(1, Ordering::Relaxed);
+                    return handed.record(*result.pre_value());
+                }
+                attempts.gave_up.fetch_add(1, Ordering::Relaxed);
+            },
+            ValueContender::RawCached { client, path, factor, block, retries, sleep, attempts, handed } => {
+                let current = match *block {
+                    Some(current) if current.used < *factor => current,
+                    _ => loop {
+                        let delta = i64::from(*factor);
+                        if let Some(pre) = raw_add(client, path, delta, *retries, *sleep, attempts).await? {
+                            break RawBlock { start: pre, used: 0 };
+                        }
+                        attempts.gave_up.fetch_add(1, Ordering::Relaxed);
+                    },
+                };
+                *block = Some(RawBlock { start: current.start, used: current.used + 1 });
+                attempts.succeeded.fetch_add(1, Ordering::Relaxed);
+                handed.record(current.start.wrapping_add(i64::from(current.used)))
+            }
             ValueContender::SharedCount { count, attempts, .. } => loop {
                 let seen = count.versioned_count()?;
                 attempts.tries.fetch_add(1, Ordering::Relaxed);
@@ -187,6 +232,47 @@ impl ValueContender {
     }
 }
 
+/// The raw atomic's add of `delta`: getData, setData at the version read (a create when
+/// missing), up to `retries` more tries after a conflict with `sleep` between; the value
+/// before the add, `None` when every try lost.
+async fn raw_add(
+    client: &zk::Client,
+    path: &str,
+    delta: i64,
+    retries: u32,
+    sleep: Duration,
+    attempts: &Attempts,
+) -> BenchResult<Option<i64>> {
+    for retry in 0..=retries {
+        attempts.tries.fetch_add(1, Ordering::Relaxed);
+        let written = match client.get_data(path).await {
+            Ok((data, stat)) => {
+                let value = decode_atomic_long(&data)
+                    .map_err(|e| BenchError::Failed(format!("raw floor: {path}: {}", e.found)))?;
+                let next = encode_long(value.wrapping_add(delta));
+                match client.set_data(path, &next, Some(stat.version)).await {
+                    Ok(_) => Some(value),
+                    Err(zk::Error::BadVersion) => None,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Err(zk::Error::NoNode) => match client.create(path, &encode_long(delta), &persistent()).await {
+                Ok(_) => Some(0),
+                Err(zk::Error::NodeExists) => None,
+                Err(e) => return Err(e.into()),
+            },
+            Err(e) => return Err(e.into()),
+        };
+        if written.is_some() {
+            return Ok(written);
+        }
+        if retry < retries {
+            tokio::time::sleep(sleep).await;
+        }
+    }
+    Ok(None)
+}
+
 impl Cycle for ValueContender {
     /// One op; the latency sample is the whole op (the exclusion check does not apply).
     async fn cycle(&mut self, _exclusion: &Exclusion, _hold: Duration) -> BenchResult<CycleTimes> {
@@ -199,6 +285,7 @@ impl Cycle for ValueContender {
     async fn close(self) -> BenchResult<()> {
         match self {
             ValueContender::Atomic { framework, .. }
+            | ValueContender::Cached { framework, .. }
             | ValueContender::SharedCount { framework, .. }
             | ValueContender::Query { framework, .. } => framework.close().await,
             ValueContender::Register { framework, discovery, .. } => {
@@ -210,6 +297,7 @@ impl Cycle for ValueContender {
                 framework.close().await;
             }
             ValueContender::RawAtomic { .. }
+            | ValueContender::RawCached { .. }
             | ValueContender::RawSharedCount { .. }
             | ValueContender::RawRegister { .. }
             | ValueContender::RawQuery { .. } => {}

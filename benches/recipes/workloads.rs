@@ -10,8 +10,8 @@ use zk_recipes::retry::RetryNTimes;
 use zk_recipes::testing::CountingProxy;
 use zk_recipes::zk::{self, Acls, CreateMode};
 use zk_recipes::{
-    DistributedAtomicLong, Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, SharedCount,
-    WaitStrategy,
+    CachedAtomicLong, DistributedAtomicLong, Framework, InterProcessMutex, InterProcessReadWriteLock,
+    InterProcessSemaphore, SharedCount, WaitStrategy,
 };
 
 use crate::contenders::{Contender, Cycle, HalfCounter, Mix, ReleaseStyle};
@@ -583,6 +583,7 @@ pub(crate) async fn run_workload(env: &Env, workload: Workload) -> BenchResult<V
             }
         }
         Workload::CounterIncrement | Workload::SharedCountCas => results = counters(env, workload).await?,
+        Workload::CachedCounter => results = cached_counters(env).await?,
         Workload::QueueThroughput => {
             let dir = env.dir(workload, "zk-recipes");
             let before = || CountersAt::read(&env.server, env.proxy.as_ref());
@@ -667,6 +668,81 @@ async fn counters(env: &Env, workload: Workload) -> BenchResult<Vec<Measured>> {
             attempts.tries.load(Ordering::Relaxed) as f64 / applied.max(1) as f64,
             attempts.gave_up.load(Ordering::Relaxed)
         );
+        results.push(line);
+        drop(checker);
+        env.remove_tree(&dir).await;
+    }
+    Ok(results)
+}
+
+/// cached-counter: `--clients` sessions, each with a `CachedAtomicLong` of `--cache-factor` on
+/// one counter node, each op one value handed out; at the end no value was handed out twice
+/// and the node holds the end of the blocks reserved (whole blocks, every value below it).
+async fn cached_counters(env: &Env) -> BenchResult<Vec<Measured>> {
+    let o = &env.options;
+    let workload = Workload::CachedCounter;
+    let warmup = o.warmup_cycles * o.cache_factor as usize;
+    let plan = |implementation| Plan {
+        workload,
+        implementation,
+        warmup,
+        cycles: o.cached_values,
+        hold: Duration::ZERO,
+        latency: Latency::Cycle,
+        max_holders: usize::MAX,
+        sessions: o.clients,
+    };
+    let mut results = Vec::new();
+    for implementation in ["raw-floor", "zk-recipes"] {
+        let dir = env.dir(workload, implementation);
+        let path = format!("{dir}/counter");
+        let attempts = Arc::new(Attempts::default());
+        let handed = Arc::new(values::Handed::default());
+        let checker = env.raw_client().await?;
+        checker.mkdir(&dir, &CreateMode::Persistent.with_acls(Acls::anyone_all())).await?;
+        let mut contenders = Vec::with_capacity(o.clients);
+        if implementation == "raw-floor" {
+            for client in env.raw_clients(o.clients, &[]).await? {
+                contenders.push(ValueContender::RawCached {
+                    client,
+                    path: path.clone(),
+                    factor: o.cache_factor,
+                    block: None,
+                    retries: o.retries,
+                    sleep: o.retry_sleep,
+                    attempts: attempts.clone(),
+                    handed: handed.clone(),
+                });
+            }
+        } else {
+            for framework in env.frameworks(o.clients).await? {
+                let retry = RetryNTimes::new(o.retries, o.retry_sleep);
+                let counter = DistributedAtomicLong::new(&framework, &path, retry)?;
+                let cached = CachedAtomicLong::new(counter, o.cache_factor)?;
+                contenders.push(ValueContender::Cached {
+                    framework,
+                    cached,
+                    attempts: attempts.clone(),
+                    handed: handed.clone(),
+                });
+            }
+        }
+        let mut line = run(env, plan(implementation), contenders).await?;
+        let value = values::read_long(&checker, &path).await?;
+        let (count, max) = handed.summary();
+        let factor = i64::from(o.cache_factor);
+        if value % factor != 0 || (count as i64) > value || max.is_some_and(|max| max >= value) {
+            return Err(BenchError::Miscounted(format!(
+                "cached-counter {implementation}: the counter holds {value} after {count} values handed out \
+                 (largest {max:?}) in blocks of {factor}"
+            )));
+        }
+        eprintln!(
+            "[locks]   {implementation:<20} {}; {count} distinct values handed out, {} blocks reserved",
+            attempts.summary(),
+            value / factor
+        );
+        line.extra = format!(",\"cache_factor\":{},\"blocks\":{}", o.cache_factor, value / factor);
         results.push(line);
         drop(checker);
         env.remove_tree(&dir).await;

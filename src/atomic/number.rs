@@ -33,6 +33,8 @@ pub trait Number: Copy + Send + Sync + 'static {
     fn decode(bytes: &[u8]) -> std::result::Result<Self, ValueError>;
     fn plus(self, other: Self) -> Self;
     fn minus(self, other: Self) -> Self;
+    /// `n` as this type, `None` when it does not fit.
+    fn from_u32(n: u32) -> Option<Self>;
 }
 
 impl Number for i64 {
@@ -50,6 +52,9 @@ impl Number for i64 {
     fn minus(self, other: Self) -> Self {
         self.wrapping_sub(other)
     }
+    fn from_u32(n: u32) -> Option<Self> {
+        Some(i64::from(n))
+    }
 }
 
 impl Number for i32 {
@@ -66,6 +71,9 @@ impl Number for i32 {
     }
     fn minus(self, other: Self) -> Self {
         self.wrapping_sub(other)
+    }
+    fn from_u32(n: u32) -> Option<Self> {
+        i32::try_from(n).ok()
     }
 }
 

@@ -1,10 +1,14 @@
 //! [`ServiceCache`]: one service's instances kept current on a [`CuratorCache`].
 
 use std::collections::BTreeMap;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
-use futures::{FutureExt, StreamExt};
+use futures::stream::BoxStream;
+use futures::{FutureExt, Stream, StreamExt};
 use serde::de::DeserializeOwned;
+use tokio::sync::watch;
 
 use super::instance::{JsonInstanceSerializer, ServiceInstance};
 use crate::cache::{CacheEvent, CacheEventStream, CacheMode, ChildData, CuratorCache};
@@ -32,6 +36,8 @@ struct Parsed<T> {
     dir: String,
     serializer: JsonInstanceSerializer,
     state: Mutex<ParsedState<T>>,
+    /// Bumped whenever the instances change.
+    generation: watch::Sender<u64>,
 }
 
 struct ParsedState<T> {
@@ -54,21 +60,34 @@ impl<T: DeserializeOwned> Parsed<T> {
         // Every change the cache has made so far is queued on the subscription (it is sent
         // under the cache's lock, as the change is made): applying what is queued makes the
         // parsed view as current as the cache itself.
+        let mut changed = false;
         while let Some(next) = state.events.next().now_or_never() {
-            state.listed = None;
             match next {
-                Some(event) => self.apply(&mut state.instances, event),
+                Some(event) => changed |= self.apply(&mut state.instances, event),
                 // The cache closed: it holds nothing.
                 None => {
+                    changed |= !state.instances.is_empty();
                     state.instances.clear();
                     break;
                 }
             }
         }
+        if changed {
+            state.listed = None;
+            self.generation.send_modify(|g| *g += 1);
+        }
         state
     }
 
-    fn apply(&self, instances: &mut BTreeMap<String, Arc<ServiceInstance<T>>>, event: CacheEvent) {
+    /// The instances as one shared list, made again only after a change.
+    fn snapshot(&self) -> Arc<[Arc<ServiceInstance<T>>]> {
+        let mut state = self.lock();
+        let state = &mut *state;
+        state.listed.get_or_insert_with(|| state.instances.values().cloned().collect()).clone()
+    }
+
+    /// Applies one event; true when it changed the instances.
+    fn apply(&self, instances: &mut BTreeMap<String, Arc<ServiceInstance<T>>>, event: CacheEvent) -> bool {
         if let CacheEvent::Lagged { nodes, .. } = event {
             // Events were dropped: the cache's nodes now are the whole truth.
             instances.clear();
@@ -77,24 +96,21 @@ impl<T: DeserializeOwned> Parsed<T> {
                     instances.insert(node.name().to_owned(), Arc::new(instance));
                 }
             }
-            return;
+            return true;
         }
         if !matches!(event.path(), Some(path) if path != self.dir) {
-            return;
+            return false;
         }
         match event {
             CacheEvent::Created(node) | CacheEvent::Changed(_, node) => match self.parse(&node) {
                 Some(instance) => {
                     instances.insert(node.name().to_owned(), Arc::new(instance));
+                    true
                 }
-                None => {
-                    instances.remove(node.name());
-                }
+                None => instances.remove(node.name()).is_some(),
             },
-            CacheEvent::Deleted(node) => {
-                instances.remove(node.name());
-            }
-            _ => {}
+            CacheEvent::Deleted(node) => instances.remove(node.name()).is_some(),
+            _ => false,
         }
     }
 
@@ -114,7 +130,8 @@ impl<T: DeserializeOwned> ServiceCache<T> {
     pub(super) fn new(framework: &Framework, dir: &str, serializer: JsonInstanceSerializer) -> Result<Self> {
         let cache = CuratorCache::builder(framework, dir).mode(CacheMode::Children).build()?;
         let state = ParsedState { events: cache.events(), instances: BTreeMap::new(), listed: None };
-        let parsed = Arc::new(Parsed { dir: dir.to_owned(), serializer, state: Mutex::new(state) });
+        let generation = watch::channel(0).0;
+        let parsed = Arc::new(Parsed { dir: dir.to_owned(), serializer, state: Mutex::new(state), generation });
         Ok(ServiceCache { cache, parsed, applier: Mutex::new(None) })
     }
 
@@ -160,9 +177,30 @@ impl<T: DeserializeOwned> ServiceCache<T> {
     /// when their nodes last changed (no parse, no request; the list is made once per change
     /// of the service, and every query until the next change gets the same one).
     pub fn instances(&self) -> Arc<[Arc<ServiceInstance<T>>]> {
-        let mut state = self.parsed.lock();
-        let state = &mut *state;
-        state.listed.get_or_insert_with(|| state.instances.values().cloned().collect()).clone()
+        self.parsed.snapshot()
+    }
+
+    /// The instances after every change (Curator's `ServiceCacheListener.cacheChanged`, with
+    /// the instances): first those held now, then the list after each change of the
+    /// service's instances (an instance registered, changed or gone; a resync after the
+    /// cache missed events). Changes closer together than the reader reads are merged into
+    /// one list, the latest. After [`close`](Self::close) it yields an empty list and waits.
+    pub fn changes(&self) -> ServiceCacheChanges<T>
+    where
+        T: Send + Sync + 'static,
+    {
+        let parsed = self.parsed.clone();
+        let generation = parsed.generation.subscribe();
+        let stream =
+            futures::stream::unfold((parsed, generation, true), |(parsed, mut generation, first)| async move {
+                if !first && generation.changed().await.is_err() {
+                    return None;
+                }
+                generation.borrow_and_update();
+                let instances = parsed.snapshot();
+                Some((instances, (parsed, generation, false)))
+            });
+        ServiceCacheChanges { inner: stream.boxed() }
     }
 
     /// The cache underneath (its events: [`CuratorCache::path_children_events`] of the
@@ -178,5 +216,24 @@ impl<T: DeserializeOwned> ServiceCache<T> {
     pub async fn close(&self) {
         self.cache.close().await;
         drop(self.applier.lock().unwrap_or_else(|e| e.into_inner()).take());
+    }
+}
+
+/// The stream of [`ServiceCache::changes`]: the instances after each change.
+pub struct ServiceCacheChanges<T = serde_json::Value> {
+    inner: BoxStream<'static, Arc<[Arc<ServiceInstance<T>>]>>,
+}
+
+impl<T> std::fmt::Debug for ServiceCacheChanges<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceCacheChanges").finish_non_exhaustive()
+    }
+}
+
+impl<T> Stream for ServiceCacheChanges<T> {
+    type Item = Arc<[Arc<ServiceInstance<T>>]>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.poll_next_unpin(cx)
     }
 }

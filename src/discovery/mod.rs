@@ -6,16 +6,18 @@
 //! [`PersistentNode`](crate::PersistentNode)); static and permanent instances are persistent
 //! nodes. [`ServiceDiscovery`] registers and queries, [`ServiceCache`] keeps one service's
 //! instances current on a [`CuratorCache`](crate::CuratorCache), and [`ServiceProvider`] picks
-//! one (round robin, random, sticky) leaving out instances noted as failing.
+//! one (round robin, random, sticky, or an [`InstanceStrategy`] of the caller's) leaving out
+//! instances noted as failing and those the caller's filters refuse;
+//! [`ServiceCache::changes`] streams the instances after every change.
 
 mod cache;
 mod instance;
 mod provider;
 mod registry;
 
-pub use self::cache::ServiceCache;
+pub use self::cache::{ServiceCache, ServiceCacheChanges};
 pub use self::instance::{
     JsonInstanceSerializer, ServiceInstance, ServiceInstanceBuilder, ServiceType, UriPart, UriSpec,
 };
-pub use self::provider::{DownInstancePolicy, ProviderStrategy, ServiceProvider};
+pub use self::provider::{DownInstancePolicy, InstanceStrategy, ProviderStrategy, ServiceProvider};
 pub use self::registry::ServiceDiscovery;

@@ -1,6 +1,7 @@
 //! [`ServiceProvider`]: one instance of a service picked from a [`ServiceCache`] by a
-//! strategy, leaving out disabled instances and those noted as failing (Curator's
-//! `ServiceProvider`, `ProviderStrategy` and `DownInstancePolicy`).
+//! strategy (built in, or an [`InstanceStrategy`] of the caller's), leaving out disabled
+//! instances, those noted as failing and those the caller's filters refuse (Curator's
+//! `ServiceProvider`, `ProviderStrategy`, `DownInstancePolicy` and `InstanceFilter`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -41,6 +42,44 @@ impl Default for DownInstancePolicy {
     }
 }
 
+/// A strategy of the caller's (Curator's `ProviderStrategy` interface): picks one of the
+/// instances a provider offers, `None` for none.
+///
+/// ```
+/// use std::sync::Arc;
+/// use zk_recipes::discovery::{InstanceStrategy, ServiceInstance};
+///
+/// /// The instance on the lowest port.
+/// struct LowestPort;
+///
+/// impl<T> InstanceStrategy<T> for LowestPort {
+///     fn pick(&self, instances: &[Arc<ServiceInstance<T>>]) -> Option<Arc<ServiceInstance<T>>> {
+///         instances.iter().min_by_key(|i| i.port).cloned()
+///     }
+/// }
+/// ```
+pub trait InstanceStrategy<T>: Send + Sync {
+    /// One of `instances` (never empty: a provider with no instance does not ask).
+    fn pick(&self, instances: &[Arc<ServiceInstance<T>>]) -> Option<Arc<ServiceInstance<T>>>;
+}
+
+/// A filter on the instances a provider offers (Curator's `InstanceFilter`).
+type Filter<T> = Arc<dyn Fn(&ServiceInstance<T>) -> bool + Send + Sync>;
+
+enum Strategy<T> {
+    Builtin(ProviderStrategy),
+    Custom(Arc<dyn InstanceStrategy<T>>),
+}
+
+impl<T> std::fmt::Debug for Strategy<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Strategy::Builtin(s) => s.fmt(f),
+            Strategy::Custom(_) => f.write_str("Custom"),
+        }
+    }
+}
+
 struct Down<T> {
     instance: ServiceInstance<T>,
     first: Instant,
@@ -50,8 +89,9 @@ struct Down<T> {
 /// Picks one instance of a service (Curator's `ServiceProvider`).
 pub struct ServiceProvider<T = serde_json::Value> {
     cache: ServiceCache<T>,
-    strategy: ProviderStrategy,
+    strategy: Strategy<T>,
     policy: DownInstancePolicy,
+    filters: Vec<Filter<T>>,
     counter: AtomicUsize,
     sticky: Mutex<Option<ServiceInstance<T>>>,
     down: Mutex<Vec<Down<T>>>,
@@ -62,6 +102,7 @@ impl<T> std::fmt::Debug for ServiceProvider<T> {
         f.debug_struct("ServiceProvider")
             .field("strategy", &self.strategy)
             .field("policy", &self.policy)
+            .field("filters", &self.filters.len())
             .finish_non_exhaustive()
     }
 }
@@ -69,10 +110,31 @@ impl<T> std::fmt::Debug for ServiceProvider<T> {
 impl<T: DeserializeOwned + Clone + PartialEq> ServiceProvider<T> {
     /// A provider on `cache` (started or not: an unstarted cache has no instances).
     pub fn new(cache: ServiceCache<T>, strategy: ProviderStrategy, policy: DownInstancePolicy) -> Self {
+        Self::with(cache, Strategy::Builtin(strategy), policy)
+    }
+
+    /// A provider whose picks are `strategy`'s (Curator's `providerStrategy(custom)`).
+    pub fn with_strategy(
+        cache: ServiceCache<T>,
+        strategy: impl InstanceStrategy<T> + 'static,
+        policy: DownInstancePolicy,
+    ) -> Self {
+        Self::with(cache, Strategy::Custom(Arc::new(strategy)), policy)
+    }
+
+    /// This provider offering only the instances `filter` accepts, besides its other filters
+    /// (Curator's `additionalFilter`).
+    pub fn with_filter(mut self, filter: impl Fn(&ServiceInstance<T>) -> bool + Send + Sync + 'static) -> Self {
+        self.filters.push(Arc::new(filter));
+        self
+    }
+
+    fn with(cache: ServiceCache<T>, strategy: Strategy<T>, policy: DownInstancePolicy) -> Self {
         ServiceProvider {
             cache,
             strategy,
             policy,
+            filters: Vec::new(),
             counter: AtomicUsize::new(0),
             sticky: Mutex::new(None),
             down: Mutex::new(Vec::new()),
@@ -93,8 +155,8 @@ impl<T: DeserializeOwned + Clone + PartialEq> ServiceProvider<T> {
         self.cache.close().await;
     }
 
-    /// The instances a pick chooses from: enabled, not down (shared handles on the cache's
-    /// parsed instances).
+    /// The instances a pick chooses from: enabled, not down, accepted by every filter (shared
+    /// handles on the cache's parsed instances).
     pub fn all_instances(&self) -> Vec<Arc<ServiceInstance<T>>> {
         let mut down = self.down.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
@@ -104,6 +166,7 @@ impl<T: DeserializeOwned + Clone + PartialEq> ServiceProvider<T> {
             .iter()
             .filter(|i| i.enabled)
             .filter(|i| !down.iter().any(|d| d.errors >= self.policy.error_threshold && &d.instance == i.as_ref()))
+            .filter(|i| self.filters.iter().all(|f| f(i)))
             .cloned()
             .collect()
     }
@@ -114,7 +177,11 @@ impl<T: DeserializeOwned + Clone + PartialEq> ServiceProvider<T> {
         if instances.is_empty() {
             return None;
         }
-        match self.strategy {
+        let strategy = match &self.strategy {
+            Strategy::Builtin(strategy) => *strategy,
+            Strategy::Custom(custom) => return custom.pick(&instances).map(|i| ServiceInstance::clone(&i)),
+        };
+        match strategy {
             ProviderStrategy::RoundRobin => Some(self.round_robin(&instances)),
             ProviderStrategy::Random => Some(ServiceInstance::clone(&instances[random_below(instances.len())])),
             ProviderStrategy::Sticky => {

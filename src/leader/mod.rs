@@ -5,6 +5,7 @@
 //! | `leadership.rs` | one term of leadership as a handle ([`Leadership`]) and the event stream |
 //! | `latch.rs` | [`LeaderLatch`]: a candidate node that stays in the queue; leads while first |
 //! | `selector.rs` | [`LeaderSelector`]: a mutex whose holder runs the user's closure |
+//! | `observer.rs` | [`LeaderObserver`]: who leads, for a process that is no candidate |
 //!
 //! Both recipes are the lock engine (`LockInternals`) with a node name marker and the
 //! participant id as node data: `latch-` for the latch (Curator's `LeaderLatch`), `lock-`
@@ -13,12 +14,14 @@
 
 mod latch;
 mod leadership;
+mod observer;
 mod selector;
 
 use std::time::Duration;
 
 pub use self::latch::{CloseMode, LeaderLatch};
 pub use self::leadership::{Leadership, LeadershipEvent, LeadershipEvents};
+pub use self::observer::{ElectionKind, LeaderChanges, LeaderObserver};
 pub use self::selector::LeaderSelector;
 
 use crate::error::{Error, Result, ZkError};

@@ -33,6 +33,7 @@ mod fast_path;
 mod fence;
 mod held;
 mod internals;
+pub(crate) mod kazoo;
 mod mirror_wait;
 mod multi;
 mod mutex;

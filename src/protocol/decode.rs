@@ -4,6 +4,7 @@
 use zookeeper_client::Stat;
 
 use super::driver::{parse_sequence, Driver, ReadDriver, Verdict, WriteDriver};
+use super::kazoo::KAZOO_LOCK_NAME;
 use super::layout::{Queue, Recipe, Signature};
 use super::names::{
     LATCH_NAME, LEASE_BASE_NAME, LOCK_NAME, QUEUE_ITEM_NAME, READY_NODE, READ_LOCK_NAME, REVOKE_MESSAGE,
@@ -167,6 +168,7 @@ impl Queue {
             Queue::ReadWrite if name.contains(WRITE_LOCK_NAME) => Kind::Write,
             Queue::ReadWrite if name.contains(READ_LOCK_NAME) => Kind::Read,
             Queue::Mutex if name.contains(LOCK_NAME) => Kind::Lock,
+            Queue::KazooLock if name.contains(KAZOO_LOCK_NAME) => Kind::Lock,
             Queue::LeaderLatch if name.contains(LATCH_NAME) => Kind::Latch,
             Queue::Leases if name.contains(LEASE_BASE_NAME) => Kind::Lease,
             Queue::Items(prefix) if name.starts_with(prefix) => Kind::Item,
@@ -335,6 +337,11 @@ mod tests {
         assert_eq!(classify(&["queue-0000000001", "queue-|id|0000000002"]), Some(Recipe::DistributedQueue));
         assert_eq!(classify(&["3f1c2b9e-8d6a-4e1f-9b0a-1c2d3e4f5a6b", "ready"]), Some(Recipe::DoubleBarrier));
         assert_eq!(classify(&["ready"]), Some(Recipe::DoubleBarrier));
+        let kazoo = ["0f1e2d3c4b5a69788796a5b4c3d2e1f0__lock__0000000002", "lease_holder"];
+        assert_eq!(classify(&kazoo), Some(Recipe::KazooLock));
+        let decoded = Queue::KazooLock.decode(["b__lock__0000000003", "a__lock__0000000002", "lease_holder"]);
+        assert_eq!(decoded[0].role, Role::Holder);
+        assert_eq!(decoded[1].waits_on.as_deref(), Some("a__lock__0000000002"));
         for recipe in Recipe::ALL {
             assert_eq!(recipe.layout().recipe, *recipe);
         }
@@ -518,6 +525,7 @@ mod tests {
                 "simple-queue",
                 "distributed-queue",
                 "double-barrier",
+                "kazoo-lock",
                 "mutex",
                 "empty"
             ]

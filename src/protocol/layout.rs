@@ -6,6 +6,7 @@
 //! and the decoder then know it, and so does every tool built on them.
 
 use super::driver::{Driver, ReadDriver, StandardDriver};
+use super::kazoo::KAZOO_LOCK_NAME;
 use super::names::{
     LATCH_NAME, LEASE_BASE_NAME, LEASE_PARENT, LOCK_NAME, LOCK_PARENT, QUEUE_ITEM_NAME, READY_NODE, READ_LOCK_NAME,
     SIMPLE_QUEUE_PREFIX, WRITE_LOCK_NAME,
@@ -36,6 +37,11 @@ pub enum Recipe {
     /// UUID-named ephemeral members and perhaps `ready`: a
     /// [`DistributedDoubleBarrier`](crate::DistributedDoubleBarrier).
     DoubleBarrier,
+    /// `<uuid hex>__lock__<sequence>` nodes: kazoo's lock (under a
+    /// [`NonBlockingLease`](crate::NonBlockingLease)'s path, and a
+    /// [`SetPartitioner`](crate::SetPartitioner)'s `locks/<item>`), one holder, the rest
+    /// waiting in sequence order ([`kazoo`](super::kazoo)).
+    KazooLock,
     /// No children: nobody holds or waits (a lock directory between uses, or any other
     /// childless node).
     Empty,
@@ -120,6 +126,9 @@ pub enum Queue {
     Items(&'static str),
     /// A double barrier's members (by UUID, in name order) and its `ready` node.
     Members,
+    /// kazoo's lock: the lowest sequence (compared as text) holds, the others wait, each on
+    /// the one ahead of it.
+    KazooLock,
 }
 
 const MUTEX: Layout = Layout {
@@ -190,6 +199,14 @@ const DOUBLE_BARRIER: Layout = Layout {
     sections: &[Section { dir: None, queue: Queue::Members }],
 };
 
+const KAZOO_LOCK: Layout = Layout {
+    recipe: Recipe::KazooLock,
+    id: "kazoo-lock",
+    description: "kazoo lock (kazoo's Lock; NonBlockingLease, SetPartitioner items)",
+    signature: Signature::Contains(&[KAZOO_LOCK_NAME]),
+    sections: &[Section { dir: None, queue: Queue::KazooLock }],
+};
+
 const EMPTY: Layout = Layout {
     recipe: Recipe::Empty,
     id: "empty",
@@ -210,6 +227,7 @@ impl Recipe {
         Recipe::SimpleQueue,
         Recipe::DistributedQueue,
         Recipe::DoubleBarrier,
+        Recipe::KazooLock,
         Recipe::Mutex,
         Recipe::Empty,
     ];
@@ -225,12 +243,13 @@ impl Recipe {
             Recipe::SimpleQueue => &SIMPLE_QUEUE,
             Recipe::DistributedQueue => &DISTRIBUTED_QUEUE,
             Recipe::DoubleBarrier => &DOUBLE_BARRIER,
+            Recipe::KazooLock => &KAZOO_LOCK,
             Recipe::Empty => &EMPTY,
         }
     }
 
     /// The layout's stable identifier (`mutex`, `semaphore`, `read-write`, `leader-latch`,
-    /// `leases`, `simple-queue`, `distributed-queue`, `double-barrier`, `empty`).
+    /// `leases`, `simple-queue`, `distributed-queue`, `double-barrier`, `kazoo-lock`, `empty`).
     pub fn id(self) -> &'static str {
         self.layout().id
     }
@@ -252,6 +271,7 @@ impl Queue {
             Queue::Items(SIMPLE_QUEUE_PREFIX) => &[SIMPLE_QUEUE_PREFIX],
             Queue::Items(_) => &[QUEUE_ITEM_NAME],
             Queue::Members => &[READY_NODE],
+            Queue::KazooLock => &[KAZOO_LOCK_NAME],
         }
     }
 
@@ -263,6 +283,7 @@ impl Queue {
             Queue::LeaderLatch => &StandardDriver::LATCH,
             Queue::Leases => &LEASES,
             Queue::ReadWrite => &ReadDriver,
+            Queue::KazooLock => &StandardDriver { lock_name: KAZOO_LOCK_NAME, max_leases: 1 },
             // Not a lock: decoded and sorted without a driver (see `sort_key`).
             Queue::Items(_) | Queue::Members => &StandardDriver::MUTEX,
         }

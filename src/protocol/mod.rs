@@ -27,6 +27,7 @@
 //! [`Queue::decode`] orders a directory's [`Child`]ren and gives each its [`Role`].
 
 mod decode;
+pub mod kazoo;
 // Who holds a lock, by Curator's rules: the lock recipes acquire by it, the decoder reads
 // directories by it.
 pub(crate) mod driver;

@@ -33,6 +33,15 @@ use super::QUEUE_ITEM_NAME;
 /// The separator around an id queue's id and a delay queue's epoch (Curator's `SEPARATOR`).
 pub const SEPARATOR: char = '|';
 
+/// The name of a `QueueSharder`'s shard under the queue's path, before a random UUID
+/// (Curator's `QueueSharder`: `queue-<uuid>`, a persistent node holding one queue).
+pub const SHARD_PREFIX: &str = "queue-";
+
+/// Whether `name` is a shard's (`queue-<uuid>`).
+pub fn is_shard_name(name: &str) -> bool {
+    name.strip_prefix(SHARD_PREFIX).is_some_and(|rest| uuid::Uuid::parse_str(rest).is_ok() && rest.len() == 36)
+}
+
 /// The length of a priority code: a sign digit and 8 hex digits.
 pub const PRIORITY_CODE_LEN: usize = 9;
 

@@ -155,9 +155,11 @@ pub enum ValueLayout {
     SharedCount,
     /// `SharedValue`: raw bytes.
     SharedValue,
-    /// `DistributedAtomicLong`: 8 big-endian bytes (none reads as 0).
+    /// `DistributedAtomicLong`: 8 big-endian bytes (none reads as 0). A `CachedAtomicLong`'s
+    /// node is one: it holds the end of the last block of values reserved.
     AtomicLong,
-    /// `DistributedAtomicInteger`: 4 big-endian bytes (none reads as 0).
+    /// `DistributedAtomicInteger`: 4 big-endian bytes (none reads as 0), also a
+    /// `CachedAtomicInteger`'s node.
     AtomicInteger,
     /// `DistributedAtomicValue`: raw bytes.
     AtomicValue,

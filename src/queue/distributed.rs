@@ -2,11 +2,13 @@
 //! by default, at least once in lock-safe mode.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::engine::{Engine, QueueStream};
+use super::puts::{room, Producers, PutEvents};
 use crate::error::{Error, Result};
 use crate::framework::Framework;
 use crate::protocol::queue_names::QueueOrder;
@@ -61,11 +63,13 @@ use crate::protocol::QUEUE_ITEM_NAME;
 ///   with Curator consumers must stay under about 52,000 items, fewer with the longer id,
 ///   priority (25 bytes) and delay (29 bytes) names (about 36,000 and 31,000).
 ///
-/// Keep queues short and items small; Curator's `QueueSharder` (not offered here) spreads one
+/// Keep queues short and items small: [`with_max_items`](Self::with_max_items) bounds a
+/// queue (Curator's `maxItems`), and a [`QueueSharder`](crate::QueueSharder) spreads one
 /// logical queue over several.
 #[derive(Debug, Clone)]
 pub struct DistributedQueue {
     engine: Engine,
+    producers: Arc<Producers>,
 }
 
 impl DistributedQueue {
@@ -74,7 +78,10 @@ impl DistributedQueue {
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid path, the root or a path under `/zookeeper`.
     pub fn new(framework: &Framework, path: &str) -> Result<Self> {
-        Ok(DistributedQueue { engine: Engine::new(framework, path, None, QueueOrder::Fifo)? })
+        Ok(DistributedQueue {
+            engine: Engine::new(framework, path, None, QueueOrder::Fifo)?,
+            producers: Producers::new(),
+        })
     }
 
     /// A lock-safe queue at `path` whose consumers lock items under `lock_path`. Does no I/O.
@@ -82,7 +89,29 @@ impl DistributedQueue {
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid queue or lock path.
     pub fn lock_safe(framework: &Framework, path: &str, lock_path: &str) -> Result<Self> {
-        Ok(DistributedQueue { engine: Engine::new(framework, path, Some(lock_path), QueueOrder::Fifo)? })
+        Ok(DistributedQueue {
+            engine: Engine::new(framework, path, Some(lock_path), QueueOrder::Fifo)?,
+            producers: Producers::new(),
+        })
+    }
+
+    /// This queue with puts that wait while the queue's node has `max_items` children or more
+    /// (Curator's `QueueBuilder.maxItems`; the count is the server's, of every producer's
+    /// items, and a put that finds room goes ahead, so concurrent producers can overshoot by
+    /// their number). Shares the put events of the handle it was made from.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for 0.
+    pub fn with_max_items(self, max_items: usize) -> Result<Self> {
+        if max_items == 0 {
+            return Err(Error::invalid_argument("max_items", "a queue must hold at least one item"));
+        }
+        Ok(DistributedQueue { producers: self.producers.with_max_items(max_items), engine: self.engine })
+    }
+
+    /// The item limit, if one was set.
+    pub fn max_items(&self) -> Option<usize> {
+        self.producers.max_items
     }
 
     /// The queue's path.
@@ -90,7 +119,8 @@ impl DistributedQueue {
         self.engine.path()
     }
 
-    /// Adds one item (Curator's `put`, a one-item node); returns the node's path.
+    /// Adds one item (Curator's `put`, a one-item node); returns the node's path. Under
+    /// [`with_max_items`](Self::with_max_items) it first waits for room.
     ///
     /// # Errors
     /// [`Error::TooLarge`] for an item over the request limit (nothing is sent);
@@ -101,7 +131,61 @@ impl DistributedQueue {
     /// # Cancel safety
     /// A cancelled put may still add the item.
     pub async fn put(&self, item: &[u8]) -> Result<String> {
+        self.wait_for_room(None).await?;
         self.engine.put(QUEUE_ITEM_NAME, &[item]).await
+    }
+
+    /// [`put`](Self::put), waiting at most `timeout` for room under
+    /// [`with_max_items`](Self::with_max_items) (Curator's `put(item, maxWait, unit)`); `None`
+    /// when the queue was still full (nothing was put).
+    ///
+    /// # Errors
+    /// As [`put`](Self::put).
+    ///
+    /// # Cancel safety
+    /// As [`put`](Self::put).
+    pub async fn put_timeout(&self, item: &[u8], timeout: Duration) -> Result<Option<String>> {
+        if !self.wait_for_room(Some(Instant::now() + timeout)).await? {
+            return Ok(None);
+        }
+        self.engine.put(QUEUE_ITEM_NAME, &[item]).await.map(Some)
+    }
+
+    /// Puts `items` as one node in a task of its own and returns at once (Curator's default
+    /// background puts): the outcome is told to [`put_events`](Self::put_events) readers.
+    /// The put waits for room under [`with_max_items`](Self::with_max_items).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for no items, or outside a Tokio runtime.
+    pub fn put_in_background<I: AsRef<[u8]>>(&self, items: &[I]) -> Result<()> {
+        if items.is_empty() {
+            return Err(Error::invalid_argument("items", "a multi-item put needs at least one item"));
+        }
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| Error::invalid_argument("put_in_background", "must be called inside a Tokio runtime"))?;
+        let items: Vec<Vec<u8>> = items.iter().map(|i| i.as_ref().to_vec()).collect();
+        let queue = self.clone();
+        runtime.spawn(async move {
+            let outcome = match queue.wait_for_room(None).await {
+                Ok(_) => queue.engine.put(QUEUE_ITEM_NAME, &items).await,
+                Err(e) => Err(e),
+            };
+            queue.producers.publish(items, outcome);
+        });
+        Ok(())
+    }
+
+    /// The outcome of every background put of this handle and its clones, as they complete
+    /// (Curator's `getPutListenerContainer()`): only those that complete after this call.
+    pub fn put_events(&self) -> PutEvents {
+        self.producers.events()
+    }
+
+    async fn wait_for_room(&self, deadline: Option<Instant>) -> Result<bool> {
+        match self.producers.max_items {
+            None => Ok(true),
+            Some(max) => room(self.engine.framework(), self.engine.path(), max, deadline).await,
+        }
     }
 
     /// Adds several items as one node (Curator's `putMulti`): a consumer gets them together.
@@ -112,6 +196,7 @@ impl DistributedQueue {
     /// # Cancel safety
     /// A cancelled put may still add the items.
     pub async fn put_multi<I: AsRef<[u8]>>(&self, items: &[I]) -> Result<String> {
+        self.wait_for_room(None).await?;
         self.engine.put(QUEUE_ITEM_NAME, items).await
     }
 

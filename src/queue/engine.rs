@@ -211,6 +211,10 @@ impl Engine {
         &self.path
     }
 
+    pub(super) fn framework(&self) -> &Framework {
+        &self.framework
+    }
+
     /// Puts `items` as one node named `<name><sequence>` (`name` is a variant's item name,
     /// starting with `queue-`); returns its path.
     pub(super) async fn put<I: AsRef<[u8]>>(&self, name: &str, items: &[I]) -> Result<String> {

@@ -4,7 +4,9 @@
 //! Curator's framed items as `queue-` nodes, named and ordered per variant
 //! ([`protocol::queue_names`](crate::protocol::queue_names)), at most once or (lock-safe) at
 //! least once. The four `DistributedQueue` types are thin over one engine; each consumer API
-//! is a take, a bounded take, a lock-safe `consume`, and a [`QueueStream`] of takes.
+//! is a take, a bounded take, a lock-safe `consume`, and a [`QueueStream`] of takes. A
+//! `DistributedQueue` may be bounded (`with_max_items`), put in the background with
+//! [`PutEvents`] telling the outcomes, and sharded by a [`QueueSharder`].
 //!
 //! Curator's warning about queues in ZooKeeper, and the item size and queue length limits
 //! measured, are in [`DistributedQueue`]'s documentation.
@@ -14,6 +16,8 @@ mod distributed;
 mod engine;
 mod id;
 mod priority;
+mod puts;
+mod sharder;
 mod simple;
 
 pub use self::delay::DistributedDelayQueue;
@@ -21,6 +25,8 @@ pub use self::distributed::DistributedQueue;
 pub use self::engine::QueueStream;
 pub use self::id::DistributedIdQueue;
 pub use self::priority::DistributedPriorityQueue;
+pub use self::puts::{PutEvent, PutEvents};
+pub use self::sharder::{QueueSharder, QueueSharderPolicies};
 pub use self::simple::SimpleDistributedQueue;
 
 use std::sync::atomic::{AtomicBool, Ordering};

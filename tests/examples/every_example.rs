@@ -100,6 +100,7 @@ async fn every_example_runs() {
             "semaphore",
             "typed_config",
             "service",
+            "set_partitioner",
         ] {
             assert!(names.iter().any(|n| n == expected), "examples/{expected}.rs is missing: {names:?}");
         }

@@ -390,3 +390,40 @@ async fn killed_curator_leader_hands_over_to_rust() {
     })
     .await;
 }
+
+/// A `LeaderObserver` (no candidate) follows an election of a Curator `LeaderLatch` and a
+/// Rust latch: it names the Java leader, then the Rust candidate once Curator's latch closes.
+#[tokio::test]
+async fn an_observer_follows_a_curator_latch() {
+    use zk_recipes::{ElectionKind, LeaderObserver};
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let Some(mut java) = peer(&connect, SESSION).await else { return };
+        let path = path("observer");
+        let fw = framework(&connect, SESSION).await;
+        let observer = LeaderObserver::start(&fw, &path, ElectionKind::Latch).unwrap();
+        java.election_ok(&format!("latch J1 {path} java-1")).await.unwrap();
+        java.election_ok("latch_start J1").await.unwrap();
+        let leader = observer.wait_for_leader("java-1", EVENT).await.unwrap().expect("Curator's latch observed");
+        assert_eq!(java.election("latch_path J1").await.unwrap().remove(0), leader.node, "Curator's own node");
+        let rust = LeaderLatch::new(&fw, &path, "rust-1").unwrap();
+        rust.start().unwrap();
+        eventually(EVENT, "two candidates", || async {
+            let n = rust.participants().await.map_err(|e| e.to_string())?.len();
+            if n == 2 {
+                Ok(())
+            } else {
+                Err(n.to_string())
+            }
+        })
+        .await;
+        assert_eq!(observer.leader().map(|p| p.id).as_deref(), Some("java-1"), "the Rust candidate waits");
+        java.election_ok("latch_close J1").await.unwrap();
+        observer.wait_for_leader("rust-1", EVENT).await.unwrap().expect("the Rust latch observed");
+        rust.close().await.unwrap();
+        drop(observer);
+        fw.close().await;
+        java.quit().await.unwrap();
+    })
+    .await;
+}

@@ -21,6 +21,8 @@ mod leader {
     mod latch;
     /// A latch waits instead of spinning on a `current_thread` runtime.
     mod latch_current_thread;
+    /// `LeaderObserver`: who leads, for a process that is no candidate (faults included).
+    mod observer;
     /// Server requests per leadership term, counted by a proxy.
     mod request_counts;
     /// `LeaderSelector`: Curator's and kazoo's scenarios without faults.

@@ -20,6 +20,8 @@ mod nodes {
     mod discovery_bad_input;
     /// A `ServiceCache` keeps each instance as last parsed.
     mod discovery_cache_parsed;
+    /// Provider filters and strategies of the caller's; a `ServiceCache`'s change stream.
+    mod discovery_extras;
     /// Server requests per discovery operation, counted by a proxy.
     mod discovery_request_counts;
     /// `PersistentNode` and `GroupMember`: back after deletes, expiry, black holes.

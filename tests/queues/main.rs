@@ -13,6 +13,8 @@ mod common;
 mod queues {
     /// `DistributedBarrier` and `DistributedDoubleBarrier`.
     mod barriers;
+    /// `DistributedQueue`'s item limit, background puts and put events; `QueueSharder`.
+    mod queue_extras;
     /// `DistributedIdQueue`, `DistributedPriorityQueue`, `DistributedDelayQueue`.
     mod queue_variants;
     /// Server requests per queue item, counted by a proxy.

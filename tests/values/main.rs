@@ -18,6 +18,8 @@ mod values {
     mod atomic_knowledge;
     /// The distributed atomics: layout, exact sums, faults, a Curator peer.
     mod atomics;
+    /// `CachedAtomicLong`/`Integer`: blocks, values never repeated (faults, a Curator peer).
+    mod cached_atomics;
     /// Values, atomics, barriers and queues are `Send` and `Sync` (compile time).
     mod send_sync;
     /// How a shared value's copy follows its node (requests counted).

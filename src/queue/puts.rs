@@ -1,0 +1,129 @@
+//! What a `DistributedQueue`'s producers share besides the engine: the item limit
+//! (Curator's `maxItems`), put events (Curator's `QueuePutListener`) and background puts.
+
+use std::fmt;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
+use tokio::sync::broadcast;
+use tokio::time::Instant;
+
+use crate::error::{Error, Result, ZkError};
+use crate::framework::Framework;
+
+/// How many put events a slow [`PutEvents`] reader may fall behind before it misses some.
+const EVENT_CAPACITY: usize = 256;
+
+/// A background put that completed, successfully or not (Curator's
+/// `QueuePutListener.putCompleted` and `putMultiCompleted`, which only hear of successes).
+#[derive(Debug, Clone)]
+pub struct PutEvent {
+    items: Arc<Vec<Vec<u8>>>,
+    outcome: std::result::Result<String, Arc<Error>>,
+}
+
+impl PutEvent {
+    /// The items put (one node's).
+    pub fn items(&self) -> &[Vec<u8>] {
+        &self.items
+    }
+
+    /// The node's path when the put succeeded.
+    pub fn path(&self) -> Option<&str> {
+        self.outcome.as_ref().ok().map(String::as_str)
+    }
+
+    /// Why the put failed (the item may have been added all the same when this is
+    /// [`Error::OutcomeUnknown`]).
+    pub fn error(&self) -> Option<&Error> {
+        self.outcome.as_ref().err().map(Arc::as_ref)
+    }
+}
+
+/// The background puts of a queue handle and its clones as they complete (see
+/// [`DistributedQueue::put_events`](crate::DistributedQueue::put_events)). A reader more
+/// than 256 events behind misses the oldest (logged), and goes on with the next.
+pub struct PutEvents {
+    inner: BoxStream<'static, PutEvent>,
+}
+
+impl fmt::Debug for PutEvents {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PutEvents").finish_non_exhaustive()
+    }
+}
+
+impl Stream for PutEvents {
+    type Item = PutEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<PutEvent>> {
+        self.inner.poll_next_unpin(cx)
+    }
+}
+
+/// The producer side shared by a queue handle's clones.
+#[derive(Debug)]
+pub(super) struct Producers {
+    pub(super) max_items: Option<usize>,
+    events: broadcast::Sender<PutEvent>,
+}
+
+impl Producers {
+    pub(super) fn new() -> Arc<Self> {
+        Arc::new(Producers { max_items: None, events: broadcast::channel(EVENT_CAPACITY).0 })
+    }
+
+    pub(super) fn with_max_items(&self, max_items: usize) -> Arc<Self> {
+        Arc::new(Producers { max_items: Some(max_items), events: self.events.clone() })
+    }
+
+    pub(super) fn publish(&self, items: Vec<Vec<u8>>, outcome: Result<String>) {
+        let outcome = outcome.map_err(Arc::new);
+        // No reader is no error.
+        let _ = self.events.send(PutEvent { items: Arc::new(items), outcome });
+    }
+
+    pub(super) fn events(&self) -> PutEvents {
+        let receiver = self.events.subscribe();
+        let stream = futures::stream::unfold(receiver, |mut receiver| async move {
+            loop {
+                match receiver.recv().await {
+                    Ok(event) => return Some((event, receiver)),
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        tracing::warn!(missed, "queue put events: a slow reader missed some");
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        });
+        PutEvents { inner: stream.boxed() }
+    }
+}
+
+/// Waits until the queue at `path` has fewer than `max` children, until `deadline`; false
+/// when it is still full then. A missing queue node counts as empty.
+pub(super) async fn room(fw: &Framework, path: &str, max: usize, deadline: Option<Instant>) -> Result<bool> {
+    loop {
+        let (count, watch) = match fw.get_children(path).watch().await {
+            Ok((children, _, watch)) => (children.len(), watch),
+            Err(Error::ZooKeeper(ZkError::NoNode)) => return Ok(true),
+            Err(e) => return Err(e),
+        };
+        if count < max {
+            return Ok(true);
+        }
+        let event = match deadline {
+            None => watch.changed().await,
+            Some(deadline) => match tokio::time::timeout_at(deadline, watch.changed()).await {
+                Ok(event) => event,
+                Err(_) => return Ok(false),
+            },
+        };
+        if let Err(Error::Closed) = event {
+            return Err(Error::Closed);
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! Discovery extras: a provider's instance filters and a strategy of the caller's, and the
+//! stream of a `ServiceCache`'s instances after each change, through a black-holed connection
+//! (the list after the outage names what was registered and unregistered meanwhile).
+#![cfg(feature = "discovery")]
+
+use crate::common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::fixtures::*;
+use common::timing::{back_within, EVENT, FAULT_SESSION, LIMIT, SESSION};
+use futures::StreamExt;
+use zk_recipes::discovery::{
+    DownInstancePolicy, InstanceStrategy, JsonInstanceSerializer, ProviderStrategy, ServiceDiscovery, ServiceInstance,
+    ServiceProvider,
+};
+use zk_recipes::testing::ProxyMode;
+
+fn instance(id: &str, port: u16) -> ServiceInstance {
+    ServiceInstance::new("api").unwrap().with_id(id).unwrap().with_address("10.0.0.5").with_port(port.into()).unwrap()
+}
+
+/// The instance on the highest port.
+struct HighestPort;
+
+impl<T> InstanceStrategy<T> for HighestPort {
+    fn pick(&self, instances: &[Arc<ServiceInstance<T>>]) -> Option<Arc<ServiceInstance<T>>> {
+        instances.iter().max_by_key(|i| i.port).cloned()
+    }
+}
+
+fn ids(instances: &[Arc<ServiceInstance>]) -> Vec<String> {
+    instances.iter().map(|i| i.id.clone()).collect()
+}
+
+#[tokio::test]
+async fn providers_filter_and_pick_by_a_strategy_of_the_callers() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
+        let base = unique_path("discovery-extras", "provider");
+        let discovery = ServiceDiscovery::new(&fw, &base, JsonInstanceSerializer::new()).unwrap();
+        for (id, port) in [("a", 8080), ("b", 8081), ("c", 9090), ("d", 9091)] {
+            discovery.register(&instance(id, port)).await.unwrap();
+        }
+        let cache = discovery.service_cache("api").unwrap();
+        cache.start().await.unwrap();
+        let filtered = ServiceProvider::new(cache, ProviderStrategy::RoundRobin, DownInstancePolicy::default())
+            .with_filter(|i| i.port.is_some_and(|p| p < 9000))
+            .with_filter(|i| i.id != "a");
+        assert_eq!(ids(&filtered.all_instances()), ["b"]);
+        for _ in 0..3 {
+            assert_eq!(filtered.instance().unwrap().id, "b");
+        }
+
+        let cache = discovery.service_cache("api").unwrap();
+        cache.start().await.unwrap();
+        let policy = DownInstancePolicy { timeout: Duration::from_secs(60), error_threshold: 1 };
+        let custom = ServiceProvider::with_strategy(cache, HighestPort, policy).with_filter(|i| i.id != "c");
+        assert_eq!(custom.instance().unwrap().id, "d");
+        custom.note_error(&custom.instance().unwrap());
+        assert_eq!(custom.instance().unwrap().id, "b", "d is down, c filtered out");
+        discovery.close().await.unwrap();
+        fw.delete(&base).recursive().await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
+
+/// The cache's stream gives the instances now, then after each change; the cache's own
+/// connection is black-holed while one instance is registered and another unregistered, and
+/// the list after the outage has both changes.
+#[tokio::test]
+async fn a_service_cache_streams_its_instances_after_each_change_and_an_outage() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let faulty = FaultyServer::start().await;
+        let base = unique_path("discovery-extras", "changes");
+        let registrar = plain_framework(&faulty.direct(), SESSION).await;
+        let discovery = ServiceDiscovery::new(&registrar, &base, JsonInstanceSerializer::new()).unwrap();
+        discovery.register(&instance("a", 8080)).await.unwrap();
+        let watching = framework(&faulty.proxied(), FAULT_SESSION).await;
+        let reader = ServiceDiscovery::new(&watching, &base, JsonInstanceSerializer::new()).unwrap();
+        let cache = reader.service_cache("api").unwrap();
+        cache.start().await.unwrap();
+        let mut changes = cache.changes();
+        assert_eq!(ids(&within(EVENT, "the first list", changes.next()).await.unwrap()), ["a"]);
+
+        discovery.register(&instance("b", 8081)).await.unwrap();
+        assert_eq!(ids(&within(EVENT, "b registered", changes.next()).await.unwrap()), ["a", "b"]);
+
+        faulty.proxy.set_mode(ProxyMode::BlackHole);
+        discovery.register(&instance("c", 8082)).await.unwrap();
+        discovery.unregister("api", "a").await.unwrap();
+        tokio::time::sleep(FAULT_SESSION / 4).await; // the outage lasts (no event to await)
+        assert_eq!(ids(&cache.instances()), ["a", "b"], "nothing heard during the outage");
+        faulty.proxy.set_mode(ProxyMode::Pass);
+        let mut last = Vec::new();
+        let settled = tokio::time::timeout(back_within(FAULT_SESSION), async {
+            while let Some(list) = changes.next().await {
+                last = ids(&list);
+                if last == ["b", "c"] {
+                    return;
+                }
+            }
+        })
+        .await;
+        assert!(settled.is_ok(), "the list after the outage: {last:?}");
+        cache.close().await;
+        discovery.close().await.unwrap();
+        registrar.delete(&base).recursive().await.unwrap();
+        watching.close().await;
+        registrar.close().await;
+    })
+    .await;
+}

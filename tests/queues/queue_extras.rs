@@ -1,0 +1,288 @@
+//! `DistributedQueue`'s extras and `QueueSharder` against real servers: an item limit that
+//! holds puts back (and fails timed ones), background puts told as events (through a
+//! connection that keeps breaking: each event's item is in the queue once or reported
+//! failed), and shards added by the sharders' leader past the threshold, also after the
+//! leader's session expired.
+
+use crate::common;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::fixtures::*;
+use common::timing::{back_within, EVENT, FAULT_SESSION, LIMIT, QUIET, SESSION};
+use futures::StreamExt;
+use zk_recipes::protocol::queue_names::is_shard_name;
+use zk_recipes::{DistributedQueue, Error, QueueSharder, QueueSharderPolicies};
+
+#[tokio::test]
+async fn a_full_queue_holds_puts_back_until_a_take() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
+        let path = unique_path("queue-extras", "max");
+        let queue = DistributedQueue::new(&fw, &path).unwrap().with_max_items(3).unwrap();
+        assert_eq!(queue.max_items(), Some(3));
+        assert!(matches!(
+            DistributedQueue::new(&fw, &path).unwrap().with_max_items(0),
+            Err(Error::InvalidArgument { .. })
+        ));
+        for i in 0..3 {
+            queue.put(format!("item-{i}").as_bytes()).await.unwrap();
+        }
+        assert_eq!(queue.put_timeout(b"late", QUIET).await.unwrap(), None, "full: nothing put");
+        assert_eq!(children(&fw, &path).await.len(), 3);
+        let blocked = {
+            let queue = queue.clone();
+            tokio::spawn(async move { queue.put(b"item-3").await })
+        };
+        tokio::time::sleep(QUIET).await; // a put that must not happen
+        assert!(!blocked.is_finished(), "the put waits for room");
+        let consumer = DistributedQueue::new(&fw, &path).unwrap();
+        assert_eq!(consumer.take().await.unwrap(), [b"item-0".to_vec()]);
+        within(EVENT, "the held put", blocked).await.unwrap().unwrap();
+        let mut rest = Vec::new();
+        for _ in 0..3 {
+            rest.extend(consumer.take().await.unwrap());
+        }
+        assert_eq!(rest, [b"item-1".to_vec(), b"item-2".to_vec(), b"item-3".to_vec()]);
+        fw.delete(&path).recursive().await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
+
+/// Background puts through a connection that keeps breaking: every put is told as an event;
+/// an event with a path names an item in the queue, each item is in the queue at most once,
+/// and the queue holds no more items than events with a path plus those whose outcome was
+/// unknown.
+#[tokio::test]
+async fn background_puts_are_told_as_events_through_cuts() {
+    init_tracing();
+    bounded(LIMIT, async {
+        const N: usize = 40;
+        let faulty = Arc::new(FaultyServer::start().await);
+        let path = unique_path("queue-extras", "background");
+        let fw = framework(&faulty.proxied(), FAULT_SESSION).await;
+        let queue = DistributedQueue::new(&fw, &path).unwrap();
+        let mut events = queue.put_events();
+        assert!(matches!(queue.put_in_background::<&[u8]>(&[]), Err(Error::InvalidArgument { .. })));
+        let stop = Arc::new(AtomicBool::new(false));
+        let breaker = {
+            let (stop, faulty) = (stop.clone(), faulty.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    tokio::time::sleep(Duration::from_millis(30)).await;
+                    faulty.proxy.reset_connections();
+                }
+            })
+        };
+        for i in 0..N {
+            queue.put_in_background(&[format!("item-{i:02}")]).unwrap();
+        }
+        let (mut put, mut unknown, mut failed) = (HashSet::new(), 0, 0);
+        for _ in 0..N {
+            let event = within(back_within(FAULT_SESSION), "a put event", events.next()).await.unwrap();
+            let item = String::from_utf8(event.items()[0].clone()).unwrap();
+            match (event.path(), event.error()) {
+                (Some(path), None) => {
+                    assert!(path.contains("/queue-"), "{path}");
+                    assert!(put.insert(item));
+                }
+                (None, Some(Error::OutcomeUnknown { .. })) => unknown += 1,
+                (None, Some(e)) => {
+                    eprintln!("{item}: {e}");
+                    failed += 1;
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        breaker.await.unwrap();
+        let checker = plain_framework(&faulty.direct(), SESSION).await;
+        let reader = DistributedQueue::new(&checker, &path).unwrap();
+        let mut found = HashSet::new();
+        while let Some(items) = reader.take_timeout(QUIET).await.unwrap() {
+            for item in items {
+                assert!(found.insert(String::from_utf8(item).unwrap()), "an item twice");
+            }
+        }
+        eprintln!("{} put, {unknown} unknown, {failed} failed; {} in the queue", put.len(), found.len());
+        assert!(put.is_subset(&found), "every put told as done is in the queue");
+        assert!(found.len() <= put.len() + unknown, "no more items than puts that may have happened");
+        fw.close().await;
+        checker.close().await;
+    })
+    .await;
+}
+
+fn policies() -> QueueSharderPolicies {
+    QueueSharderPolicies::default().new_queue_threshold(4).threshold_check(Duration::from_millis(100)).max_queues(3)
+}
+
+async fn shards_become(sharder: &QueueSharder, n: usize) {
+    eventually(EVENT, &format!("{n} shards"), || async {
+        let count = sharder.shard_count();
+        if count == n {
+            Ok(())
+        } else {
+            Err(count.to_string())
+        }
+    })
+    .await;
+}
+
+/// Two sharders on one queue: one shard to start with; past the threshold the leader adds
+/// one (Curator's `queue-<uuid>` names), both see it and prefer it for puts; the leader's
+/// session expires, and the other, now leading, adds the third; never more than the maximum.
+#[tokio::test]
+async fn the_leader_adds_shards_past_the_threshold_also_after_its_session_expired() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let faulty = FaultyServer::start().await;
+        let path = unique_path("queue-extras", "sharder");
+        let leader_path = format!("{path}-leader");
+        let fw_a = framework(&faulty.proxied(), FAULT_SESSION).await;
+        let fw_b = plain_framework(&faulty.direct(), SESSION).await;
+        let a = QueueSharder::new(&fw_a, &path, &leader_path, policies()).unwrap();
+        a.start().await.unwrap();
+        eventually(EVENT, "a leads", || async {
+            if a.is_leader() {
+                Ok(())
+            } else {
+                Err(String::new())
+            }
+        })
+        .await;
+        let b = QueueSharder::new(&fw_b, &path, &leader_path, policies()).unwrap();
+        b.start().await.unwrap();
+        assert_eq!(a.queue_paths(), b.queue_paths(), "one shard, taken up by both");
+        let first = a.queue_paths().remove(0);
+        assert!(is_shard_name(node_name(&first)), "{first}");
+
+        for i in 0..4 {
+            b.queue().unwrap().put(format!("x{i}").as_bytes()).await.unwrap();
+        }
+        shards_become(&a, 2).await;
+        shards_become(&b, 2).await;
+        let second = a.queue_paths().into_iter().find(|p| *p != first).unwrap();
+        // The full shard is no longer preferred once counted.
+        eventually(EVENT, "puts go to the new shard", || async {
+            let picks: HashSet<String> = (0..20).map(|_| b.queue().unwrap().path().to_owned()).collect();
+            if picks == HashSet::from([second.clone()]) {
+                Ok(())
+            } else {
+                Err(format!("{picks:?}"))
+            }
+        })
+        .await;
+
+        faulty.expire(&fw_a, EVENT).await;
+        eventually(back_within(FAULT_SESSION), "b leads", || async {
+            if b.is_leader() {
+                Ok(())
+            } else {
+                Err(String::new())
+            }
+        })
+        .await;
+        for i in 0..4 {
+            b.queue().unwrap().put(format!("y{i}").as_bytes()).await.unwrap();
+        }
+        shards_become(&b, 3).await;
+        shards_become(&a, 3).await;
+        // Both full shards over the threshold, at the maximum: no fourth.
+        for i in 0..4 {
+            DistributedQueue::new(&fw_b, &second).unwrap().put(format!("z{i}").as_bytes()).await.unwrap();
+        }
+        b.check_now().await.unwrap();
+        tokio::time::sleep(policies_check() * 3).await; // checks that must not add a shard
+        assert_eq!(children(&fw_b, &path).await.len(), 3);
+        a.close().await.unwrap();
+        b.close().await.unwrap();
+        fw_b.delete(&path).recursive().await.unwrap();
+        fw_a.close().await;
+        fw_b.close().await;
+    })
+    .await;
+}
+
+fn policies_check() -> Duration {
+    Duration::from_millis(100)
+}
+
+/// A Rust sharder and Curator 5.4's `QueueSharder` on one queue: Curator takes up the shard
+/// Rust made and sees the one Rust's leadership added; once Rust has left the election,
+/// Curator's leadership adds a third past the threshold, which Rust takes up, named
+/// `queue-<uuid>` as Rust names them.
+#[tokio::test]
+async fn rust_and_curator_sharders_share_the_shards() {
+    use common::curator::CuratorPeer;
+    use common::timing::{INTEROP_EVENT, INTEROP_SESSION, SLOW_LIMIT};
+    init_tracing();
+    bounded(SLOW_LIMIT, async {
+        let connect = shared_connect().await;
+        let Some(mut java) = CuratorPeer::started(&connect, INTEROP_SESSION).await else { return };
+        let path = unique_path("queue-extras", "sharder-interop");
+        let leader_path = format!("{path}-leader");
+        let fw = plain_framework(&connect, INTEROP_SESSION).await;
+        let rust = QueueSharder::new(&fw, &path, &leader_path, policies()).unwrap();
+        rust.start().await.unwrap();
+        eventually(EVENT, "rust leads", || async {
+            if rust.is_leader() {
+                Ok(())
+            } else {
+                Err(String::new())
+            }
+        })
+        .await;
+        java.value_command(&format!("sharder J {path} {leader_path} 4 100 3"), INTEROP_EVENT).await.unwrap();
+        let mut seen = java.value_command("sharder_paths J -", INTEROP_EVENT).await.unwrap();
+        seen.sort();
+        assert_eq!(seen, rust.queue_paths(), "Curator took up Rust's shard");
+
+        for i in 0..4 {
+            rust.queue().unwrap().put(format!("r{i}").as_bytes()).await.unwrap();
+        }
+        shards_become(&rust, 2).await;
+        let expected = rust.queue_paths();
+        let deadline = tokio::time::Instant::now() + INTEROP_EVENT;
+        loop {
+            let mut seen = java.value_command("sharder_paths J -", INTEROP_EVENT).await.unwrap();
+            seen.sort();
+            if seen == expected {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "Curator's sharder sees {seen:?}, not {expected:?}");
+            tokio::time::sleep(policies_check()).await; // its next count
+        }
+
+        // Rust leaves the election: Curator leads, and adds a third shard past the threshold.
+        rust.close().await.unwrap();
+        for i in 0..8 {
+            java.value_command(&format!("sharder_put J j{i}"), INTEROP_EVENT).await.unwrap();
+        }
+        let observer = QueueSharder::new(&fw, &path, &format!("{leader_path}-other"), policies()).unwrap();
+        observer.start().await.unwrap();
+        eventually(INTEROP_EVENT, "a third shard, made by Curator", || async {
+            observer.check_now().await.map_err(|e| e.to_string())?;
+            let n = observer.shard_count();
+            if n == 3 {
+                Ok(())
+            } else {
+                Err(n.to_string())
+            }
+        })
+        .await;
+        for shard in observer.queue_paths() {
+            assert!(is_shard_name(node_name(&shard)), "{shard}");
+        }
+        observer.close().await.unwrap();
+        fw.delete(&path).recursive().await.unwrap();
+        fw.close().await;
+        java.quit().await.unwrap();
+    })
+    .await;
+}
