@@ -75,9 +75,9 @@ pub use framework::{
 pub use framework::{Ensemble, EnsembleMember, Reconfig, ServerRole};
 pub use framework::{NodeEvent, NodeEventKind, WatchMode};
 pub use leader::{CloseMode, LeaderLatch, LeaderSelector, Leadership, LeadershipEvent, LeadershipEvents, Participant};
-pub use locks::LockLost;
 pub use leader::{ElectionKind, LeaderChanges, LeaderObserver};
 pub use lease::{MultiNonBlockingLease, NonBlockingLease};
+pub use locks::LockLost;
 pub use locks::{FastPathFallback, FastPathStats, LockHold, Lockable, MultiLock, MultiLockGuard};
 pub use locks::{InterProcessMutex, MutexGuard};
 pub use locks::{InterProcessReadWriteLock, ReadLock, ReadLockGuard, WriteLock, WriteLockGuard};

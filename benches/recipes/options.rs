@@ -187,7 +187,7 @@ pub(crate) enum Workload {
 }
 
 impl Workload {
-    pub(crate) const ALL: [Workload; 14] = [
+    pub(crate) const ALL: [Workload; 15] = [
         Workload::MutexUncontended,
         Workload::MutexContended,
         Workload::Semaphore,

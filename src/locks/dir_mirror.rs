@@ -19,9 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use tokio::sync::{watch, Notify};
-use zookeeper_client::SessionState;
 
-use super::mirror_wait::{Admission, Decision, DirHost, Run, ANY_DELETION, CALM};
+use super::mirror_wait::{Admission, Decision, DirHost, Run, ANY_DELETION};
 use crate::framework::{Framework, Session, WatchMode};
 use crate::metrics::{MirrorMetrics, Resyncs};
 use crate::mirror::driver::{self as mirror_driver, Host};
@@ -68,114 +67,6 @@ impl std::fmt::Debug for DirMirror {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let inner = self.inner();
         f.debug_struct("DirMirror").field("dir", &inner.dir).field("epoch", &inner.epoch).finish()
-    }
-}
-
-/// A handle's place for its session's mirror of one directory, shared by the handle's clones
-/// and replaced when the session changes.
-#[derive(Debug, Default)]
-pub(crate) struct MirrorSlot(Mutex<Slot>, std::sync::atomic::AtomicBool);
-
-#[derive(Debug, Default)]
-enum Slot {
-    #[default]
-    Empty,
-    Mirror(Arc<DirMirror>),
-    /// The directory is crowded: the handle waits the classic way (holding no mirror, so the
-    /// session stops mirroring once its other handles do too) until [`CALM_LISTINGS`]
-    /// listings in a row show it calm (so that the tail of a burst does not start mirrors
-    /// that the next burst stops again); `calm` counts them.
-    Crowded {
-        calm: u32,
-    },
-}
-
-/// Calm listings in a row after which a crowded directory is mirrored again.
-const CALM_LISTINGS: u32 = 3;
-
-impl MirrorSlot {
-    /// A wait found the directory crowded (see `DirHost::crowded`): this handle waits the
-    /// classic way from now on, and lets its mirror go.
-    pub(crate) fn crowded(&self) {
-        let previous = std::mem::replace(&mut *self.0.lock(), Slot::Crowded { calm: 0 });
-        if let Slot::Mirror(mirror) = previous {
-            tracing::debug!(dir = %mirror.inner().dir, "the lock directory is crowded: waiting the classic way");
-        }
-    }
-
-    /// A classic wait listed `children` children: a crowded directory that has calmed down
-    /// (listed at most [`CALM`] children [`CALM_LISTINGS`] times in a row) is mirrored again
-    /// by the next attempt.
-    pub(crate) fn listed(&self, children: usize) {
-        let mut slot = self.0.lock();
-        if let Slot::Crowded { calm } = &mut *slot {
-            *calm = if children <= CALM { *calm + 1 } else { 0 };
-            if *calm >= CALM_LISTINGS {
-                *slot = Slot::Empty;
-            }
-        }
-    }
-
-    /// Whether a mirror may serve this session at all: its server known to keep it exact
-    /// (Apache ZooKeeper 3.6+, the watch not refused), not a read-only connection.
-    fn servable(framework: &Framework, session: &Session) -> bool {
-        let known = framework.server_features_now();
-        let exact = known.is_some_and(|f| f.persistent_watches && f.exact_child_count);
-        let read_only = session.client.state() == SessionState::ConnectedReadOnly;
-        exact && !read_only && !framework.server_refuses_persistent_watches()
-    }
-
-    /// The mirror an attempt of this handle starts with: from the handle's second attempt on,
-    /// the session's mirror of `dir`, started if none runs ([`for_session`](Self::for_session));
-    /// at its first, only one that runs already (this handle's, another handle's, or one
-    /// lingering after its last use). A lock used once (one of many, per entity) then costs no
-    /// mirror at all: its acquire lists the directory with its create, and starts the mirror
-    /// only when it must wait.
-    pub(crate) fn for_attempt(&self, framework: &Framework, session: &Session, dir: &str) -> Option<Arc<DirMirror>> {
-        if self.1.swap(true, Ordering::Relaxed) {
-            self.for_session(framework, session, dir)
-        } else {
-            self.running(framework, session, dir)
-        }
-    }
-
-    /// The session's mirror of `dir` if one runs already; none is started.
-    fn running(&self, framework: &Framework, session: &Session, dir: &str) -> Option<Arc<DirMirror>> {
-        if !Self::servable(framework, session) {
-            return None;
-        }
-        let mut slot = self.0.lock();
-        match &*slot {
-            Slot::Crowded { .. } => None,
-            Slot::Mirror(mirror) if mirror.epoch() == session.epoch && mirror.run() == Run::Running => {
-                Some(mirror.clone())
-            }
-            _ => {
-                let mirror = Arc::new(DirMirror::running(session, dir)?);
-                *slot = Slot::Mirror(mirror.clone());
-                Some(mirror)
-            }
-        }
-    }
-
-    /// The session's mirror of `dir` (a full server path), started if none runs, when the
-    /// session's server is known to keep it exact (see `servable`); `None` means the classic
-    /// wait.
-    pub(crate) fn for_session(&self, framework: &Framework, session: &Session, dir: &str) -> Option<Arc<DirMirror>> {
-        if !Self::servable(framework, session) {
-            return None;
-        }
-        let mut slot = self.0.lock();
-        match &*slot {
-            Slot::Crowded { .. } => return None,
-            Slot::Mirror(mirror) if mirror.epoch() == session.epoch && mirror.run() != Run::Ended => {
-                return (mirror.run() == Run::Running).then(|| mirror.clone());
-            }
-            Slot::Mirror(_) | Slot::Empty => {}
-        }
-        let mirror = DirMirror::for_session(framework, session, dir);
-        *slot = Slot::Mirror(mirror.clone());
-        (mirror.run() == Run::Running).then_some(mirror)
     }
 }
 
@@ -255,7 +146,7 @@ pub(crate) struct Asker {
 
 impl DirMirror {
     /// The session's mirror of `dir` (a full server path), started if none runs.
-    fn for_session(framework: &Framework, session: &Session, dir: &str) -> Arc<DirMirror> {
+    pub(super) fn for_session(framework: &Framework, session: &Session, dir: &str) -> Arc<DirMirror> {
         let key = format!("lock-mirror:{dir}");
         let usable = |inner: &Inner| inner.state.lock().run != Run::Ended;
         let shared = Shared::get_or_start(session, &key, usable, || Self::start(framework, session, dir));
@@ -263,7 +154,7 @@ impl DirMirror {
     }
 
     /// The session's running mirror of `dir`, if any (none is started).
-    fn running(session: &Session, dir: &str) -> Option<DirMirror> {
+    pub(super) fn running(session: &Session, dir: &str) -> Option<DirMirror> {
         let key = format!("lock-mirror:{dir}");
         let shared = Shared::get(session, &key, |inner: &Inner| inner.state.lock().run == Run::Running)?;
         Some(DirMirror { shared })
@@ -299,11 +190,16 @@ impl DirMirror {
     }
 
     /// The session (epoch) this mirror belongs to.
+    /// The directory mirrored (a full server path).
+    pub(super) fn dir(&self) -> &str {
+        &self.inner().dir
+    }
+
     pub(crate) fn epoch(&self) -> u64 {
         self.inner().epoch
     }
 
-    fn run(&self) -> Run {
+    pub(super) fn run(&self) -> Run {
         self.inner().state.lock().run
     }
 

@@ -27,9 +27,10 @@ use futures::future::{BoxFuture, FutureExt};
 use zookeeper_client::{EventType, WatchedEvent};
 
 use super::acquire::Mode;
-use super::dir_mirror::{Ask, Asker, DirMirror, MirrorSlot, WaitOn};
+use super::dir_mirror::{Ask, Asker, DirMirror, WaitOn};
 use super::fast_path::{self, FastPath, FastPathStats, FastTry};
 use super::held::HeldNode;
+use super::mirror_slot::MirrorSlot;
 use super::node_watch::MirrorSeat;
 use super::revocation::{NodeRevocation, Signal};
 use super::start_over::fresh_attempts;

@@ -19,6 +19,7 @@
 //! | `internals.rs` | the one wait engine (Curator's `LockInternals`) |
 //! | `mirror_wait.rs` | a session's view of a lock directory from one recursive watch and one listing, and when it may decide in a listing's place (pure), held with its waiters as the mirror driver's view |
 //! | `dir_mirror.rs` | the session's live mirror of a lock directory: its handles and the waits on it |
+//! | `mirror_slot.rs` | a handle's place for that mirror: none for a first attempt unless one runs, none while the directory is crowded |
 //! | `start_over.rs` | the start-over loop: a fresh node when the last one went missing |
 //! | `reentrant.rs` | per-task reentrancy: the one reentrant acquire core (an owner's acquires take turns; downgrade and upgrade refusal are its hooks), holds, and the ticket guard behind the public guards |
 //! | `acquire.rs` | the one acquire front-end: the acquire forms, `Lockable` and `LockHold` |
@@ -34,6 +35,7 @@ mod fence;
 mod held;
 mod internals;
 pub(crate) mod kazoo;
+mod mirror_slot;
 mod mirror_wait;
 mod multi;
 mod mutex;

@@ -10,9 +10,10 @@ use zookeeper_client::{EventType, OneshotWatcher};
 
 use super::acquire::{self, Acquire, Block, Hold, LockHold, Mode, Try};
 use super::critical_section::{run_until_lost, LockLost};
-use super::dir_mirror::{Ask, Asker, DirMirror, MirrorSlot, WaitOn};
+use super::dir_mirror::{Ask, Asker, DirMirror, WaitOn};
 use super::held::HeldNode;
 use super::internals::LockInternals;
+use super::mirror_slot::MirrorSlot;
 use super::node_watch::MirrorSeat;
 use super::start_over::fresh_attempts;
 use crate::error::{Error, Result};
