@@ -14,7 +14,7 @@ use crate::framework::{Framework, ListenerHandle, WatchMode};
 use crate::mirror::driver::{self, Decode};
 use crate::mirror::{Mirror, Reads, Scope};
 use crate::sync::Mutex;
-use crate::watch::SessionWatch;
+use crate::watch::{Depth, SessionWatch};
 
 /// A local copy of a ZooKeeper node and (by [`CacheMode`]) its descendants or its children,
 /// kept current by one persistent watch (Curator's `CuratorCache`).
@@ -180,11 +180,13 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
             }
         }
         let reset = ResetOnDrop(&self.lifecycle);
-        let mode = match self.mode {
-            CacheMode::SingleNode => WatchMode::Persistent,
-            CacheMode::Tree | CacheMode::Children => WatchMode::PersistentRecursive,
+        let (mode, depth) = match self.mode {
+            CacheMode::SingleNode => (WatchMode::Persistent, Depth::Node),
+            CacheMode::Children => (WatchMode::PersistentRecursive, Depth::Children),
+            CacheMode::Tree => (WatchMode::PersistentRecursive, Depth::Tree),
         };
-        let watch = SessionWatch::add(&self.framework, &self.full, mode).await?;
+        // Without persistent watches (ZooKeeper 3.5), one-shot watches stand in.
+        let watch = SessionWatch::add_or_emulate(&self.framework, &self.full, mode, depth).await?;
         let config = driver::Config {
             root: self.full.clone(),
             reads: self.reads,
