@@ -23,4 +23,6 @@ mod values {
     mod shared_value_follow;
     /// `SharedCount` and `SharedValue`: layout, compare-and-set, listeners.
     mod shared_values;
+    /// The atomics on a server without persistent watches: exact sums.
+    mod without_persistent_watches;
 }
