@@ -198,6 +198,7 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
             reads: self.reads,
             decode: Arc::clone(&self.decode),
             concurrency: self.concurrency,
+            no_multi_read: std::sync::atomic::AtomicBool::new(false),
         };
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(driver::run::<Mirror<T>, _>(

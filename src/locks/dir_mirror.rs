@@ -431,6 +431,7 @@ async fn drive(inner: Arc<Inner>, framework: Framework, watch: SessionWatch) {
         reads: Reads::Stat,
         decode: Arc::new(|_: &str, _: Vec<u8>| None),
         concurrency: 1,
+        no_multi_read: std::sync::atomic::AtomicBool::new(false),
     };
     // Never stopped from outside: the driver ends with the watch, or is dropped.
     let (_stop, stopped) = watch::channel(false);

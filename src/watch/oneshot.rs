@@ -463,10 +463,8 @@ impl Emulated {
                     self.read_stat(&path, false);
                 }
             }
-            (EventType::NodeChildrenChanged, Kind::Children) => {
-                if self.nodes.contains_key(&path) {
-                    self.read_children(&path, false);
-                }
+            (EventType::NodeChildrenChanged, Kind::Children) if self.nodes.contains_key(&path) => {
+                self.read_children(&path, false);
             }
             // A children watch fires on its node's deletion too: the data watch reports it.
             _ => {}
