@@ -19,6 +19,8 @@ mod framework {
     mod cluster;
     /// Connection states, listeners, retries, namespaces, session expiry.
     mod connection;
+    /// SASL GSSAPI (Kerberos) logins through a real MIT KDC (feature `sasl-gssapi`).
+    mod kerberos;
     /// `close()` during `start()`, a session whose client task is gone.
     mod lifecycle;
     /// Creates, reads, one-shot watches, versioned writes, deletes, ACLs.
