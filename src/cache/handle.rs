@@ -77,7 +77,8 @@ use crate::watch::{Depth, SessionWatch};
 /// holds a data watch (an `exists`) and, above the mode's depth, a children watch (a
 /// `getChildren`), each set again by the read that follows its firing. Events, views and
 /// convergence are the same; what differs is the cost (two more reads per node at each load
-/// and after each new session, one more read per change, two watches per node on the server)
+/// and after each new session, three more per created node, one more per changed or deleted
+/// node, two watches per node on the server)
 /// and that changes made while a watch is being set again come as one event. A cache that
 /// fell back stays on one-shot watches for its life, on every session.
 ///

@@ -2,12 +2,12 @@
 //! `WatchManagerOptimized`, which refuses `addWatch` as ZooKeeper 3.5 does): one-shot watches
 //! stand in, and the cache, its node view and its children view behave as on a 3.6+ server:
 //! events at every depth, convergence after connection cuts and a session expiry while a
-//! writer mutates the subtree.
+//! writer mutates the subtree; and what the one-shot watches cost per event, counted.
 
 use std::time::Duration;
 
 use futures::StreamExt;
-use zk_recipes::testing::{self, FaultProxy, TestingServer};
+use zk_recipes::testing::{self, CountingProxy, FaultProxy, RequestCounts, TestingServer};
 use zk_recipes::zk::CreateMode;
 use zk_recipes::{CacheEvent, CacheEventStream, CacheMode, CuratorCache, Framework, PathChildrenEvent};
 
@@ -233,6 +233,92 @@ async fn converges_after_cuts_and_a_session_expiry_with_one_shot_watches() {
         let replay = replayed.await.unwrap();
         assert!(replay.initialized);
         replay.assert_equals(&truth_now);
+        delete_tree(&writer, &root).await;
+        cached.close().await;
+        writer.close().await;
+    })
+    .await
+}
+
+/// The requests in `counts`, by kind (pings, round trips, watch events and error replies left
+/// out).
+fn requests(counts: &RequestCounts) -> Vec<(&'static str, u64)> {
+    counts
+        .iter()
+        .filter(|(kind, n)| {
+            *n > 0 && !matches!(*kind, "ping" | "round-trip" | "watch-event") && !kind.starts_with("error:")
+        })
+        .collect()
+}
+
+/// Waits (bounded) until the requests counted since `before` are `expected`.
+async fn requests_become(proxy: &CountingProxy, before: &RequestCounts, expected: &[(&'static str, u64)], what: &str) {
+    let deadline = tokio::time::Instant::now() + EVENT_LIMIT;
+    loop {
+        let got = requests(&proxy.counts().since(before));
+        if got == expected {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{what}: {got:?}, not {expected:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// What the one-shot watches cost per event in a tree cache (the cost model of the server
+/// versions guide): a created node, its parent's listing, an `exists` and a listing that set
+/// its watches, and the cache's `getData`; a changed node, the `exists` that sets its watch
+/// again and the cache's `getData`; a deleted node, its parent's listing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_shot_watches_cost_a_few_reads_per_event() {
+    bounded(Duration::from_secs(90), async {
+        let server = server_without_persistent_watches().await;
+        let proxy = CountingProxy::start(&server.connect_string()).await.expect("a counting proxy");
+        let cached = framework(&proxy.connect_string(), Duration::from_secs(60)).await;
+        let writer = framework(&server.connect_string(), Duration::from_secs(60)).await;
+        let root = unique_path("oneshot-counts");
+        writer.create(&root).data(b"r").await.unwrap();
+        for path in ["a", "a/x", "b"] {
+            writer.create(&format!("{root}/{path}")).data(path.as_bytes()).await.unwrap();
+        }
+        let cache = CuratorCache::builder(&cached, &root).build().unwrap();
+        let mut events = cache.events();
+        let before = proxy.counts();
+        cache.start().await.unwrap();
+        let load: Vec<String> = ["", "/a", "/b", "/a/x"]
+            .iter()
+            .map(|p| format!("+{root}{p}={}", &p.get(1..).filter(|p| !p.is_empty()).unwrap_or("r")))
+            .collect();
+        let mut expected = load;
+        expected.push("init".to_owned());
+        expect_events(&mut events, &expected).await;
+        // The load: a watched `exists` and a watched listing per node (4), besides the
+        // cache's own reads.
+        let sent = proxy.counts().since(&before);
+        assert_eq!((sent.get("exists+watch"), sent.get("getChildren+watch")), (4, 4), "{:?}", requests(&sent));
+        assert_eq!(sent.get("addWatch"), 1, "one addWatch refused, then one-shot watches");
+
+        let node = format!("{root}/n");
+        let before = proxy.counts();
+        writer.create(&node).data(b"1").await.unwrap();
+        expect_events(&mut events, &[format!("+{node}=1")]).await;
+        requests_become(
+            &proxy,
+            &before,
+            &[("exists+watch", 1), ("getChildren+watch", 2), ("getData", 1)],
+            "a created node",
+        )
+        .await;
+
+        let before = proxy.counts();
+        writer.set_data(&node, b"2").await.unwrap();
+        expect_events(&mut events, &[format!("~{node}=2")]).await;
+        requests_become(&proxy, &before, &[("exists+watch", 1), ("getData", 1)], "a changed node").await;
+
+        let before = proxy.counts();
+        writer.delete(&node).await.unwrap();
+        expect_events(&mut events, &[format!("-{node}")]).await;
+        requests_become(&proxy, &before, &[("getChildren+watch", 1)], "a deleted node").await;
+        cache.close().await;
         delete_tree(&writer, &root).await;
         cached.close().await;
         writer.close().await;
