@@ -48,6 +48,9 @@ use crate::retry::RetryPolicy;
 
 type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
+/// Reads in flight at most (the rest wait their turn).
+const MAX_READS: usize = 128;
+
 /// How deep below its root an emulated watch reaches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Depth {
@@ -142,6 +145,8 @@ pub(crate) struct Emulated {
     armed: HashMap<String, Armed>,
     watchers: FuturesUnordered<Boxed<Fired>>,
     reads: FuturesUnordered<Boxed<Answer>>,
+    /// Reads to send once fewer than [`MAX_READS`] are in flight.
+    waiting: VecDeque<(Kind, String, bool)>,
     out: VecDeque<WatchItem>,
     phase: Phase,
     /// A read failed: walk again at this instant, once connected.
@@ -177,6 +182,7 @@ impl Emulated {
             armed: HashMap::new(),
             watchers: FuturesUnordered::new(),
             reads: FuturesUnordered::new(),
+            waiting: VecDeque::new(),
             out: VecDeque::new(),
             phase: Phase::Need { reason },
             repair: None,
@@ -223,7 +229,7 @@ impl Emulated {
                     self.begin(reason).await;
                     continue;
                 }
-                Phase::Loading { reason } if self.reads.is_empty() && self.repair.is_none() => {
+                Phase::Loading { reason } if self.quiet() && self.repair.is_none() => {
                     tracing::debug!(path = %self.root, nodes = self.nodes.len(), "watch: one-shot watches set");
                     self.phase = Phase::Live;
                     self.attempt = 0;
@@ -233,7 +239,7 @@ impl Emulated {
             }
             let repair_at = self.repair;
             let connected = self.states.borrow().state.is_connected();
-            let quiet = self.reads.is_empty();
+            let quiet = self.quiet();
             // Fired watches first: zookeeper-client hands a watch its event before it hands
             // over the reply of a read the server answered after that event.
             tokio::select! {
@@ -254,6 +260,8 @@ impl Emulated {
                     self.walk();
                 }
             }
+            // A reply freed a place.
+            self.pump();
         }
     }
 
@@ -289,6 +297,7 @@ impl Emulated {
         self.session = None;
         self.watchers = FuturesUnordered::new();
         self.reads = FuturesUnordered::new();
+        self.waiting.clear();
     }
 
     fn state_changed(&mut self) {
@@ -319,6 +328,7 @@ impl Emulated {
         self.armed.clear();
         self.watchers = FuturesUnordered::new();
         self.reads = FuturesUnordered::new();
+        self.waiting.clear();
         self.repair = None;
         self.phase = Phase::Need { reason: Some(ResyncReason::NewSession) };
     }
@@ -335,6 +345,11 @@ impl Emulated {
             self.attempt = self.attempt.saturating_add(1);
             self.repair = Some(Instant::now() + pause);
         }
+    }
+
+    /// No read in flight or waiting.
+    fn quiet(&self) -> bool {
+        self.reads.is_empty() && self.waiting.is_empty()
     }
 
     /// How deep `path` is below the root (0 for the root).
@@ -366,8 +381,32 @@ impl Emulated {
         self.read_stat(&root, true);
     }
 
-    /// Sends an `exists` on `path`, with a watch unless one is set (or being set) there.
+    /// Reads `path` with an `exists` (see [`send_stat`](Self::send_stat)), once a place is free.
     fn read_stat(&mut self, path: &str, walk: bool) {
+        self.waiting.push_back((Kind::Data, path.to_owned(), walk));
+        self.pump();
+    }
+
+    /// Lists `path` (see [`send_children`](Self::send_children)), once a place is free.
+    fn read_children(&mut self, path: &str, walk: bool) {
+        self.waiting.push_back((Kind::Children, path.to_owned(), walk));
+        self.pump();
+    }
+
+    /// Sends the reads that wait, up to [`MAX_READS`] in flight (a large tree's walk would
+    /// otherwise send two requests per node at once).
+    fn pump(&mut self) {
+        while self.reads.len() < MAX_READS {
+            let Some((kind, path, walk)) = self.waiting.pop_front() else { break };
+            match kind {
+                Kind::Data => self.send_stat(&path, walk),
+                Kind::Children => self.send_children(&path, walk),
+            }
+        }
+    }
+
+    /// Sends an `exists` on `path`, with a watch unless one is set (or being set) there.
+    fn send_stat(&mut self, path: &str, walk: bool) {
         let Some(client) = self.client().cloned() else { return };
         let armed = self.armed.entry(path.to_owned()).or_default();
         let watched = armed.data == 0;
@@ -387,7 +426,7 @@ impl Emulated {
     }
 
     /// Sends a `getChildren` on `path`, with a watch unless one is set (or being set) there.
-    fn read_children(&mut self, path: &str, walk: bool) {
+    fn send_children(&mut self, path: &str, walk: bool) {
         let Some(client) = self.client().cloned() else { return };
         let armed = self.armed.entry(path.to_owned()).or_default();
         let watched = armed.children == 0;

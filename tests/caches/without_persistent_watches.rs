@@ -325,3 +325,42 @@ async fn one_shot_watches_cost_a_few_reads_per_event() {
     })
     .await
 }
+
+/// A directory wider than the emulation's bound on reads in flight (128): every child is found
+/// and watched (its change reaches the cache), the reads waiting their turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wide_directory_is_watched_whole() {
+    bounded(Duration::from_secs(120), async {
+        let server = server_without_persistent_watches().await;
+        let proxy = CountingProxy::start(&server.connect_string()).await.expect("a counting proxy");
+        let cached = framework(&proxy.connect_string(), Duration::from_secs(60)).await;
+        let writer = framework(&server.connect_string(), Duration::from_secs(60)).await;
+        let root = unique_path("oneshot-wide");
+        writer.create(&root).data(b"").await.unwrap();
+        const CHILDREN: usize = 300;
+        for batch in 0..CHILDREN / 100 {
+            let mut transaction = writer.transaction();
+            for i in 0..100 {
+                transaction =
+                    transaction.create(&format!("{root}/c{:03}", batch * 100 + i), b"0", CreateMode::Persistent);
+            }
+            transaction.commit().await.unwrap();
+        }
+        let cache = CuratorCache::builder(&cached, &root).build().unwrap();
+        let before = proxy.counts();
+        cache.start().await.unwrap();
+        cache.initialized().await.unwrap();
+        assert_eq!(cache.len(), CHILDREN + 1);
+        let sent = proxy.counts().since(&before);
+        assert_eq!(sent.get("exists+watch"), CHILDREN as u64 + 1, "{:?}", requests(&sent));
+        // Every child's watch is set: a change of the last one reaches the cache.
+        let last = format!("{root}/c{:03}", CHILDREN - 1);
+        writer.set_data(&last, b"1").await.unwrap();
+        converges(&cache, &writer, &root, Duration::from_secs(20)).await;
+        cache.close().await;
+        delete_tree(&writer, &root).await;
+        cached.close().await;
+        writer.close().await;
+    })
+    .await
+}
