@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what zk-recipes' tests and demo need on a Debian machine, if it is missing:
 # Apache ZooKeeper 3.8 (package `zookeeper`), a JDK (the tests compile a small Curator peer),
-# and Apache Curator 5.4 (packages `libcurator-recipes-java`, `libcurator-discovery-java`). Safe to run
+# Apache Curator 5.4 (packages `libcurator-recipes-java`, `libcurator-discovery-java`), and for the
+# `sasl-gssapi` feature an MIT Kerberos KDC and the GSSAPI build dependencies. Safe to run
 # again.
 set -euo pipefail
 
@@ -11,6 +12,12 @@ command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
 [ -f /usr/share/java/curator-recipes.jar ] || missing+=(libcurator-recipes-java)
 [ -f /usr/share/java/curator-x-discovery.jar ] || missing+=(libcurator-discovery-java)
 [ -f /usr/share/java/slf4j-api.jar ] || missing+=(libslf4j-java)
+# The `sasl-gssapi` feature: an MIT Kerberos KDC for its tests (krb5-kdc, krb5-admin-server),
+# and the GSSAPI headers and libclang its build needs (libkrb5-dev, libclang-dev).
+[ -x /usr/sbin/krb5kdc ] || missing+=(krb5-kdc)
+[ -x /usr/sbin/kadmin.local ] || missing+=(krb5-admin-server)
+[ -f /usr/include/gssapi/gssapi.h ] || missing+=(libkrb5-dev)
+ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 || missing+=(libclang-dev)
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}" >&2

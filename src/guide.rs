@@ -8,6 +8,7 @@
 //! | [`safety`] | a lock guards something that must not happen twice: what `lost()` promises, timeouts, fencing tokens |
 //! | [`security`] | other clients share the ensemble: authentication (digest, SASL), ACLs and TLS |
 //! | [`observability`] | you want to see what the recipes do: span and field names, metrics, background errors |
+//! | [`server_versions`] | your servers are older than 3.6, or configured without persistent watches: which recipe uses which server feature, and what it does without |
 
 #[doc = include_str!("docs/curator-migration.md")]
 pub mod curator_migration {}
@@ -20,3 +21,6 @@ pub mod security {}
 
 #[doc = include_str!("docs/observability.md")]
 pub mod observability {}
+
+#[doc = include_str!("docs/server-versions.md")]
+pub mod server_versions {}

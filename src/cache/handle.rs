@@ -15,7 +15,7 @@ use crate::metrics::{CacheMetrics, Resyncs};
 use crate::mirror::driver::{self, Decode};
 use crate::mirror::{Mirror, Reads, Scope};
 use crate::sync::Mutex;
-use crate::watch::SessionWatch;
+use crate::watch::{Depth, SessionWatch};
 
 /// A local copy of a ZooKeeper node and (by [`CacheMode`]) its descendants or its children,
 /// kept current by one persistent watch (Curator's `CuratorCache`).
@@ -72,10 +72,16 @@ use crate::watch::SessionWatch;
 /// `Initialized` is sent once, after the first load.
 ///
 /// # Servers
-/// Persistent watches need ZooKeeper 3.6 or newer. On a 3.5 server `start()` fails with the
-/// server's refusal, [`Error::ZooKeeper`] with `zk::Error::Unimplemented` (and with
-/// `MarshallingError` on a server whose watch manager cannot keep persistent watches); there
-/// is no fallback to one-shot watches.
+/// Persistent watches need ZooKeeper 3.6 or newer. On a server without them (ZooKeeper 3.5,
+/// or a 3.6+ server configured with `WatchManagerOptimized`) the cache falls back to one-shot
+/// watches, as Curator's `CuratorCacheBridge` falls back to a `TreeCache`: every cached node
+/// holds a data watch (an `exists`) and, above the mode's depth, a children watch (a
+/// `getChildren`), each set again by the read that follows its firing. Events, views and
+/// convergence are the same; what differs is the cost (two more reads per node at each load
+/// and after each new session, three more per created node, one more per changed or deleted
+/// node, two watches per node on the server)
+/// and that changes made while a watch is being set again come as one event. A cache that
+/// fell back stays on one-shot watches for its life, on every session.
 ///
 /// While the cache runs, the framework refuses one-shot watches of its own on the cache's root
 /// (an `exists` or `getData` watch there would make ZooKeeper 3.6-3.8 stop sending the
@@ -167,7 +173,8 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
     ///
     /// # Errors
     /// [`Error::Closed`] after `close()`; [`Error::NotStarted`] when the framework is not
-    /// started; the server's refusal of the watch (`Unimplemented` on ZooKeeper 3.5);
+    /// started; the server's refusal of the watch (a server without persistent watches is no
+    /// refusal: the cache falls back to one-shot watches, set in the background);
     /// [`Error::InvalidArgument`] while another `start()` is in progress, or when this
     /// framework watches the path in the other mode (a [`Framework::watch`], another cache, a
     /// lock's mirror of its directory: a session keeps one watch mode per path).
@@ -185,11 +192,13 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
             }
         }
         let reset = ResetOnDrop(&self.lifecycle);
-        let mode = match self.mode {
-            CacheMode::SingleNode => WatchMode::Persistent,
-            CacheMode::Tree | CacheMode::Children => WatchMode::PersistentRecursive,
+        let (mode, depth) = match self.mode {
+            CacheMode::SingleNode => (WatchMode::Persistent, Depth::Node),
+            CacheMode::Children => (WatchMode::PersistentRecursive, Depth::Children),
+            CacheMode::Tree => (WatchMode::PersistentRecursive, Depth::Tree),
         };
-        let watch = SessionWatch::add(&self.framework, &self.full, mode).await?;
+        // Without persistent watches (ZooKeeper 3.5), one-shot watches stand in.
+        let watch = SessionWatch::add_or_emulate(&self.framework, &self.full, mode, depth).await?;
         let config = driver::Config {
             root: self.full.clone(),
             reads: self.reads,
@@ -200,6 +209,7 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
                 recipe: "cache",
                 resyncs: Resyncs::Cache(self.hub.metrics().clone()),
             },
+            no_multi_read: std::sync::atomic::AtomicBool::new(false),
         };
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(driver::run::<Mirror<T>, _>(

@@ -466,6 +466,24 @@ impl FrameworkBuilder {
         self
     }
 
+    /// Authenticates every connection with SASL GSSAPI (Kerberos) as the process's Kerberos
+    /// identity, to the servers' principal `<service>/<host>` (ZooKeeper's default service
+    /// name is `zookeeper`; `host` defaults to each server's host as the connect string names
+    /// it, as the Java client's `zookeeper.sasl.client.username` and host canonicalization off).
+    /// The session's identity is then `sasl:<principal>`, for ACLs.
+    ///
+    /// The credentials are the system GSSAPI library's (MIT Kerberos): its configuration
+    /// (`KRB5_CONFIG`), and a ticket cache (`KRB5CCNAME`, from `kinit`) or a client keytab
+    /// (`KRB5_CLIENT_KTNAME`), from the process environment. A login the KDC or the server
+    /// refuses (a wrong or stale keytab, no ticket) ends the session: `start()` fails with the
+    /// client's `AuthFailed`.
+    #[cfg(feature = "sasl-gssapi")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sasl-gssapi")))]
+    pub fn sasl_gssapi(mut self, service: &str, host: Option<&str>) -> Self {
+        self.security.sasl_gssapi = Some((service.to_owned(), host.map(str::to_owned)));
+        self
+    }
+
     /// Validates the configuration and builds a framework that is not yet connected.
     ///
     /// # Errors

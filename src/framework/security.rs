@@ -22,6 +22,10 @@ pub(crate) struct SecurityOptions {
     pub(crate) tls_hostname_verification: Option<bool>,
     #[cfg(feature = "sasl")]
     pub(crate) sasl_digest: Option<(String, String)>,
+    /// SASL GSSAPI: the server's Kerberos service name and host (`None`: each server's host
+    /// as the connect string names it).
+    #[cfg(feature = "sasl-gssapi")]
+    pub(crate) sasl_gssapi: Option<(String, Option<String>)>,
 }
 
 impl fmt::Debug for SecurityOptions {
@@ -33,6 +37,8 @@ impl fmt::Debug for SecurityOptions {
             .field("tls_hostname_verification", &self.tls_hostname_verification);
         #[cfg(feature = "sasl")]
         s.field("sasl_digest", &self.sasl_digest.as_ref().map(|(user, _)| (user, "<redacted>")));
+        #[cfg(feature = "sasl-gssapi")]
+        s.field("sasl_gssapi", &self.sasl_gssapi);
         s.finish_non_exhaustive()
     }
 }
@@ -57,11 +63,39 @@ impl SecurityOptions {
                 Some(SaslDigest { user: user.clone(), password: password.clone() })
             }
         };
+        #[cfg(feature = "sasl-gssapi")]
+        let gssapi = match &self.sasl_gssapi {
+            None => None,
+            Some((service, host)) => {
+                #[cfg(feature = "sasl")]
+                if self.sasl_digest.is_some() {
+                    return Err(Error::invalid_argument(
+                        "sasl_gssapi",
+                        "a connection logs in with one SASL mechanism: DIGEST-MD5 or GSSAPI, not both",
+                    ));
+                }
+                let bad = |s: &str| s.is_empty() || s.chars().any(|c| c.is_control() || c == '/' || c == '@');
+                if bad(service) || host.as_deref().is_some_and(bad) {
+                    return Err(Error::invalid_argument(
+                        "sasl_gssapi",
+                        "the service name and host are non-empty, without '/', '@' or control characters",
+                    ));
+                }
+                let options = zookeeper_client::SaslOptions::gssapi().with_username(service.clone());
+                let options = match host {
+                    Some(host) => options.with_hostname(host.clone()),
+                    None => options,
+                };
+                Some(Gssapi { options, service: service.clone(), host: host.clone() })
+            }
+        };
         Ok(Security {
             #[cfg(feature = "tls")]
             tls,
             #[cfg(feature = "sasl")]
             sasl,
+            #[cfg(feature = "sasl-gssapi")]
+            gssapi,
         })
     }
 
@@ -176,6 +210,17 @@ pub(crate) struct Security {
     tls: Option<zookeeper_client::TlsOptions>,
     #[cfg(feature = "sasl")]
     sasl: Option<SaslDigest>,
+    #[cfg(feature = "sasl-gssapi")]
+    gssapi: Option<Gssapi>,
+}
+
+/// SASL GSSAPI settings: the client's options, and the names the login is checked with.
+#[cfg(feature = "sasl-gssapi")]
+#[derive(Clone, Debug)]
+struct Gssapi {
+    options: zookeeper_client::GssapiSaslOptions,
+    service: String,
+    host: Option<String>,
 }
 
 impl fmt::Debug for Security {
@@ -185,6 +230,8 @@ impl fmt::Debug for Security {
         s.field("tls", &self.tls.is_some());
         #[cfg(feature = "sasl")]
         s.field("sasl_digest_user", &self.sasl.as_ref().map(|sasl| &sasl.user));
+        #[cfg(feature = "sasl-gssapi")]
+        s.field("sasl_gssapi", &self.gssapi);
         s.finish_non_exhaustive()
     }
 }
@@ -204,6 +251,21 @@ impl Security {
             }
             None => connector,
         };
+        #[cfg(feature = "sasl-gssapi")]
+        let connector = match &self.gssapi {
+            Some(gssapi) => {
+                let service = gssapi.service.clone();
+                let host = gssapi.host.clone().unwrap_or_else(|| first_host(connect_string));
+                // A blocking call of the Kerberos library (it asks the KDC).
+                let checked = tokio::task::spawn_blocking(move || check_gssapi(&service, &host)).await;
+                if let Ok(Err(reason)) = checked {
+                    tracing::warn!(%reason, "the Kerberos login failed before connecting");
+                    return Err(zookeeper_client::Error::AuthFailed);
+                }
+                connector.with_sasl(gssapi.options.clone())
+            }
+            None => connector,
+        };
         #[cfg(feature = "tls")]
         if let Some(tls) = &self.tls {
             return connector.with_tls(tls.clone()).secure_connect(connect_string).await;
@@ -212,8 +274,68 @@ impl Security {
     }
 }
 
+/// The host of the first server of `connect_string` (no scheme, port or chroot).
+#[cfg(feature = "sasl-gssapi")]
+fn first_host(connect_string: &str) -> String {
+    let first = connect_string.split(',').next().unwrap_or_default();
+    let first = first.split_once("://").map_or(first, |(_, rest)| rest);
+    let first = first.split('/').next().unwrap_or_default();
+    match first.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default().to_owned(),
+        None => first.rsplit_once(':').map_or(first, |(host, _)| host).to_owned(),
+    }
+}
+
+/// Starts a GSSAPI login to `service/host` as the Kerberos library's default credentials
+/// would (the first step asks the KDC for the service's ticket, with the client keytab or
+/// ticket cache of the environment), as zookeeper-client will: a login the KDC refuses fails
+/// here, with the library's reason, instead of as a connection that times out.
+#[cfg(feature = "sasl-gssapi")]
+fn check_gssapi(service: &str, host: &str) -> std::result::Result<(), String> {
+    use rsasl::callback::{Context, Request, SessionCallback, SessionData};
+    use rsasl::mechanisms::gssapi::properties::GssService;
+    use rsasl::prelude::*;
+    use rsasl::property::Hostname;
+
+    struct Names {
+        service: String,
+        host: String,
+    }
+    impl SessionCallback for Names {
+        fn callback(
+            &self,
+            _session_data: &SessionData,
+            _context: &Context<'_>,
+            request: &mut Request<'_>,
+        ) -> std::result::Result<(), SessionError> {
+            if request.is::<Hostname>() {
+                request.satisfy::<Hostname>(&self.host)?;
+            } else if request.is::<GssService>() {
+                request.satisfy::<GssService>(&self.service)?;
+            }
+            Ok(())
+        }
+    }
+    let names = Names { service: service.to_owned(), host: host.to_owned() };
+    let config = SASLConfig::builder().with_defaults().with_callback(names).map_err(|e| e.to_string())?;
+    let mechanism = Mechname::parse(b"GSSAPI").map_err(|e| e.to_string())?;
+    let mut session = SASLClient::new(config).start_suggested(&[mechanism]).map_err(|e| e.to_string())?;
+    let mut first = Vec::new();
+    session.step(Some(&[]), &mut first).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
+    #[cfg(feature = "sasl-gssapi")]
+    #[test]
+    fn the_first_host_names_the_kerberos_service_host() {
+        assert_eq!(first_host("zk1.example:2181,zk2.example:2181/chroot"), "zk1.example");
+        assert_eq!(first_host("tcp+tls://zk1.example:2281"), "zk1.example");
+        assert_eq!(first_host("[::1]:2181"), "::1");
+        assert_eq!(first_host("localhost"), "localhost");
+    }
+
     use super::*;
 
     #[test]

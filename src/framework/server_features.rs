@@ -52,12 +52,23 @@ pub struct ServerInfo {
     pub read_only: bool,
     /// Persistent and persistent-recursive watches (`addWatch`, ZooKeeper 3.6+): caches,
     /// [`Framework::watch`] and the lock mirror need them. False on ZooKeeper 3.5, and on a
-    /// server whose watch manager refuses them.
+    /// server whose watch manager refuses them (`WatchManagerOptimized`: known once an
+    /// `addWatch` of the session was refused, by a cache's start or a watch; asking with an
+    /// `addWatch` of its own would leave a watch to remove, and removing it can remove other
+    /// watches of the session on 3.6-3.8).
     pub persistent_watches: bool,
     /// ZooKeeper 3.6 or later: the one request the probe sends (`getEphemerals`) exists
     /// there, and a directory's child count survives restarts exactly (what the lock fast
     /// path and the mirror's witness rest on).
     pub since_3_6: bool,
+    /// The oldest ZooKeeper release whose answers match the server's: `(3, 6)` when it serves
+    /// `getEphemerals`, `(3, 5)` otherwise. This is all the protocol tells: no request answers
+    /// with the server's version, and the four-letter word that does (`srvr`) goes over a
+    /// connection of its own to a server chosen by the caller, while zookeeper-client does not
+    /// say which server of the ensemble the session is on (and servers often disable four-letter
+    /// words, or accept only TLS). `/zookeeper/config` holds the ensemble's configuration; its
+    /// `version` is the configuration's, not the server's.
+    pub min_version: (u32, u32),
 }
 
 /// What the probe's answer says about the server; `None` when it says nothing (no answer:
@@ -84,7 +95,10 @@ pub(crate) fn fast_path_allowed(configured: bool, known: Option<ServerFeatures>)
 pub(crate) struct Knowledge {
     /// The session (epoch) and whether it was read-only when this was learned.
     key: (u64, bool),
+    /// The probe's answer.
     learned: Learned,
+    /// An `addWatch` was refused on the session (whatever the probe says or will say).
+    refused: bool,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -99,15 +113,31 @@ impl Knowledge {
     /// What is known for session `key` (forgetting what was known for another).
     fn for_session(&mut self, key: (u64, bool)) -> Learned {
         if self.key != key {
-            *self = Knowledge { key, learned: Learned::Unknown };
+            *self = Knowledge { key, learned: Learned::Unknown, refused: false };
         }
-        self.learned
+        match self.learned {
+            Learned::Known(features) if self.refused => {
+                Learned::Known(ServerFeatures { persistent_watches: false, ..features })
+            }
+            learned => learned,
+        }
     }
 
     fn set(&mut self, key: (u64, bool), learned: Learned) {
         if self.key == key {
             self.learned = learned;
         }
+    }
+
+    /// Whether session `key`'s server refused an `addWatch`.
+    fn refused(&mut self, key: (u64, bool)) -> bool {
+        self.for_session(key);
+        self.refused
+    }
+
+    fn note_refused(&mut self, key: (u64, bool)) {
+        self.for_session(key);
+        self.refused = true;
     }
 }
 
@@ -150,21 +180,18 @@ impl Framework {
     /// Whether persistent watches are known to be refused on the current session.
     pub(crate) fn server_refuses_persistent_watches(&self) -> bool {
         let key = self.server_key();
-        let learned = self.registry().server.lock().for_session(key);
-        matches!(learned, Learned::Known(features) if !features.persistent_watches)
+        let registry = self.registry();
+        let mut knowledge = registry.server.lock();
+        let learned = knowledge.for_session(key);
+        knowledge.refused(key) || matches!(learned, Learned::Known(features) if !features.persistent_watches)
     }
 
-    /// The session `epoch`'s server refused an `addWatch`: it has no persistent watches.
+    /// The session `epoch`'s server refused an `addWatch`: it has no persistent watches
+    /// (whatever the probe, which asks about the version, answers).
     pub(crate) fn note_persistent_watches_refused(&self, epoch: u64) {
         let key = self.server_key();
         if key.0 == epoch {
-            let registry = self.registry();
-            let mut knowledge = registry.server.lock();
-            let learned = match knowledge.for_session(key) {
-                Learned::Known(features) => ServerFeatures { persistent_watches: false, ..features },
-                _ => ServerFeatures { persistent_watches: false, exact_child_count: false },
-            };
-            knowledge.set(key, Learned::Known(learned));
+            self.registry().server.lock().note_refused(key);
         }
     }
 
@@ -191,12 +218,14 @@ impl Framework {
                 self.session()?;
                 let features = self.probe_server().await.ok_or(Error::ZooKeeper(ZkError::ConnectionLoss))?;
                 let mut knowledge = self.registry().server.lock();
-                match knowledge.for_session(key) {
-                    // Meanwhile an `addWatch` was refused: that is the better knowledge.
-                    Learned::Known(known) => known,
-                    _ => {
-                        knowledge.set(key, Learned::Known(features));
-                        features
+                if let Learned::Known(known) = knowledge.for_session(key) {
+                    known
+                } else {
+                    knowledge.set(key, Learned::Known(features));
+                    // With an `addWatch` refused meanwhile.
+                    match knowledge.for_session(key) {
+                        Learned::Known(known) => known,
+                        _ => features,
                     }
                 }
             }
@@ -206,6 +235,7 @@ impl Framework {
             read_only: key.1,
             persistent_watches: features.persistent_watches,
             since_3_6: features.exact_child_count,
+            min_version: if features.exact_child_count { (3, 6) } else { (3, 5) },
         })
     }
 
@@ -258,5 +288,21 @@ mod tests {
         knowledge.set((2, true), Learned::Known(ServerFeatures::BEFORE_3_6));
         assert_eq!(knowledge.for_session((2, true)), Learned::Known(ServerFeatures::BEFORE_3_6));
         assert_eq!(knowledge.for_session((2, false)), Learned::Unknown);
+    }
+
+    #[test]
+    fn a_refused_add_watch_outlives_the_probe_answer_of_its_session_only() {
+        let mut knowledge = Knowledge::default();
+        // Refused before the probe answered (a cache started at once).
+        knowledge.note_refused((1, false));
+        assert!(knowledge.refused((1, false)));
+        assert_eq!(knowledge.for_session((1, false)), Learned::Unknown);
+        knowledge.set((1, false), Learned::Known(ServerFeatures::SINCE_3_6));
+        let without = ServerFeatures { persistent_watches: false, exact_child_count: true };
+        assert_eq!(knowledge.for_session((1, false)), Learned::Known(without), "3.6+, without persistent watches");
+        // The next session asks again.
+        assert!(!knowledge.refused((2, false)));
+        knowledge.set((2, false), Learned::Known(ServerFeatures::SINCE_3_6));
+        assert_eq!(knowledge.for_session((2, false)), Learned::Known(ServerFeatures::SINCE_3_6));
     }
 }

@@ -382,6 +382,7 @@ async fn drive(inner: Arc<Inner>, framework: Framework, watch: SessionWatch) {
         decode: Arc::new(|_: &str, _: Vec<u8>| None),
         concurrency: 1,
         report,
+        no_multi_read: std::sync::atomic::AtomicBool::new(false),
     };
     // Never stopped from outside: the driver ends with the watch, or is dropped.
     let (_stop, stopped) = watch::channel(false);

@@ -10,6 +10,7 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -50,6 +51,9 @@ pub(crate) struct Config<T> {
     pub(crate) concurrency: usize,
     /// Where requests, resyncs and refused reads are reported.
     pub(crate) report: Report,
+    /// The server answered a multi-read with `Unimplemented` (ZooKeeper 3.5 has no
+    /// `multiRead`): reads go one by one from then on.
+    pub(crate) no_multi_read: AtomicBool,
 }
 
 /// What a driver reports to its framework's metrics and background errors (without keeping
@@ -75,6 +79,11 @@ impl Report {
 }
 
 impl<T> Config<T> {
+    /// Whether reads of data go together in multi-reads.
+    fn batches(&self) -> bool {
+        self.reads == Reads::Data && !self.no_multi_read.load(Ordering::Relaxed)
+    }
+
     fn full_path(&self, rel: &str) -> String {
         match (self.root.as_str(), rel) {
             (root, "") => root.to_owned(),
@@ -135,7 +144,7 @@ impl<T: Send + Sync + 'static> ReadQueue<T> {
             let mut requests = Vec::new();
             while requests.len() < room {
                 let Some(request) = self.queue.pop_front() else { break };
-                let batched = config.reads == Reads::Data && matches!(request.op, Op::Read | Op::Load);
+                let batched = config.batches() && matches!(request.op, Op::Read | Op::Load);
                 if !batched {
                     if requests.is_empty() {
                         requests.push(request);
@@ -160,7 +169,7 @@ impl<T: Send + Sync + 'static> ReadQueue<T> {
         for request in requests.drain(..) {
             if request.is_snapshot() {
                 self.queue.push_back(request);
-            } else if config.reads == Reads::Data && matches!(request.op, Op::Read | Op::Load) {
+            } else if config.batches() && matches!(request.op, Op::Read | Op::Load) {
                 together.push(request);
             } else {
                 self.in_flight.push(Box::pin(read(client, config, request).map(|answer| vec![answer])));
@@ -453,6 +462,14 @@ fn read_many<T: Send + Sync + 'static>(
         };
         let results = match results {
             Ok(results) if results.len() == requests.len() => results,
+            Err(ZkError::Unimplemented) => {
+                // No multiRead (ZooKeeper 3.5): these reads one by one (each sent now), and
+                // every later one too.
+                tracing::debug!(root = %config.root, "mirror: the server has no multiRead; reading one by one");
+                config.no_multi_read.store(true, Ordering::Relaxed);
+                let reads: Vec<_> = requests.into_iter().map(|request| read(Some(&client), &config, request)).collect();
+                return futures::future::join_all(reads).await;
+            }
             Ok(_) => return failed(requests),
             Err(e) => {
                 tracing::debug!(error = %e, "mirror: a multi-read failed");

@@ -17,6 +17,7 @@
 //! | a request that reached the server but whose reply was lost | [`CountingProxy::lose_reply_to`] |
 //! | a server that speaks TLS, with a CA, server and client certificates made for it | [`TestingServerBuilder::tls`] ([`TlsFiles`]) |
 //! | a server that logs clients in with SASL DIGEST-MD5 | [`TestingServerBuilder::sasl_digest_user`] |
+//! | a server that logs clients in with Kerberos (SASL GSSAPI), and its KDC | `TestingServerBuilder::kerberos` and `TestingKdc` (feature `sasl-gssapi`; Debian's `krb5-kdc` and `krb5-admin-server`) |
 //!
 //! # Requirements
 //!
@@ -50,6 +51,8 @@ mod cluster;
 mod counting;
 mod error;
 mod install;
+#[cfg(feature = "sasl-gssapi")]
+mod kerberos;
 mod mirror_probe;
 mod options;
 mod process;
@@ -65,6 +68,8 @@ pub use self::cluster::{TestingCluster, TestingClusterBuilder};
 pub use self::counting::{CountingProxy, RequestCounts};
 pub use self::error::TestingError;
 pub use self::install::Installation;
+#[cfg(feature = "sasl-gssapi")]
+pub use self::kerberos::{KerberosLogin, TestingKdc};
 pub use self::mirror_probe::{
     hold_mirror_events, mirror_lease_guesses_missed, mirror_retained_entries, mirror_tasks_running,
     mirror_watches_added, mirror_witness_failures, set_mirror_hooks, MirrorHooks,

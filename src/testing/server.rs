@@ -208,6 +208,8 @@ pub struct TestingServerBuilder {
     port: Option<u16>,
     tls: bool,
     sasl_users: Vec<(String, String)>,
+    #[cfg(feature = "sasl-gssapi")]
+    kerberos: Option<super::KerberosLogin>,
 }
 
 impl Default for TestingServerBuilder {
@@ -221,6 +223,8 @@ impl Default for TestingServerBuilder {
             port: None,
             tls: false,
             sasl_users: Vec::new(),
+            #[cfg(feature = "sasl-gssapi")]
+            kerberos: None,
         }
     }
 }
@@ -278,6 +282,24 @@ impl TestingServerBuilder {
         self
     }
 
+    /// Lets clients log in with SASL GSSAPI (Kerberos) in `kdc`'s realm: the server logs in as
+    /// `zookeeper/localhost` (a JAAS `Server` section with the JDK's `Krb5LoginModule` and a
+    /// keytab the KDC writes now), with the SASL authentication provider. A client that
+    /// logged in has the identity `sasl:<principal>` in ACLs (`sasl:client@ZKR.TEST`); clients
+    /// name the server's host `localhost`. Replaces [`sasl_digest_user`](Self::sasl_digest_user)
+    /// (a server has one JAAS `Server` section).
+    ///
+    /// # Errors
+    /// As [`TestingKdc::add_principal`](super::TestingKdc::add_principal).
+    ///
+    /// # Cancel safety
+    /// As [`TestingKdc::add_principal`](super::TestingKdc::add_principal).
+    #[cfg(feature = "sasl-gssapi")]
+    pub async fn kerberos(mut self, kdc: &super::TestingKdc) -> Result<Self, TestingError> {
+        self.kerberos = Some(kdc.server_login().await?);
+        Ok(self)
+    }
+
     /// Starts the server and waits until it serves (`srvr` reports `Mode: standalone`).
     ///
     /// # Errors
@@ -305,6 +327,14 @@ impl TestingServerBuilder {
             let jaas = dir.path().join("jaas.conf");
             security::write_jaas(&jaas, &self.sasl_users)?;
             options.set_system_property("java.security.auth.login.config", jaas.display().to_string());
+            options.set_config("authProvider.1", "org.apache.zookeeper.server.auth.SASLAuthenticationProvider");
+        }
+        #[cfg(feature = "sasl-gssapi")]
+        if let Some(login) = &self.kerberos {
+            let jaas = dir.path().join("jaas.conf");
+            super::kerberos::write_kerberos_jaas(&jaas, login)?;
+            options.set_system_property("java.security.auth.login.config", jaas.display().to_string());
+            options.set_system_property("java.security.krb5.conf", login.krb5_conf.display().to_string());
             options.set_config("authProvider.1", "org.apache.zookeeper.server.auth.SASLAuthenticationProvider");
         }
         let options = &options;

@@ -7,14 +7,19 @@
 //!   watch is in place again. Every caller goes through it: [`Framework::watch`]'s stream,
 //!   the caches' and the lock directories' mirrors, shared values and atomic values.
 //! - [`stream`]: the public [`PersistentWatch`] stream over one session watch.
+//! - [`oneshot`]: a persistent watch emulated with one-shot watches, which a session watch
+//!   turns into where the server has no persistent watches and its owner allows it (the
+//!   caches: Curator's `CuratorCacheBridge` falls back to a `TreeCache` there).
 //! - `probe`: the test seams of the watches and of the mirrors over them (a no-op outside
 //!   the `testing` feature).
 //!
 //! [`Framework::watch`]: crate::Framework::watch
 //! [`PersistentWatch`]: crate::PersistentWatch
 
+pub(crate) mod oneshot;
 pub(crate) mod probe;
 pub(crate) mod session;
 pub(crate) mod stream;
 
+pub(crate) use self::oneshot::Depth;
 pub(crate) use self::session::{Bound, SessionWatch, WatchItem};

@@ -45,6 +45,7 @@ use futures::FutureExt;
 use tokio::sync::watch as latest;
 use zookeeper_client::{Client, EventType, PersistentWatcher, SessionState, WatchedEvent};
 
+use super::oneshot::{Depth, Emulated};
 use super::probe::{probe, Ablations};
 use crate::error::{is_zk_retryable, Error, Result, ZkError};
 use crate::framework::BackgroundErrorKind;
@@ -53,7 +54,7 @@ use crate::metrics::Op;
 use crate::retry::{Doubling, RetryPolicy};
 
 /// The pause between failed attempts to add the watch: the one policy of every watch.
-const PAUSE: Doubling = Doubling { first: Duration::from_millis(50), max: Duration::from_secs(1) };
+pub(super) const PAUSE: Doubling = Doubling { first: Duration::from_millis(50), max: Duration::from_secs(1) };
 
 /// Why events may have been missed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -153,6 +154,12 @@ pub(crate) struct SessionWatch {
     added_once: bool,
     /// The watch's session ended: the next add waits for a new one.
     new_session_needed: bool,
+    /// Where the server has no persistent watches, one-shot watches to this depth stand in
+    /// (`None`: the refusal ends the watch).
+    fallback: Option<Depth>,
+    /// The stand-in, once the server refused the persistent watch (`oneshot.rs`): every item
+    /// comes from it from then on.
+    emulated: Option<Box<Emulated>>,
 }
 
 impl std::fmt::Debug for SessionWatch {
@@ -203,7 +210,68 @@ impl SessionWatch {
             ablations: probe().ablations(full_path),
             added_once: false,
             new_session_needed: false,
+            fallback: None,
+            emulated: None,
         })
+    }
+
+    /// A watch as [`add`](Self::add) makes it, except that on a server without persistent
+    /// watches (ZooKeeper 3.5, or `WatchManagerOptimized`) it is emulated with one-shot
+    /// watches down to `depth` (see `oneshot.rs`), and so it is if the framework moves to such
+    /// a server later. The emulated watch's first item is `Resync(None)` once its watches are
+    /// set. For owners that keep the latest state (the caches): an emulated watch may fold
+    /// quick changes into one event.
+    ///
+    /// # Errors
+    /// As [`add`](Self::add), except the refusal of persistent watches.
+    pub(crate) async fn add_or_emulate(
+        framework: &Framework,
+        full_path: &str,
+        mode: WatchMode,
+        depth: Depth,
+    ) -> Result<SessionWatch> {
+        if !framework.server_refuses_persistent_watches() {
+            match SessionWatch::add(framework, full_path, mode).await {
+                Ok(mut watch) => {
+                    watch.fallback = Some(depth);
+                    return Ok(watch);
+                }
+                Err(Error::ZooKeeper(ZkError::Unimplemented)) if framework.server_refuses_persistent_watches() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let entry = framework.enter_persistent_watch(full_path, mode)?;
+        let states = framework.state_watch();
+        Ok(SessionWatch {
+            weak: framework.downgrade(),
+            full_path: full_path.to_owned(),
+            mode,
+            bound: Bound::Follow,
+            epoch: 0,
+            session: None,
+            watcher: None,
+            read_only: false,
+            states,
+            entry,
+            phase: Phase::Over,
+            attempt: 0,
+            ablations: probe().ablations(full_path),
+            added_once: false,
+            new_session_needed: false,
+            fallback: Some(depth),
+            emulated: Some(Box::new(Emulated::new(framework, full_path, depth, None))),
+        })
+    }
+
+    /// Goes on with one-shot watches (the server refused the persistent watch, and the owner
+    /// allows it); `false` when it does not.
+    fn emulate(&mut self, reason: Option<ResyncReason>) -> bool {
+        let (Some(depth), Some(framework)) = (self.fallback, self.weak.upgrade()) else { return false };
+        self.watcher = None;
+        self.session = None;
+        self.phase = Phase::Over;
+        self.emulated = Some(Box::new(Emulated::new(&framework, &self.full_path, depth, reason)));
+        true
     }
 
     /// A watch added now on the framework's current session, trying again under the
@@ -242,16 +310,25 @@ impl SessionWatch {
 
     /// The epoch of the session the watch is (being) added on; 0 before the first add.
     pub(crate) fn epoch(&self) -> u64 {
-        self.epoch
+        match &self.emulated {
+            Some(emulated) => emulated.epoch(),
+            None => self.epoch,
+        }
     }
 
     /// The client of the watch's session, for reads that must be ordered with its events.
     pub(crate) fn client(&self) -> Option<&Client> {
-        self.session.as_ref().map(|s| &s.client)
+        match &self.emulated {
+            Some(emulated) => emulated.client(),
+            None => self.session.as_ref().map(|s| &s.client),
+        }
     }
 
     /// Whether the watch is in place now and reports every change.
     pub(crate) fn is_live(&self) -> bool {
+        if let Some(emulated) = &self.emulated {
+            return emulated.is_live();
+        }
         matches!(self.phase, Phase::Live | Phase::Announce(_))
             && self.watcher.is_some()
             && self.weak.upgrade().is_some_and(|fw| fw.epoch() == self.epoch())
@@ -261,6 +338,10 @@ impl SessionWatch {
     /// then `Adding` and `Resync(Some(Rearmed))`), as the watch table does when a one-shot
     /// watch may have silenced it.
     pub(crate) fn rearm(&mut self) {
+        if let Some(emulated) = &mut self.emulated {
+            emulated.rearm();
+            return;
+        }
         if matches!(self.phase, Phase::Live | Phase::Announce(_)) {
             self.phase = Phase::Need { reason: Some(ResyncReason::Rearmed), pause: Duration::ZERO };
         }
@@ -272,7 +353,7 @@ impl SessionWatch {
     /// is not added again by this.
     pub(crate) fn poll_event(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<WatchedEvent>> {
         use std::task::Poll;
-        if !self.is_live() {
+        if !self.is_live() || self.emulated.is_some() {
             return Poll::Ready(None);
         }
         let Some(watcher) = self.watcher.as_mut() else { return Poll::Ready(None) };
@@ -296,7 +377,7 @@ impl SessionWatch {
     /// the watch is not live.
     pub(crate) fn queued(&mut self) -> Vec<WatchedEvent> {
         let mut events = Vec::new();
-        while self.is_live() {
+        while self.is_live() && self.emulated.is_none() {
             let Some(watcher) = self.watcher.as_mut() else { break };
             let Some(Ok(event)) = AssertUnwindSafe(watcher.changed()).catch_unwind().now_or_never() else {
                 break;
@@ -318,6 +399,9 @@ impl SessionWatch {
     /// nothing.
     pub(crate) async fn next(&mut self) -> Option<WatchItem> {
         loop {
+            if let Some(emulated) = &mut self.emulated {
+                return emulated.next().await;
+            }
             match &mut self.phase {
                 Phase::Over => return None,
                 Phase::Announce(reason) => {
@@ -519,6 +603,10 @@ impl SessionWatch {
             return None;
         }
         if framework.server_refuses_persistent_watches() && !self.ablations.ignore_refusal {
+            drop(framework);
+            if self.emulate(reason) {
+                return None;
+            }
             self.end();
             return Some(WatchItem::Refused(ZkError::Unimplemented.into()));
         }
@@ -672,6 +760,9 @@ impl SessionWatch {
                     framework.note_persistent_watches_refused(epoch);
                 }
                 tracing::info!(path = %self.full_path, error = %e, "the server refused the persistent watch");
+                if self.emulate(reason) {
+                    return WatchItem::Interrupted;
+                }
                 self.end();
                 WatchItem::Refused(ZkError::Unimplemented.into())
             }

@@ -17,7 +17,7 @@ use zookeeper_client::WatchedEvent;
 
 pub use super::session::ResyncReason;
 use super::session::{SessionWatch, WatchItem};
-use crate::error::Result;
+use crate::error::{Error, Result, ZkError};
 use crate::framework::{Framework, NodeEvent, WatchMode, WeakFramework};
 
 /// How much a watch's stream buffers before its task waits for the consumer (the events
@@ -42,7 +42,8 @@ pub enum WatchEvent {
 /// A persistent watch: a `Stream` of [`WatchEvent`]s, from [`Framework::watch`].
 ///
 /// Items are `Ok` while the watch lives. An `Err` item is the last one: the watch could not be
-/// registered again (the server refused it, for example after a move to a 3.5 server). The
+/// registered again (the server refused it, for example after a move to a 3.5 server:
+/// [`Error::Unsupported`](crate::Error::Unsupported)). The
 /// stream ends (`None`) when the framework closes. Dropping it removes the watch from the
 /// server (in the background).
 #[must_use = "a watch reports nothing unless its stream is polled"]
@@ -110,10 +111,13 @@ impl Framework {
     /// # Errors
     /// [`Error::InvalidPath`](crate::Error::InvalidPath) before anything is sent;
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when the framework already
-    /// watches `path` in the other mode; `Unimplemented` (as
-    /// [`Error::ZooKeeper`](crate::Error::ZooKeeper)) from a server without persistent
-    /// watches (ZooKeeper 3.5, or a server configured with `WatchManagerOptimized`, which
-    /// answers `MarshallingError`); the framework's errors
+    /// watches `path` in the other mode; [`Error::Unsupported`](crate::Error::Unsupported)
+    /// (feature `"persistent watches"`) from a server without persistent watches (ZooKeeper
+    /// 3.5, or a 3.6+ server configured with `WatchManagerOptimized`, which answers
+    /// `MarshallingError`): a stream of every change cannot be made of one-shot watches,
+    /// which miss the changes between a firing and the read that sets them again (the caches,
+    /// which keep the latest state, fall back to them; see the crate's server versions page);
+    /// the framework's errors
     /// ([`Error::NotStarted`](crate::Error::NotStarted), [`Error::Closed`](crate::Error::Closed),
     /// connection errors once the retry policy gives up).
     ///
@@ -122,7 +126,7 @@ impl Framework {
     /// whose answer comes after the cancellation, which removes it from the server).
     pub async fn watch(&self, path: &str, mode: WatchMode) -> Result<PersistentWatch> {
         let full_path = self.full_path(path)?;
-        let watch = SessionWatch::add(self, &full_path, mode).await?;
+        let watch = SessionWatch::add(self, &full_path, mode).await.map_err(unsupported)?;
         let (tx, events) = mpsc::channel(BUFFER);
         tokio::spawn(forward(self.downgrade(), watch, tx));
         Ok(PersistentWatch { path: path.to_owned(), mode, events })
@@ -147,13 +151,26 @@ async fn forward(weak: WeakFramework, mut watch: SessionWatch, tx: mpsc::Sender<
             Some(WatchItem::Resync(None) | WatchItem::Interrupted | WatchItem::Adding) => continue,
             Some(WatchItem::Refused(error)) => {
                 tracing::warn!(path = %watch.full_path(), %error, "persistent watch could not be registered again");
-                Err(error)
+                Err(unsupported(error))
             }
         };
         let last = item.is_err();
         if tx.send(item).await.is_err() || last {
             return;
         }
+    }
+}
+
+/// A refused persistent watch as the user sees it: the feature and the server it needs.
+fn unsupported(error: Error) -> Error {
+    match error {
+        Error::ZooKeeper(ZkError::Unimplemented) => Error::Unsupported {
+            feature: "persistent watches",
+            reason: "addWatch needs ZooKeeper 3.6 or later with the default watch manager (3.5 has none, and \
+                     WatchManagerOptimized refuses them); the caches fall back to one-shot watches, a watch stream \
+                     cannot",
+        },
+        other => other,
     }
 }
 

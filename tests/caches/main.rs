@@ -20,4 +20,7 @@ mod caches {
     mod request_counts;
     /// The watch table from a cache, and a stream that lags (it gets the whole cache).
     mod watch_table;
+    /// On a server without persistent watches: one-shot watches stand in (events at depth,
+    /// views, convergence after cuts and a session expiry).
+    mod without_persistent_watches;
 }

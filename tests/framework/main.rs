@@ -27,6 +27,8 @@ mod framework {
     mod connection;
     /// Ensemble tracking and reconfiguration: members replaced under clients given the originals.
     mod ensemble;
+    /// SASL GSSAPI (Kerberos) logins through a real MIT KDC (feature `sasl-gssapi`).
+    mod kerberos;
     /// `close()` during `start()`, a session whose client task is gone.
     mod lifecycle;
     /// Metrics through a debugging recorder: lock waits, expiries, requests by operation, a cache.

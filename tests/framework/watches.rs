@@ -459,11 +459,19 @@ async fn a_server_without_persistent_watches_refuses_them_with_a_typed_error() {
         let path = unique_path("watch", "refused");
         let before = proxy.counts();
         let refused = fw.watch(&path, WatchMode::PersistentRecursive).await;
-        // The server answers MarshallingError; the framework reports the missing feature.
-        assert!(matches!(refused, Err(Error::ZooKeeper(zk_recipes::zk::Error::Unimplemented))), "{refused:?}");
+        // The server answers MarshallingError; the framework reports the missing feature and
+        // the version it needs.
+        let unsupported = |e: &Result<_, Error>| {
+            matches!(e, Err(Error::Unsupported { feature: "persistent watches", reason }) if reason.contains("3.6"))
+        };
+        assert!(unsupported(&refused), "{refused:?}");
         let again = fw.watch(&path, WatchMode::Persistent).await;
-        assert!(matches!(again, Err(Error::ZooKeeper(zk_recipes::zk::Error::Unimplemented))), "{again:?}");
+        assert!(unsupported(&again), "{again:?}");
         assert_eq!(proxy.counts().since(&before).get("addWatch"), 1, "the second watch was refused locally");
+        // What the framework knows of the server: 3.6+ (it serves getEphemerals), without
+        // persistent watches.
+        let info = fw.server_info().await.unwrap();
+        assert!(!info.persistent_watches && info.since_3_6 && info.min_version == (3, 6), "{info:?}");
         // Everything else works.
         fw.create(&path).data(b"").await.unwrap();
         fw.close().await;

@@ -30,4 +30,7 @@ mod nodes {
     mod persistent_node_faults;
     /// `PersistentTtlNode`: Curator's layout, kept while alive, gone within the TTL.
     mod persistent_ttl_node;
+    /// `GroupMember` and `ServiceCache` on a server without persistent watches (one-shot
+    /// watches stand in).
+    mod without_persistent_watches;
 }

@@ -28,4 +28,6 @@ mod values {
     mod shared_values;
     /// Typed nodes, their cache and a typed shared value; compression (feature `serde`).
     mod typed_nodes;
+    /// The atomics on a server without persistent watches: exact sums.
+    mod without_persistent_watches;
 }
