@@ -18,7 +18,6 @@ pub mod guide;
 mod leader;
 mod lease;
 mod locks;
-mod metrics;
 pub mod migrations;
 mod mirror;
 #[cfg(feature = "serde")]

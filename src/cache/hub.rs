@@ -7,7 +7,7 @@ use tokio::sync::watch;
 
 use super::node::{CacheEvent, ChildData};
 use super::subscription::{CatchUp, Receiver, Subscriber};
-use crate::metrics::{CacheEventKind, CacheMetrics};
+use crate::framework::metrics::{CacheEventKind, CacheMetrics};
 use crate::mirror::driver::Host;
 use crate::mirror::{Change, Item, Mirror, Scope, Status};
 use crate::sync::Mutex;

@@ -219,7 +219,7 @@ impl Framework {
         policy.validate()?;
         let runtime = self.listener_runtime()?;
         if self.is_closed() {
-            return Err(crate::Error::Closed);
+            return Err(crate::error::Error::Closed);
         }
         let states = CircuitBreakingStream::with_policy(self.state_changes(), Arc::new(policy));
         let task = runtime.spawn(run(self.downgrade(), states, listener));

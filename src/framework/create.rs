@@ -17,7 +17,7 @@ use zookeeper_client::{Acl, Acls, CreateMode, Stat};
 use super::node::{Failure, PendingCreate};
 use super::{Framework, SchemaOp, Session};
 use crate::error::{is_zk_connection_error, is_zk_retryable, Error, Result, ZkError};
-use crate::metrics::Op;
+use crate::framework::metrics::Op;
 use crate::path;
 use crate::protocol::gzip;
 

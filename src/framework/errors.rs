@@ -12,7 +12,7 @@ use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::error::Error;
-use crate::metrics::{FrameworkMetrics, Op};
+use crate::framework::metrics::{FrameworkMetrics, Op};
 use crate::sync::Mutex;
 
 /// What background work failed.

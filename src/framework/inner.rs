@@ -18,7 +18,7 @@ use super::registry::Registry;
 use super::session::Session;
 use super::state::{ConnectionState, StateSnapshot};
 use crate::error::{Error, Result};
-use crate::metrics::{FrameworkMetrics, Labels};
+use crate::framework::metrics::{FrameworkMetrics, Labels};
 use crate::sync::Mutex;
 
 pub(crate) struct Inner {

@@ -26,7 +26,7 @@ use zookeeper_client::Client;
 
 use super::errors::Observer;
 use crate::error::ZkError;
-use crate::metrics::Op;
+use crate::framework::metrics::Op;
 use crate::sync::Mutex;
 
 /// A listing's reply: the children, sorted by the caller's order.

@@ -37,6 +37,7 @@ mod heartbeat;
 mod inner;
 mod listener;
 mod listings;
+pub(crate) mod metrics;
 pub(crate) mod node;
 mod ops;
 pub(crate) mod protected;

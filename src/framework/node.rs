@@ -22,7 +22,7 @@ use zookeeper_client::{Client, CreateSequence};
 
 use super::{Framework, ReaperCmd};
 use crate::error::{is_zk_retryable, is_zk_session_lost, Error, ZkError};
-use crate::metrics::Op;
+use crate::framework::metrics::Op;
 use crate::path;
 use crate::protocol::driver::parse_sequence;
 

@@ -7,7 +7,7 @@ use zookeeper_client::{Acl, Acls, Client, CreateMode};
 
 use super::{Framework, Session};
 use crate::error::{Error, Result, ZkError};
-use crate::metrics::Op;
+use crate::framework::metrics::Op;
 use crate::path;
 use crate::retry::RetryLoop;
 

@@ -12,7 +12,7 @@ use zookeeper_client::{Acl, Acls, CreateMode, CreateSequence, Stat};
 use super::node::{retry_request, CreatedNode, Failure, PendingCreate};
 use super::{Framework, ReaperCmd, Session};
 use crate::error::{is_zk_session_lost, Error, Result, ZkError};
-use crate::metrics::Op;
+use crate::framework::metrics::Op;
 use crate::path;
 
 /// A directory of protected nodes: where they are created, under which name marker and

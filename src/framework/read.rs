@@ -13,7 +13,7 @@ use zookeeper_client::{EventType, OneshotWatcher, SessionState, Stat};
 use super::watch_table::{NodeEvent, Registered};
 use super::{Framework, SchemaOp};
 use crate::error::{Error, Result, ZkError};
-use crate::metrics::Op;
+use crate::framework::metrics::Op;
 
 /// A one-shot watch set by a watched read (Curator's `usingWatcher`): it completes once, with
 /// the first change of the node after the read, or with an error when the session ends before

@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, Notify};
 
 use super::errors::{BackgroundErrorKind, Observer};
 use crate::error::{is_zk_retryable, is_zk_session_lost, ZkError};
-use crate::metrics::Op;
+use crate::framework::metrics::Op;
 use crate::path;
 use crate::retry::{Doubling, RetryLoop};
 use crate::sync::Mutex;

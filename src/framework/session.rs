@@ -25,7 +25,7 @@ use super::builder::Config;
 use super::errors::Observer;
 use super::listings::Listings;
 use crate::error::{Error, Result};
-use crate::metrics::Op;
+use crate::framework::metrics::Op;
 use crate::sync::Mutex;
 
 /// One ZooKeeper session of the framework: its client and which session it is (the epoch).

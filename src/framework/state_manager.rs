@@ -56,7 +56,7 @@ use super::session::{self, Session};
 use super::state::{
     first_connection_rule, transition, Confirm, ConnectionState, ConnectionStateErrorPolicy, Observation,
 };
-use crate::metrics::Op;
+use crate::framework::metrics::Op;
 use crate::retry::{RetryLoop, RetryPolicy};
 
 /// The time spans the state manager works with, derived from the negotiated session timeout.

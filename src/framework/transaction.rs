@@ -7,7 +7,7 @@ use zookeeper_client::{Acl, Acls, CreateMode, MultiWriteError, MultiWriteResult,
 
 use super::{Framework, SchemaOp};
 use crate::error::{is_zk_connection_error, Error, Result, ZkError};
-use crate::metrics::Op as Sent;
+use crate::framework::metrics::Op as Sent;
 
 /// Something that holds a lock node and can fence writes with it: every lock guard, semaphore
 /// lease and leadership term. A transaction [`fenced_by`](Transaction::fenced_by) it starts

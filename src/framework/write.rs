@@ -14,7 +14,7 @@ use zookeeper_client::{Acl, Stat};
 
 use super::{Framework, ReaperCmd, SchemaOp};
 use crate::error::{is_zk_connection_error, Error, Result, ZkError};
-use crate::metrics::Op;
+use crate::framework::metrics::Op;
 use crate::path;
 use crate::protocol::gzip;
 

@@ -201,7 +201,7 @@ impl Leadership {
     /// A transaction on `framework` that starts with a check of the leader node, so it fails
     /// on the server ([`Error::LockLost`](crate::Error::LockLost)) once the term is over; see
     /// [`Fence`]. The trait's method, callable without importing it.
-    pub fn fenced_transaction<'a>(&self, framework: &'a Framework) -> crate::Transaction<'a> {
+    pub fn fenced_transaction<'a>(&self, framework: &'a Framework) -> crate::framework::Transaction<'a> {
         Fence::fenced_transaction(self, framework)
     }
 }

@@ -25,9 +25,9 @@ pub use self::observer::{ElectionKind, LeaderChanges, LeaderObserver};
 pub use self::selector::LeaderSelector;
 
 use crate::error::{Error, Result, ZkError};
+use crate::framework::metrics::Op;
 use crate::framework::Framework;
 use crate::locks::LockInternals;
-use crate::metrics::Op;
 use crate::protocol::driver::Driver;
 use crate::retry::{Doubling, RetryLoop};
 use crate::sync::Mutex;

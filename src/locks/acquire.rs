@@ -16,7 +16,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::error::{Error, Result};
-use crate::metrics::LockMetrics;
+use crate::framework::metrics::LockMetrics;
 
 /// How an acquire treats a lock that is not free: wait for it ([`Block`]) or give up at once
 /// ([`Try`]). The result type follows: a guard, or an optional guard.

@@ -21,8 +21,8 @@ use std::sync::{Arc, Weak};
 use tokio::sync::{watch, Notify};
 
 use super::mirror_wait::{Admission, Decision, DirHost, Run, ANY_DELETION};
+use crate::framework::metrics::{MirrorMetrics, Resyncs};
 use crate::framework::{Framework, Session, WatchMode};
-use crate::metrics::{MirrorMetrics, Resyncs};
 use crate::mirror::driver::{self as mirror_driver, Host};
 use crate::mirror::shared::Shared;
 use crate::mirror::Reads;

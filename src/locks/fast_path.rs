@@ -36,10 +36,10 @@ use std::sync::Arc;
 use futures::future::{BoxFuture, FutureExt};
 use zookeeper_client::WatchedEvent;
 
+use crate::framework::metrics::Op;
 use crate::framework::node::{CreatedNode, DeleteReply, Failure, SendDelete};
 use crate::framework::protected::NodeSpec;
 use crate::framework::{ConnectionState, Framework, Session};
-use crate::metrics::Op;
 use crate::sync::Mutex;
 
 /// Why a fast-path try took the usual way instead.

@@ -17,9 +17,9 @@ use super::fast_path::SoleHold;
 use super::node_watch::{watch_node, End, MirrorSeat};
 use super::revocation::NodeRevocation;
 use crate::error::{is_zk_retryable, is_zk_session_lost, Result, ZkError};
+use crate::framework::metrics::HoldToken;
 use crate::framework::node::{Cleanup, CreatedNode, DeleteReply, SendDelete};
 use crate::framework::{ConnectionState, Framework};
-use crate::metrics::HoldToken;
 use crate::sync::Mutex;
 
 /// A watch set while acquiring, waiting for its event.

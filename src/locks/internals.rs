@@ -35,12 +35,12 @@ use super::node_watch::MirrorSeat;
 use super::revocation::{NodeRevocation, Signal};
 use super::start_over::fresh_attempts;
 use crate::error::{Error, Result, ZkError};
+use crate::framework::metrics::LockMetrics;
+use crate::framework::metrics::Op;
 use crate::framework::node::{retry_request, CreatedNode, Failure};
 use crate::framework::protected::{nothing_behind, NodeDir, NodeSpec};
 use crate::framework::wait_strategy::WaitStrategy;
 use crate::framework::{Framework, Listing, Session};
-use crate::metrics::LockMetrics;
-use crate::metrics::Op;
 use crate::path;
 use crate::protocol::driver::{Driver, Verdict};
 

@@ -11,7 +11,7 @@ use crate::framework::node::{CreatedNode, PendingCreate};
 use crate::framework::Framework;
 use crate::path;
 use crate::protocol::kazoo::{lock_predecessor, KAZOO_LOCK_NAME};
-use crate::zk::CreateMode;
+use zookeeper_client::CreateMode;
 
 /// How many fresh contender nodes an acquire makes after creates whose outcome was unknown
 /// (their nodes are deleted in the background) before it reports the error.

@@ -18,8 +18,8 @@ use zookeeper_client::{EventType, Stat};
 
 use super::dir_mirror::{Asker, DirMirror, Presence};
 use crate::error::{is_zk_retryable, is_zk_session_lost, ZkError};
+use crate::framework::metrics::Op;
 use crate::framework::{ConnectionState, Framework};
-use crate::metrics::Op;
 use crate::path;
 use crate::retry::{Doubling, RetryLoop};
 

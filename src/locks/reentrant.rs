@@ -28,8 +28,8 @@ use super::held::{HeldNode, NodeWatch};
 use super::internals::LockInternals;
 use super::revocation::{RevocableLock, Signal};
 use crate::error::{Error, Result};
+use crate::framework::metrics::LockMetrics;
 use crate::framework::Framework;
-use crate::metrics::LockMetrics;
 use crate::sync::Mutex;
 
 /// The identity reentrancy is keyed by.

@@ -23,8 +23,8 @@ use tokio::sync::watch;
 use super::acquire::{self, Acquire, Mode};
 use super::node_watch::{watch_node, End, MirrorSeat};
 use crate::error::{Error, Result, ZkError};
+use crate::framework::metrics::Op;
 use crate::framework::Framework;
-use crate::metrics::Op;
 use crate::path;
 use crate::protocol::{LOCK_NAME, READ_LOCK_NAME, REVOKE_MESSAGE, WRITE_LOCK_NAME};
 
@@ -286,7 +286,7 @@ impl<L: RevocableLock> Acquire for Revocable<L> {
         self.lock.is_acquired_in_this_process()
     }
 
-    fn lock_metrics(&self) -> Option<&crate::metrics::LockMetrics> {
+    fn lock_metrics(&self) -> Option<&crate::framework::metrics::LockMetrics> {
         self.lock.lock_metrics()
     }
 }

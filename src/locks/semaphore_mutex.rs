@@ -129,7 +129,7 @@ impl Acquire for InterProcessSemaphoreMutex {
         InterProcessSemaphoreMutex::is_acquired_in_this_process(self)
     }
 
-    fn lock_metrics(&self) -> Option<&crate::metrics::LockMetrics> {
+    fn lock_metrics(&self) -> Option<&crate::framework::metrics::LockMetrics> {
         self.semaphore.lock_metrics()
     }
 }

@@ -45,8 +45,11 @@ use std::time::Duration;
 
 pub use self::set::{Migration, MigrationSet};
 use crate::error::{Error, Result};
+use crate::framework::Framework;
+use crate::locks::InterProcessSemaphoreMutex;
+use crate::path;
 use crate::protocol::MIGRATION_META_NAME;
-use crate::{path, CreateMode, Framework, InterProcessSemaphoreMutex};
+use zookeeper_client::CreateMode;
 
 /// Applies [`MigrationSet`]s (curator-x-async's `MigrationManager`); see the
 /// [module](self) for the layout.

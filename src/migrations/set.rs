@@ -4,7 +4,7 @@ use zookeeper_client::{Acl, CreateMode, Permission};
 
 use super::sha256::Sha256;
 use crate::error::{Error, Result};
-use crate::Framework;
+use crate::framework::Framework;
 
 /// One operation of a migration (the operations a ZooKeeper transaction holds).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,7 +75,10 @@ impl Migration {
     }
 
     /// Adds the operations to `transaction`.
-    pub(crate) fn add_to<'a>(&self, mut transaction: crate::Transaction<'a>) -> crate::Transaction<'a> {
+    pub(crate) fn add_to<'a>(
+        &self,
+        mut transaction: crate::framework::Transaction<'a>,
+    ) -> crate::framework::Transaction<'a> {
         for op in &self.ops {
             transaction = match op {
                 MigrationOp::Create { path, data, mode } => transaction.create(path, data, *mode),

@@ -22,8 +22,8 @@ use zookeeper_client::{Client, Error as ZkError, EventType, MultiReadResult, Wat
 
 use super::state::{EventKind, Op, Reads, Reply, Request};
 use super::view::View;
+use crate::framework::metrics::{Op as Sent, Resyncs};
 use crate::framework::{BackgroundErrorKind, Framework, Observer};
-use crate::metrics::{Op as Sent, Resyncs};
 use crate::watch::probe::{probe, Ablations};
 use crate::watch::{SessionWatch, WatchItem};
 
@@ -74,7 +74,7 @@ impl Report {
     /// The session may not read `full` (its answer was `NoAuth`): it is left out.
     fn denied(&self, full: &str) {
         let kind = BackgroundErrorKind::CacheReadRefused;
-        self.observer.error(self.recipe, kind, full, crate::Error::ZooKeeper(ZkError::NoAuth));
+        self.observer.error(self.recipe, kind, full, crate::error::Error::ZooKeeper(ZkError::NoAuth));
     }
 }
 

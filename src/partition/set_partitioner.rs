@@ -16,7 +16,7 @@ use crate::framework::{ConnectionState, Framework};
 use crate::locks::kazoo::{KazooHold, KazooLock};
 use crate::path;
 use crate::protocol::kazoo::{party_member, PARTITION_LOCKS, PARTITION_PARTY};
-use crate::zk::CreateMode;
+use zookeeper_client::CreateMode;
 
 /// Where a [`SetPartitioner`] is (kazoo's `PartitionState`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

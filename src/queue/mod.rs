@@ -32,8 +32,8 @@ pub use self::simple::SimpleDistributedQueue;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::{is_zk_connection_error, Error, Result, ZkError};
+use crate::framework::metrics::Op;
 use crate::framework::Framework;
-use crate::metrics::Op;
 
 /// Deletes a queue item a consumer read (at `version`, or any): true when this delete removed
 /// it, false when it was gone already (another consumer took it). A delete that broke

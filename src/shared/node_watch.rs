@@ -55,7 +55,7 @@ impl NodeWatch {
     /// from before are dropped: the owner reads after this.
     ///
     /// # Errors
-    /// `Unimplemented` when the server refuses persistent watches; [`Error::Closed`](crate::Error::Closed)
+    /// `Unimplemented` when the server refuses persistent watches; [`Error::Closed`](crate::error::Error::Closed)
     /// once the framework is closed.
     pub(crate) async fn readd(&mut self) -> Result<()> {
         loop {
@@ -66,7 +66,7 @@ impl NodeWatch {
                 }
                 Some(WatchItem::Refused(error)) => return Err(error),
                 Some(WatchItem::Event(_) | WatchItem::Interrupted | WatchItem::Adding) => {}
-                None => return Err(crate::Error::Closed),
+                None => return Err(crate::error::Error::Closed),
             }
         }
     }

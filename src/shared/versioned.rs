@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use zookeeper_client::Stat;
 
 use crate::error::{is_zk_connection_error, Error, Result, ZkError};
+use crate::framework::metrics::Op;
 use crate::framework::Framework;
-use crate::metrics::Op;
 
 /// What a compare-and-set did.
 #[derive(Debug)]

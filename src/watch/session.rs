@@ -48,9 +48,9 @@ use zookeeper_client::{Client, EventType, PersistentWatcher, SessionState, Watch
 use super::oneshot::{Depth, Emulated};
 use super::probe::{probe, Ablations};
 use crate::error::{is_zk_retryable, Error, Result, ZkError};
+use crate::framework::metrics::Op;
 use crate::framework::BackgroundErrorKind;
 use crate::framework::{Framework, Registered, Session, StateSnapshot, WatchMode, WeakFramework};
-use crate::metrics::Op;
 use crate::retry::{Doubling, RetryPolicy};
 
 /// The pause between failed attempts to add the watch: the one policy of every watch.

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use metrics::{Counter, Gauge, Histogram, Label, SharedString};
 use tokio::time::Instant;
 
-use crate::framework::ConnectionState;
+use super::ConnectionState;
 
 /// The label settings of one framework.
 #[derive(Debug, Clone)]
