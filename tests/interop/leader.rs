@@ -405,7 +405,17 @@ async fn an_observer_follows_a_curator_latch() {
         java.election_ok(&format!("latch J1 {path} java-1")).await.unwrap();
         java.election_ok("latch_start J1").await.unwrap();
         let leader = observer.wait_for_leader("java-1", EVENT).await.unwrap().expect("Curator's latch observed");
-        assert_eq!(java.election("latch_path J1").await.unwrap().remove(0), leader.node, "Curator's own node");
+        // Curator learns its node's name in the create's callback, which may run after the
+        // observer has seen the node: ask until it has.
+        let deadline = tokio::time::Instant::now() + EVENT;
+        let ours = loop {
+            let ours = java.election("latch_path J1").await.unwrap().remove(0);
+            if ours != "none" || tokio::time::Instant::now() >= deadline {
+                break ours;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        };
+        assert_eq!(ours, leader.node, "Curator's own node");
         let rust = LeaderLatch::new(&fw, &path, "rust-1").unwrap();
         rust.start().unwrap();
         eventually(EVENT, "two candidates", || async {
