@@ -12,14 +12,14 @@ use futures::StreamExt;
 use tokio::time::Instant;
 use zk_recipes::testing::{self, FaultProxy, ProxyMode, TestingServer};
 use zk_recipes::zk::CreateMode;
-use zk_recipes::{CacheEvent, CacheEventStream, CacheMode, CuratorCache, Error, Framework, PathChildrenEvent};
+use zk_recipes::{CacheEvent, CacheEventStream, CacheMode, CuratorCache, Error, Framework};
 
 use crate::common::cache;
 
 use crate::common::fixtures::shared_connect;
 use cache::{
-    bounded, cache_tree, converges, delete_tree, framework, next, resynced, server_tree, unique_path, watch_is_live,
-    write_until, EVENT_LIMIT,
+    bounded, cache_tree, converges, delete_tree, framework, next, resynced, server_tree, take, unique_path,
+    watch_is_live, write_until, EVENT_LIMIT,
 };
 
 /// An event as a short string: `+path=data`, `~path=data`, `-path`, `init`.
@@ -180,22 +180,6 @@ async fn stats_only_single_node_and_decoder() {
         fw.close().await;
     })
     .await
-}
-
-/// The next `n` events of a path-children view, as short strings.
-async fn take(view: &mut zk_recipes::PathChildrenStream, n: usize) -> Vec<String> {
-    let mut got = Vec::new();
-    for _ in 0..n {
-        let event = tokio::time::timeout(EVENT_LIMIT, view.next()).await.expect("a view event").expect("open");
-        got.push(match event {
-            PathChildrenEvent::ChildAdded(n) => format!("added {}", n.name()),
-            PathChildrenEvent::ChildUpdated(n) => format!("updated {}", n.name()),
-            PathChildrenEvent::ChildRemoved(n) => format!("removed {}", n.name()),
-            PathChildrenEvent::Initialized => "initialized".to_owned(),
-            _ => "other".to_owned(),
-        });
-    }
-    got
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

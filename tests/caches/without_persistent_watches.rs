@@ -9,10 +9,10 @@ use std::time::Duration;
 use futures::StreamExt;
 use zk_recipes::testing::{self, CountingProxy, FaultProxy, RequestCounts, TestingServer};
 use zk_recipes::zk::CreateMode;
-use zk_recipes::{CacheEvent, CacheEventStream, CacheMode, CuratorCache, Framework, PathChildrenEvent};
+use zk_recipes::{CacheEvent, CacheEventStream, CacheMode, CuratorCache, Framework};
 
 use crate::common::cache::{
-    bounded, converges, delete_tree, framework, next, replay, resynced, unique_path, watch_is_live, write_until,
+    bounded, converges, delete_tree, framework, next, replay, resynced, take, unique_path, watch_is_live, write_until,
     EVENT_LIMIT,
 };
 use crate::common::fixtures::server_without_persistent_watches;
@@ -150,21 +150,6 @@ async fn node_and_children_views_with_one_shot_watches() {
         fw.close().await;
     })
     .await
-}
-
-async fn take(view: &mut zk_recipes::PathChildrenStream, n: usize) -> Vec<String> {
-    let mut got = Vec::new();
-    for _ in 0..n {
-        let event = tokio::time::timeout(EVENT_LIMIT, view.next()).await.expect("a view event").expect("open");
-        got.push(match event {
-            PathChildrenEvent::ChildAdded(n) => format!("added {}", n.name()),
-            PathChildrenEvent::ChildUpdated(n) => format!("updated {}", n.name()),
-            PathChildrenEvent::ChildRemoved(n) => format!("removed {}", n.name()),
-            PathChildrenEvent::Initialized => "initialized".to_owned(),
-            _ => "other".to_owned(),
-        });
-    }
-    got
 }
 
 /// Connection cuts (the one-shot watches are set again by the client on the same session),

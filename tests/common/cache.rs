@@ -229,3 +229,19 @@ pub fn replay(mut events: CacheEventStream) -> tokio::task::JoinHandle<Replay> {
         replay
     })
 }
+
+/// The next `n` events of a path-children view, as short strings.
+pub async fn take(view: &mut zk_recipes::PathChildrenStream, n: usize) -> Vec<String> {
+    let mut got = Vec::new();
+    for _ in 0..n {
+        let event = tokio::time::timeout(EVENT_LIMIT, view.next()).await.expect("a view event").expect("open");
+        got.push(match event {
+            zk_recipes::PathChildrenEvent::ChildAdded(n) => format!("added {}", n.name()),
+            zk_recipes::PathChildrenEvent::ChildUpdated(n) => format!("updated {}", n.name()),
+            zk_recipes::PathChildrenEvent::ChildRemoved(n) => format!("removed {}", n.name()),
+            zk_recipes::PathChildrenEvent::Initialized => "initialized".to_owned(),
+            _ => "other".to_owned(),
+        });
+    }
+    got
+}
