@@ -109,7 +109,7 @@ impl CuratorBench {
             Workload::MutexUncontended => (o.iters, o.warmup, o.hold),
             Workload::Semaphore => (o.cycles, o.warmup_cycles, o.sem_hold),
             Workload::RwLock => (o.cycles, o.warmup_cycles, o.rw_hold),
-            Workload::DiscoveryRegister => (o.iters, o.warmup, o.hold),
+            Workload::DiscoveryRegister | Workload::TypedCas => (o.iters, o.warmup, o.hold),
             Workload::QueueThroughput => (o.queue_items, o.warmup, o.hold),
             Workload::DiscoveryQuery => (o.queries, o.query_warmup, o.hold),
             Workload::ManyLocks => (o.lock_paths.div_ceil(o.clients), o.warmup_cycles, o.hold),
@@ -188,7 +188,7 @@ impl CuratorBench {
             // --count-ops), session set-up and close included.
             let per_task = |n: usize| n.div_ceil(WAITERS_PER_SESSION);
             let total_ops = match workload {
-                Workload::MutexUncontended | Workload::DiscoveryRegister => o.warmup + o.iters,
+                Workload::MutexUncontended | Workload::DiscoveryRegister | Workload::TypedCas => o.warmup + o.iters,
                 // Both of Curator's producers (awaited and background puts), together.
                 Workload::QueueThroughput => 2 * (o.warmup + o.queue_items),
                 // The registration of the instances and the cache's load are in the count.
@@ -293,6 +293,7 @@ fn exit_error(workload: Workload, status: std::process::ExitStatus) -> BenchErro
                     | Workload::SharedCountCas
                     | Workload::QueueThroughput
                     | Workload::CachedCounter
+                    | Workload::TypedCas
             ) =>
         {
             BenchError::Miscounted(checked)

@@ -21,10 +21,11 @@ usage: locks [options]
                             rwlock, many-waiters, leader-handoff, cache-load, cache-events,
                             counter-increment, shared-count-cas, queue-throughput,
                             discovery-register, discovery-query, many-locks, cached-counter,
-                            or all
+                            typed-cas, or all
                             (default: all)
-  --iters N                 mutex-uncontended measured cycles (default 3000)
-  --warmup N                mutex-uncontended warmup cycles (default 1000)
+  --iters N                 mutex-uncontended, discovery-register, typed-cas: measured cycles
+                            (default 3000)
+  --warmup N                their warmup cycles (default 1000)
   --clients N               sessions for the contended workloads (default 4)
   --cycles N                measured acquisitions (leader-handoff: terms) per client (default 400)
   --warmup-cycles N         warmup acquisitions per client (default 20)
@@ -184,10 +185,11 @@ pub(crate) enum Workload {
     DiscoveryQuery,
     ManyLocks,
     CachedCounter,
+    TypedCas,
 }
 
 impl Workload {
-    pub(crate) const ALL: [Workload; 15] = [
+    pub(crate) const ALL: [Workload; 16] = [
         Workload::MutexUncontended,
         Workload::MutexContended,
         Workload::Semaphore,
@@ -203,6 +205,7 @@ impl Workload {
         Workload::DiscoveryQuery,
         Workload::ManyLocks,
         Workload::CachedCounter,
+        Workload::TypedCas,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -222,6 +225,7 @@ impl Workload {
             Workload::DiscoveryQuery => "discovery-query",
             Workload::ManyLocks => "many-locks",
             Workload::CachedCounter => "cached-counter",
+            Workload::TypedCas => "typed-cas",
         }
     }
 
