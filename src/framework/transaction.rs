@@ -83,7 +83,7 @@ impl Op {
 /// One operation made apart from a transaction (Curator's `CuratorOp`): a typed node's
 /// `create_op`, `update_op`, `delete_op` or `check_exists_op` (`ModeledFramework`, feature
 /// `serde`), with its bytes already encoded. Add it to a transaction with
-/// [`Transaction::add`], among untyped operations, or commit several with
+/// [`Transaction::add_op`], among untyped operations, or commit several with
 /// `ModeledFramework::in_transaction`.
 ///
 /// Its path is namespace-stripped, as every path given to a framework: it is taken in the
@@ -202,8 +202,8 @@ impl<'a> Transaction<'a> {
     /// `update_op`, ... ([`TransactionOp`], feature `serde`). It mixes with
     /// the operations above in one commit; [`version`](Self::version) after it applies to a
     /// write, delete or check as after [`set_data`](Self::set_data).
-    #[doc(alias = "forOperations", alias = "for_operations")]
-    pub fn add(self, op: TransactionOp) -> Self {
+    #[doc(alias = "forOperations", alias = "for_operations", alias = "add")]
+    pub fn add_op(self, op: TransactionOp) -> Self {
         self.push(op.0)
     }
 

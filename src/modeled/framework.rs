@@ -60,7 +60,7 @@ pub struct ZNode<T> {
 /// `checkExistsOp` and `inTransaction`): [`create_op`](Self::create_op),
 /// [`update_op`](Self::update_op), [`delete_op`](Self::delete_op) and
 /// [`check_exists_op`](Self::check_exists_op) make [`TransactionOp`]s with the bytes and
-/// options the typed calls write, which [`Transaction::add`] mixes with untyped operations
+/// options the typed calls write, which [`Transaction::add_op`] mixes with untyped operations
 /// and [`in_transaction`](Self::in_transaction) commits:
 ///
 /// ```no_run
@@ -74,8 +74,8 @@ pub struct ZNode<T> {
 ///
 /// let seen = stock.read().await?;
 /// fw.transaction()
-///     .add(orders.resolved([43])?.create_op(&Order { id: 43, item: "tea".into() })?)
-///     .add(stock.update_op_with_version(&Stock { tea: seen.value.tea - 1 }, seen.stat.version)?)
+///     .add_op(orders.resolved([43])?.create_op(&Order { id: 43, item: "tea".into() })?)
+///     .add_op(stock.update_op_with_version(&Stock { tea: seen.value.tea - 1 }, seen.stat.version)?)
 ///     .set_data("/orders", b"last=43") // untyped operations mix in
 ///     .commit()
 ///     .await?; // all three, or none (`TransactionFailed` with BadVersion: the stock moved)
@@ -333,7 +333,7 @@ impl<T, C: Codec<T>> ModeledFramework<T, C> {
     /// Commits `ops` in one transaction of this framework (Curator's `inTransaction(ops)`):
     /// all are applied, or none. The ops may come from typed nodes of other models on the same
     /// framework; a transaction that also needs untyped operations is
-    /// [`Framework::transaction`] with [`Transaction::add`].
+    /// [`Framework::transaction`] with [`Transaction::add_op`].
     ///
     /// # Errors
     /// As [`Transaction::commit`]: [`Error::InvalidArgument`] for no ops;
@@ -345,7 +345,7 @@ impl<T, C: Codec<T>> ModeledFramework<T, C> {
     /// nothing).
     #[doc(alias = "inTransaction")]
     pub async fn in_transaction(&self, ops: impl IntoIterator<Item = TransactionOp>) -> Result<Vec<OpResult>> {
-        ops.into_iter().fold(self.framework.transaction(), Transaction::add).commit().await
+        ops.into_iter().fold(self.framework.transaction(), Transaction::add_op).commit().await
     }
 
     async fn write(&self, value: &T, version: i32) -> Result<Stat> {

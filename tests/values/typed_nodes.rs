@@ -410,9 +410,9 @@ async fn typed_ops_commit_together_with_untyped_ones_and_write_what_the_typed_ca
 
         let results = fw
             .transaction()
-            .add(orders.resolved([1]).unwrap().create_op(&order(1, "milk")).unwrap())
-            .add(orders.resolved([2]).unwrap().create_op(&order(2, "juice")).unwrap())
-            .add(three.update_op_with_version(&order(3, "coffee"), seen.stat.version).unwrap())
+            .add_op(orders.resolved([1]).unwrap().create_op(&order(1, "milk")).unwrap())
+            .add_op(orders.resolved([2]).unwrap().create_op(&order(2, "juice")).unwrap())
+            .add_op(three.update_op_with_version(&order(3, "coffee"), seen.stat.version).unwrap())
             .set_data(&root, b"untyped")
             .commit()
             .await
@@ -480,9 +480,9 @@ async fn a_stale_typed_version_commits_nothing_and_fails_as_the_untyped_transact
 
         let typed = fw
             .transaction()
-            .add(orders.resolved([1]).unwrap().create_op(&order(1, "milk")).unwrap())
-            .add(orders.resolved([2]).unwrap().create_op(&order(2, "juice")).unwrap())
-            .add(three.update_op_with_version(&order(3, "coffee"), seen.stat.version).unwrap())
+            .add_op(orders.resolved([1]).unwrap().create_op(&order(1, "milk")).unwrap())
+            .add_op(orders.resolved([2]).unwrap().create_op(&order(2, "juice")).unwrap())
+            .add_op(three.update_op_with_version(&order(3, "coffee"), seen.stat.version).unwrap())
             .commit()
             .await
             .unwrap_err();
