@@ -10,7 +10,7 @@
 //
 //   WORKLOAD    mutex-uncontended | mutex-contended | semaphore | many-waiters | rwlock | leader-handoff
 //               | cache-load | cache-events | counter-increment | shared-count-cas | queue-throughput
-//               | discovery-register | discovery-query | cached-counter | typed-cas
+//               | discovery-register | discovery-query | cached-counter | queue-sharded | typed-cas
 //   CYCLES      measured cycles: mutex-uncontended: in total (the bench's --iters); others: per
 //               session (--cycles); many-waiters splits them over the session's 8 threads,
 //               rounded up, as the Rust bench does
@@ -46,6 +46,7 @@
 //   cache-factor  cached-counter: the CachedAtomicLong's cacheFactor (default 100)
 //   instances, cache-queries  discovery-query: instances registered (1000), measured
 //               ServiceCache.getInstances() calls (500); CYCLES and WARMUP are its queries
+//   queue-shards  queue-sharded: the shards made under BASE_PATH before the sharders start (4)
 //
 // counter-increment, shared-count-cas: the lock workloads' contenders and warm-up phases with a
 // counter in place of the lock: an "acquire" is DistributedAtomicLong.increment() until it
@@ -72,6 +73,15 @@
 // warm-contended items in passes of CYCLES, WARMUP items, the measured CYCLES items ("curator"),
 // then a measured pass through a producer with the default background puts
 // ("curator-background"). Each item must arrive once (exit 3 otherwise).
+//
+// queue-sharded: queue-shards persistent queue-<uuid> nodes made under BASE_PATH, then two
+// QueueSharders on them (leader path BASE_PATH-leader, Curator's default policies but at most
+// queue-shards shards, so none is added): the consumer's on one session, whose allocator builds
+// each shard's DistributedQueue with the consumer (a consumer per shard, as Curator runs them),
+// and the producer's on another, whose allocator builds producer-only queues with
+// putInBackground(false); every put is getQueue().put(item). Items go through as for
+// queue-throughput (JIT warm-up passes, WARMUP, the measured CYCLES: "curator"), without a
+// background line. Each item must arrive once (exit 3 otherwise).
 //
 // discovery-query: `instances` registered through one session's ServiceDiscovery; on another,
 // queryForInstances until warm-solo + warm-contended instances were read, WARMUP queries, the
@@ -372,6 +382,7 @@ public final class CuratorBench {
         int retrySleepMs = 1;
         int instances = 1000;
         int cacheQueries = 500;
+        int queueShards = 4;
         for (int i = 7; i < args.length; i++) {
             int eq = args[i].indexOf('=');
             String key = eq < 0 ? args[i] : args[i].substring(0, eq);
@@ -431,6 +442,9 @@ public final class CuratorBench {
                 case "cache-factor":
                     RecipeBench.cacheFactor = number(value, "cache-factor", 1);
                     break;
+                case "queue-shards":
+                    queueShards = number(value, "queue-shards", 1);
+                    break;
                 default:
                     usage("unknown option " + args[i]);
             }
@@ -473,7 +487,8 @@ public final class CuratorBench {
             System.exit(0);
         }
 
-        if (workload.equals("queue-throughput") || workload.equals("discovery-query")) {
+        if (workload.equals("queue-throughput") || workload.equals("queue-sharded")
+                || workload.equals("discovery-query")) {
             List<CuratorFramework> two = new ArrayList<>();
             for (int i = 0; i < 2; i++) {
                 CuratorFramework client =
@@ -489,6 +504,9 @@ public final class CuratorBench {
                 lines = workload.equals("queue-throughput")
                         ? RecipeBench.queue(two.get(0), two.get(1), path, cycles, warmup, warmSolo + warmContended,
                                 srvr, label)
+                        : workload.equals("queue-sharded")
+                        ? RecipeBench.sharded(two.get(0), two.get(1), path, queueShards, cycles, warmup,
+                                warmSolo + warmContended, srvr, label)
                         : RecipeBench.query(two.get(0), two.get(1), path, instances, cycles, warmup, cacheQueries,
                                 warmSolo + warmContended, srvr, label);
             } catch (Violation e) {
@@ -950,9 +968,10 @@ public final class CuratorBench {
         System.err.println("usage: CuratorBench CONNECT"
                 + " mutex-uncontended|mutex-contended|semaphore|many-waiters|rwlock|leader-handoff|cache-load|cache-events"
                 + "|counter-increment|shared-count-cas|queue-throughput|discovery-register|discovery-query"
+                + "|cached-counter|many-locks|queue-sharded"
                 + " CYCLES WARMUP CLIENTS MAX_LEASES BASE_PATH [hold-ms=N] [warm-solo=N] [warm-contended=N]"
                 + " [jit-warmup-ms=N] [label=TEXT]"
-                + " [srvr=HOST:PORT] [read-pct=P] [seed=N]");
+                + " [srvr=HOST:PORT] [read-pct=P] [seed=N] [queue-shards=N]");
         System.exit(2);
     }
 
@@ -1521,13 +1540,18 @@ public final class CuratorBench {
             }
         }
 
-        static Pass pass(org.apache.curator.framework.recipes.queue.DistributedQueue<String> producer,
-                java.util.concurrent.atomic.AtomicReference<Pass> current, int base, int n) throws Exception {
+        /** Where a pass's puts go: one queue, or the queue a QueueSharder picks for each put. */
+        interface Producer {
+            org.apache.curator.framework.recipes.queue.DistributedQueue<String> queue();
+        }
+
+        static Pass pass(Producer producer, java.util.concurrent.atomic.AtomicReference<Pass> current, int base, int n)
+                throws Exception {
             Pass pass = new Pass(base, n);
             current.set(pass);
             for (int i = 0; i < n; i++) {
                 pass.put[i] = System.nanoTime();
-                producer.put(Integer.toString(base + i));
+                producer.queue().put(Integer.toString(base + i));
             }
             if (!pass.done.await(60, TimeUnit.SECONDS)) {
                 throw new Exception(pass.done.getCount() + " items not delivered after 60 s");
@@ -1538,7 +1562,7 @@ public final class CuratorBench {
             return pass;
         }
 
-        static String measuredPass(String impl, org.apache.curator.framework.recipes.queue.DistributedQueue<String> producer,
+        static String measuredPass(String impl, String workload, String extra, Producer producer,
                 java.util.concurrent.atomic.AtomicReference<Pass> current, int base, int n, String srvr, String label)
                 throws Exception {
             long[] before = serverCounters(srvr);
@@ -1550,7 +1574,95 @@ public final class CuratorBench {
                 samples[i] = Math.max(0, pass.taken[i] - pass.put[i]);
                 last = Math.max(last, pass.taken[i]);
             }
-            return line(impl, "queue-throughput", n, (last - pass.put[0]) / 1e9, samples, 2, "", label);
+            return line(impl, workload, n, (last - pass.put[0]) / 1e9, samples, 2, extra, label);
+        }
+
+        /** The items as UTF-8 text. */
+        static org.apache.curator.framework.recipes.queue.QueueSerializer<String> strings() {
+            return new org.apache.curator.framework.recipes.queue.QueueSerializer<String>() {
+                @Override
+                public byte[] serialize(String item) {
+                    return item.getBytes(StandardCharsets.UTF_8);
+                }
+
+                @Override
+                public String deserialize(byte[] bytes) {
+                    return new String(bytes, StandardCharsets.UTF_8);
+                }
+            };
+        }
+
+        /** A consumer that marks each item taken in the `current` pass. */
+        static org.apache.curator.framework.recipes.queue.QueueConsumer<String> consumer(
+                java.util.concurrent.atomic.AtomicReference<Pass> current) {
+            return new org.apache.curator.framework.recipes.queue.QueueConsumer<String>() {
+                @Override
+                public void consumeMessage(String item) {
+                    current.get().taken(item);
+                }
+
+                @Override
+                public void stateChanged(CuratorFramework client,
+                        org.apache.curator.framework.state.ConnectionState state) {}
+            };
+        }
+
+        /**
+         * queue-sharded: `shards` shards made under `path`, then a consumer's QueueSharder on
+         * `consuming` (each shard's queue with the consumer) and a producer's on `producing`
+         * (producer-only queues, puts awaited), both at most `shards` shards so that none is
+         * added; `jitItems` items through first in passes of `items`, then `warmup` items, then
+         * the measured `items`, each put into `getQueue()` of the producer's sharder.
+         */
+        static List<String> sharded(CuratorFramework producing, CuratorFramework consuming, String path, int shards,
+                int items, int warmup, int jitItems, String srvr, String label) throws Exception {
+            for (int i = 0; i < shards; i++) {
+                producing.create().creatingParentsIfNeeded().forPath(path + "/queue-" + java.util.UUID.randomUUID());
+            }
+            org.apache.curator.framework.recipes.queue.QueueSerializer<String> serializer = strings();
+            java.util.concurrent.atomic.AtomicReference<Pass> current = new java.util.concurrent.atomic.AtomicReference<>();
+            org.apache.curator.framework.recipes.queue.QueueConsumer<String> consumer = consumer(current);
+            org.apache.curator.framework.recipes.queue.QueueSharderPolicies policies =
+                    org.apache.curator.framework.recipes.queue.QueueSharderPolicies.builder().maxQueues(shards).build();
+            String leader = path + "-leader";
+            org.apache.curator.framework.recipes.queue.QueueSharder<String,
+                    org.apache.curator.framework.recipes.queue.DistributedQueue<String>> taker =
+                    new org.apache.curator.framework.recipes.queue.QueueSharder<>(consuming,
+                            (client, shard) -> org.apache.curator.framework.recipes.queue.QueueBuilder
+                                    .builder(client, consumer, serializer, shard).buildQueue(),
+                            path, leader, policies);
+            org.apache.curator.framework.recipes.queue.QueueSharder<String,
+                    org.apache.curator.framework.recipes.queue.DistributedQueue<String>> putter =
+                    new org.apache.curator.framework.recipes.queue.QueueSharder<>(producing,
+                            (client, shard) -> org.apache.curator.framework.recipes.queue.QueueBuilder
+                                    .builder(client, null, serializer, shard).putInBackground(false).buildQueue(),
+                            path, leader, policies);
+            taker.start();
+            putter.start();
+            try {
+                if (taker.getShardQty() != shards || putter.getShardQty() != shards) {
+                    throw new Exception("the sharders took up " + taker.getShardQty() + " and " + putter.getShardQty()
+                            + " shards, not " + shards);
+                }
+                int base = 0;
+                for (int done = 0; done < jitItems; done += items) {
+                    pass(putter::getQueue, current, base, items);
+                    base += items;
+                }
+                if (warmup > 0) {
+                    pass(putter::getQueue, current, base, warmup);
+                    base += warmup;
+                }
+                List<String> lines = new ArrayList<>();
+                lines.add(measuredPass("curator", "queue-sharded", ",\"shards\":" + shards, putter::getQueue, current,
+                        base, items, srvr, label));
+                System.err.printf(Locale.ROOT, "[locks]   %-20s %d JIT warm-up items, then %d warmup items, over %d shards%n",
+                        "curator", jitItems, warmup, shards);
+                return lines;
+            } finally {
+                putter.close();
+                taker.close();
+            }
         }
 
         /**
@@ -1562,30 +1674,9 @@ public final class CuratorBench {
          */
         static List<String> queue(CuratorFramework producing, CuratorFramework consuming, String path, int items,
                 int warmup, int jitItems, String srvr, String label) throws Exception {
-            org.apache.curator.framework.recipes.queue.QueueSerializer<String> serializer =
-                    new org.apache.curator.framework.recipes.queue.QueueSerializer<String>() {
-                        @Override
-                        public byte[] serialize(String item) {
-                            return item.getBytes(StandardCharsets.UTF_8);
-                        }
-
-                        @Override
-                        public String deserialize(byte[] bytes) {
-                            return new String(bytes, StandardCharsets.UTF_8);
-                        }
-                    };
+            org.apache.curator.framework.recipes.queue.QueueSerializer<String> serializer = strings();
             java.util.concurrent.atomic.AtomicReference<Pass> current = new java.util.concurrent.atomic.AtomicReference<>();
-            org.apache.curator.framework.recipes.queue.QueueConsumer<String> consumer =
-                    new org.apache.curator.framework.recipes.queue.QueueConsumer<String>() {
-                        @Override
-                        public void consumeMessage(String item) {
-                            current.get().taken(item);
-                        }
-
-                        @Override
-                        public void stateChanged(CuratorFramework client,
-                                org.apache.curator.framework.state.ConnectionState state) {}
-                    };
+            org.apache.curator.framework.recipes.queue.QueueConsumer<String> consumer = consumer(current);
             org.apache.curator.framework.recipes.queue.DistributedQueue<String> taker =
                     org.apache.curator.framework.recipes.queue.QueueBuilder.builder(consuming, consumer, serializer, path)
                             .buildQueue();
@@ -1600,19 +1691,20 @@ public final class CuratorBench {
             background.start();
             int base = 0;
             for (int done = 0; done < jitItems; done += items) {
-                pass(putter, current, base, items);
+                pass(() -> putter, current, base, items);
                 base += items;
             }
             if (warmup > 0) {
-                pass(putter, current, base, warmup);
+                pass(() -> putter, current, base, warmup);
                 base += warmup;
-                pass(background, current, base, warmup);
+                pass(() -> background, current, base, warmup);
                 base += warmup;
             }
             List<String> lines = new ArrayList<>();
-            lines.add(measuredPass("curator", putter, current, base, items, srvr, label));
+            lines.add(measuredPass("curator", "queue-throughput", "", () -> putter, current, base, items, srvr, label));
             base += items;
-            lines.add(measuredPass("curator-background", background, current, base, items, srvr, label));
+            lines.add(measuredPass("curator-background", "queue-throughput", "", () -> background, current, base, items,
+                    srvr, label));
             System.err.printf(Locale.ROOT, "[locks]   %-20s %d JIT warm-up items, then %d warmup items%n", "curator",
                     jitItems, warmup);
             background.close();

@@ -110,7 +110,7 @@ impl CuratorBench {
             Workload::Semaphore => (o.cycles, o.warmup_cycles, o.sem_hold),
             Workload::RwLock => (o.cycles, o.warmup_cycles, o.rw_hold),
             Workload::DiscoveryRegister | Workload::TypedCas => (o.iters, o.warmup, o.hold),
-            Workload::QueueThroughput => (o.queue_items, o.warmup, o.hold),
+            Workload::QueueThroughput | Workload::QueueSharded => (o.queue_items, o.warmup, o.hold),
             Workload::DiscoveryQuery => (o.queries, o.query_warmup, o.hold),
             Workload::ManyLocks => (o.lock_paths.div_ceil(o.clients), o.warmup_cycles, o.hold),
             Workload::CachedCounter => (o.cached_values, o.warmup_cycles * o.cache_factor as usize, o.hold),
@@ -146,6 +146,7 @@ impl CuratorBench {
             .arg(format!("cache-factor={}", o.cache_factor))
             .arg(format!("instances={}", o.instances))
             .arg(format!("cache-queries={}", o.cache_queries))
+            .arg(format!("queue-shards={}", o.queue_shards))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -191,6 +192,7 @@ impl CuratorBench {
                 Workload::MutexUncontended | Workload::DiscoveryRegister | Workload::TypedCas => o.warmup + o.iters,
                 // Both of Curator's producers (awaited and background puts), together.
                 Workload::QueueThroughput => 2 * (o.warmup + o.queue_items),
+                Workload::QueueSharded => o.warmup + o.queue_items,
                 // The registration of the instances and the cache's load are in the count.
                 Workload::DiscoveryQuery => o.query_warmup + o.queries,
                 Workload::CachedCounter => o.clients * (o.warmup_cycles * o.cache_factor as usize + o.cached_values),
@@ -292,6 +294,7 @@ fn exit_error(workload: Workload, status: std::process::ExitStatus) -> BenchErro
                 Workload::CounterIncrement
                     | Workload::SharedCountCas
                     | Workload::QueueThroughput
+                    | Workload::QueueSharded
                     | Workload::CachedCounter
                     | Workload::TypedCas
             ) =>

@@ -19,7 +19,7 @@
 //! | `caches.rs` | the cache workloads: a large tree's load, events under a writer |
 //! | `contenders.rs` | one session's way of taking and giving back a lock, per implementation |
 //! | `values.rs` | the counters' and service discovery's contenders, and their raw floors |
-//! | `queues.rs` | the queue workload: a producer and a consumer |
+//! | `queues.rs` | the queue workloads: a producer and a consumer, on one queue or its shards |
 //! | `curator.rs` | the same workloads through Curator in a JVM |
 //! | `workloads.rs` | the environment, and each workload's lines |
 //! | `main.rs` | the run loop: rounds of each workload, its Curator line, the ratios |
@@ -253,6 +253,7 @@ async fn run_round(env: &Env, curator: &Curator, workload: Workload) -> Result<R
         Workload::CounterIncrement
             | Workload::SharedCountCas
             | Workload::QueueThroughput
+            | Workload::QueueSharded
             | Workload::DiscoveryRegister
             | Workload::DiscoveryQuery
             | Workload::CachedCounter

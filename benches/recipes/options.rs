@@ -21,7 +21,7 @@ usage: locks [options]
                             rwlock, many-waiters, leader-handoff, cache-load, cache-events,
                             counter-increment, shared-count-cas, queue-throughput,
                             discovery-register, discovery-query, many-locks, cached-counter,
-                            typed-cas, or all
+                            queue-sharded, typed-cas, or all
                             (default: all)
   --iters N                 mutex-uncontended, discovery-register, typed-cas: measured cycles
                             (default 3000)
@@ -44,8 +44,9 @@ usage: locks [options]
   --cache-factor N          cached-counter: values per block reserved (default 100)
   --cached-values N         cached-counter: measured values per client (default 20000; the
                             warmup is --warmup-cycles blocks)
-  --queue-items N           queue-throughput: measured items (default 1000; --warmup items
-                            go through first, unmeasured)
+  --queue-items N           queue-throughput, queue-sharded: measured items (default 1000;
+                            --warmup items go through first, unmeasured)
+  --queue-shards N          queue-sharded: shards of the queue (default 4)
   --instances N             discovery-query: registered instances (default 1000)
   --lock-paths N            many-locks: distinct lock paths, each taken once (default 10000)
   --queries N               discovery-query: measured queries without a cache (default 10)
@@ -108,6 +109,8 @@ pub(crate) struct Options {
     pub(crate) cache_factor: u32,
     pub(crate) cached_values: usize,
     pub(crate) queue_items: usize,
+    /// queue-sharded: the shards made before each line (the sharders add none).
+    pub(crate) queue_shards: usize,
     pub(crate) instances: usize,
     /// many-locks: distinct lock paths, each acquired and released once.
     pub(crate) lock_paths: usize,
@@ -151,6 +154,7 @@ impl Default for Options {
             cache_factor: 100,
             cached_values: 20_000,
             queue_items: 1_000,
+            queue_shards: 4,
             instances: 1_000,
             lock_paths: 10_000,
             queries: 10,
@@ -185,11 +189,12 @@ pub(crate) enum Workload {
     DiscoveryQuery,
     ManyLocks,
     CachedCounter,
+    QueueSharded,
     TypedCas,
 }
 
 impl Workload {
-    pub(crate) const ALL: [Workload; 16] = [
+    pub(crate) const ALL: [Workload; 17] = [
         Workload::MutexUncontended,
         Workload::MutexContended,
         Workload::Semaphore,
@@ -205,6 +210,7 @@ impl Workload {
         Workload::DiscoveryQuery,
         Workload::ManyLocks,
         Workload::CachedCounter,
+        Workload::QueueSharded,
         Workload::TypedCas,
     ];
 
@@ -225,6 +231,7 @@ impl Workload {
             Workload::DiscoveryQuery => "discovery-query",
             Workload::ManyLocks => "many-locks",
             Workload::CachedCounter => "cached-counter",
+            Workload::QueueSharded => "queue-sharded",
             Workload::TypedCas => "typed-cas",
         }
     }
@@ -296,6 +303,7 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
             "--cache-factor" => options.cache_factor = number(&flag, &value()?)?,
             "--cached-values" => options.cached_values = number(&flag, &value()?)?,
             "--queue-items" => options.queue_items = number(&flag, &value()?)?,
+            "--queue-shards" => options.queue_shards = number(&flag, &value()?)?,
             "--instances" => options.instances = number(&flag, &value()?)?,
             "--lock-paths" => options.lock_paths = number(&flag, &value()?)?,
             "--queries" => options.queries = number(&flag, &value()?)?,
@@ -327,6 +335,7 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
         || options.event_nodes == 0
         || options.event_passes == 0
         || options.queue_items == 0
+        || options.queue_shards == 0
         || options.instances == 0
         || options.lock_paths == 0
         || options.queries == 0
@@ -336,7 +345,7 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
         || options.cached_values == 0
     {
         return Err("--iters, --cycles, --clients, --max-leases, --rounds, --cache-nodes, --event-nodes, \
-                    --event-passes, --queue-items, --instances, --lock-paths, --queries, --cache-queries, \
+                    --event-passes, --queue-items, --queue-shards, --instances, --lock-paths, --queries, --cache-queries, \
                     --retry-sleep-ms, --cache-factor and --cached-values must be at least 1"
             .into());
     }

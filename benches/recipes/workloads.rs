@@ -592,6 +592,16 @@ pub(crate) async fn run_workload(env: &Env, workload: Workload) -> BenchResult<V
             env.remove_tree(&dir).await;
             env.remove_tree(&format!("{dir}-raw")).await;
         }
+        Workload::QueueSharded => {
+            let dir = env.dir(workload, "zk-recipes");
+            let before = || CountersAt::read(&env.server, env.proxy.as_ref());
+            let fill = |before: &CountersAt, line: &mut Measured| before.fill(&env.server, env.proxy.as_ref(), line);
+            let lines = queues::queue_sharded(o, &env.connect, &dir, before, fill).await;
+            for tree in [dir.clone(), format!("{dir}-raw"), format!("{dir}-leader")] {
+                env.remove_tree(&tree).await;
+            }
+            results.extend(lines?);
+        }
         Workload::DiscoveryRegister | Workload::DiscoveryQuery => results = discovery(env, workload).await?,
         Workload::TypedCas => results = typed_cas(env).await?,
     }

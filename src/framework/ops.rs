@@ -117,8 +117,9 @@ impl Framework {
 
     /// Creates every missing ancestor of `full_path` and, with `include_self`, the node itself,
     /// as empty container nodes with the provider's ACL (Curator's
-    /// `creatingParentContainersIfNeeded`). Existing nodes are left alone. All creates go out
-    /// back to back, so this costs one round trip.
+    /// `creatingParentContainersIfNeeded`). Existing nodes are left alone. Where only the
+    /// deepest level is missing (a new lock directory under an existing root, the usual case)
+    /// this is one create and one round trip; see [`create_levels`] for the rest.
     pub(crate) async fn ensure_containers(&self, full_path: &str, include_self: bool) -> Result<()> {
         self.ensure_levels(full_path, include_self, CreateMode::Container).await
     }
@@ -143,8 +144,7 @@ impl Framework {
             let (session, levels) = (self.session(), &levels);
             async move {
                 let session = session?;
-                levels.iter().for_each(|_| session.sent(Op::Create));
-                Ok(create_levels(&session.client, mode, levels).await?)
+                Ok(create_levels(&session, mode, levels).await?)
             }
         };
         // A level that exists when its create is sent can be gone by the time the next
@@ -169,9 +169,39 @@ impl Framework {
     }
 }
 
-/// Sends one create of `mode` (container or persistent) per level (with its ACL), back to back,
-/// and waits for all of them; levels that exist already are fine.
-async fn create_levels(client: &Client, mode: CreateMode, levels: &[(&str, &Vec<Acl>)]) -> Result<(), ZkError> {
+/// Makes the missing `levels` (top-down, each with its ACL) as nodes of `mode` (container or
+/// persistent); levels that exist already are fine.
+///
+/// The deepest level's create goes first, alone: where only it was missing, that one create
+/// makes it; where it exists, that one create is refused. Only when a level above it is
+/// missing too (`NoNode`) are the levels above read, back to back, and the missing ones
+/// created, back to back, from the top. A create refused with `NodeExists` is a write to the
+/// ensemble all the same (the leader logs and replicates an error transaction for it), where a
+/// read is answered by the server at hand: sending every level's create each time cost a lock
+/// on a new directory five refused writes at a depth of six.
+async fn create_levels(session: &Session, mode: CreateMode, levels: &[(&str, &Vec<Acl>)]) -> Result<(), ZkError> {
+    let Some((deepest, above)) = levels.split_last() else { return Ok(()) };
+    session.sent(Op::Create);
+    match create_all(&session.client, mode, std::slice::from_ref(deepest)).await {
+        Err(ZkError::NoNode) => {}
+        done => return done,
+    }
+    above.iter().for_each(|_| session.sent(Op::Exists));
+    let reads = above.iter().map(|(level, _)| session.client.check_stat(level));
+    let mut missing = Vec::with_capacity(levels.len());
+    for (level, stat) in above.iter().zip(futures::future::join_all(reads).await) {
+        if stat?.is_none() {
+            missing.push(*level);
+        }
+    }
+    missing.push(*deepest);
+    missing.iter().for_each(|_| session.sent(Op::Create));
+    create_all(&session.client, mode, &missing).await
+}
+
+/// Sends one create of `mode` per level (with its ACL), back to back, and waits for all of
+/// them; levels that exist already are fine.
+async fn create_all(client: &Client, mode: CreateMode, levels: &[(&str, &Vec<Acl>)]) -> Result<(), ZkError> {
     let options: Vec<_> = levels.iter().map(|(_, acl)| mode.with_acls(Acls::new(acl))).collect();
     let creates: Vec<_> =
         levels.iter().zip(&options).map(|((level, _), opts)| client.create(level, &[], opts)).collect();

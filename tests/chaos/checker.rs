@@ -16,7 +16,7 @@ fn resources() -> Vec<Resource> {
 }
 
 /// A hold at `ms` offsets from `base`: entered, told, exited, released (`None`: the node
-/// went with its session).
+/// went with its session). Its acquire began as it entered (see [`began`]).
 fn hold(
     base: Instant,
     resource: &str,
@@ -30,6 +30,7 @@ fn hold(
         holder: holder.into(),
         weight: 1,
         token,
+        began: at(entered),
         entered: at(entered),
         told: told.map(at),
         exited: at(exited),
@@ -149,6 +150,38 @@ fn fencing_tokens_must_increase_in_enter_order() {
     let shared =
         vec![hold(b, "rw", "r1", 12, (0, None, 100, Some(110))), hold(b, "rw", "r2", 11, (10, None, 100, Some(110)))];
     assert!(check(&resources(), &shared, None, b).is_ok());
+}
+
+/// `hold` with its acquire begun at `ms`.
+fn began(mut hold: Hold, base: Instant, ms: u64) -> Hold {
+    hold.began = base + Duration::from_millis(ms);
+    hold
+}
+
+#[test]
+fn semaphore_tokens_must_increase_over_every_lease_admitted_before_the_acquire_began() {
+    let b = Instant::now();
+    // Two acquires at once: the one admitted first (token 10) may return second.
+    let overlapping = vec![
+        began(hold(b, "s", "t1", 11, (50, None, 100, Some(110))), b, 0),
+        began(hold(b, "s", "t2", 10, (52, None, 100, Some(110))), b, 0),
+    ];
+    let report = check(&resources(), &overlapping, None, b);
+    assert!(report.is_ok(), "{:?}", report.violations);
+    assert_eq!(report.reordered_returns, 1);
+    // t2's acquire began after t1 entered: t1 was admitted first.
+    let after = vec![
+        began(hold(b, "s", "t1", 11, (50, None, 100, Some(110))), b, 0),
+        began(hold(b, "s", "t2", 10, (60, None, 100, Some(110))), b, 51),
+    ];
+    assert_eq!(kinds(&check(&resources(), &after, None, b)), ["c"]);
+    // The highest token admitted before counts, not only the last hold's.
+    let behind_an_older = vec![
+        began(hold(b, "s", "t1", 15, (10, None, 20, Some(21))), b, 0),
+        began(hold(b, "s", "t2", 16, (30, None, 40, Some(41))), b, 25),
+        began(hold(b, "s", "t3", 14, (60, None, 70, Some(71))), b, 50),
+    ];
+    assert_eq!(kinds(&check(&resources(), &behind_an_older, None, b)), ["c"]);
 }
 
 #[test]

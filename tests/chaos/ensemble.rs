@@ -416,6 +416,7 @@ async fn task_loop(
             Phase::Run => {}
         }
         let busy = Busy::enter(&shared.busy);
+        let began = Instant::now();
         // A phase change cancels a waiting acquire (dropping it is cancel-safe).
         let acquired = tokio::select! {
             acquired = lock.acquire() => acquired,
@@ -458,6 +459,7 @@ async fn task_loop(
             holder: name.clone(),
             weight,
             token,
+            began,
             entered,
             told,
             exited,
@@ -1540,7 +1542,8 @@ async fn run(seed: u64, steps: Vec<Step>, strategy: WaitStrategy, crowd: usize) 
     let errors = shared.errors.lock().unwrap().clone();
     eprintln!(
         "chaos seed {seed}: faults injected: server {:?}, client {:?}; {} acquisitions ({} per resource), \
-         {} lost signals, {} steals, smallest signal-before-steal margin {}; acquire errors {:?}; {} violations",
+         {} lost signals, {} steals, smallest signal-before-steal margin {}; acquire errors {:?}; \
+         {} returns out of token order among overlapping acquires; {} violations",
         faults.server,
         faults.client,
         report.acquisitions,
@@ -1549,6 +1552,7 @@ async fn run(seed: u64, steps: Vec<Step>, strategy: WaitStrategy, crowd: usize) 
         report.steals,
         report.min_signal_margin.map_or("n/a".into(), |m| format!("{:.3}s", m.as_secs_f64())),
         errors,
+        report.reordered_returns,
         report.violations.len(),
     );
     for steal in &report.steal_list {

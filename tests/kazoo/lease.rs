@@ -1,7 +1,8 @@
 //! `NonBlockingLease` and `MultiNonBlockingLease` against real servers: kazoo's record byte for
-//! byte, exclusion while a lease lasts, renewal by the same identifier, expiry, another
-//! format's record left alone, bad input, and attempts through a connection that keeps
-//! breaking (one identifier ever holds the lease, no lock node left behind).
+//! byte, exclusion while a lease lasts, renewal by the same identifier, expiry, giving a lease
+//! up by renewing it for no time, another format's record left alone, bad input, and attempts
+//! through a connection that keeps breaking (one identifier ever holds the lease, no lock node
+//! left behind).
 
 use crate::common;
 
@@ -55,6 +56,27 @@ async fn a_lease_is_one_identifiers_until_it_ends_and_renews() {
         assert!(end + Duration::from_secs(1) > before + HOUR && end <= SystemTime::now() + HOUR, "{end:?}");
         assert!(!NonBlockingLease::obtain(&fw, &fresh, HOUR, "host-d").await.unwrap().obtained());
         fw.delete(&fresh).recursive().await.unwrap();
+        fw.delete(&path).recursive().await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
+
+/// Neither kazoo nor this crate has a release: the holder renews for no time, and the lease
+/// ends at once (an end of now is not after now), for another identifier in the same second.
+#[tokio::test]
+async fn a_renewal_for_no_time_gives_the_lease_up() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
+        let path = unique_path("lease", "give-up");
+        assert!(NonBlockingLease::obtain_at(&fw, &path, HOUR, "host-a", at(T0)).await.unwrap().obtained());
+        let refused = NonBlockingLease::obtain_at(&fw, &path, HOUR, "host-b", at(T0 + 10)).await.unwrap();
+        assert!(!refused.obtained());
+        let given_up = NonBlockingLease::obtain_at(&fw, &path, Duration::ZERO, "host-a", at(T0 + 10)).await.unwrap();
+        assert_eq!(given_up.end(), Some(at(T0 + 10)), "renewed to end now");
+        let b = NonBlockingLease::obtain_at(&fw, &path, HOUR, "host-b", at(T0 + 10)).await.unwrap();
+        assert_eq!(b.end(), Some(at(T0 + 3610)), "free in the same second");
         fw.delete(&path).recursive().await.unwrap();
         fw.close().await;
     })

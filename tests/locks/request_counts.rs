@@ -26,6 +26,44 @@ fn assert_per_op(counts: &RequestCounts, cycles: u64, expected: &[(&str, u64)], 
     assert_eq!(got, want, "{what}: requests over {cycles} operations ({})", counts.per_op(cycles as usize));
 }
 
+/// A lock directory made under a root that exists costs one create, at any depth: only the
+/// missing level is written (a create the server refuses with `NodeExists` is a replicated
+/// write all the same). Where levels above it are missing too, they are read first, and no
+/// create is refused either.
+#[tokio::test]
+async fn a_new_lock_directory_costs_one_create_at_any_depth() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let (proxy, fw) = counted().await;
+        let root = format!("{}/a/b/c/d", unique_path("counts", "deep"));
+        fw.ensure_path(&root).await.unwrap();
+        let mutex = InterProcessMutex::new(&fw, &format!("{root}/lock")).unwrap();
+        let before = proxy.counts();
+        mutex.acquire().await.unwrap().release().await.unwrap();
+        let expected =
+            [("create2", 2), ("createContainer", 1), ("delete", 1), ("error:no-node", 2), ("getChildren", 2)];
+        assert_per_op(&proxy.counts().since(&before), 1, &expected, "a new directory five levels down");
+
+        // Two levels missing: the directory's create finds its parent missing, the six levels
+        // above it are read (the server answers `NoNode` for the missing one), and the two
+        // missing ones made.
+        let mutex = InterProcessMutex::new(&fw, &format!("{root}/x/y")).unwrap();
+        let before = proxy.counts();
+        mutex.acquire().await.unwrap().release().await.unwrap();
+        let expected = [
+            ("create2", 2),
+            ("createContainer", 3),
+            ("delete", 1),
+            ("error:no-node", 4),
+            ("exists", 6),
+            ("getChildren", 2),
+        ];
+        assert_per_op(&proxy.counts().since(&before), 1, &expected, "a new directory under a new parent");
+        fw.close().await;
+    })
+    .await;
+}
+
 /// An uncontended cycle: the first acquire sends the create with the listing right behind it;
 /// the second, having held the lock alone, adds a watch on the directory to its listing; from
 /// then on the create alone takes the lock (the fast path), so a cycle costs two requests,
