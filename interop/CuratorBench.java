@@ -10,7 +10,7 @@
 //
 //   WORKLOAD    mutex-uncontended | mutex-contended | semaphore | many-waiters | rwlock | leader-handoff
 //               | cache-load | cache-events | counter-increment | shared-count-cas | queue-throughput
-//               | discovery-register | discovery-query | cached-counter | queue-sharded
+//               | discovery-register | discovery-query | cached-counter | queue-sharded | typed-cas
 //   CYCLES      measured cycles: mutex-uncontended: in total (the bench's --iters); others: per
 //               session (--cycles); many-waiters splits them over the session's 8 threads,
 //               rounded up, as the Rust bench does
@@ -60,7 +60,13 @@
 // counter-increment's warm-up makes increments. At the end no value was handed out twice, and
 // every counter holds whole blocks, at least as many values as were handed out (exit 3
 // otherwise). discovery-register: one session, as mutex-uncontended,
-// registerService then unregisterService of one dynamic instance.
+// registerService then unregisterService of one dynamic instance. typed-cas: one session, as
+// mutex-uncontended, what curator-x-async's ModeledFramework with a JacksonModelSerializer does
+// for readAsZNode() then update(model, version) (curator-x-async is not packaged; its calls
+// underneath): getData().storingStatIn(stat) read with a Jackson ObjectReader for a small
+// `Config` record (FAIL_ON_UNKNOWN_PROPERTIES off, as JacksonModelSerializer), its revision + 1,
+// setData().withVersion(stat version) of ObjectWriter's bytes; read again after a
+// BadVersionException. At the end the record's revision must be the writes applied (exit 3).
 //
 // queue-throughput: a consumer's DistributedQueue on one session, a producer-only one
 // (putInBackground(false): a put returns once its node exists) on another; warm-solo +
@@ -577,6 +583,16 @@ public final class CuratorBench {
                 warmContended += warmSolo;
                 warmSolo = 0;
                 break;
+            case "typed-cas":
+                sessions = 1;
+                cycleLatency = true;
+                noSection = true;
+                maxHolders = Integer.MAX_VALUE;
+                valueRecipe = workload;
+                // One session, as mutex-uncontended: the measured record's own cycles warm it.
+                warmContended += warmSolo;
+                warmSolo = 0;
+                break;
             case "many-locks":
                 // Each cycle a new mutex on the next of many paths, taken once; the sessions
                 // share the numbering.
@@ -769,13 +785,16 @@ public final class CuratorBench {
                     "curator", perOp, gaveUp.get(), applied.get(path).get(), blocks);
             extra = String.format(Locale.ROOT, ",\"cache_factor\":%d,\"blocks\":%d", RecipeBench.cacheFactor, blocks);
         }
-        if (workload.equals("counter-increment") || workload.equals("shared-count-cas")) {
+        if (workload.equals("counter-increment") || workload.equals("shared-count-cas")
+                || workload.equals("typed-cas")) {
             long total = 0;
             try {
                 for (java.util.Map.Entry<String, AtomicLong> e : applied.entrySet()) {
                     // Counted from the value found when the counter object was made (a JIT
                     // warm-up counter is beside the measured directory and outlives a round).
-                    long value = RecipeBench.readCounter(frameworks.get(0), e.getKey(), workload.equals("counter-increment"))
+                    long value = (workload.equals("typed-cas")
+                            ? RecipeBench.readRevision(frameworks.get(0), e.getKey())
+                            : RecipeBench.readCounter(frameworks.get(0), e.getKey(), workload.equals("counter-increment")))
                             - baseline.get(e.getKey());
                     if (value != e.getValue().get()) {
                         fail(frameworks, 3, "OPS LOST OR APPLIED TWICE: " + e.getKey() + " holds " + value + " after "
@@ -1342,6 +1361,33 @@ public final class CuratorBench {
                             }
                         };
                     };
+                case "typed-cas":
+                    return (client, at, index) -> {
+                        try {
+                            client.create().creatingParentsIfNeeded().forPath(at, CONFIG_WRITER.writeValueAsBytes(Config.seed()));
+                        } catch (org.apache.zookeeper.KeeperException.NodeExistsException ignored) {
+                            // made by an earlier round
+                        }
+                        baseline.putIfAbsent(at, readRevision(client, at));
+                        AtomicLong count = applied.computeIfAbsent(at, k -> new AtomicLong());
+                        AtomicLong myTries = at.equals(measured) ? tries : new AtomicLong();
+                        return () -> {
+                            while (true) {
+                                org.apache.zookeeper.data.Stat stat = new org.apache.zookeeper.data.Stat();
+                                Config config = CONFIG_READER.readValue(client.getData().storingStatIn(stat).forPath(at));
+                                config.revision += 1;
+                                myTries.incrementAndGet();
+                                try {
+                                    client.setData().withVersion(stat.getVersion())
+                                            .forPath(at, CONFIG_WRITER.writeValueAsBytes(config));
+                                    count.incrementAndGet();
+                                    return NOTHING;
+                                } catch (org.apache.zookeeper.KeeperException.BadVersionException e) {
+                                    // another writer came first: read again
+                                }
+                            }
+                        };
+                    };
                 case "shared-count-cas":
                     return (client, at, index) -> {
                         org.apache.curator.framework.recipes.shared.SharedCount shared =
@@ -1398,6 +1444,40 @@ public final class CuratorBench {
         static org.apache.curator.x.discovery.ServiceInstance<Void> instance(int i) throws Exception {
             return org.apache.curator.x.discovery.ServiceInstance.<Void>builder().name(SERVICE)
                     .id(String.format(Locale.ROOT, "instance-%05d", i)).address("127.0.0.1").port(8080).build();
+        }
+
+        /** typed-cas's record: the fields of the Rust bench's `Config`, in the same order. */
+        public static final class Config {
+            public String name;
+            public long revision;
+            public int replicas;
+            public double ratio;
+            public boolean enabled;
+            public List<String> regions;
+            public String owner;
+
+            /** The record every typed-cas line starts from (revision 0). */
+            static Config seed() {
+                Config config = new Config();
+                config.name = "checkout";
+                config.replicas = 3;
+                config.ratio = 0.75;
+                config.enabled = true;
+                config.regions = Arrays.asList("eu-west", "us-east");
+                return config;
+            }
+        }
+
+        /** JacksonModelSerializer's mapper: a default ObjectMapper, unknown properties ignored. */
+        static final com.fasterxml.jackson.databind.ObjectMapper MAPPER = new com.fasterxml.jackson.databind.ObjectMapper()
+                .configure(com.fasterxml.jackson.databind.DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES, false);
+        static final com.fasterxml.jackson.databind.ObjectReader CONFIG_READER = MAPPER.readerFor(Config.class);
+        static final com.fasterxml.jackson.databind.ObjectWriter CONFIG_WRITER = MAPPER.writerFor(Config.class);
+
+        /** typed-cas: the record's revision. */
+        static long readRevision(CuratorFramework client, String path) throws Exception {
+            Config config = CONFIG_READER.readValue(client.getData().forPath(path));
+            return config.revision;
         }
 
         /** A counter's value: 8 big-endian bytes (atomic long) or 4 (shared count). */

@@ -69,7 +69,7 @@ pub use framework::{
 pub use framework::{BackgroundError, BackgroundErrorKind, BackgroundErrors, BackgroundEvent};
 pub use framework::{
     CreateBuilder, Created, Delete, Exists, ExistsWatched, Fence, GetChildren, GetChildrenWatched, GetChildrenWithStat,
-    GetData, GetDataWatched, OneshotWatch, OpResult, Parents, SetData, Transaction,
+    GetData, GetDataWatched, OneshotWatch, OpResult, Parents, SetData, Transaction, TransactionOp,
 };
 pub use framework::{Ensemble, EnsembleMember, Reconfig, ServerRole};
 pub use framework::{NodeEvent, NodeEventKind, WatchMode};

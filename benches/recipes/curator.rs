@@ -109,7 +109,7 @@ impl CuratorBench {
             Workload::MutexUncontended => (o.iters, o.warmup, o.hold),
             Workload::Semaphore => (o.cycles, o.warmup_cycles, o.sem_hold),
             Workload::RwLock => (o.cycles, o.warmup_cycles, o.rw_hold),
-            Workload::DiscoveryRegister => (o.iters, o.warmup, o.hold),
+            Workload::DiscoveryRegister | Workload::TypedCas => (o.iters, o.warmup, o.hold),
             Workload::QueueThroughput | Workload::QueueSharded => (o.queue_items, o.warmup, o.hold),
             Workload::DiscoveryQuery => (o.queries, o.query_warmup, o.hold),
             Workload::ManyLocks => (o.lock_paths.div_ceil(o.clients), o.warmup_cycles, o.hold),
@@ -189,7 +189,7 @@ impl CuratorBench {
             // --count-ops), session set-up and close included.
             let per_task = |n: usize| n.div_ceil(WAITERS_PER_SESSION);
             let total_ops = match workload {
-                Workload::MutexUncontended | Workload::DiscoveryRegister => o.warmup + o.iters,
+                Workload::MutexUncontended | Workload::DiscoveryRegister | Workload::TypedCas => o.warmup + o.iters,
                 // Both of Curator's producers (awaited and background puts), together.
                 Workload::QueueThroughput => 2 * (o.warmup + o.queue_items),
                 Workload::QueueSharded => o.warmup + o.queue_items,
@@ -296,6 +296,7 @@ fn exit_error(workload: Workload, status: std::process::ExitStatus) -> BenchErro
                     | Workload::QueueThroughput
                     | Workload::QueueSharded
                     | Workload::CachedCounter
+                    | Workload::TypedCas
             ) =>
         {
             BenchError::Miscounted(checked)

@@ -246,8 +246,8 @@ async fn run_round(env: &Env, curator: &Curator, workload: Workload) -> Result<R
     };
     eprintln!("[locks] {} through Curator ...", workload.name());
     let target = env.curator_target(workload);
-    // A counter, a queue or a registry starts empty in every round (the lock directories are
-    // containers, and the cache workloads share or renew their trees).
+    // A counter, a queue, a registry or a typed record starts afresh in every round (the lock
+    // directories are containers, and the cache workloads share or renew their trees).
     let fresh = matches!(
         workload,
         Workload::CounterIncrement
@@ -257,6 +257,7 @@ async fn run_round(env: &Env, curator: &Curator, workload: Workload) -> Result<R
             | Workload::DiscoveryRegister
             | Workload::DiscoveryQuery
             | Workload::CachedCounter
+            | Workload::TypedCas
     );
     if fresh {
         env.remove_tree(&target.dir).await;

@@ -21,10 +21,11 @@ usage: locks [options]
                             rwlock, many-waiters, leader-handoff, cache-load, cache-events,
                             counter-increment, shared-count-cas, queue-throughput,
                             discovery-register, discovery-query, many-locks, cached-counter,
-                            queue-sharded, or all
+                            queue-sharded, typed-cas, or all
                             (default: all)
-  --iters N                 mutex-uncontended measured cycles (default 3000)
-  --warmup N                mutex-uncontended warmup cycles (default 1000)
+  --iters N                 mutex-uncontended, discovery-register, typed-cas: measured cycles
+                            (default 3000)
+  --warmup N                their warmup cycles (default 1000)
   --clients N               sessions for the contended workloads (default 4)
   --cycles N                measured acquisitions (leader-handoff: terms) per client (default 400)
   --warmup-cycles N         warmup acquisitions per client (default 20)
@@ -189,10 +190,11 @@ pub(crate) enum Workload {
     ManyLocks,
     CachedCounter,
     QueueSharded,
+    TypedCas,
 }
 
 impl Workload {
-    pub(crate) const ALL: [Workload; 16] = [
+    pub(crate) const ALL: [Workload; 17] = [
         Workload::MutexUncontended,
         Workload::MutexContended,
         Workload::Semaphore,
@@ -209,6 +211,7 @@ impl Workload {
         Workload::ManyLocks,
         Workload::CachedCounter,
         Workload::QueueSharded,
+        Workload::TypedCas,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -229,6 +232,7 @@ impl Workload {
             Workload::ManyLocks => "many-locks",
             Workload::CachedCounter => "cached-counter",
             Workload::QueueSharded => "queue-sharded",
+            Workload::TypedCas => "typed-cas",
         }
     }
 

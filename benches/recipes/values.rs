@@ -1,5 +1,6 @@
 //! The contenders of the recipes that are not locks: a `DistributedAtomicLong` incremented,
-//! a `CachedAtomicLong`'s values taken, a `SharedCount` compare-and-set, a service instance registered and unregistered, a service's
+//! a `CachedAtomicLong`'s values taken, a `SharedCount` compare-and-set, a typed node's JSON
+//! record read and compared-and-set, a service instance registered and unregistered, a service's
 //! instances queried (with and without a `ServiceCache`), each beside its raw floor.
 
 use std::collections::HashSet;
@@ -10,13 +11,43 @@ use std::time::{Duration, Instant};
 use zk_recipes::discovery::{ServiceCache, ServiceDiscovery, ServiceInstance};
 use zk_recipes::protocol::values::{decode_atomic_long, decode_count, encode_count, encode_long};
 use zk_recipes::zk::{self, Acls, CreateMode};
-use zk_recipes::{CachedAtomicLong, DistributedAtomicLong, Framework, SharedCount};
+use zk_recipes::{CachedAtomicLong, Codec, DistributedAtomicLong, Framework, JsonCodec, ModeledFramework, SharedCount};
 
 use crate::contenders::{stall_guard, Cycle, CycleTimes};
 use crate::report::{BenchError, BenchResult, Exclusion};
 
 /// The service every discovery contender registers or queries.
 pub(crate) const SERVICE: &str = "bench";
+
+/// typed-cas's record: a small configuration, the fields of the Java `Config` of
+/// `interop/CuratorBench.java` in the same order, so both sides write the same JSON (a default
+/// Jackson `ObjectMapper`'s, which `JsonCodec` writes byte for byte).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Config {
+    pub(crate) name: String,
+    /// Raised by one at every write applied: at the end, the number of writes.
+    pub(crate) revision: i64,
+    pub(crate) replicas: i32,
+    pub(crate) ratio: f64,
+    pub(crate) enabled: bool,
+    pub(crate) regions: Vec<String>,
+    pub(crate) owner: Option<String>,
+}
+
+impl Config {
+    /// The record every typed-cas line starts from (revision 0).
+    pub(crate) fn seed() -> Config {
+        Config {
+            name: "checkout".to_owned(),
+            revision: 0,
+            replicas: 3,
+            ratio: 0.75,
+            enabled: true,
+            regions: vec!["eu-west".to_owned(), "us-east".to_owned()],
+            owner: None,
+        }
+    }
+}
 
 /// The tries of a counter line's contenders, shared (warmup included).
 #[derive(Debug, Default)]
@@ -97,6 +128,12 @@ pub(crate) enum ValueContender {
     /// The shared count's algorithm with plain calls: setData at the version last seen;
     /// getData after a conflict. No watch (the library's copy follows the node with one).
     RawSharedCount { client: zk::Client, path: String, seen: Option<(i32, i32)>, attempts: Arc<Attempts> },
+    /// `config.read()`, the record with its revision + 1 written by
+    /// `config.compare_and_set(&next, read.stat.version)`; read again after a `BadVersion`.
+    Typed { framework: Framework, config: ModeledFramework<Config>, attempts: Arc<Attempts> },
+    /// The typed line's cycle with plain calls and the same codec: getData, decode, revision +
+    /// 1, encode, setData at the version read.
+    RawTyped { client: zk::Client, path: String, attempts: Arc<Attempts> },
     /// `register(&instance)`, then `unregister(name, id)`.
     Register { framework: Framework, discovery: ServiceDiscovery, instance: ServiceInstance },
     /// An ephemeral create of the instance's JSON, then its delete.
@@ -198,6 +235,34 @@ impl ValueContender {
                     Err(e) => return Err(e.into()),
                 }
             },
+            ValueContender::Typed { config, attempts, .. } => loop {
+                let read = stall_guard(config.read()).await??;
+                let mut next = read.value;
+                next.revision += 1;
+                attempts.tries.fetch_add(1, Ordering::Relaxed);
+                match stall_guard(config.compare_and_set(&next, read.stat.version)).await? {
+                    Ok(_) => {
+                        attempts.succeeded.fetch_add(1, Ordering::Relaxed);
+                        return Ok(());
+                    }
+                    Err(zk_recipes::Error::BadVersion { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            },
+            ValueContender::RawTyped { client, path, attempts } => loop {
+                let (data, stat) = client.get_data(path).await?;
+                let mut next = decode_config(path, &data)?;
+                next.revision += 1;
+                attempts.tries.fetch_add(1, Ordering::Relaxed);
+                match client.set_data(path, &encode_config(&next)?, Some(stat.version)).await {
+                    Ok(_) => {
+                        attempts.succeeded.fetch_add(1, Ordering::Relaxed);
+                        return Ok(());
+                    }
+                    Err(zk::Error::BadVersion) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            },
             ValueContender::Register { discovery, instance, .. } => {
                 stall_guard(discovery.register(instance)).await??;
                 discovery.unregister(&instance.name, &instance.id).await?;
@@ -287,6 +352,7 @@ impl Cycle for ValueContender {
             ValueContender::Atomic { framework, .. }
             | ValueContender::Cached { framework, .. }
             | ValueContender::SharedCount { framework, .. }
+            | ValueContender::Typed { framework, .. }
             | ValueContender::Query { framework, .. } => framework.close().await,
             ValueContender::Register { framework, discovery, .. } => {
                 discovery.close().await?;
@@ -299,6 +365,7 @@ impl Cycle for ValueContender {
             ValueContender::RawAtomic { .. }
             | ValueContender::RawCached { .. }
             | ValueContender::RawSharedCount { .. }
+            | ValueContender::RawTyped { .. }
             | ValueContender::RawRegister { .. }
             | ValueContender::RawQuery { .. } => {}
         }
@@ -319,6 +386,16 @@ pub(crate) async fn read_long(client: &zk::Client, path: &str) -> BenchResult<i6
 pub(crate) async fn read_count(client: &zk::Client, path: &str) -> BenchResult<i32> {
     let (data, _) = client.get_data(path).await?;
     decode_count(&data).map_err(|e| BenchError::Failed(format!("{path}: {}", e.found)))
+}
+
+/// `config`'s JSON ([`JsonCodec`], as the typed line writes it).
+pub(crate) fn encode_config(config: &Config) -> BenchResult<Vec<u8>> {
+    JsonCodec.encode(config).map_err(|e| BenchError::Failed(format!("encoding the typed-cas record: {e}")))
+}
+
+/// The record in the JSON at `path`.
+pub(crate) fn decode_config(path: &str, data: &[u8]) -> BenchResult<Config> {
+    JsonCodec.decode(data).map_err(|e| BenchError::Failed(format!("{path}: not the typed-cas record: {e}")))
 }
 
 /// Instance `i` of [`SERVICE`], as every discovery line registers it.

@@ -84,7 +84,7 @@ pub(crate) use self::session::Session;
 pub use self::state::{ConnectionState, ConnectionStateErrorPolicy, StateSnapshot};
 use self::state_manager::Timing;
 pub use self::temp::TempFramework;
-pub use self::transaction::{Fence, OpResult, Transaction};
+pub use self::transaction::{Fence, OpResult, Transaction, TransactionOp};
 pub(crate) use self::watch_table::Registered;
 pub use self::watch_table::{NodeEvent, NodeEventKind, WatchMode};
 pub use self::write::{Delete, SetData};

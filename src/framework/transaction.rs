@@ -1,5 +1,6 @@
 //! Transactions ([`Framework::transaction`]): creates, writes, deletes and version checks
-//! committed all-or-nothing in one `multi` request, and fenced writes ([`Fence`]).
+//! committed all-or-nothing in one `multi` request, operations made apart ([`TransactionOp`]),
+//! and fenced writes ([`Fence`]).
 
 use std::time::Duration;
 
@@ -61,7 +62,7 @@ pub enum OpResult {
     Checked,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Op {
     Create { path: String, data: Vec<u8>, mode: CreateMode, ttl: Option<Duration>, acl: Option<Vec<Acl>> },
     SetData { path: String, data: Vec<u8>, version: i32 },
@@ -76,6 +77,50 @@ impl Op {
                 path
             }
         }
+    }
+}
+
+/// One operation made apart from a transaction (Curator's `CuratorOp`): a typed node's
+/// `create_op`, `update_op`, `delete_op` or `check_exists_op` (`ModeledFramework`, feature
+/// `serde`), with its bytes already encoded. Add it to a transaction with
+/// [`Transaction::add_op`], among untyped operations, or commit several with
+/// `ModeledFramework::in_transaction`.
+///
+/// Its path is namespace-stripped, as every path given to a framework: it is taken in the
+/// namespace of the transaction it is added to, so add it to a transaction of the framework it
+/// was made with (or of one with the same namespace).
+#[derive(Debug, Clone)]
+pub struct TransactionOp(Op);
+
+impl TransactionOp {
+    /// The node's path (namespace stripped).
+    pub fn path(&self) -> &str {
+        self.0.path()
+    }
+}
+
+#[cfg(feature = "serde")]
+impl TransactionOp {
+    pub(crate) fn create(
+        path: String,
+        data: Vec<u8>,
+        mode: CreateMode,
+        ttl: Option<Duration>,
+        acl: Option<Vec<Acl>>,
+    ) -> Self {
+        TransactionOp(Op::Create { path, data, mode, ttl, acl })
+    }
+
+    pub(crate) fn set_data(path: String, data: Vec<u8>, version: i32) -> Self {
+        TransactionOp(Op::SetData { path, data, version })
+    }
+
+    pub(crate) fn delete(path: String, version: i32) -> Self {
+        TransactionOp(Op::Delete { path, version })
+    }
+
+    pub(crate) fn check(path: String, version: i32) -> Self {
+        TransactionOp(Op::Check { path, version, fence: false })
     }
 }
 
@@ -151,6 +196,15 @@ impl<'a> Transaction<'a> {
     /// (`NoNode` or `BadVersion` inside).
     pub fn check(self, path: &str) -> Self {
         self.push(Op::Check { path: path.to_owned(), version: -1, fence: false })
+    }
+
+    /// Adds an operation made apart (Curator's `forOperations`): a typed node's `create_op`,
+    /// `update_op`, ... ([`TransactionOp`], feature `serde`). It mixes with
+    /// the operations above in one commit; [`version`](Self::version) after it applies to a
+    /// write, delete or check as after [`set_data`](Self::set_data).
+    #[doc(alias = "forOperations", alias = "for_operations", alias = "add")]
+    pub fn add_op(self, op: TransactionOp) -> Self {
+        self.push(op.0)
     }
 
     /// The version the operation just added expects (Curator's `withVersion`): the

@@ -10,7 +10,7 @@ use super::codec::{Codec, JsonCodec};
 use super::spec::ModelSpec;
 use super::zpath::ZPath;
 use crate::error::{Error, Result, ZkError};
-use crate::framework::{Created, Framework};
+use crate::framework::{Created, Framework, OpResult, Transaction, TransactionOp};
 
 /// A typed node as read: its path, its stat and its value (Curator's `ZNode`).
 #[derive(Debug, Clone, PartialEq)]
@@ -55,6 +55,32 @@ pub struct ZNode<T> {
 ///
 /// Operations need a resolved path (every parameter given), except [`ids`](Self::ids), which
 /// lists the values of the path's last parameter, and [`cached`](Self::cached).
+///
+/// Typed writes also go into transactions (Curator's `createOp`, `updateOp`, `deleteOp`,
+/// `checkExistsOp` and `inTransaction`): [`create_op`](Self::create_op),
+/// [`update_op`](Self::update_op), [`delete_op`](Self::delete_op) and
+/// [`check_exists_op`](Self::check_exists_op) make [`TransactionOp`]s with the bytes and
+/// options the typed calls write, which [`Transaction::add_op`] mixes with untyped operations
+/// and [`in_transaction`](Self::in_transaction) commits:
+///
+/// ```no_run
+/// # async fn example(fw: zk_recipes::Framework) -> zk_recipes::Result<()> {
+/// # use serde::{Deserialize, Serialize};
+/// # use zk_recipes::{ModelSpec, ModeledFramework, ZPath};
+/// # #[derive(Serialize, Deserialize)] struct Order { id: u64, item: String }
+/// # #[derive(Serialize, Deserialize)] struct Stock { tea: u32 }
+/// let orders: ModeledFramework<Order> = ModeledFramework::new(&fw, ModelSpec::new(ZPath::parse_with_ids("/orders/{id}")?));
+/// let stock: ModeledFramework<Stock> = ModeledFramework::new(&fw, ModelSpec::new(ZPath::parse("/stock")?));
+///
+/// let seen = stock.read().await?;
+/// fw.transaction()
+///     .add_op(orders.resolved([43])?.create_op(&Order { id: 43, item: "tea".into() })?)
+///     .add_op(stock.update_op_with_version(&Stock { tea: seen.value.tea - 1 }, seen.stat.version)?)
+///     .set_data("/orders", b"last=43") // untyped operations mix in
+///     .commit()
+///     .await?; // all three, or none (`TransactionFailed` with BadVersion: the stock moved)
+/// # Ok(()) }
+/// ```
 pub struct ModeledFramework<T, C = JsonCodec> {
     framework: Framework,
     spec: ModelSpec<T, C>,
@@ -209,6 +235,117 @@ impl<T, C: Codec<T>> ModeledFramework<T, C> {
     /// A cancelled write may still happen on the server.
     pub async fn compare_and_set(&self, value: &T, version: i32) -> Result<Stat> {
         self.write(value, version).await
+    }
+
+    /// `value`'s bytes as [`create`](Self::create) and [`set`](Self::set) store them:
+    /// encoded, then compressed when the spec (or the framework's default) says so.
+    fn stored(&self, value: &T) -> Result<Vec<u8>> {
+        let data = self.encode(value)?;
+        Ok(if self.compress() { crate::protocol::gzip::compress(&data) } else { data })
+    }
+
+    /// A create of the node with `value`, for a transaction (Curator's `createOp(model)`): the
+    /// bytes [`create`](Self::create) writes (codec, compression) with the spec's mode, ACL
+    /// (or the ACL provider's) and TTL. Parents are not created, whatever the spec's
+    /// [`parents`](ModelSpec::parents): they must exist or be created earlier in the
+    /// transaction (as Curator's `createOp`). A TTL misuse is refused by the commit.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for an unresolved path; [`Error::InvalidArgument`] for a value
+    /// the codec refuses, or a [`protected`](ModelSpec::protected) spec (a protected name is
+    /// found again after a connection loss by a retry, and a transaction is not retried then).
+    #[doc(alias = "createOp")]
+    pub fn create_op(&self, value: &T) -> Result<TransactionOp> {
+        let path = self.node_path()?;
+        if self.spec.protected {
+            return Err(Error::invalid_argument(
+                "spec",
+                "a protected create cannot be a transaction's operation (its name is found again by a retry)",
+            ));
+        }
+        let data = self.stored(value)?;
+        Ok(TransactionOp::create(path, data, self.spec.mode, self.spec.ttl, self.spec.acl.clone()))
+    }
+
+    /// A write of `value` at any version, for a transaction (Curator's `updateOp(model)`): the
+    /// bytes [`set`](Self::set) writes.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for an unresolved path; [`Error::InvalidArgument`] for a value
+    /// the codec refuses.
+    #[doc(alias = "updateOp")]
+    pub fn update_op(&self, value: &T) -> Result<TransactionOp> {
+        self.update_op_with_version(value, -1)
+    }
+
+    /// A write of `value` only at `version` (`stat.version` of a [`read`](Self::read)), for a
+    /// transaction (Curator's `updateOp(model, version)`): the bytes
+    /// [`compare_and_set`](Self::compare_and_set) writes. At another version the whole
+    /// transaction fails, with `BadVersion` inside [`Error::TransactionFailed`].
+    ///
+    /// # Errors
+    /// As [`update_op`](Self::update_op).
+    #[doc(alias = "updateOp")]
+    pub fn update_op_with_version(&self, value: &T, version: i32) -> Result<TransactionOp> {
+        let path = self.node_path()?;
+        Ok(TransactionOp::set_data(path, self.stored(value)?, version))
+    }
+
+    /// A delete of the node at any version, for a transaction (Curator's `deleteOp()`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for an unresolved path.
+    #[doc(alias = "deleteOp")]
+    pub fn delete_op(&self) -> Result<TransactionOp> {
+        self.delete_op_with_version(-1)
+    }
+
+    /// A delete of the node only at `version`, for a transaction (Curator's
+    /// `deleteOp(version)`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for an unresolved path.
+    #[doc(alias = "deleteOp")]
+    pub fn delete_op_with_version(&self, version: i32) -> Result<TransactionOp> {
+        Ok(TransactionOp::delete(self.node_path()?, version))
+    }
+
+    /// A check that the node exists, for a transaction (Curator's `checkExistsOp()`): the
+    /// transaction fails with `NoNode` inside [`Error::TransactionFailed`] when it does not.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for an unresolved path.
+    #[doc(alias = "checkExistsOp")]
+    pub fn check_exists_op(&self) -> Result<TransactionOp> {
+        self.check_exists_op_with_version(-1)
+    }
+
+    /// A check that the node is at `version`, for a transaction (Curator's
+    /// `checkExistsOp(version)`): a compare without a write.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for an unresolved path.
+    #[doc(alias = "checkExistsOp")]
+    pub fn check_exists_op_with_version(&self, version: i32) -> Result<TransactionOp> {
+        Ok(TransactionOp::check(self.node_path()?, version))
+    }
+
+    /// Commits `ops` in one transaction of this framework (Curator's `inTransaction(ops)`):
+    /// all are applied, or none. The ops may come from typed nodes of other models on the same
+    /// framework; a transaction that also needs untyped operations is
+    /// [`Framework::transaction`] with [`Transaction::add_op`].
+    ///
+    /// # Errors
+    /// As [`Transaction::commit`]: [`Error::InvalidArgument`] for no ops;
+    /// [`Error::TransactionFailed`] with the failing op's index, path and error (`BadVersion`
+    /// for a stale version, `NodeExists`, `NoNode`); [`Error::OutcomeUnknown`].
+    ///
+    /// # Cancel safety
+    /// As [`Transaction::commit`]: a cancelled commit may still be applied (all of it, or
+    /// nothing).
+    #[doc(alias = "inTransaction")]
+    pub async fn in_transaction(&self, ops: impl IntoIterator<Item = TransactionOp>) -> Result<Vec<OpResult>> {
+        ops.into_iter().fold(self.framework.transaction(), Transaction::add_op).commit().await
     }
 
     async fn write(&self, value: &T, version: i32) -> Result<Stat> {

@@ -3,7 +3,9 @@
 //! `ModeledFramework`; the JSON is what Curator's `JacksonModelSerializer` writes for the same
 //! record (a fixture of Jackson 2.14's output); a `ModeledCache` keeps each node's last value
 //! that decoded and reports every one that did not; compressed specs and a compressing
-//! framework store gzip while the recipes stay uncompressed; a `TypedSharedValue`.
+//! framework store gzip while the recipes stay uncompressed; a `TypedSharedValue`; typed
+//! transaction operations (`create_op`, `update_op`, ...) committed with untyped ones, all or
+//! nothing, with the bytes the typed calls write.
 #![cfg(feature = "serde")]
 
 use crate::common;
@@ -13,9 +15,10 @@ use common::timing::{EVENT, LIMIT, SESSION};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use zk_recipes::protocol::gzip;
+use zk_recipes::zk::{CreateMode, Error as ZkError};
 use zk_recipes::{
-    Codec, Error, Framework, JsonCodec, ModelSpec, ModeledCacheEvent, ModeledCacheEvents, ModeledFramework, Parents,
-    SharedCount, TypedSharedValue, ZPath,
+    Codec, CodecError, Error, Framework, JsonCodec, ModelSpec, ModeledCacheEvent, ModeledCacheEvents, ModeledFramework,
+    OpResult, Parents, SharedCount, TypedSharedValue, ZPath,
 };
 
 /// The record of the fixtures: the fields of the Java `Order` in `interop/CuratorPeer.java`,
@@ -387,6 +390,181 @@ async fn the_specs_create_options_apply() {
             ModeledFramework::<Order>::new(&fw, member.spec().with_path(ZPath::parse(&created.path).unwrap()));
         assert_eq!(at_created.read().await.unwrap().value, order(2, "y"));
         fw.delete(&root).recursive().await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn typed_ops_commit_together_with_untyped_ones_and_write_what_the_typed_calls_write() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
+        let root = unique_path("typed", "tx");
+        // A transaction creates no parents (nor does Curator's createOp).
+        fw.create(&root).await.unwrap();
+        let orders = orders_at(&fw, &root);
+        let three = orders.resolved([3]).unwrap();
+        three.create(&order(3, "tea")).await.unwrap();
+        let seen = three.read().await.unwrap();
+
+        let results = fw
+            .transaction()
+            .add_op(orders.resolved([1]).unwrap().create_op(&order(1, "milk")).unwrap())
+            .add_op(orders.resolved([2]).unwrap().create_op(&order(2, "juice")).unwrap())
+            .add_op(three.update_op_with_version(&order(3, "coffee"), seen.stat.version).unwrap())
+            .set_data(&root, b"untyped")
+            .commit()
+            .await
+            .unwrap();
+        assert_eq!(results.len(), 4);
+        assert!(matches!(&results[0], OpResult::Created { path, .. } if *path == format!("{root}/1")), "{results:?}");
+        assert!(matches!(&results[1], OpResult::Created { path, .. } if *path == format!("{root}/2")), "{results:?}");
+        assert!(matches!(&results[2], OpResult::DataSet { stat } if stat.version == 1), "{results:?}");
+        assert_eq!(orders.resolved([1]).unwrap().read().await.unwrap().value, order(1, "milk"));
+        assert_eq!(orders.resolved([2]).unwrap().read().await.unwrap().value, order(2, "juice"));
+        assert_eq!(three.read().await.unwrap().value, order(3, "coffee"));
+        assert_eq!(fw.get_data(&root).await.unwrap().0, b"untyped");
+        let raw = fw.get_data(&format!("{root}/1")).await.unwrap().0;
+        assert_eq!(raw, JsonCodec.encode(&order(1, "milk")).unwrap(), "the bytes create writes");
+
+        // A compressed spec: the op's bytes are those the typed create stores.
+        let spec = ModelSpec::new(ZPath::parse(&root).unwrap().child_parameter("name").unwrap()).compressed();
+        let zipped: ModeledFramework<Order> = ModeledFramework::new(&fw, spec);
+        zipped.resolved(["by-create"]).unwrap().create(&order(7, "tea")).await.unwrap();
+        let op = zipped.resolved(["by-op"]).unwrap().create_op(&order(7, "tea")).unwrap();
+        assert_eq!(op.path(), format!("{root}/by-op"));
+        zipped.in_transaction([op]).await.unwrap();
+        let (by_create, by_op) = (
+            fw.get_data(&format!("{root}/by-create")).await.unwrap().0,
+            fw.get_data(&format!("{root}/by-op")).await.unwrap().0,
+        );
+        assert_eq!(by_op, by_create);
+        assert_eq!(gzip::decompress(&by_op).unwrap(), JsonCodec.encode(&order(7, "tea")).unwrap());
+        assert_eq!(zipped.resolved(["by-op"]).unwrap().read().await.unwrap().value, order(7, "tea"));
+
+        // in_transaction: deletes and checks, with and without versions.
+        let one = orders.resolved([1]).unwrap();
+        let results = orders
+            .in_transaction([
+                one.check_exists_op_with_version(0).unwrap(),
+                one.delete_op_with_version(0).unwrap(),
+                three.check_exists_op().unwrap(),
+                orders.resolved([2]).unwrap().delete_op().unwrap(),
+                three.update_op(&order(3, "water")).unwrap(),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(results[..4], [OpResult::Checked, OpResult::Deleted, OpResult::Checked, OpResult::Deleted]);
+        assert_eq!(one.exists().await.unwrap(), None);
+        assert_eq!(three.read().await.unwrap().value.item, "water");
+        fw.delete(&root).recursive().await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_stale_typed_version_commits_nothing_and_fails_as_the_untyped_transaction() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
+        let root = unique_path("typed", "tx-stale");
+        fw.create(&root).await.unwrap();
+        let orders = orders_at(&fw, &root);
+        let three = orders.resolved([3]).unwrap();
+        three.create(&order(3, "tea")).await.unwrap();
+        let seen = three.read().await.unwrap();
+        three.set(&order(3, "moved on")).await.unwrap();
+        let three_path = format!("{root}/3");
+
+        let typed = fw
+            .transaction()
+            .add_op(orders.resolved([1]).unwrap().create_op(&order(1, "milk")).unwrap())
+            .add_op(orders.resolved([2]).unwrap().create_op(&order(2, "juice")).unwrap())
+            .add_op(three.update_op_with_version(&order(3, "coffee"), seen.stat.version).unwrap())
+            .commit()
+            .await
+            .unwrap_err();
+        let untyped = fw
+            .transaction()
+            .create(&format!("{root}/1"), &JsonCodec.encode(&order(1, "milk")).unwrap(), CreateMode::Persistent)
+            .create(&format!("{root}/2"), &JsonCodec.encode(&order(2, "juice")).unwrap(), CreateMode::Persistent)
+            .set_data(&three_path, &JsonCodec.encode(&order(3, "coffee")).unwrap())
+            .version(seen.stat.version)
+            .commit()
+            .await
+            .unwrap_err();
+        for err in [&typed, &untyped] {
+            assert!(
+                matches!(err, Error::TransactionFailed { index: 2, path, error: ZkError::BadVersion } if *path == three_path),
+                "{err:?}"
+            );
+        }
+        let stale = orders
+            .in_transaction([
+                orders.resolved([1]).unwrap().create_op(&order(1, "milk")).unwrap(),
+                three.check_exists_op_with_version(seen.stat.version).unwrap(),
+            ])
+            .await
+            .unwrap_err();
+        assert!(matches!(stale, Error::TransactionFailed { index: 1, error: ZkError::BadVersion, .. }), "{stale:?}");
+
+        assert_eq!(children(&fw, &root).await, ["3"], "no create was applied");
+        assert_eq!(three.read().await.unwrap().value.item, "moved on");
+        fw.delete(&root).recursive().await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
+
+/// A codec that refuses every value.
+struct Refusing;
+
+impl Codec<Order> for Refusing {
+    fn encode(&self, _: &Order) -> Result<Vec<u8>, CodecError> {
+        Err("refused".into())
+    }
+    fn decode(&self, _: &[u8]) -> Result<Order, CodecError> {
+        Err("refused".into())
+    }
+    fn name(&self) -> &'static str {
+        "nothing"
+    }
+}
+
+#[tokio::test]
+async fn bad_typed_ops_are_typed_errors() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
+        let root = unique_path("typed", "tx-bad");
+        let orders = orders_at(&fw, &root);
+        // An unresolved template names no node.
+        assert!(matches!(orders.create_op(&order(1, "x")), Err(Error::InvalidPath { .. })));
+        assert!(matches!(orders.update_op(&order(1, "x")), Err(Error::InvalidPath { .. })));
+        assert!(matches!(orders.update_op_with_version(&order(1, "x"), 0), Err(Error::InvalidPath { .. })));
+        assert!(matches!(orders.delete_op(), Err(Error::InvalidPath { .. })));
+        assert!(matches!(orders.delete_op_with_version(0), Err(Error::InvalidPath { .. })));
+        assert!(matches!(orders.check_exists_op(), Err(Error::InvalidPath { .. })));
+        assert!(matches!(orders.check_exists_op_with_version(0), Err(Error::InvalidPath { .. })));
+
+        // A value the codec refuses; a protected spec.
+        let node = ZPath::parse(&format!("{root}/n")).unwrap();
+        let refusing = ModeledFramework::new(&fw, ModelSpec::with_codec(node.clone(), Refusing));
+        assert!(matches!(refusing.create_op(&order(1, "x")), Err(Error::InvalidArgument { name: "value", .. })));
+        assert!(matches!(refusing.update_op(&order(1, "x")), Err(Error::InvalidArgument { name: "value", .. })));
+        let protected: ModeledFramework<Order> = ModeledFramework::new(&fw, ModelSpec::new(node.clone()).protected());
+        assert!(matches!(protected.create_op(&order(1, "x")), Err(Error::InvalidArgument { name: "spec", .. })));
+
+        // Refused by the commit, before anything is sent: no ops, a TTL on an ephemeral node.
+        let none = orders.in_transaction([]).await;
+        assert!(matches!(none, Err(Error::InvalidArgument { name: "transaction", .. })), "{none:?}");
+        let spec = ModelSpec::new(node).mode(CreateMode::Ephemeral).ttl(std::time::Duration::from_secs(5));
+        let ttl: ModeledFramework<Order> = ModeledFramework::new(&fw, spec);
+        let refused = ttl.in_transaction([ttl.create_op(&order(1, "x")).unwrap()]).await;
+        assert!(matches!(refused, Err(Error::InvalidArgument { name: "ttl", .. })), "{refused:?}");
+        assert_eq!(fw.exists(&root).await.unwrap(), None, "nothing was written");
         fw.close().await;
     })
     .await;

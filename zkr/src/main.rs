@@ -5,7 +5,8 @@
 //! holder to let go (Curator's revocation message); `zkr demo` runs the two classic lock
 //! scenarios and checks them; `zkr watch`, `zkr services`, `zkr counter`, `zkr barrier` and
 //! `zkr queue` show a subtree's changes, registered service instances, a counter's value, a
-//! barrier's state and a queue's items.
+//! barrier's state and a queue's items; `zkr get` shows one node's data, decompressed and
+//! indented.
 
 mod barrier;
 mod connect;
@@ -13,6 +14,7 @@ mod counter;
 mod decode;
 mod demo;
 mod exit;
+mod get;
 mod locks;
 mod queue;
 mod render;
@@ -44,7 +46,7 @@ Exit codes:
   7  zkr demo: a check failed (two holders at once, unpaired lines, too many leases)";
 
 /// Inspect ZooKeeper recipes (zk-recipes and Apache Curator alike): locks, a subtree's changes,
-/// service instances, counters, barriers and queues; and run the zk-recipes demo.
+/// service instances, counters, barriers, queues and a node's data; and run the zk-recipes demo.
 #[derive(Debug, Parser)]
 #[command(name = "zkr", version, after_help = EXIT_CODES, term_width = 100)]
 struct Cli {
@@ -174,6 +176,17 @@ enum Command {
     /// ID, PRIORITY, or DUE (UTC, and due in or overdue by, from this machine's clock).
     #[command(after_help = EXIT_CODES)]
     Queue(queue::Args),
+
+    /// Show a node's data, decoded: gzip decompressed, JSON indented
+    ///
+    /// Data in gzip (Curator's compressed() and a compressed ModelSpec, its
+    /// GzipCompressionProvider) is shown decompressed and said to be gzip; a JSON object or
+    /// array (a typed node, a service instance) is indented, its fields in their order; other
+    /// UTF-8 text as is; anything else in hex. With the node's version (what a compare-and-set
+    /// compares), its number of children, its owner session when ephemeral and when it last
+    /// changed.
+    #[command(after_help = EXIT_CODES)]
+    Get(get::Args),
 }
 
 fn main() -> ExitCode {
@@ -216,6 +229,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Counter(args) => counter::run(&options, args).await,
         Command::Barrier(args) => barrier::run(&options, args).await,
         Command::Queue(args) => queue::run(&options, args).await,
+        Command::Get(args) => get::run(&options, args).await,
     }
 }
 

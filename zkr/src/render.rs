@@ -10,6 +10,67 @@ pub fn data(bytes: &[u8]) -> (Option<String>, &'static str) {
     }
 }
 
+/// `text` indented two spaces a level when it is a JSON object or array, its tokens as written
+/// (field order, numbers such as Jackson's `1.0E7` and escapes kept); `None` for anything
+/// else, a bare JSON number or string included.
+pub fn pretty_json(text: &str) -> Option<String> {
+    let text = text.trim();
+    if !(text.starts_with('{') || text.starts_with('[')) {
+        return None;
+    }
+    serde_json::from_str::<serde::de::IgnoredAny>(text).ok()?;
+    let mut out = String::with_capacity(text.len() * 2);
+    let newline = |out: &mut String, depth: usize| {
+        out.push('\n');
+        out.push_str(&"  ".repeat(depth));
+    };
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            '{' | '[' => {
+                out.push(c);
+                while chars.next_if(|c| c.is_whitespace()).is_some() {}
+                match chars.next_if(|c| matches!(c, '}' | ']')) {
+                    // An empty object or array stays on its line.
+                    Some(close) => out.push(close),
+                    None => {
+                        depth += 1;
+                        newline(&mut out, depth);
+                    }
+                }
+            }
+            '}' | ']' => {
+                depth = depth.saturating_sub(1);
+                newline(&mut out, depth);
+                out.push(c);
+            }
+            ',' => {
+                out.push(c);
+                newline(&mut out, depth);
+            }
+            ':' => out.push_str(": "),
+            c if c.is_whitespace() => {}
+            c => out.push(c),
+        }
+    }
+    Some(out)
+}
+
 /// `850ms`, `12.3s`, `5m07s`, `2h03m`, `3d04h`.
 pub fn age(ms: i64) -> String {
     let ms = ms.max(0);
@@ -81,6 +142,20 @@ mod tests {
         assert_eq!(data(b""), (Some(String::new()), "text"));
         assert_eq!(data(&[0, 1, 0xff]), (Some("0001ff".to_owned()), "hex"));
         assert_eq!(data(b"a\nb"), (Some("610a62".to_owned()), "hex"));
+    }
+
+    #[test]
+    fn json_is_indented_as_written() {
+        let jackson = r#"{"id":42,"item":"a,b:{\"c\"}","price":1.0E7,"tags":[],"note":null,"o":{"x":[1, 2]}}"#;
+        assert_eq!(
+            pretty_json(jackson).unwrap(),
+            "{\n  \"id\": 42,\n  \"item\": \"a,b:{\\\"c\\\"}\",\n  \"price\": 1.0E7,\n  \"tags\": [],\n  \
+             \"note\": null,\n  \"o\": {\n    \"x\": [\n      1,\n      2\n    ]\n  }\n}"
+        );
+        assert_eq!(pretty_json(" [ ] "), Some("[]".to_owned()));
+        for not_json in ["42", "\"s\"", "{broken", "[1,]", "text"] {
+            assert_eq!(pretty_json(not_json), None, "{not_json}");
+        }
     }
 
     #[test]

@@ -1,6 +1,6 @@
-//! `zkr counter`, `zkr barrier` and `zkr queue` against a real server: counters, barriers and
-//! queues made with the library (and, when Curator is installed, with Curator 5.4), checked
-//! field by field in `--json` and in the table.
+//! `zkr counter`, `zkr barrier`, `zkr queue` and `zkr get` against a real server: counters,
+//! barriers, queues and compressed JSON made with the library (and, when Curator is installed,
+//! with Curator 5.4), checked field by field in `--json` and in the table.
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
@@ -308,6 +308,76 @@ async fn curators_counter_barrier_and_queue() {
             json["nodes"].as_array().unwrap().iter().map(|n| strings(&n["payloads"], "data")).collect();
         assert_eq!(payloads, [vec!["one"], vec!["two", "three"]]);
         peer.quit().await.unwrap();
+    })
+    .await;
+}
+
+/// `zkr get`: gzip as this library's and Curator 5.4's `compressed()` write it, shown
+/// decompressed and said to be gzip, JSON indented in the table with its tokens as written;
+/// text, damaged gzip and a missing node.
+#[tokio::test(flavor = "multi_thread")]
+async fn get_shows_gzip_decompressed_and_json_indented() {
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let fw = plain_framework(&connect, SESSION).await;
+        // What a compressed ModelSpec stores for a record (Jackson's notation for 1.0E7).
+        let json = r#"{"id":42,"item":"tea","price":1.0E7,"tags":["a"]}"#;
+        let zipped = unique_path("zkr-get", "gzip");
+        fw.create(&zipped).compressed().data(json.as_bytes()).await.unwrap();
+        let stored = fw.get_data(&zipped).await.unwrap().0;
+        assert_eq!(stored[..2], [0x1f, 0x8b]);
+        let report = zkr(&connect, &["get", &zipped, "--json"]).await.json();
+        assert_eq!((report["compression"].as_str(), report["data_format"].as_str()), (Some("gzip"), Some("json")));
+        assert_eq!(report["data"], json);
+        assert_eq!(
+            (report["bytes"].as_u64(), report["stored_bytes"].as_u64()),
+            (Some(json.len() as u64), Some(stored.len() as u64))
+        );
+        assert_eq!((report["version"].as_i64(), report["num_children"].as_i64()), (Some(0), Some(0)));
+        let out = zkr(&connect, &["get", &zipped]).await;
+        let lines = out.table();
+        assert_eq!(
+            lines[0],
+            format!("{zipped}: JSON, gzip-compressed, {} bytes ({} stored)", json.len(), stored.len())
+        );
+        assert_eq!(lines[2], "VERSION   0");
+        let data = [
+            "{",
+            "  \"id\": 42,",
+            "  \"item\": \"tea\",",
+            "  \"price\": 1.0E7,",
+            "  \"tags\": [",
+            "    \"a\"",
+            "  ]",
+            "}",
+        ];
+        assert_eq!(lines[6..], data, "{}", out.stdout);
+
+        let text = unique_path("zkr-get", "text");
+        fw.create(&text).data(b"hello").await.unwrap();
+        let report = zkr(&connect, &["get", &text, "--json"]).await.json();
+        assert_eq!(
+            (report["compression"].is_null(), report["data_format"].as_str(), report["data"].as_str()),
+            (true, Some("text"), Some("hello"))
+        );
+        let damaged = unique_path("zkr-get", "damaged");
+        fw.create(&damaged).data(&[0x1f, 0x8b, 0xff]).await.unwrap();
+        let report = zkr(&connect, &["get", &damaged, "--json"]).await.json();
+        assert_eq!((report["data_format"].as_str(), report["data"].as_str()), (Some("hex"), Some("1f8bff")));
+        assert!(report["compression"].is_null() && report["gzip_error"].is_string(), "{report}");
+        assert_eq!(zkr(&connect, &["get", &unique_path("zkr-get", "missing")]).await.code, 4);
+
+        // Curator 5.4's GzipCompressionProvider (create().compressed()).
+        if let Some(mut peer) = CuratorPeer::started(&connect, SESSION).await {
+            let by_curator = unique_path("zkr-get", "curator");
+            let hex: String = json.bytes().map(|b| format!("{b:02x}")).collect();
+            let reply = peer.command(&format!("gzip_create {by_curator} {hex}")).await.unwrap();
+            assert_eq!(reply, format!("gzip_create {by_curator} ok"));
+            let report = zkr(&connect, &["get", &by_curator, "--json"]).await.json();
+            assert_eq!((report["compression"].as_str(), report["data"].as_str()), (Some("gzip"), Some(json)));
+            peer.quit().await.unwrap();
+        }
+        fw.close().await;
     })
     .await;
 }
