@@ -41,9 +41,11 @@
 /// - **Crowded directories wait the classic way.** When a session's listing shows more than 12
 ///   nodes in the directory per node of its own (a lock shared by dozens of sessions), its
 ///   waiters there wait on the node ahead as `PerWaiterWatch` does, and the session's mirror
-///   lets go; after three listings in a row show at most 6 nodes per node of its own, it
-///   mirrors again. Measured per handoff, 2 sessions: 2 requests and 4 notifications; 64
-///   sessions: 5 requests and 1 notification (a mirror at 64 would cost 64 notifications).
+///   lets go at once (without the linger described below, in which it would go on hearing
+///   every change of the crowd); after three listings in a row show at most 6 nodes per node
+///   of its own, it mirrors again. Measured per handoff, 2 sessions: 2 requests and 4
+///   notifications; 16 to 64 sessions: 5 requests and 1 notification (a mirror at 16 costs
+///   about 16 notifications, at 64 about 64).
 /// - **A lock taken free costs no mirror.** A handle's first acquire uses a mirror only if one
 ///   already runs; when none does, its create goes with a listing of the directory behind it
 ///   (one round trip), and only an acquire that must wait starts the session's mirror (its
@@ -51,17 +53,16 @@
 ///   service that locks one path per entity (per order, per tenant) pays no watch and no
 ///   mirror per path.
 ///
-/// Measured on one server (2 cores, `mutex-contended`, one task per session, no hold), the
-/// mirror's handoffs ran at 1.1-1.65x the per-waiter watch's with 8 sessions, at parity
-/// (0.9-1.0x) with 16 and at 0.55-0.65x with 32, where each handoff's notifications to every
-/// mirroring session cost the server more than the listings they save. Against a JIT-warmed
-/// Curator 5.4 in the same run (4 sessions), the mirror ran the contended mutex at 2.2x,
-/// the read-write lock at 2.6x, leader handoffs at 2.2x and the semaphore (4 sessions, 3
-/// leases) at 1.95-2.2x Curator's rate (2.2-2.7x with
-/// [`InterProcessSemaphore::pipelined_admission`](crate::InterProcessSemaphore::pipelined_admission)),
-/// the per-waiter watch at 1.4x, 2.0x, 1.4x and 1.3-1.5x. Those 16- and 32-session figures
-/// are of a mirror kept at any crowding; the default now waits the classic way in a crowded
-/// directory. Choose `PerWaiterWatch` to behave exactly as Curator does.
+/// Measured on one server (2 cores, `mutex-contended`, one task per session, no hold, medians
+/// of 3 rounds against a JIT-warmed Curator 5.4 in the same run), the default ran at 1.56x
+/// and 1.60x the per-waiter watch with 2 and 4 sessions per lock (its mirror) and at
+/// 1.01-1.05x from 8 to 128 (from 13 sessions on, the directory counts as crowded and it
+/// waits as the per-waiter watch does), and at 1.3-2.1x Curator's rate at every point; the
+/// sweep's table and command are in `benches/README.md`. With 4 sessions, the mirror also ran
+/// the read-write lock at 2.3-3.0x and the semaphore (3 leases) at 1.5-1.6x Curator's rate
+/// (1.85-2.0x with
+/// [`InterProcessSemaphore::pipelined_admission`](crate::InterProcessSemaphore::pipelined_admission)).
+/// Choose `PerWaiterWatch` to behave exactly as Curator does.
 ///
 /// A mirror lives while some handle of the session uses the directory, and 2 s after the
 /// last one goes, so that a recipe made afresh for every acquire (a new latch per term, say)

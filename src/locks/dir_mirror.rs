@@ -195,6 +195,11 @@ impl DirMirror {
         &self.inner().dir
     }
 
+    /// Stops the mirror as soon as no handle of the session uses it, without lingering.
+    pub(super) fn let_go_without_linger(&self) {
+        self.shared.let_go_without_linger();
+    }
+
     pub(crate) fn epoch(&self) -> u64 {
         self.inner().epoch
     }

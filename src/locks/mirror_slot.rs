@@ -40,11 +40,14 @@ const CALM_LISTINGS: u32 = 3;
 
 impl MirrorSlot {
     /// A wait found the directory crowded (see `DirHost::crowded`): this handle waits the
-    /// classic way from now on, and lets its mirror go.
+    /// classic way from now on, and lets its mirror go, at once once no other handle of the
+    /// session uses it (lingering, it would go on hearing every create and delete of the
+    /// crowd).
     pub(crate) fn crowded(&self) {
         let previous = std::mem::replace(&mut *self.slot.lock(), Slot::Crowded { calm: 0 });
         if let Slot::Mirror(mirror) = previous {
             tracing::debug!(dir = %mirror.dir(), "the lock directory is crowded: waiting the classic way");
+            mirror.let_go_without_linger();
         }
     }
 

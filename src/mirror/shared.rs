@@ -5,7 +5,7 @@
 
 use std::any::Any;
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,6 +49,9 @@ struct Life {
     keep: Mutex<Kept>,
     /// Told by the last handle's drop.
     unused: Notify,
+    /// The mirror is let go as soon as its last handle goes, without lingering (see
+    /// [`Shared::let_go_without_linger`]); a new handle clears it.
+    hasty: AtomicBool,
 }
 
 #[derive(Default)]
@@ -79,6 +82,7 @@ impl<H: Send + Sync + 'static> Shared<H> {
         };
         let core = session.shared.get_or_make(key, |core: &Core<H>| usable(&core.host), make);
         core.life.handles.fetch_add(1, Ordering::AcqRel);
+        core.life.hasty.store(false, Ordering::Release);
         Shared { core }
     }
 
@@ -87,7 +91,16 @@ impl<H: Send + Sync + 'static> Shared<H> {
     pub(crate) fn get(session: &Session, key: &str, usable: impl FnOnce(&H) -> bool) -> Option<Shared<H>> {
         let core = session.shared.get::<Core<H>>(key).filter(|core| usable(&core.host))?;
         core.life.handles.fetch_add(1, Ordering::AcqRel);
+        core.life.hasty.store(false, Ordering::Release);
         Some(Shared { core })
+    }
+
+    /// Lets the mirror go as soon as its last handle goes, instead of [`LINGER`] later: for a
+    /// mirror that costs more than it saves (a crowded lock directory, whose every create and
+    /// delete the server sends to every session that mirrors it). A handle taken afterwards
+    /// keeps it as usual.
+    pub(crate) fn let_go_without_linger(&self) {
+        self.core.life.hasty.store(true, Ordering::Release);
     }
 
     /// The mirror's host.
@@ -137,7 +150,9 @@ async fn run(life: Arc<Life>, driver: impl Future<Output = ()>) {
 async fn linger(life: &Life) {
     loop {
         life.unused.notified().await;
-        tokio::time::sleep(LINGER).await;
+        if !life.hasty.load(Ordering::Acquire) {
+            tokio::time::sleep(LINGER).await;
+        }
         // With a handle back, it holds the mirror; without, this lets it go.
         let kept = life.keep.lock().core.take();
         drop(kept);
