@@ -33,7 +33,9 @@ RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links" cargo doc -p zk-recipes --no-d
 # A missing Curator must fail the interop tests rather than skip them.
 export ZKR_REQUIRE_CURATOR=1
 export RUST_TEST_THREADS="${RUST_TEST_THREADS:-8}"
-test_args=(--features testing,tls,sasl,discovery,serde "$@")
+# `sasl-gssapi` brings in the Kerberos test (framework::kerberos), which starts an MIT KDC
+# (setup.sh installs it and the GSSAPI library the feature builds against).
+test_args=(--features testing,tls,sasl,discovery,serde,sasl-gssapi "$@")
 
 echo "== tests"
 cargo test "${test_args[@]}" --no-run
