@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs what zk-recipes' tests and demo need on a Debian machine, if it is missing:
 # Apache ZooKeeper 3.8 (package `zookeeper`), a JDK (the tests compile a small Curator peer),
-# Apache Curator 5.4 (packages `libcurator-recipes-java`, `libcurator-discovery-java`), and for the
-# `sasl-gssapi` feature an MIT Kerberos KDC and the GSSAPI build dependencies. Safe to run
-# again.
+# Apache Curator 5.4 (packages `libcurator-recipes-java`, `libcurator-discovery-java`), for the
+# `sasl-gssapi` feature an MIT Kerberos KDC and the GSSAPI build dependencies, and kazoo (the
+# Python ZooKeeper client, from PyPI) for the kazoo interop tests. Safe to run again.
 set -euo pipefail
 
 missing=()
@@ -26,6 +26,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The kazoo interop tests (tests/kazoo/interop.rs) run a Python peer on kazoo.
+if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import kazoo' >/dev/null 2>&1; then
+  echo "setup: installing kazoo (pip)" >&2
+  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet kazoo
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then

@@ -30,8 +30,9 @@ done
 echo "== documentation links"
 RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links" cargo doc -p zk-recipes --no-deps --features testing
 
-# A missing Curator must fail the interop tests rather than skip them.
+# A missing Curator or kazoo must fail the interop tests rather than skip them.
 export ZKR_REQUIRE_CURATOR=1
+export ZKR_REQUIRE_KAZOO=1
 export RUST_TEST_THREADS="${RUST_TEST_THREADS:-8}"
 # `sasl-gssapi` brings in the Kerberos test (framework::kerberos), which starts an MIT KDC
 # (setup.sh installs it and the GSSAPI library the feature builds against).

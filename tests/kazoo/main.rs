@@ -12,6 +12,9 @@ mod common;
 // starts every test's.
 #[path = "."]
 mod kazoo {
+    /// Against real kazoo (a Python peer): leases refused and obtained across the two clients,
+    /// a multi-lease shared by both, kazoo and Rust members in one partitioned set.
+    mod interop;
     /// `NonBlockingLease` and `MultiNonBlockingLease`: kazoo's record, renewal, expiry, faults.
     mod lease;
     /// `SetPartitioner`: kazoo's layout; 100 items over five members through joins, a leave,

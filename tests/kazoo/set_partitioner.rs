@@ -12,23 +12,23 @@ use common::fixtures::*;
 use common::timing::{back_within, EVENT, FAULT_SESSION, LIMIT, SESSION, SLOW_LIMIT};
 use zk_recipes::{Error, Framework, PartitionState, SetPartitioner};
 
-const BOUNDARY: Duration = Duration::from_millis(300);
-const REACTION: Duration = Duration::from_millis(300);
+pub(super) const BOUNDARY: Duration = Duration::from_millis(300);
+pub(super) const REACTION: Duration = Duration::from_millis(300);
 
-fn items(n: usize) -> Vec<String> {
+pub(super) fn items(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("item-{i:03}")).collect()
 }
 
 /// One member: its framework, its partitioner, and a driver that calls `release_set` on
 /// every `Release` (counted) until the partitioner ends.
-struct Member {
-    fw: Framework,
-    partitioner: Arc<SetPartitioner>,
+pub(super) struct Member {
+    pub(super) fw: Framework,
+    pub(super) partitioner: Arc<SetPartitioner>,
     releases: Arc<AtomicUsize>,
-    driver: tokio::task::JoinHandle<()>,
+    pub(super) driver: tokio::task::JoinHandle<()>,
 }
 
-async fn join(fw: Framework, path: &str, id: &str, items: &[String]) -> Member {
+pub(super) async fn join(fw: Framework, path: &str, id: &str, items: &[String]) -> Member {
     let partitioner = SetPartitioner::builder(&fw, path, items.iter().cloned())
         .identifier(id)
         .time_boundary(BOUNDARY)
