@@ -18,6 +18,8 @@ command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
 [ -x /usr/sbin/kadmin.local ] || missing+=(krb5-admin-server)
 [ -f /usr/include/gssapi/gssapi.h ] || missing+=(libkrb5-dev)
 ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 || missing+=(libclang-dev)
+# The kazoo interop tests' Python peer (kazoo itself comes from PyPI, below).
+command -v python3 >/dev/null 2>&1 || missing+=(python3 python3-pip)
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}" >&2
@@ -29,9 +31,15 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # The kazoo interop tests (tests/kazoo/interop.rs) run a Python peer on kazoo.
-if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import kazoo' >/dev/null 2>&1; then
-  echo "setup: installing kazoo (pip)" >&2
-  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet kazoo
+# A Python whose packages the system manages (Debian's own python3) refuses a plain pip
+# install; kazoo then goes in beside them, and Debian's python3-kazoo is the last resort.
+if ! python3 -c 'import kazoo' >/dev/null 2>&1; then
+  echo "setup: installing kazoo" >&2
+  export PIP_ROOT_USER_ACTION=ignore
+  python3 -m pip install --quiet kazoo 2>/dev/null \
+    || python3 -m pip install --quiet --break-system-packages kazoo 2>/dev/null \
+    || { [ "$(id -u)" -eq 0 ] && apt-get install -y -qq --no-install-recommends python3-kazoo >/dev/null; } \
+    || echo "setup: could not install kazoo; the kazoo interop tests will say so" >&2
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then
