@@ -70,6 +70,15 @@ impl Attempts {
             self.gave_up.load(Ordering::Relaxed)
         )
     }
+
+    /// The line's JSON fields for `applied` ops: `,"tries_per_op":..,"gave_up":..`.
+    pub(crate) fn json_fields(&self, applied: u64) -> String {
+        format!(
+            ",\"tries_per_op\":{:.3},\"gave_up\":{}",
+            self.tries.load(Ordering::Relaxed) as f64 / applied.max(1) as f64,
+            self.gave_up.load(Ordering::Relaxed)
+        )
+    }
 }
 
 /// The values a cached-counter line's contenders were handed (warmup included): a value

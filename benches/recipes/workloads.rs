@@ -651,11 +651,7 @@ async fn typed_cas(env: &Env) -> BenchResult<Vec<Measured>> {
         }
         eprintln!("[locks]   {implementation:<20} {}; final revision {revision} = writes applied", attempts.summary());
         // As the counter lines' (a typed write has no retry policy: `gave_up` stays 0).
-        line.extra = format!(
-            ",\"tries_per_op\":{:.3},\"gave_up\":{}",
-            attempts.tries.load(Ordering::Relaxed) as f64 / applied.max(1) as f64,
-            attempts.gave_up.load(Ordering::Relaxed)
-        );
+        line.extra = attempts.json_fields(applied);
         results.push(line);
         drop(checker);
         env.remove_tree(&dir).await;
@@ -729,11 +725,7 @@ async fn counters(env: &Env, workload: Workload) -> BenchResult<Vec<Measured>> {
             )));
         }
         eprintln!("[locks]   {implementation:<20} {}; final value {value} = increments applied", attempts.summary());
-        line.extra = format!(
-            ",\"tries_per_op\":{:.3},\"gave_up\":{}",
-            attempts.tries.load(Ordering::Relaxed) as f64 / applied.max(1) as f64,
-            attempts.gave_up.load(Ordering::Relaxed)
-        );
+        line.extra = attempts.json_fields(applied);
         results.push(line);
         drop(checker);
         env.remove_tree(&dir).await;

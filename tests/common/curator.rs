@@ -44,15 +44,8 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 const SOURCE_IN_REPO: &str = "interop/CuratorPeer.java";
 const MAIN_CLASS: &str = "CuratorPeer";
 
-/// The peer's source file: under the manifest directory of the package whose tests run, or
-/// of an enclosing one (the `zkr` package's tests use this harness too).
 fn source_path() -> PathBuf {
-    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest_dir
-        .ancestors()
-        .map(|dir| dir.join(SOURCE_IN_REPO))
-        .find(|path| path.is_file())
-        .unwrap_or_else(|| manifest_dir.join(SOURCE_IN_REPO))
+    super::repo_file(SOURCE_IN_REPO)
 }
 
 /// Where compiled classes go: the target directory's scratch space for tests.

@@ -10,7 +10,7 @@
 //! - `ZKR_KAZOO_TRACE=1`: echo every protocol line to stderr.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -27,12 +27,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 const SOURCE_IN_REPO: &str = "interop/kazoo_peer.py";
 
 fn source_path() -> PathBuf {
-    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest_dir
-        .ancestors()
-        .map(|dir| dir.join(SOURCE_IN_REPO))
-        .find(|path| path.is_file())
-        .unwrap_or_else(|| manifest_dir.join(SOURCE_IN_REPO))
+    super::repo_file(SOURCE_IN_REPO)
 }
 
 fn kazoo_required() -> bool {

@@ -18,3 +18,15 @@ pub mod history;
 pub mod kazoo;
 pub mod schema;
 pub mod timing;
+
+/// A file of the repository (`relative` to its root): under the manifest directory of the
+/// package whose tests run, or of an enclosing one (the `zkr` package's tests share these
+/// helpers).
+pub fn repo_file(relative: &str) -> std::path::PathBuf {
+    let manifest_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir
+        .ancestors()
+        .map(|dir| dir.join(relative))
+        .find(|path| path.is_file())
+        .unwrap_or_else(|| manifest_dir.join(relative))
+}
