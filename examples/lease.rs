@@ -12,7 +12,7 @@ use zk_recipes::protocol::kazoo::format_utc;
 use zk_recipes::{Framework, MultiNonBlockingLease, NonBlockingLease};
 
 mod common;
-use common::{server_or_connect, Error};
+use common::{remove_tree, server_or_connect, Error};
 
 const ROOT: &str = "/examples/lease";
 const LEASE: &str = "/examples/lease/nightly-report";
@@ -41,20 +41,13 @@ fn expect(lease: &NonBlockingLease, expected: bool) -> Result<(), Error> {
 }
 
 /// Deletes the example's nodes (the lease records outlive every session), if there are any.
-async fn remove_nodes(framework: &Framework) -> Result<(), Error> {
-    match framework.delete(ROOT).recursive().await {
-        Err(e) if !matches!(e.zk(), Some(zk_recipes::zk::Error::NoNode)) => Err(e.into()),
-        _ => Ok(()),
-    }
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let (_server, connect) = server_or_connect().await?;
     // Two processes, each with a session of its own.
     let host_a = Framework::builder(&connect).session_timeout(Duration::from_secs(10)).start().await?;
     let host_b = Framework::builder(&connect).session_timeout(Duration::from_secs(10)).start().await?;
-    remove_nodes(&host_a).await?; // a lease left by an earlier run
+    remove_tree(&host_a, ROOT).await?; // a lease left by an earlier run
 
     // One lease: whoever asks first while it is free gets it; the other is refused.
     expect(&attempt(&host_a, "host-a", DURATION).await?, true)?;
@@ -94,7 +87,7 @@ async fn main() -> Result<(), Error> {
         return Err(format!("{refused} workers refused where one was expected").into());
     }
 
-    remove_nodes(&host_a).await?;
+    remove_tree(&host_a, ROOT).await?;
     host_a.close().await;
     host_b.close().await;
     Ok(())

@@ -12,7 +12,7 @@ use futures::StreamExt;
 use zk_recipes::{DistributedQueue, Framework, QueueSharder, QueueSharderPolicies};
 
 mod common;
-use common::{server_or_connect, Error};
+use common::{remove_tree, server_or_connect, Error};
 
 const ROOT: &str = "/examples/queue_sharder";
 const QUEUE: &str = "/examples/queue_sharder/jobs";
@@ -38,18 +38,11 @@ fn shard_name(path: &str) -> &str {
 }
 
 /// Deletes the example's nodes (the shards are persistent), if there are any.
-async fn remove_nodes(framework: &Framework) -> Result<(), Error> {
-    match framework.delete(ROOT).recursive().await {
-        Err(e) if !matches!(e.zk(), Some(zk_recipes::zk::Error::NoNode)) => Err(e.into()),
-        _ => Ok(()),
-    }
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let (_server, connect) = server_or_connect().await?;
     let producing = session(&connect).await?;
-    remove_nodes(&producing).await?; // shards left by an earlier run
+    remove_tree(&producing, ROOT).await?; // shards left by an earlier run
 
     // The producer's sharder makes the first shard and, alone in the election, leads.
     let producer = QueueSharder::new(&producing, QUEUE, LEADER, policies())?;
@@ -108,7 +101,7 @@ async fn main() -> Result<(), Error> {
 
     consumer.close().await?;
     producer.close().await?;
-    remove_nodes(&consuming).await?;
+    remove_tree(&consuming, ROOT).await?;
     consuming.close().await;
     producing.close().await;
     Ok(())

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use zk_recipes::{Error as ZkrError, Framework, ModelSpec, ModeledCacheEvent, ModeledFramework, Parents, ZPath};
 
 mod common;
-use common::{server_or_connect, Error};
+use common::{remove_tree, server_or_connect, Error};
 
 /// How long each step may take before the example gives up.
 const STEP: Duration = Duration::from_secs(20);
@@ -32,11 +32,7 @@ async fn main() -> Result<(), Error> {
     let framework = Framework::builder(&connect).session_timeout(Duration::from_secs(10)).start().await?;
     let root = "/examples/typed-config";
     // Start from nothing (an earlier run may have left nodes behind).
-    match framework.delete(root).recursive().await {
-        Ok(()) => {}
-        Err(e) if e.is_no_node() => {}
-        Err(e) => return Err(e.into()),
-    }
+    remove_tree(&framework, root).await?;
 
     let spec = ModelSpec::new(ZPath::parse_with_ids(&format!("{root}/{{service}}"))?).parents(Parents::Containers);
     let configs: ModeledFramework<ServiceConfig> = ModeledFramework::new(&framework, spec);

@@ -43,6 +43,23 @@ struct Plan {
     sessions: usize,
 }
 
+impl Plan {
+    /// One session's sequential ops with no critical section (the value, typed-node and
+    /// discovery lines): each cycle's latency is the op's.
+    fn single_session(workload: Workload, implementation: &'static str, warmup: usize, cycles: usize) -> Plan {
+        Plan {
+            workload,
+            implementation,
+            warmup,
+            cycles,
+            hold: Duration::ZERO,
+            latency: Latency::Cycle,
+            max_holders: usize::MAX,
+            sessions: 1,
+        }
+    }
+}
+
 /// Runs `contenders` (one task each) through `plan.warmup` unmeasured cycles, then, from a
 /// common start, through `plan.cycles` measured cycles each.
 async fn run<C: Cycle>(env: &Env, plan: Plan, contenders: Vec<C>) -> BenchResult<Measured> {
@@ -614,16 +631,7 @@ pub(crate) async fn run_workload(env: &Env, workload: Workload) -> BenchResult<V
 async fn typed_cas(env: &Env) -> BenchResult<Vec<Measured>> {
     let o = &env.options;
     let workload = Workload::TypedCas;
-    let plan = |implementation| Plan {
-        workload,
-        implementation,
-        warmup: o.warmup,
-        cycles: o.iters,
-        hold: Duration::ZERO,
-        latency: Latency::Cycle,
-        max_holders: usize::MAX,
-        sessions: 1,
-    };
+    let plan = |implementation| Plan::single_session(workload, implementation, o.warmup, o.iters);
     let mut results = Vec::new();
     for implementation in ["raw-floor", "zk-recipes"] {
         let dir = env.dir(workload, implementation);
@@ -816,16 +824,7 @@ async fn discovery(env: &Env, workload: Workload) -> BenchResult<Vec<Measured>> 
     let mut results = Vec::new();
     let serializer = JsonInstanceSerializer::new;
     if workload == Workload::DiscoveryRegister {
-        let plan = |implementation| Plan {
-            workload,
-            implementation,
-            warmup: o.warmup,
-            cycles: o.iters,
-            hold: Duration::ZERO,
-            latency: Latency::Cycle,
-            max_holders: usize::MAX,
-            sessions: 1,
-        };
+        let plan = |implementation| Plan::single_session(workload, implementation, o.warmup, o.iters);
         let instance = values::instance(0)?;
         let data = serializer().serialize(&instance)?;
         let base = env.dir(workload, "raw");
@@ -852,16 +851,7 @@ async fn discovery(env: &Env, workload: Workload) -> BenchResult<Vec<Measured>> 
         env.remove_tree(&base).await;
         return Ok(results);
     }
-    let plan = |implementation, cycles| Plan {
-        workload,
-        implementation,
-        warmup: o.query_warmup,
-        cycles,
-        hold: Duration::ZERO,
-        latency: Latency::Cycle,
-        max_holders: usize::MAX,
-        sessions: 1,
-    };
+    let plan = |implementation, cycles| Plan::single_session(workload, implementation, o.query_warmup, cycles);
     let base = env.dir(workload, "zk-recipes");
     let registrar = env.framework().await?;
     let registry = ServiceDiscovery::new(&registrar, &base, serializer())?;

@@ -1,6 +1,7 @@
-//! What the example programs share: where to find ZooKeeper.
+//! What the example programs share: where to find ZooKeeper, and a clean start.
 
 use zk_recipes::testing::TestingServer;
+use zk_recipes::Framework;
 
 /// The error type of the examples.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -16,5 +17,15 @@ pub async fn server_or_connect() -> Result<(Option<TestingServer>, String), Erro
             let connect = server.connect_string();
             Ok((Some(server), connect))
         }
+    }
+}
+
+/// Deletes `path` and everything under it; a path that is not there is fine (a clean start
+/// after an earlier run, and the clean-up at the end).
+#[allow(dead_code)] // not every example leaves nodes behind
+pub async fn remove_tree(framework: &Framework, path: &str) -> Result<(), Error> {
+    match framework.delete(path).recursive().await {
+        Err(e) if !e.is_no_node() => Err(e.into()),
+        _ => Ok(()),
     }
 }
