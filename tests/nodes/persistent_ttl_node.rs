@@ -295,10 +295,11 @@ async fn a_reaped_node_is_created_again_with_its_child() {
         has_curator_layout(&other, &path, b"r", EVENT).await;
         let (_, first) = other.get_data(&path).await.unwrap();
 
-        // Someone deletes the child, then the node (as the server does once the child expired).
+        // Someone deletes the child and the node (as the server does once the child expired),
+        // in one transaction: the node is a container, which the server's container check may
+        // reap on its own between two separate deletes.
         let mut registered = node.registered();
-        other.delete(node.child_path()).await.unwrap();
-        other.delete(&path).await.unwrap();
+        other.transaction().delete(node.child_path()).delete(&path).commit().await.unwrap();
         // The handle noticed the delete once the node is made again: `registered()` can be
         // false too briefly for a receiver to see (a watch channel keeps the last value).
         eventually(EVENT, "noticing the delete", || async {
