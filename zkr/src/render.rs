@@ -2,11 +2,29 @@
 
 use std::fmt::Write;
 
+use zk_recipes::protocol::gzip;
+
 /// Node data as `(text, "text")` when it is printable UTF-8, else `(hex, "hex")`.
 pub fn data(bytes: &[u8]) -> (Option<String>, &'static str) {
     match std::str::from_utf8(bytes) {
         Ok(text) if !text.chars().any(char::is_control) => (Some(text.to_owned()), "text"),
         _ => (Some(bytes.iter().map(|b| format!("{b:02x}")).collect()), "hex"),
+    }
+}
+
+/// Node data as [`data`] shows it, decompressed first when it is gzip (Curator's
+/// `compressed()` writes and compressed models): `"gzip-text"` or `"gzip-hex"` then. Data that
+/// starts with gzip's magic bytes but does not decompress is shown as stored.
+pub fn data_decompressed(bytes: &[u8]) -> (Option<String>, &'static str) {
+    if !gzip::is_gzip(bytes) {
+        return data(bytes);
+    }
+    match gzip::decompress(bytes) {
+        Ok(plain) => match data(&plain) {
+            (shown, "text") => (shown, "gzip-text"),
+            (shown, _) => (shown, "gzip-hex"),
+        },
+        Err(_) => data(bytes),
     }
 }
 
@@ -135,6 +153,17 @@ pub fn columns<R: AsRef<[String]>>(header: &[&str], rows: &[R]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gzip_data_is_shown_decompressed() {
+        let packed = gzip::compress(b"{\"a\":1}");
+        assert_eq!(data_decompressed(&packed), (Some("{\"a\":1}".to_owned()), "gzip-text"));
+        let packed = gzip::compress(&[0, 0xff]);
+        assert_eq!(data_decompressed(&packed), (Some("00ff".to_owned()), "gzip-hex"));
+        // The magic bytes alone are not gzip: shown as stored.
+        assert_eq!(data_decompressed(&[0x1f, 0x8b, 1]), (Some("1f8b01".to_owned()), "hex"));
+        assert_eq!(data_decompressed(b"plain"), (Some("plain".to_owned()), "text"));
+    }
 
     #[test]
     fn data_is_text_or_hex() {

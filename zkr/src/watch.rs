@@ -77,7 +77,8 @@ struct Node {
     mzxid: i64,
     num_children: i32,
     ephemeral_owner: Option<String>,
-    /// The data as text or hex (see `data_encoding`); `null` with `--stats-only`.
+    /// The data as text or hex, decompressed when it was gzip (see `data_encoding`: `text`,
+    /// `hex`, `gzip-text`, `gzip-hex`); `null` with `--stats-only`.
     data: Option<String>,
     data_encoding: Option<&'static str>,
 }
@@ -87,7 +88,7 @@ impl Node {
         let stat = node.stat();
         let (data, data_encoding) = match node.data() {
             Some(bytes) => {
-                let (text, encoding) = render::data(bytes);
+                let (text, encoding) = render::data_decompressed(bytes);
                 (text, Some(encoding))
             }
             None => (None, None),
@@ -189,7 +190,8 @@ fn print(cache: &CuratorCache, event: &CacheEvent, json: bool) {
     }
 }
 
-/// `v3 "text"`, `v3 hex 00ff..`, `v3` (no data kept), `v3 ephemeral 0x..`.
+/// `v3 "text"`, `v3 hex 00ff..`, `v3 gzip "text"` (decompressed), `v3` (no data kept),
+/// `v3 ephemeral 0x..`.
 fn summary(node: &ChildData) -> String {
     let stat = node.stat();
     let mut out = format!("v{}", stat.version);
@@ -197,8 +199,10 @@ fn summary(node: &ChildData) -> String {
         out.push_str(&format!(" ephemeral {:#x}", stat.ephemeral_owner));
     }
     if let Some(bytes) = node.data() {
-        match render::data(bytes) {
+        match render::data_decompressed(bytes) {
             (Some(text), "text") => out.push_str(&format!(" {:?}", shorten(&text))),
+            (Some(text), "gzip-text") => out.push_str(&format!(" gzip {:?}", shorten(&text))),
+            (Some(hex), "gzip-hex") => out.push_str(&format!(" gzip hex {}", shorten(&hex))),
             (Some(hex), _) => out.push_str(&format!(" hex {}", shorten(&hex))),
             (None, _) => {}
         }

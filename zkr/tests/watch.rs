@@ -14,6 +14,7 @@ use common::timing::{EVENT, LIMIT, SESSION};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout};
+use zk_recipes::protocol::gzip;
 
 fn spawn(args: &[&str]) -> (Child, Lines<BufReader<ChildStdout>>) {
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_zkr"))
@@ -62,8 +63,8 @@ async fn json_lines_for_the_load_and_every_change() {
         fw.create(&format!("{root}/a")).data(b"a0").await.unwrap();
         fw.create(&format!("{root}/a/b")).data(b"b0").await.unwrap();
 
-        // 3 nodes + initialized, then 6 changes: it ends by itself after 10 lines.
-        let (child, mut lines) = spawn(&["--connect", &connect, "watch", &root, "--json", "--count", "10"]);
+        // 3 nodes + initialized, then 7 changes: it ends by itself after 11 lines.
+        let (child, mut lines) = spawn(&["--connect", &connect, "watch", &root, "--json", "--count", "11"]);
         let mut loaded = BTreeSet::new();
         for _ in 0..3 {
             let line = next_json(&mut lines).await;
@@ -93,13 +94,18 @@ async fn json_lines_for_the_load_and_every_change() {
         let line = next_json(&mut lines).await;
         assert_eq!(summary(&line), ("changed".into(), format!("{root}/a"), 1, "ff00".into()));
         assert_eq!(line["node"]["data_encoding"], "hex");
+        // Gzip (as Curator's `compressed()` writes) is shown decompressed.
+        fw.set_data(&format!("{root}/a"), &gzip::compress(br#"{"on":true}"#)).await.unwrap();
+        let line = next_json(&mut lines).await;
+        assert_eq!(summary(&line), ("changed".into(), format!("{root}/a"), 2, r#"{"on":true}"#.into()));
+        assert_eq!(line["node"]["data_encoding"], "gzip-text");
         fw.delete(&c).await.unwrap();
         let line = next_json(&mut lines).await;
         assert_eq!(summary(&line), ("deleted".into(), c.clone(), 1, "c1".into()), "the last value");
         fw.delete(&format!("{root}/a/b")).await.unwrap();
         assert_eq!(summary(&next_json(&mut lines).await), ("deleted".into(), format!("{root}/a/b"), 0, "b0".into()));
 
-        assert_eq!(exit_code(child).await, 0, "--count 10 ends it with success");
+        assert_eq!(exit_code(child).await, 0, "--count 11 ends it with success");
         fw.delete(&format!("{root}/a")).await.unwrap();
         fw.delete(&root).await.unwrap();
         fw.close().await;
