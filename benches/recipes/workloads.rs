@@ -927,10 +927,10 @@ async fn many_locks(env: &Env) -> BenchResult<Vec<Measured>> {
             guard.release().await?;
         }
         let released = rss_kib();
-        // The mirrors let go: the server holds no watch of the run's sessions.
+        // The mirrors let go: the server holds no watch on the run's lock paths.
         let started = Instant::now();
         let watches = loop {
-            let watches = server_watches(&env.server);
+            let watches = server_watches_under(&env.server, &dir);
             if watches == Some(0) || started.elapsed() > Duration::from_secs(30) {
                 break watches;
             }
@@ -973,13 +973,32 @@ fn rss_kib() -> Option<u64> {
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
-/// The watches the servers of `connect` hold, summed (`Total watches:` of `wchs`).
-fn server_watches(connect: &str) -> Option<u64> {
+/// The watches the servers of `connect` hold on `dir` and below (from `wchp`), summed. Each
+/// session also keeps a watch on `/zookeeper/config` while its framework tracks the ensemble
+/// (as Curator's ensemble tracker does); that one is not a lock's, so it is not counted.
+fn server_watches_under(connect: &str, dir: &str) -> Option<u64> {
+    let (hosts, chroot) = connect.split_once('/').map_or((connect, ""), |(hosts, root)| (hosts, root));
+    let prefix = if chroot.is_empty() { dir.to_owned() } else { format!("/{}{dir}", chroot.trim_end_matches('/')) };
     let mut total = 0;
-    for host in connect.split('/').next()?.split(',') {
-        let text = crate::report::four_letter_word(host, b"wchs")?;
-        total +=
-            text.lines().find_map(|l| l.strip_prefix("Total watches:")).and_then(|n| n.trim().parse::<u64>().ok())?;
+    for host in hosts.split(',') {
+        let text = crate::report::four_letter_word(host, b"wchp")?;
+        total += watches_under(&text, &prefix);
     }
     Some(total)
+}
+
+/// The sessions listed under the paths of `wchp`'s answer (a path line, then one indented line
+/// per session watching it) that are `prefix` or below it.
+fn watches_under(wchp: &str, prefix: &str) -> u64 {
+    let mut inside = false;
+    let mut total = 0;
+    for line in wchp.lines() {
+        if line.starts_with(char::is_whitespace) {
+            total += u64::from(inside && !line.trim().is_empty());
+        } else {
+            let path = line.trim();
+            inside = path == prefix || path.strip_prefix(prefix).is_some_and(|rest| rest.starts_with('/'));
+        }
+    }
+    total
 }
