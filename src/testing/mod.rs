@@ -53,6 +53,7 @@ mod error;
 mod install;
 #[cfg(feature = "sasl-gssapi")]
 mod kerberos;
+mod member_proxies;
 mod mirror_probe;
 mod options;
 mod process;
