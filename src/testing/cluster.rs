@@ -307,7 +307,9 @@ impl TestingCluster {
     /// With [`dynamic_reconfig`](TestingClusterBuilder::dynamic_reconfig) the proxies are one
     /// per member, in front of its quorum port: member `i`'s proxy black-holes every
     /// connection, and every other member's proxy the connections that come from `i` (a
-    /// learner names itself in its first packet), including members added later.
+    /// learner names itself in its first packet). A member that
+    /// [`add_server`](Self::add_server) adds has its proxy too and can be isolated like the
+    /// others; one added while `i` is isolated does not cut `i` off from itself.
     ///
     /// Clients of the member are not touched. A follower keeps serving them until it has
     /// heard nothing from its leader for `syncLimit × tickTime`
