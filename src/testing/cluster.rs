@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use zookeeper_client::{Client, CreateMode};
 
+use super::member_proxies::{self, MemberProxies};
 use super::options::{launch_setters, LaunchOptions};
 use super::process::{self, LaunchSpec, ProcessSlot};
 use super::proxy::{FaultProxy, ProxyMode};
@@ -29,6 +30,10 @@ struct Node {
     /// Quorum and election ports (as the member itself binds them).
     quorum_port: u16,
     election_port: u16,
+    /// With dynamic reconfiguration and quorum proxies: the proxies in front of this member.
+    proxies: Option<MemberProxies>,
+    /// Removed from the ensemble by [`TestingCluster::remove_server`].
+    removed: bool,
 }
 
 /// A ZooKeeper ensemble (3 members by default) of separate JVMs on `127.0.0.1`, each with
@@ -45,9 +50,13 @@ struct Node {
 #[derive(Debug)]
 pub struct TestingCluster {
     nodes: Vec<Node>,
-    /// With [`quorum_proxies`](TestingClusterBuilder::quorum_proxies): the proxy member
-    /// `from` uses to reach member `to`'s quorum port, as `(from, to, proxy)`.
+    /// With [`quorum_proxies`](TestingClusterBuilder::quorum_proxies) and a static
+    /// configuration: the proxy member `from` uses to reach member `to`'s quorum port, as
+    /// `(from, to, proxy)`. (With dynamic reconfiguration each node holds its own proxies.)
     quorum_proxies: Vec<(usize, usize, FaultProxy)>,
+    /// With both quorum proxies and dynamic reconfiguration: member lines name hosts that
+    /// resolve to the members' proxies (see `member_proxies`).
+    member_proxies: bool,
     tick_time: Duration,
     sync_limit: u32,
     start_timeout: Duration,
@@ -113,9 +122,29 @@ impl TestingCluster {
     ///
     /// # Errors
     /// [`TestingError::NoSuchServer`].
+    ///
+    /// With [`quorum_proxies`](TestingClusterBuilder::quorum_proxies) the host is
+    /// `zk-testing-member-<id>` instead of `127.0.0.1`: each member resolves it through its own
+    /// hosts file, to `127.0.0.1` for itself and to the member's proxies for the others.
     pub fn member_line(&self, i: usize, role: MemberRole) -> Result<String, TestingError> {
         let node = self.node(i)?;
-        Ok(reconfig::member_line(self.server_id(i), node.quorum_port, node.election_port, role, node.client_port))
+        Ok(self.line(self.server_id(i), node.quorum_port, node.election_port, role, node.client_port))
+    }
+
+    /// A member line, with the member's host name when its quorum traffic is proxied.
+    fn line(&self, id: usize, quorum: u16, election: u16, role: MemberRole, client: u16) -> String {
+        if self.member_proxies {
+            reconfig::member_line_on(&member_proxies::host_name(id), id, quorum, election, role, client)
+        } else {
+            reconfig::member_line(id, quorum, election, role, client)
+        }
+    }
+
+    /// The indices of the current members: every server the ensemble started with or
+    /// [`add_server`](Self::add_server) added, less those
+    /// [`remove_server`](Self::remove_server) removed (running or not).
+    pub fn members(&self) -> Vec<usize> {
+        (0..self.len()).filter(|&i| !self.nodes[i].removed).collect()
     }
 
     /// Starts one more server and adds it to the ensemble with `role` (a reconfiguration sent
@@ -123,10 +152,13 @@ impl TestingCluster {
     /// own line, syncs with the leader, and becomes a member once the reconfiguration commits.
     /// Returns its index. Needs [`dynamic_reconfig`](TestingClusterBuilder::dynamic_reconfig).
     ///
-    /// [`connect_string`](Self::connect_string) includes it from now on.
+    /// [`connect_string`](Self::connect_string) includes it from now on. With
+    /// [`quorum_proxies`](TestingClusterBuilder::quorum_proxies) its proxies are started
+    /// first, and [`isolate`](Self::isolate) works on it as on the others.
     ///
     /// # Errors
-    /// [`TestingError::InvalidConfig`] without dynamic reconfiguration; as for
+    /// [`TestingError::InvalidConfig`] without dynamic reconfiguration, or with quorum proxies
+    /// beyond server id 255; as for
     /// [`TestingServer::start`](super::TestingServer::start); [`TestingError::ZooKeeper`] or
     /// [`TestingError::Timeout`] when the reconfiguration fails.
     ///
@@ -142,6 +174,13 @@ impl TestingCluster {
         let client = reconfig::super_client(&self.running_connect_string()).await?;
         let mut members = reconfig::current_members(&client).await?;
         let index = self.nodes.len();
+        let id = self.server_id(index);
+        if self.member_proxies && id > member_proxies::MAX_ID {
+            return Err(TestingError::InvalidConfig(format!(
+                "quorum proxies with dynamic reconfiguration take server ids 1..={}",
+                member_proxies::MAX_ID
+            )));
+        }
         let (client_port, quorum_port, election_port) =
             (process::free_port()?, process::free_port()?, process::free_port()?);
         let template =
@@ -149,21 +188,38 @@ impl TestingCluster {
         let node_dir = self.dir.path().join(format!("node{index}"));
         std::fs::create_dir_all(node_dir.join("data"))
             .map_err(|e| TestingError::io(format!("creating {}", node_dir.display()), e))?;
-        std::fs::write(node_dir.join("data").join("myid"), format!("{}\n", self.server_id(index)))
+        std::fs::write(node_dir.join("data").join("myid"), format!("{id}\n"))
             .map_err(|e| TestingError::io("writing myid", e))?;
-        let spec = LaunchSpec {
+        let mut spec = LaunchSpec {
             name: format!("node{index}"),
             config_file: node_dir.join("zoo.cfg"),
             log_file: node_dir.join("zookeeper.log"),
             ..template
         };
-        let line = reconfig::member_line(self.server_id(index), quorum_port, election_port, role, client_port);
+        let proxies = if self.member_proxies {
+            let hosts = node_dir.join("hosts");
+            member_proxies::write_hosts_file(&hosts, id)?;
+            let property = member_proxies::HOSTS_FILE_PROPERTY;
+            process::set_entry(&mut spec.system_properties, property, hosts.display().to_string());
+            Some(MemberProxies::start(id, quorum_port, election_port).await?)
+        } else {
+            None
+        };
+        let line = self.line(id, quorum_port, election_port, role, client_port);
         members.push(line.clone());
         let mut config = vec![("dataDir".to_owned(), node_dir.join("data").display().to_string())];
         config.extend(shared);
         write_dynamic(&spec.config_file, config, &members)?;
         std::fs::write(&spec.log_file, b"").map_err(|e| TestingError::io("creating a server log", e))?;
-        self.nodes.push(Node { process: Mutex::new(None), spec, client_port, quorum_port, election_port });
+        self.nodes.push(Node {
+            process: Mutex::new(None),
+            spec,
+            client_port,
+            quorum_port,
+            election_port,
+            proxies,
+            removed: false,
+        });
         let timeout = self.start_timeout;
         let node = self.node_mut(index)?;
         let address = process::loopback(node.client_port);
@@ -176,7 +232,9 @@ impl TestingCluster {
     }
 
     /// Removes member `i` from the ensemble (a reconfiguration sent as the superuser through
-    /// the other running members), then stops it. Needs
+    /// the other running members), then stops it (and its quorum proxies, with
+    /// [`quorum_proxies`](TestingClusterBuilder::quorum_proxies)). It keeps its index, no
+    /// longer among [`members`](Self::members). Needs
     /// [`dynamic_reconfig`](TestingClusterBuilder::dynamic_reconfig).
     ///
     /// # Errors
@@ -198,6 +256,9 @@ impl TestingCluster {
         let client = reconfig::super_client(&others.join(",")).await?;
         reconfig::reconfigure(&client, &[], &[self.server_id(i).to_string()], self.start_timeout).await?;
         self.stop(i).await?;
+        let node = self.node_mut(i)?;
+        node.removed = true;
+        node.proxies = None;
         tracing::debug!(server = i, "cluster member removed");
         Ok(())
     }
@@ -243,6 +304,13 @@ impl TestingCluster {
     /// every byte and keep the connections open, like a network partition. Needs
     /// [`quorum_proxies`](TestingClusterBuilder::quorum_proxies).
     ///
+    /// With [`dynamic_reconfig`](TestingClusterBuilder::dynamic_reconfig) the proxies are one
+    /// per member, in front of its quorum port: member `i`'s proxy black-holes every
+    /// connection, and every other member's proxy the connections that come from `i` (a
+    /// learner names itself in its first packet). A member that
+    /// [`add_server`](Self::add_server) adds has its proxy too and can be isolated like the
+    /// others; one added while `i` is isolated does not cut `i` off from itself.
+    ///
     /// Clients of the member are not touched. A follower keeps serving them until it has
     /// heard nothing from its leader for `syncLimit × tickTime`
     /// ([`sync_timeout`](Self::sync_timeout)); then it drops them and looks for a leader,
@@ -253,9 +321,7 @@ impl TestingCluster {
     /// # Errors
     /// [`TestingError::NoSuchServer`]; [`TestingError::InvalidConfig`] without quorum proxies.
     pub fn isolate(&self, i: usize) -> Result<(), TestingError> {
-        for proxy in self.member_quorum_proxies(i)? {
-            proxy.set_mode(ProxyMode::BlackHole);
-        }
+        self.cut(i, true)?;
         tracing::debug!(server = i, "cluster member isolated");
         Ok(())
     }
@@ -266,23 +332,39 @@ impl TestingCluster {
     /// # Errors
     /// [`TestingError::NoSuchServer`]; [`TestingError::InvalidConfig`] without quorum proxies.
     pub fn heal(&self, i: usize) -> Result<(), TestingError> {
-        for proxy in self.member_quorum_proxies(i)? {
-            proxy.set_mode(ProxyMode::Pass);
-            proxy.reset_connections();
-        }
+        self.cut(i, false)?;
         tracing::debug!(server = i, "cluster member healed");
         Ok(())
     }
 
-    /// The quorum proxies that carry member `i`'s traffic, either way.
-    fn member_quorum_proxies(&self, i: usize) -> Result<impl Iterator<Item = &FaultProxy>, TestingError> {
+    /// Cuts (`true`) or restores member `i`'s quorum traffic, either way.
+    fn cut(&self, i: usize, cut: bool) -> Result<(), TestingError> {
         self.node(i)?;
+        if self.member_proxies {
+            let id = self.server_id(i);
+            for (j, node) in self.nodes.iter().enumerate() {
+                match &node.proxies {
+                    Some(proxies) if j == i => proxies.cut_all(cut),
+                    Some(proxies) => proxies.cut_learner(id, cut),
+                    None => {}
+                }
+            }
+            return Ok(());
+        }
         if self.quorum_proxies.is_empty() && self.len() > 1 {
             return Err(TestingError::InvalidConfig(
                 "isolating a member needs TestingClusterBuilder::quorum_proxies(true)".to_owned(),
             ));
         }
-        Ok(self.quorum_proxies.iter().filter(move |(from, to, _)| *from == i || *to == i).map(|(_, _, p)| p))
+        for (_, _, proxy) in self.quorum_proxies.iter().filter(|(from, to, _)| *from == i || *to == i) {
+            if cut {
+                proxy.set_mode(ProxyMode::BlackHole);
+            } else {
+                proxy.set_mode(ProxyMode::Pass);
+                proxy.reset_connections();
+            }
+        }
+        Ok(())
     }
 
     /// The directory holding every member's configuration, data and log.
@@ -359,8 +441,9 @@ impl TestingCluster {
     /// usual.
     pub async fn restart(&mut self, i: usize) -> Result<(), TestingError> {
         self.stop(i).await?;
-        let running_others = (0..self.len()).filter(|&j| j != i && self.is_running(j)).count();
-        let quorum = running_others + 1 > self.len() / 2;
+        let members = self.members();
+        let running_others = members.iter().filter(|&&j| j != i && self.is_running(j)).count();
+        let quorum = running_others + 1 > members.len() / 2;
         let (read_only, timeout) = (self.read_only, self.start_timeout);
         let node = self.node_mut(i)?;
         let address = process::loopback(node.client_port);
@@ -619,6 +702,13 @@ impl TestingClusterBuilder {
     /// [`FaultProxy`] (one per ordered pair of members), so that
     /// [`TestingCluster::isolate`] can cut a member off (default off).
     ///
+    /// With [`dynamic_reconfig`](Self::dynamic_reconfig) there is instead one proxy in front
+    /// of each member's quorum port (and one, always forwarding, in front of its election
+    /// port), listening on `127.0.1.<id>` with the member's own port numbers: the shared
+    /// member lines name hosts, `zk-testing-member-<id>`, that each member's JVM resolves
+    /// through its own hosts file (`-Djdk.net.hosts.file`), to itself on `127.0.0.1` and to the
+    /// others' proxies. Server ids then go up to 255. Clients still use `127.0.0.1`.
+    ///
     /// The proxies run on the tokio runtime that starts the cluster: such a cluster must be
     /// used, and dropped, while that runtime runs.
     pub fn quorum_proxies(mut self, on: bool) -> Self {
@@ -634,8 +724,9 @@ impl TestingClusterBuilder {
     /// as the superuser ([`TestingCluster::superuser_auth`]; reconfiguration is refused to
     /// everyone else) can send its own reconfigurations.
     ///
-    /// Not with [`quorum_proxies`](Self::quorum_proxies): a reconfiguration rewrites every
-    /// member's view of the others' addresses.
+    /// With [`quorum_proxies`](Self::quorum_proxies), see there how the members' lines name
+    /// their proxies; a member line of one's own must then use the same host names
+    /// ([`TestingCluster::member_line`]).
     pub fn dynamic_reconfig(mut self, on: bool) -> Self {
         self.dynamic_reconfig = on;
         self
@@ -645,8 +736,8 @@ impl TestingClusterBuilder {
     ///
     /// # Errors
     /// As for [`TestingServer::start`](super::TestingServer::start);
-    /// [`TestingError::InvalidConfig`] for size 0 or a zero tick time, or for dynamic
-    /// reconfiguration with quorum proxies.
+    /// [`TestingError::InvalidConfig`] for size 0 or a zero tick time, or for more than 255
+    /// members with dynamic reconfiguration and quorum proxies.
     ///
     /// # Cancel safety
     /// Cancelling drops the half-started ensemble: every JVM is killed and the directory
@@ -656,11 +747,6 @@ impl TestingClusterBuilder {
             return Err(TestingError::InvalidConfig(format!("cluster size {} (must be 1..=255)", self.size)));
         }
         self.options.check_tick_time()?;
-        if self.dynamic_reconfig && self.quorum_proxies {
-            return Err(TestingError::InvalidConfig(
-                "dynamic reconfiguration does not work with quorum proxies".to_owned(),
-            ));
-        }
         let installation = self.options.installation()?;
         let dir = LaunchOptions::temp_dir("zk-testing-cluster-")?;
         let mut system_properties = self.options.system_properties.clone();
@@ -674,6 +760,7 @@ impl TestingClusterBuilder {
         let mut cluster = TestingCluster {
             nodes: Vec::with_capacity(self.size),
             quorum_proxies: Vec::new(),
+            member_proxies: self.dynamic_reconfig && self.quorum_proxies,
             tick_time: self.options.tick_time,
             sync_limit: self.sync_limit,
             start_timeout: self.options.start_timeout,
@@ -687,6 +774,13 @@ impl TestingClusterBuilder {
                 .map_err(|e| TestingError::io(format!("creating {}", node_dir.display()), e))?;
             std::fs::write(node_dir.join("data").join("myid"), format!("{}\n", i + 1))
                 .map_err(|e| TestingError::io("writing myid", e))?;
+            let mut system_properties = system_properties.clone();
+            if cluster.member_proxies {
+                let hosts = node_dir.join("hosts");
+                member_proxies::write_hosts_file(&hosts, i + 1)?;
+                let property = member_proxies::HOSTS_FILE_PROPERTY;
+                process::set_entry(&mut system_properties, property, hosts.display().to_string());
+            }
             cluster.nodes.push(Node {
                 process: Mutex::new(None),
                 spec: LaunchSpec {
@@ -696,12 +790,14 @@ impl TestingClusterBuilder {
                     config_file: node_dir.join("zoo.cfg"),
                     log_file: node_dir.join("zookeeper.log"),
                     cleanup_dir: cluster.dir.path().to_path_buf(),
-                    system_properties: system_properties.clone(),
+                    system_properties,
                     jvm_args: self.options.jvm_args.clone(),
                 },
                 client_port: 0,
                 quorum_port: 0,
                 election_port: 0,
+                proxies: None,
+                removed: false,
             });
         }
         let mut attempt = 0;
@@ -742,7 +838,14 @@ impl TestingClusterBuilder {
             ports.push((process::free_port()?, process::free_port()?, process::free_port()?));
         }
         cluster.quorum_proxies.clear();
-        if self.quorum_proxies {
+        for node in &mut cluster.nodes {
+            node.proxies = None;
+        }
+        if cluster.member_proxies {
+            for (i, (node, (_, quorum, election))) in cluster.nodes.iter_mut().zip(&ports).enumerate() {
+                node.proxies = Some(MemberProxies::start(i + 1, *quorum, *election).await?);
+            }
+        } else if self.quorum_proxies {
             for from in 0..ports.len() {
                 for (to, (_, quorum, _)) in ports.iter().enumerate().filter(|(to, _)| *to != from) {
                     let proxy = FaultProxy::start(&process::loopback(*quorum)).await?;
@@ -771,7 +874,7 @@ impl TestingClusterBuilder {
             .iter()
             .enumerate()
             .map(|(i, (client, quorum, election))| {
-                reconfig::member_line(i + 1, *quorum, *election, MemberRole::Participant, *client)
+                cluster.line(i + 1, *quorum, *election, MemberRole::Participant, *client)
             })
             .collect();
         cluster.dynamic = None;

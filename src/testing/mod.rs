@@ -11,7 +11,7 @@
 //! | connection loss (FIN or RST), a silent network, refused connections | [`FaultProxy`] between the client and the server |
 //! | a reconnect that is answered and then dies ("stale connected") | [`FaultProxy`] in [`ProxyMode::HandshakeThenRefuse`] |
 //! | an ensemble whose membership changes (members added, removed, replaced) | [`TestingClusterBuilder::dynamic_reconfig`], [`TestingCluster::add_server`], [`TestingCluster::remove_server`] |
-//! | an ensemble member cut off from the others | [`TestingCluster::isolate`] (build with [`quorum_proxies`](TestingClusterBuilder::quorum_proxies)) |
+//! | an ensemble member cut off from the others | [`TestingCluster::isolate`] (build with [`quorum_proxies`](TestingClusterBuilder::quorum_proxies); with [`dynamic_reconfig`](TestingClusterBuilder::dynamic_reconfig) too, members added later included) |
 //! | a session that the server expires (Curator's `KillSession`) | [`expire_session`] on a client behind a [`FaultProxy`] |
 //! | how many server requests an operation costs, or which errors the server answered | clients behind a [`CountingProxy`] |
 //! | a request that reached the server but whose reply was lost | [`CountingProxy::lose_reply_to`] |
@@ -53,6 +53,7 @@ mod error;
 mod install;
 #[cfg(feature = "sasl-gssapi")]
 mod kerberos;
+mod member_proxies;
 mod mirror_probe;
 mod options;
 mod process;

@@ -1,5 +1,6 @@
 //! A TCP proxy that injects network faults between a client and a server.
 
+use std::collections::BTreeSet;
 use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -19,6 +20,15 @@ const FIN_DRAIN: Duration = Duration::from_secs(2);
 const BUFFER_SIZE: usize = 16 * 1024;
 /// How long [`ProxyMode::HandshakeThenRefuse`] waits for the client to show it read the answer.
 const HANDSHAKE_READ: Duration = Duration::from_secs(2);
+/// The first bytes a ZooKeeper learner writes to its leader's quorum port: a `QuorumPacket`
+/// (jute, no length prefix: int type, long zxid, int data length) whose data starts with a
+/// `LearnerInfo` (long server id, ...). See [`learner_id`].
+const LEARNER_HEADER: usize = 24;
+/// How long a learner connection may take to send [`LEARNER_HEADER`] before it is forwarded
+/// as coming from an unknown source.
+const LEARNER_HEADER_READ: Duration = Duration::from_secs(5);
+/// `Leader.FOLLOWERINFO` and `Leader.OBSERVERINFO`: the types of a learner's first packet.
+const LEARNER_INFO_TYPES: [i32; 2] = [11, 16];
 
 /// What the proxy does with the bytes of its connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,7 +75,13 @@ struct Shared {
     mode: watch::Sender<ProxyMode>,
     refuse: AtomicBool,
     connections: AtomicUsize,
-    close: broadcast::Sender<Close>,
+    /// A close command, for every connection (`None`) or those from one learner.
+    close: broadcast::Sender<(Close, Option<u64>)>,
+    /// Whether connections are a ZooKeeper learner's to its leader's quorum port, whose first
+    /// packet names the learner's server id (see [`learner_id`]).
+    learners: bool,
+    /// With `learners`: the server ids whose connections are black-holed whatever the mode.
+    silenced: watch::Sender<BTreeSet<u64>>,
     /// [`ProxyMode::HandshakeThenRefuse`]: `Armed` while the mode waits for its connection,
     /// `Passed(at)` once the first answer went through (the proxy then stops listening).
     handshake: watch::Sender<Handshake>,
@@ -116,9 +132,18 @@ impl FaultProxy {
     /// # Cancel safety
     /// Cancel-safe: nothing is left running unless it returned.
     pub async fn start(target: &str) -> Result<FaultProxy, TestingError> {
-        let listener = TcpListener::bind("127.0.0.1:0")
+        FaultProxy::start_on(SocketAddr::from(([127, 0, 0, 1], 0)), target, false).await
+    }
+
+    /// Starts a proxy listening on `listen` (port 0 for a free one). With `learners`, every
+    /// connection is taken for a ZooKeeper learner's connection to its leader's quorum port:
+    /// the proxy reads the learner's server id from its first packet before forwarding it,
+    /// so that [`silence_learner`](Self::silence_learner) and
+    /// [`reset_learner`](Self::reset_learner) act on one learner's connections.
+    pub(crate) async fn start_on(listen: SocketAddr, target: &str, learners: bool) -> Result<FaultProxy, TestingError> {
+        let listener = TcpListener::bind(listen)
             .await
-            .map_err(|e| TestingError::io("binding the fault proxy to 127.0.0.1:0", e))?;
+            .map_err(|e| TestingError::io(format!("binding the fault proxy to {listen}"), e))?;
         let address = listener.local_addr().map_err(|e| TestingError::io("reading the fault proxy's address", e))?;
         let shared = Arc::new(Shared {
             target: target.to_owned(),
@@ -126,6 +151,8 @@ impl FaultProxy {
             refuse: AtomicBool::new(false),
             connections: AtomicUsize::new(0),
             close: broadcast::channel(16).0,
+            learners,
+            silenced: watch::Sender::new(BTreeSet::new()),
             handshake: watch::Sender::new(Handshake::Off),
         });
         let accept_task = tokio::spawn(accept_loop(listener, address, shared.clone()));
@@ -187,14 +214,35 @@ impl FaultProxy {
     /// accepted as usual.
     pub fn drop_connections(&self) {
         tracing::debug!(address = %self.address, "fault proxy: dropping connections");
-        let _ = self.shared.close.send(Close::Fin);
+        let _ = self.shared.close.send((Close::Fin, None));
     }
 
     /// Closes every current connection with RST on both sides (`SO_LINGER` 0; the client sees
     /// "connection reset").
     pub fn reset_connections(&self) {
         tracing::debug!(address = %self.address, "fault proxy: resetting connections");
-        let _ = self.shared.close.send(Close::Reset);
+        let _ = self.shared.close.send((Close::Reset, None));
+    }
+
+    /// For a proxy started with `learners`: while `silenced`, the connections of the learner
+    /// with server id `id` are black-holed (as [`ProxyMode::BlackHole`]), existing and new,
+    /// whatever the mode; the others are not touched.
+    pub(crate) fn silence_learner(&self, id: u64, silenced: bool) {
+        tracing::debug!(address = %self.address, learner = id, silenced, "fault proxy: learner silenced");
+        self.shared.silenced.send_modify(|ids| {
+            if silenced {
+                ids.insert(id);
+            } else {
+                ids.remove(&id);
+            }
+        });
+    }
+
+    /// For a proxy started with `learners`: closes the connections of the learner with server
+    /// id `id` with RST on both sides.
+    pub(crate) fn reset_learner(&self, id: u64) {
+        tracing::debug!(address = %self.address, learner = id, "fault proxy: resetting a learner's connections");
+        let _ = self.shared.close.send((Close::Reset, Some(id)));
     }
 
     /// While `true`, new connections are accepted and reset at once (as a crashed server
@@ -299,9 +347,24 @@ impl Drop for CountGuard {
 async fn proxy_connection(
     mut client: TcpStream,
     shared: Arc<Shared>,
-    mut close: broadcast::Receiver<Close>,
+    mut close: broadcast::Receiver<(Close, Option<u64>)>,
     carries_handshake: bool,
 ) {
+    // A learner names itself in its first packet: read that much before anything is forwarded.
+    let mut header = Vec::new();
+    let mut source = None;
+    if shared.learners {
+        tokio::select! {
+            () = read_learner_header(&mut client, &mut header) => source = learner_id(&header),
+            how = next_close(&mut close, None) => {
+                if matches!(how, Close::Reset) {
+                    reset(client);
+                }
+                return;
+            }
+        }
+        tracing::trace!(learner = ?source, "fault proxy: learner connection");
+    }
     let mut upstream = tokio::select! {
         connected = TcpStream::connect(shared.target.as_str()) => match connected {
             Ok(upstream) => upstream,
@@ -311,7 +374,7 @@ async fn proxy_connection(
                 return;
             }
         },
-        _ = close.recv() => {
+        _ = next_close(&mut close, source) => {
             reset(client);
             return;
         }
@@ -320,33 +383,40 @@ async fn proxy_connection(
     let _ = upstream.set_nodelay(true);
     shared.connections.fetch_add(1, Ordering::SeqCst);
     let _guard = CountGuard(shared.clone());
-    let mode = shared.mode.subscribe();
+    let route = Route { mode: shared.mode.subscribe(), silenced: shared.silenced.subscribe(), source };
     let mut from_client = vec![0u8; BUFFER_SIZE];
     let mut from_upstream = vec![0u8; BUFFER_SIZE];
     if carries_handshake {
         pass_handshake_then_reset(client, upstream, &shared, &mut close).await;
         return;
     }
+    if !header.is_empty() {
+        let n = header.len();
+        if let Some(how) = forward(Ok(n), &header, &mut upstream, &route, &mut close).await {
+            finish(how, client, upstream).await;
+            return;
+        }
+    }
     let how = loop {
         tokio::select! {
             read = client.read(&mut from_client) => {
-                if let Some(how) = forward(read, &from_client, &mut upstream, &mode, &mut close).await {
+                if let Some(how) = forward(read, &from_client, &mut upstream, &route, &mut close).await {
                     break how;
                 }
             }
             read = upstream.read(&mut from_upstream) => {
-                if let Some(how) = forward(read, &from_upstream, &mut client, &mode, &mut close).await {
+                if let Some(how) = forward(read, &from_upstream, &mut client, &route, &mut close).await {
                     break how;
                 }
             }
-            command = close.recv() => match command {
-                Ok(how) => break how,
-                Err(broadcast::error::RecvError::Lagged(_)) => break Close::Reset,
-                // The proxy is gone.
-                Err(broadcast::error::RecvError::Closed) => break Close::Fin,
-            },
+            how = next_close(&mut close, source) => break how,
         }
     };
+    finish(how, client, upstream).await;
+}
+
+/// Closes a connection's two sides the way `how` says.
+async fn finish(how: Close, client: TcpStream, upstream: TcpStream) {
     match how {
         Close::Reset => {
             reset(client);
@@ -354,6 +424,67 @@ async fn proxy_connection(
         }
         Close::Fin => close_gracefully(client, upstream).await,
     }
+}
+
+/// The next close command for a connection from learner `source` (`None`: not a learner, or
+/// not known): commands for every connection, and those for that learner.
+async fn next_close(close: &mut broadcast::Receiver<(Close, Option<u64>)>, source: Option<u64>) -> Close {
+    loop {
+        match close.recv().await {
+            Ok((how, None)) => return how,
+            Ok((how, Some(id))) if Some(id) == source => return how,
+            Ok(_) => {}
+            Err(broadcast::error::RecvError::Lagged(_)) => return Close::Reset,
+            // The proxy is gone.
+            Err(broadcast::error::RecvError::Closed) => return Close::Fin,
+        }
+    }
+}
+
+/// Whether a connection forwards its bytes: the proxy's mode, and for a learner's
+/// connection whether that learner is silenced.
+struct Route {
+    mode: watch::Receiver<ProxyMode>,
+    silenced: watch::Receiver<BTreeSet<u64>>,
+    source: Option<u64>,
+}
+
+impl Route {
+    fn silent(&self) -> bool {
+        matches!(*self.mode.borrow(), ProxyMode::BlackHole | ProxyMode::HandshakeThenRefuse)
+            || self.source.is_some_and(|id| self.silenced.borrow().contains(&id))
+    }
+}
+
+/// Reads up to [`LEARNER_HEADER`] bytes into `header`: less at end of stream, on an error, or
+/// when the peer has sent nothing more for [`LEARNER_HEADER_READ`].
+async fn read_learner_header(client: &mut TcpStream, header: &mut Vec<u8>) {
+    let mut buffer = [0u8; LEARNER_HEADER];
+    let deadline = Instant::now() + LEARNER_HEADER_READ;
+    while header.len() < LEARNER_HEADER {
+        let wanted = LEARNER_HEADER - header.len();
+        match tokio::time::timeout_at(deadline, client.read(&mut buffer[..wanted])).await {
+            Ok(Ok(n @ 1..)) => header.extend_from_slice(&buffer[..n]),
+            _ => return,
+        }
+    }
+}
+
+/// The server id in a learner's first packet to its leader, as ZooKeeper 3.5–3.8 write it
+/// (`Learner.registerWithLeader`, jute's `BinaryOutputArchive`): int type (`FOLLOWERINFO` 11
+/// or `OBSERVERINFO` 16), long zxid, int data length, then the data, a `LearnerInfo` that
+/// starts with the long server id. `None` for anything else (quorum SASL, which would come
+/// first, is not used by the testing servers).
+fn learner_id(header: &[u8]) -> Option<u64> {
+    let header: &[u8; LEARNER_HEADER] = header.try_into().ok()?;
+    let kind = i32::from_be_bytes([header[0], header[1], header[2], header[3]]);
+    let length = i32::from_be_bytes([header[12], header[13], header[14], header[15]]);
+    if !LEARNER_INFO_TYPES.contains(&kind) || length < 8 {
+        return None;
+    }
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&header[16..24]);
+    u64::try_from(i64::from_be_bytes(id)).ok()
 }
 
 /// [`ProxyMode::HandshakeThenRefuse`]'s connection: forwards the client's bytes until the
@@ -364,7 +495,7 @@ async fn pass_handshake_then_reset(
     mut client: TcpStream,
     mut upstream: TcpStream,
     shared: &Shared,
-    close: &mut broadcast::Receiver<Close>,
+    close: &mut broadcast::Receiver<(Close, Option<u64>)>,
 ) {
     let mut handshake = shared.handshake.subscribe();
     let mut from_client = vec![0u8; BUFFER_SIZE];
@@ -400,7 +531,7 @@ async fn pass_handshake_then_reset(
                 }
                 break;
             }
-            _ = close.recv() => break,
+            _ = next_close(close, None) => break,
             () = async { drop(handshake.wait_for(|h| *h != Handshake::Taken).await) } => break,
         }
     }
@@ -414,8 +545,8 @@ async fn forward(
     read: std::io::Result<usize>,
     bytes: &[u8],
     to: &mut TcpStream,
-    mode: &watch::Receiver<ProxyMode>,
-    close: &mut broadcast::Receiver<Close>,
+    route: &Route,
+    close: &mut broadcast::Receiver<(Close, Option<u64>)>,
 ) -> Option<Close> {
     let n = match read {
         // One side closed: close the other side the same way.
@@ -424,12 +555,12 @@ async fn forward(
         Err(err) if err.kind() == ErrorKind::ConnectionReset => return Some(Close::Reset),
         Err(_) => return Some(Close::Reset),
     };
-    if matches!(*mode.borrow(), ProxyMode::BlackHole | ProxyMode::HandshakeThenRefuse) {
+    if route.silent() {
         return None;
     }
     tokio::select! {
         written = to.write_all(&bytes[..n]) => written.err().map(|_| Close::Reset),
-        command = close.recv() => Some(command.unwrap_or(Close::Reset)),
+        how = next_close(close, route.source) => Some(how),
     }
 }
 
@@ -459,4 +590,29 @@ fn reset(stream: TcpStream) {
     #[allow(deprecated)]
     let _ = stream.set_linger(Some(Duration::ZERO));
     drop(stream);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn learner_packet(kind: i32, id: i64) -> Vec<u8> {
+        let mut packet = Vec::new();
+        packet.extend_from_slice(&kind.to_be_bytes());
+        packet.extend_from_slice(&0x1_0000_0002_i64.to_be_bytes());
+        packet.extend_from_slice(&20_i32.to_be_bytes());
+        packet.extend_from_slice(&id.to_be_bytes());
+        packet.extend_from_slice(&0x10000_i32.to_be_bytes());
+        packet.extend_from_slice(&0x1_0000_0000_i64.to_be_bytes());
+        packet
+    }
+
+    #[test]
+    fn reads_the_learner_id_of_followers_and_observers() {
+        assert_eq!(learner_id(&learner_packet(11, 3)[..LEARNER_HEADER]), Some(3));
+        assert_eq!(learner_id(&learner_packet(16, 255)[..LEARNER_HEADER]), Some(255));
+        assert_eq!(learner_id(&learner_packet(5, 3)[..LEARNER_HEADER]), None, "not a learner's first packet");
+        assert_eq!(learner_id(&learner_packet(11, -1)[..LEARNER_HEADER]), None);
+        assert_eq!(learner_id(&learner_packet(11, 3)[..LEARNER_HEADER - 1]), None, "too short");
+    }
 }

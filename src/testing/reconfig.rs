@@ -49,7 +49,20 @@ pub(crate) fn super_digest_property() -> (String, String) {
 
 /// A member line: `server.<id>=127.0.0.1:<quorum>:<election>:<role>;127.0.0.1:<client>`.
 pub(crate) fn member_line(id: usize, quorum: u16, election: u16, role: MemberRole, client: u16) -> String {
-    format!("server.{id}=127.0.0.1:{quorum}:{election}:{};127.0.0.1:{client}", role.as_str())
+    member_line_on("127.0.0.1", id, quorum, election, role, client)
+}
+
+/// A member line whose quorum and election ports are on `host` (the client port stays on
+/// `127.0.0.1`): `server.<id>=<host>:<quorum>:<election>:<role>;127.0.0.1:<client>`.
+pub(crate) fn member_line_on(
+    host: &str,
+    id: usize,
+    quorum: u16,
+    election: u16,
+    role: MemberRole,
+    client: u16,
+) -> String {
+    format!("server.{id}={host}:{quorum}:{election}:{};127.0.0.1:{client}", role.as_str())
 }
 
 /// A client logged in as the superuser, connected through `connect_string`.

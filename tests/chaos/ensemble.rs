@@ -1,7 +1,8 @@
 //! Seeded chaos on a 3-server ensemble: several clients (each its own session, some behind
 //! fault proxies) loop acquire / critical section / release on a mutex, a 2-lease semaphore
-//! and a read-write lock (readers and writers on one path) while a schedule kills, pauses and isolates servers and cuts, resets, black-holes
-//! and expires clients. A checker (`common/history.rs`) then judges the recorded history:
+//! and a read-write lock (readers and writers on one path) while a schedule kills, pauses and
+//! isolates servers, replaces a member by dynamic reconfiguration, and cuts, resets,
+//! black-holes and expires clients. A checker (`common/history.rs`) then judges the recorded history:
 //! (a) no overlap of holds never told of a loss beyond what the lock admits (one mutex holder,
 //! two leases, any readers or one writer), (b) every lost hold told before anyone took
 //! its place, (c) fencing tokens increasing in enter order, (d) every task progressing once the
@@ -30,6 +31,16 @@
 //! from the session timeout: exactly one node, at the registration's name, owned by its
 //! client's current session, holding the data last set; after every client closed, none is left.
 //!
+//! The member replacement: the ensemble runs with dynamic reconfiguration (and quorum proxies
+//! in front of each member, so that isolating works on any member); a new server is added as
+//! a participant, and once it follows, one old member that is not the leader (a follower:
+//! the leader kill already covers a change of leader, so the step stays about membership) is
+//! removed and stopped. From then on the faults pick among the current members. The direct
+//! clients follow the new member list (ensemble tracking); a proxied client keeps its connect
+//! string, one client-side proxy per original member, so it loses the removed member and never
+//! reaches the added one: it still has two members of three, which the faults then hit as
+//! before.
+//!
 //! `ZKR_CHAOS_SECS` (default 30) is how long the random part of the schedule runs, after one
 //! step of each kind of fault; `ZKR_CHAOS_SEED` replays a schedule (the seed and the schedule
 //! are printed first). Run with `-- --nocapture` to watch it.
@@ -52,7 +63,7 @@ use history::{Hold, Increments, Report, Resource};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use zk_recipes::retry::RetryNTimes;
-use zk_recipes::testing::{expire_session, four_letter_word, FaultProxy, ProxyMode, TestingCluster};
+use zk_recipes::testing::{expire_session, four_letter_word, FaultProxy, MemberRole, ProxyMode, TestingCluster};
 use zk_recipes::{
     CacheEvent, CreateMode, CuratorCache, DistributedAtomicLong, Error, Framework, InterProcessMutex,
     InterProcessReadWriteLock, InterProcessSemaphore, MutexGuard, PersistentNode, ReadLock, ReadLockGuard,
@@ -212,6 +223,8 @@ enum ServerFault {
     PauseMember,
     PauseEnsemble,
     IsolateFollower,
+    /// A server added by reconfiguration, then an old follower removed and stopped.
+    ReplaceMember,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -277,6 +290,7 @@ fn schedule(seed: u64, random: Duration) -> Vec<Step> {
         (ServerFault::PauseEnsemble, false),
         (ServerFault::PauseEnsemble, true),
         (ServerFault::IsolateFollower, true),
+        (ServerFault::ReplaceMember, false),
     ];
     let mut clients = vec![
         ClientFault::Cut,
@@ -286,6 +300,7 @@ fn schedule(seed: u64, random: Duration) -> Vec<Step> {
         ClientFault::StaleHandshake,
         ClientFault::Expire,
         ClientFault::Cut,
+        ClientFault::Reset,
     ];
     // The leader kill comes first: the audit of orphans with live sessions follows it.
     rng.shuffle(&mut servers[1..]);
@@ -514,8 +529,41 @@ async fn leader(cluster: &TestingCluster, limit: Duration) -> Option<usize> {
 
 async fn follower(cluster: &TestingCluster, pick: u64) -> Option<usize> {
     let leader = leader(cluster, SESSION * 2).await?;
-    let followers: Vec<usize> = (0..cluster.len()).filter(|&i| i != leader && cluster.is_running(i)).collect();
+    let followers: Vec<usize> =
+        cluster.members().into_iter().filter(|&i| i != leader && cluster.is_running(i)).collect();
     (!followers.is_empty()).then(|| followers[pick as usize % followers.len()])
+}
+
+/// The connect string of the current members.
+fn members_connect_string(cluster: &TestingCluster) -> String {
+    cluster.members().into_iter().map(|i| cluster.server_connect_string(i)).collect::<Vec<_>>().join(",")
+}
+
+/// Adds a server as a participant and waits until it follows; then removes an old follower
+/// (picked by `pick`) and stops it. Returns what it did.
+async fn replace_member(cluster: &mut TestingCluster, pick: u64) -> String {
+    let added = cluster.add_server(MemberRole::Participant).await.unwrap_or_else(|e| panic!("adding a member: {e}"));
+    // It syncs with the leader before the reconfiguration is sent; following is a moment away.
+    let serving = eventually(SESSION * 4, || async {
+        match cluster.mode(added).await.as_deref() {
+            Some("follower" | "leader") => Ok(()),
+            mode => Err(format!("mode {mode:?}")),
+        }
+    })
+    .await;
+    if let Err(e) = serving {
+        panic!("the added member {added} does not serve: {e}");
+    }
+    let Some(leader) = leader(cluster, SESSION * 2).await else {
+        return format!("ReplaceMember: member {added} added; none removed (no leader)");
+    };
+    let old: Vec<usize> =
+        cluster.members().into_iter().filter(|&i| i != added && i != leader && cluster.is_running(i)).collect();
+    let Some(&leaving) = old.get(pick as usize % old.len().max(1)) else {
+        return format!("ReplaceMember: member {added} added; none removed (no old follower)");
+    };
+    cluster.remove_server(leaving).await.unwrap_or_else(|e| panic!("removing member {leaving}: {e}"));
+    format!("ReplaceMember: member {added} added, member {leaving} removed")
 }
 
 /// Runs a server fault for `length`, then heals it. Returns what it did.
@@ -533,18 +581,20 @@ async fn server_fault(cluster: &mut TestingCluster, fault: ServerFault, pick: u6
             format!("{fault:?}: member {member}")
         }
         ServerFault::PauseMember => {
-            let member = pick as usize % cluster.len();
+            let members = cluster.members();
+            let member = members[pick as usize % members.len()];
             cluster.pause(member).unwrap();
             tokio::time::sleep(length).await;
             cluster.resume(member).unwrap();
             format!("{fault:?}: member {member}")
         }
         ServerFault::PauseEnsemble => {
-            for i in 0..cluster.len() {
+            let members = cluster.members();
+            for &i in &members {
                 cluster.pause(i).unwrap();
             }
             tokio::time::sleep(length).await;
-            for i in 0..cluster.len() {
+            for &i in &members {
                 cluster.resume(i).unwrap();
             }
             format!("{fault:?}")
@@ -555,6 +605,12 @@ async fn server_fault(cluster: &mut TestingCluster, fault: ServerFault, pick: u6
             tokio::time::sleep(length).await;
             cluster.heal(member).unwrap();
             format!("{fault:?}: member {member}")
+        }
+        ServerFault::ReplaceMember => {
+            let started = Instant::now();
+            let did = replace_member(cluster, pick).await;
+            tokio::time::sleep(length.saturating_sub(started.elapsed())).await;
+            did
         }
     }
 }
@@ -697,7 +753,7 @@ fn total_watches(wchs: &str) -> Option<u64> {
 /// (e), after every client closed: no nodes under the lock paths and no watches, on every member.
 async fn audit_closed(cluster: &TestingCluster, paths: &[(String, &'static [&'static str])]) -> Vec<String> {
     let mut problems = Vec::new();
-    for i in 0..cluster.len() {
+    for i in cluster.members() {
         let address = cluster.server_connect_string(i);
         let fw = framework(&address, SESSION).await;
         let _ = fw.zk_client().unwrap().sync("/").await;
@@ -715,7 +771,7 @@ async fn audit_closed(cluster: &TestingCluster, paths: &[(String, &'static [&'st
         }
         fw.close().await;
     }
-    for i in 0..cluster.len() {
+    for i in cluster.members() {
         let address = cluster.server_connect_string(i);
         let watches = eventually(SESSION * 2, || async {
             let wchs = four_letter_word(&address, "wchs", Duration::from_secs(5)).await.map_err(|e| e.to_string())?;
@@ -1175,10 +1231,12 @@ async fn chaos_crowded(strategy: WaitStrategy, crowd: usize) {
 
 async fn run(seed: u64, steps: Vec<Step>, strategy: WaitStrategy, crowd: usize) {
     let origin = Instant::now();
-    let mut cluster = TestingCluster::builder().quorum_proxies(true).start().await.unwrap();
+    let mut cluster = TestingCluster::builder().dynamic_reconfig(true).quorum_proxies(true).start().await.unwrap();
     cluster.settle(Duration::from_secs(90)).await.unwrap();
     assert!(SESSION > cluster.sync_timeout(), "the safety rule: session timeout above syncLimit x tickTime");
-    let direct = cluster.connect_string();
+    // The current members' client ports: it follows a member replacement (for the session
+    // attach of an expiry); the direct clients follow it by ensemble tracking.
+    let mut direct = cluster.connect_string();
 
     let mut clients = Vec::new();
     for c in 0..CLIENTS {
@@ -1381,11 +1439,12 @@ async fn run(seed: u64, steps: Vec<Step>, strategy: WaitStrategy, crowd: usize) 
             problems.extend(found);
             phase_tx.send_replace(Phase::Run);
         }
+        direct = members_connect_string(&cluster);
         tokio::time::sleep(step.gap).await;
     }
 
-    // The faults are over: everything up and settled, then every task must get through.
-    for i in 0..cluster.len() {
+    // The faults are over: every member up and settled, then every task must get through.
+    for i in cluster.members() {
         if !cluster.is_running(i) {
             cluster.restart(i).await.unwrap();
         }
@@ -1590,7 +1649,7 @@ fn schedules_are_reproducible_and_cover_every_fault() {
     let steps = schedule(7, Duration::ZERO);
     let servers: BTreeSet<ServerFault> = steps.iter().filter_map(|s| s.server.map(|(f, _)| f)).collect();
     let clients: BTreeSet<ClientFault> = steps.iter().filter_map(|s| s.client.map(|(f, _)| f)).collect();
-    assert_eq!(servers.len(), 5);
+    assert_eq!(servers.len(), 6);
     assert_eq!(clients.len(), 5);
     assert!(steps.iter().any(|s| s.length > SESSION) && steps.iter().any(|s| s.length < SESSION));
     assert_eq!(steps[0].server.map(|(f, _)| f), Some(ServerFault::KillLeader));

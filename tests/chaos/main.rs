@@ -1,7 +1,8 @@
 //! Seeded chaos on a 3-server ensemble (see `ensemble.rs`): locks, caches, counters and
-//! registrations through killed, paused and isolated servers and cut, reset, black-holed and
-//! expired clients, then a check of the recorded history. `ZKR_CHAOS_SECS` sets the length of
-//! the random schedule, `ZKR_CHAOS_SEED` replays one.
+//! registrations through killed, paused and isolated servers, a member replaced by dynamic
+//! reconfiguration, and cut, reset, black-holed and expired clients, then a check of the
+//! recorded history. `ZKR_CHAOS_SECS` sets the length of the random schedule, `ZKR_CHAOS_SEED`
+//! replays one.
 //!
 //! Every test here is named `chaos::<module>::<test>`, so
 //! `cargo test --features testing,tls,sasl,discovery,serde -- chaos::` runs them.

@@ -587,9 +587,6 @@ async fn config_lines(client: &Client) -> Vec<String> {
 #[tokio::test]
 async fn dynamic_cluster_adds_an_observer_and_removes_a_member() {
     bounded(async {
-        let refused = TestingCluster::builder().dynamic_reconfig(true).quorum_proxies(true).start().await;
-        assert!(matches!(refused, Err(TestingError::InvalidConfig(_))), "{refused:?}");
-
         let mut cluster = TestingCluster::builder().dynamic_reconfig(true).start().await.unwrap();
         cluster.settle(Duration::from_secs(60)).await.unwrap();
         let (scheme, auth) = cluster.superuser_auth().expect("a superuser");
@@ -615,6 +612,84 @@ async fn dynamic_cluster_adds_an_observer_and_removes_a_member() {
         assert!(lines.iter().all(|l| !l.starts_with("server.1=")), "{lines:?}");
         assert_eq!(lines.len(), 3, "{lines:?}");
         client.delete(&path, None).await.unwrap();
+    })
+    .await;
+}
+
+/// A write through member `i` with a fresh client answered within `within`.
+async fn writes_through(cluster: &TestingCluster, i: usize, within: Duration) {
+    let client = connect(&cluster.server_connect_string(i), Duration::from_secs(10)).await;
+    let path = unique_path("testing", "through");
+    tokio::time::timeout(within, client.create(&path, b"", &ephemeral()))
+        .await
+        .unwrap_or_else(|_| panic!("no answer through server {i} within {within:?}"))
+        .unwrap();
+}
+
+/// Isolates member `i` of a dynamic cluster with quorum proxies and checks that it stops
+/// serving while `others` (the rest of the quorum, leader included) go on; then heals it and
+/// waits until it follows again.
+async fn isolate_and_heal(cluster: &TestingCluster, i: usize, others: &[usize]) {
+    // Cut off, the member drops its clients after syncLimit x tickTime, and cannot rejoin.
+    let out = cluster.sync_timeout() * 5;
+    cluster.isolate(i).unwrap();
+    wait_mode(cluster, i, None, out).await;
+    // Leader election is not cut, and the member keeps trying the leader's quorum port: one
+    // more syncLimit later it still does not serve, while the others do.
+    tokio::time::sleep(cluster.sync_timeout()).await;
+    assert_eq!(cluster.mode(i).await, None, "server {i} serves while isolated");
+    for &j in others {
+        let mode = cluster.mode(j).await;
+        assert!(matches!(mode.as_deref(), Some("leader" | "follower")), "server {j}: {mode:?} while {i} is isolated");
+        writes_through(cluster, j, out).await;
+    }
+    cluster.heal(i).unwrap();
+    wait_mode(cluster, i, Some("follower"), out * 2).await;
+    writes_through(cluster, i, out).await;
+}
+
+#[tokio::test]
+async fn dynamic_cluster_with_quorum_proxies_isolates_members_added_later_too() {
+    bounded(async {
+        let mut cluster = TestingCluster::builder().dynamic_reconfig(true).quorum_proxies(true).start().await.unwrap();
+        cluster.settle(Duration::from_secs(60)).await.unwrap();
+        assert_eq!(cluster.members(), [0, 1, 2]);
+        let client = connect(&cluster.server_connect_string(0), Duration::from_secs(10)).await;
+        let lines = config_lines(&client).await;
+        for i in cluster.members() {
+            let line = cluster.member_line(i, zk_recipes::testing::MemberRole::Participant).unwrap();
+            assert!(line.contains("=zk-testing-member-"), "{line}");
+            assert!(lines.contains(&line), "{line} in {lines:?}");
+        }
+
+        // A follower, isolated, stops serving; the leader keeps the other follower (whose
+        // connection goes through the same proxy, in front of the leader).
+        let leader = cluster.leader().await.unwrap();
+        let followers: Vec<usize> = cluster.members().into_iter().filter(|&i| i != leader).collect();
+        isolate_and_heal(&cluster, followers[0], &[leader, followers[1]]).await;
+
+        // A member added by reconfiguration gets its own proxies, and the configuration every
+        // member shares names it by host too.
+        let added = cluster.add_server(zk_recipes::testing::MemberRole::Participant).await.unwrap();
+        assert_eq!(cluster.members(), [0, 1, 2, added]);
+        wait_mode(&cluster, added, Some("follower"), Duration::from_secs(30)).await;
+        let line = cluster.member_line(added, zk_recipes::testing::MemberRole::Participant).unwrap();
+        assert!(config_lines(&client).await.contains(&line), "{line}");
+        let leader = cluster.leader().await.unwrap();
+        let others: Vec<usize> = cluster.members().into_iter().filter(|&i| i != added).collect();
+        assert!(others.contains(&leader));
+        isolate_and_heal(&cluster, added, &others).await;
+
+        // An old follower leaves; the three left still isolate and heal.
+        let leaving = followers[1];
+        cluster.remove_server(leaving).await.unwrap();
+        assert!(!cluster.is_running(leaving));
+        assert!(!cluster.members().contains(&leaving));
+        cluster.settle(Duration::from_secs(60)).await.unwrap();
+        let leader = cluster.leader().await.unwrap();
+        let follower = cluster.members().into_iter().find(|&i| i != leader).unwrap();
+        let others: Vec<usize> = cluster.members().into_iter().filter(|&i| i != follower).collect();
+        isolate_and_heal(&cluster, follower, &others).await;
     })
     .await;
 }
