@@ -129,14 +129,13 @@ async fn bench(options: Options) -> ExitCode {
     for violation in &run.violations {
         eprintln!("fleet: lost or doubled: {violation}");
     }
-    let code = if !run.violations.is_empty() {
+    if !run.violations.is_empty() {
         ExitCode::from(3)
     } else if outcome.is_err() {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
-    };
-    code
+    }
 }
 
 /// The measured phases in order; the first failure ends them (a violation of registrations
@@ -144,6 +143,11 @@ async fn bench(options: Options) -> ExitCode {
 async fn phases(run: &mut Run<'_>, cluster: &mut TestingCluster) -> Result<(), Failure> {
     run.bring_up().await?;
     run.check_setup(cluster).await?;
+    if !run.options.steady.is_zero() {
+        // Only the background locks run meanwhile: the later phases meet a fleet in its stride.
+        eprintln!("[fleet] the fleet runs for {:?} (background locks only) ...", run.options.steady);
+        tokio::time::sleep(run.options.steady).await;
+    }
     eprintln!("[fleet] changing the configuration {} times ...", run.options.changes);
     run.propagate().await?;
     if run.options.leader_kill {

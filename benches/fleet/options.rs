@@ -13,6 +13,8 @@ usage: fleet [options]
                             random (uniform in 0..2*MS); 0 for none outside the leader-kill
                             check (default 10000)
   --hold-ms MS              how long an entity lock is held (default 10)
+  --steady-ms MS            after bring-up, the fleet runs this long with only its background
+                            locks before the measured phases (default 10000)
   --changes N               measured configuration changes (default 5)
   --concurrency N           instances connected, registered and closed at a time (default 50)
   --server-heap-mb MB       each server's JVM heap, -Xmx (default 512)
@@ -29,6 +31,7 @@ pub(crate) struct Options {
     /// Zero: no background locks.
     pub(crate) lock_every: Duration,
     pub(crate) hold: Duration,
+    pub(crate) steady: Duration,
     pub(crate) changes: usize,
     pub(crate) concurrency: usize,
     pub(crate) server_heap_mb: usize,
@@ -46,6 +49,7 @@ impl Default for Options {
             session_timeout: Duration::from_secs(15),
             lock_every: Duration::from_secs(10),
             hold: Duration::from_millis(10),
+            steady: Duration::from_secs(10),
             changes: 5,
             concurrency: 50,
             server_heap_mb: 512,
@@ -83,6 +87,7 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
             "--session-timeout-ms" => options.session_timeout = Duration::from_millis(number(&flag, &value()?)?),
             "--lock-every-ms" => options.lock_every = Duration::from_millis(number(&flag, &value()?)?),
             "--hold-ms" => options.hold = Duration::from_millis(number(&flag, &value()?)?),
+            "--steady-ms" => options.steady = Duration::from_millis(number(&flag, &value()?)?),
             "--changes" => options.changes = number(&flag, &value()?)?,
             "--concurrency" => options.concurrency = number(&flag, &value()?)?,
             "--server-heap-mb" => options.server_heap_mb = number(&flag, &value()?)?,

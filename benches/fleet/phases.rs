@@ -155,13 +155,18 @@ impl Run<'_> {
         }
         for i in 0..cluster.len() {
             match member_load(cluster, i).await {
-                Some(load) => Line::new("server")
-                    .count("member", i)
-                    .text("mode", &load.mode)
-                    .count("connections", load.connections)
-                    .int("watches", load.watches)
-                    .int("watched_paths", load.watched_paths)
-                    .print(&self.options.label),
+                Some(load) => {
+                    let mut line = Line::new("server")
+                        .count("member", i)
+                        .text("mode", &load.mode)
+                        .count("connections", load.connections)
+                        .int("watches", load.watches)
+                        .int("watched_paths", load.watched_paths);
+                    if let Some(rss) = load.rss_kib {
+                        line = line.int("jvm_rss_kib", rss);
+                    }
+                    line.print(&self.options.label);
+                }
                 None => eprintln!("[fleet] member {i} did not answer cons/wchs"),
             }
         }

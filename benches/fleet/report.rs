@@ -81,7 +81,12 @@ pub(crate) fn median(mut values: Vec<Duration>) -> Duration {
 
 /// The process's resident memory in KiB (`VmRSS` of `/proc/self/status`), `None` off Linux.
 pub(crate) fn rss_kib() -> Option<u64> {
-    std::fs::read_to_string("/proc/self/status")
+    process_rss_kib("self")
+}
+
+/// Process `pid`'s resident memory in KiB (`"self"` for this one), `None` off Linux.
+fn process_rss_kib(pid: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()?
         .lines()
         .find_map(|line| line.strip_prefix("VmRSS:"))
@@ -96,6 +101,8 @@ pub(crate) struct MemberLoad {
     /// `wchs`: `Total watches:` and the paths they are on.
     pub(crate) watches: u64,
     pub(crate) watched_paths: u64,
+    /// The member's JVM's resident memory.
+    pub(crate) rss_kib: Option<u64>,
 }
 
 /// Member `i`'s load, `None` when it does not answer.
@@ -114,5 +121,6 @@ pub(crate) async fn member_load(cluster: &TestingCluster, i: usize) -> Option<Me
         .find_map(|l| l.split_once(" watching ").map(|(_, paths)| paths.trim_end_matches(" paths").trim().to_owned()))
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
-    Some(MemberLoad { mode, connections, watches, watched_paths })
+    let rss_kib = cluster.pid(i).ok().flatten().and_then(|pid| process_rss_kib(&pid.to_string()));
+    Some(MemberLoad { mode, connections, watches, watched_paths, rss_kib })
 }
