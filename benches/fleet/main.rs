@@ -25,6 +25,9 @@
 //! for bad options, 3 when something was lost or doubled (two holders of an entity lock at
 //! once, a registration missing or twice).
 
+#[path = "../../interop/classpath.rs"]
+mod classpath;
+mod curator;
 mod instance;
 mod options;
 mod phases;
@@ -39,12 +42,15 @@ use zk_recipes::discovery::{JsonInstanceSerializer, ServiceDiscovery};
 use zk_recipes::testing::TestingCluster;
 use zk_recipes::Framework;
 
+use crate::curator::CuratorFleet;
 use crate::instance::{generation_data, Fleet, LockCounts};
 use crate::options::{parse_args, Options, USAGE};
 use crate::phases::{Failure, Run};
 
 /// Where the fleet's nodes live (the ensemble is the run's own).
 const ROOT: &str = "/fleet";
+/// Where the Curator fleet's nodes live.
+const CURATOR_ROOT: &str = "/fleet-curator";
 
 fn main() -> ExitCode {
     let options = match parse_args(std::env::args().skip(1)) {
@@ -65,10 +71,17 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(bench(options))
+    let curator = match CuratorFleet::prepare(options.curator) {
+        Ok(curator) => curator,
+        Err(message) => {
+            eprintln!("fleet: {message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(bench(options, curator))
 }
 
-async fn bench(options: Options) -> ExitCode {
+async fn bench(options: Options, curator: Option<CuratorFleet>) -> ExitCode {
     let mut cluster = match start_cluster(&options).await {
         Ok(cluster) => cluster,
         Err(e) => {
@@ -122,16 +135,34 @@ async fn bench(options: Options) -> ExitCode {
     run.report_locks();
     eprintln!("[fleet] closing {} instances ...", run.instances.len());
     run.take_down().await;
-    drop(cluster);
+    let mut failed = outcome.is_err();
     if let Err(Failure::Phase(what)) = &outcome {
         eprintln!("fleet: {what}");
     }
-    for violation in &run.violations {
+    let mut violations = std::mem::take(&mut run.violations);
+    if let (Some(curator), false) = (curator, failed) {
+        match curator.spawn(&options, &cluster.connect_string(), CURATOR_ROOT) {
+            Ok(mut jvm) => {
+                let outcome = phases::curator_phases(&options, &mut cluster, &mut jvm, &mut violations).await;
+                jvm.finish(options.session_timeout * 2).await;
+                if let Err(e) = outcome {
+                    eprintln!("fleet: {e}");
+                    failed = true;
+                }
+            }
+            Err(e) => {
+                eprintln!("fleet: {e}");
+                failed = true;
+            }
+        }
+    }
+    drop(cluster);
+    for violation in &violations {
         eprintln!("fleet: lost or doubled: {violation}");
     }
-    if !run.violations.is_empty() {
+    if !violations.is_empty() {
         ExitCode::from(3)
-    } else if outcome.is_err() {
+    } else if failed {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS

@@ -16,11 +16,26 @@ usage: fleet [options]
   --steady-ms MS            after bring-up, the fleet runs this long with only its background
                             locks before the measured phases (default 10000)
   --changes N               measured configuration changes (default 5)
+  --warmup-changes N        unmeasured configuration changes before them (default 3)
   --concurrency N           instances connected, registered and closed at a time (default 50)
   --server-heap-mb MB       each server's JVM heap, -Xmx (default 512)
   --seed N                  seed of the instances' lock timing and entity choice (default 1)
   --no-leader-kill          skip the leader-kill phase
+  --curator MODE            then the same fleet through Apache Curator in one JVM, on the same
+                            ensemble: auto (default: when java, javac and the Curator and
+                            curator-x-discovery jars are installed), off, require
+  --curator-heap-mb MB      the Curator fleet's JVM heap, -Xmx (default 2048)
   --label TEXT              copied into every JSON line (default \"\")";
+
+/// `--curator`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CuratorMode {
+    /// A Curator fleet when java, javac and the jars are there; none otherwise.
+    Auto,
+    Off,
+    /// Missing java, javac or jars fail the run.
+    Require,
+}
 
 #[derive(Debug, Clone)]
 pub(crate) struct Options {
@@ -33,10 +48,13 @@ pub(crate) struct Options {
     pub(crate) hold: Duration,
     pub(crate) steady: Duration,
     pub(crate) changes: usize,
+    pub(crate) warmup_changes: usize,
     pub(crate) concurrency: usize,
     pub(crate) server_heap_mb: usize,
     pub(crate) seed: u64,
     pub(crate) leader_kill: bool,
+    pub(crate) curator: CuratorMode,
+    pub(crate) curator_heap_mb: usize,
     pub(crate) label: String,
 }
 
@@ -51,10 +69,13 @@ impl Default for Options {
             hold: Duration::from_millis(10),
             steady: Duration::from_secs(10),
             changes: 5,
+            warmup_changes: 3,
             concurrency: 50,
             server_heap_mb: 512,
             seed: 1,
             leader_kill: true,
+            curator: CuratorMode::Auto,
+            curator_heap_mb: 2048,
             label: String::new(),
         }
     }
@@ -89,6 +110,16 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
             "--hold-ms" => options.hold = Duration::from_millis(number(&flag, &value()?)?),
             "--steady-ms" => options.steady = Duration::from_millis(number(&flag, &value()?)?),
             "--changes" => options.changes = number(&flag, &value()?)?,
+            "--warmup-changes" => options.warmup_changes = number(&flag, &value()?)?,
+            "--curator" => {
+                options.curator = match value()?.as_str() {
+                    "auto" => CuratorMode::Auto,
+                    "off" => CuratorMode::Off,
+                    "require" => CuratorMode::Require,
+                    other => return Err(format!("--curator: expected auto, off or require, got {other:?}")),
+                }
+            }
+            "--curator-heap-mb" => options.curator_heap_mb = number(&flag, &value()?)?,
             "--concurrency" => options.concurrency = number(&flag, &value()?)?,
             "--server-heap-mb" => options.server_heap_mb = number(&flag, &value()?)?,
             "--seed" => options.seed = number(&flag, &value()?)?,
@@ -102,6 +133,7 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
         ("--entities", options.entities),
         ("--concurrency", options.concurrency),
         ("--server-heap-mb", options.server_heap_mb),
+        ("--curator-heap-mb", options.curator_heap_mb),
     ] {
         if n == 0 {
             return Err(format!("{name} must be at least 1"));

@@ -12,6 +12,7 @@ use zk_recipes::discovery::ServiceDiscovery;
 use zk_recipes::testing::TestingCluster;
 use zk_recipes::Framework;
 
+use crate::curator::Jvm;
 use crate::instance::{complete_generation, generation_data, instance_id, Fleet, Instance, Seen, SERVICE};
 use crate::options::Options;
 use crate::report::{median, member_load, nearest_rank, rss_kib, Line};
@@ -153,34 +154,20 @@ impl Run<'_> {
         if incomplete > 0 {
             return Err(Failure::Phase(format!("{incomplete} caches not complete on the first configuration")));
         }
-        for i in 0..cluster.len() {
-            match member_load(cluster, i).await {
-                Some(load) => {
-                    let mut line = Line::new("server")
-                        .count("member", i)
-                        .text("mode", &load.mode)
-                        .count("connections", load.connections)
-                        .int("watches", load.watches)
-                        .int("watched_paths", load.watched_paths);
-                    if let Some(rss) = load.rss_kib {
-                        line = line.int("jvm_rss_kib", rss);
-                    }
-                    line.print(&self.options.label);
-                }
-                None => eprintln!("[fleet] member {i} did not answer cons/wchs"),
-            }
-        }
+        print_member_loads(cluster, "zk-recipes", &self.options.label).await;
         Ok(())
     }
 
-    /// Sets the configuration `--changes` times, each time waiting until every instance's
-    /// cache shows it; a line per change and one with the medians.
+    /// Sets the configuration `--warmup-changes` times unmeasured, then `--changes` times,
+    /// each time waiting until every instance's cache shows it; a line per measured change and
+    /// one with the medians.
     pub(crate) async fn propagate(&mut self) -> Result<(), Failure> {
         let n = self.n();
         let mut p50s = Vec::new();
         let mut p99s = Vec::new();
         let mut maxes = Vec::new();
-        for change in 1..=self.options.changes {
+        let first = 1 - self.options.warmup_changes as i64;
+        for change in first..=self.options.changes as i64 {
             self.generation += 1;
             let generation = self.generation;
             let bound = self.fleet.session_timeout * 2;
@@ -199,13 +186,16 @@ impl Run<'_> {
                     &missing[..missing.len().min(5)]
                 )));
             }
+            if change < 1 {
+                continue;
+            }
             let mut latencies: Vec<Duration> =
                 shown.iter().flatten().map(|at| at.saturating_duration_since(written)).collect();
             latencies.sort();
             let (p50, p99, max) =
                 (nearest_rank(&latencies, 50.0), nearest_rank(&latencies, 99.0), nearest_rank(&latencies, 100.0));
             Line::new("config-propagation")
-                .count("change", change)
+                .int("change", change as u64)
                 .count("instances", n)
                 .millis("p50_ms", p50)
                 .millis("p99_ms", p99)
@@ -480,4 +470,62 @@ impl Probe {
             }
         }
     }
+}
+
+/// Each running member's connections, watches and JVM memory, as `implementation`'s lines.
+pub(crate) async fn print_member_loads(cluster: &TestingCluster, implementation: &str, label: &str) {
+    for i in 0..cluster.len() {
+        match member_load(cluster, i).await {
+            Some(load) => {
+                let mut line = Line::of(implementation, "server")
+                    .count("member", i)
+                    .text("mode", &load.mode)
+                    .count("connections", load.connections)
+                    .int("watches", load.watches)
+                    .int("watched_paths", load.watched_paths);
+                if let Some(rss) = load.rss_kib {
+                    line = line.int("jvm_rss_kib", rss);
+                }
+                line.print(label);
+            }
+            None => eprintln!("[fleet] member {i} did not answer cons/wchs"),
+        }
+    }
+}
+
+/// The same phases through Curator's fleet in `jvm` (its lines are printed as they come): up,
+/// the members' load, the steady time, the configuration changes, the leader's kill (the
+/// killed member restarted after) and the end.
+pub(crate) async fn curator_phases(
+    options: &Options,
+    cluster: &mut TestingCluster,
+    jvm: &mut Jvm,
+    violations: &mut Vec<String>,
+) -> Result<(), Failure> {
+    let st = options.session_timeout;
+    let fleet_bound = st * 4 + Duration::from_millis(50) * options.instances as u32;
+    eprintln!("[fleet] curator: opening {} sessions, registering, starting caches ...", options.instances);
+    jvm.command("up", fleet_bound * 2 + st * 2, violations).await?;
+    print_member_loads(cluster, "curator", &options.label).await;
+    if !options.steady.is_zero() {
+        eprintln!("[fleet] curator: the fleet runs for {:?} (background locks only) ...", options.steady);
+        tokio::time::sleep(options.steady).await;
+    }
+    let changes = options.warmup_changes + options.changes;
+    eprintln!("[fleet] curator: changing the configuration {changes} times ...");
+    let command = format!("changes {} {}", options.warmup_changes, options.changes);
+    jvm.command(&command, st * 2 * (changes as u32 + 1), violations).await?;
+    if options.leader_kill {
+        let leader = cluster.leader().await.ok_or_else(|| Failure::Phase("no member reports itself leader".into()))?;
+        eprintln!("[fleet] curator: killing the leader, member {leader} ...");
+        let killed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        cluster.kill(leader).await.map_err(|e| Failure::Phase(format!("killing member {leader}: {e}")))?;
+        let recovered = jvm.command(&format!("recover {} {leader}", killed.as_micros()), st * 5, violations).await;
+        eprintln!("[fleet] restarting member {leader} ...");
+        let restarted =
+            cluster.restart(leader).await.map_err(|e| Failure::Phase(format!("restarting member {leader}: {e}")));
+        recovered?;
+        restarted?;
+    }
+    jvm.command("end", fleet_bound + st * 4, violations).await
 }

@@ -10,8 +10,18 @@ use zk_recipes::testing::{four_letter_word, TestingCluster};
 pub(crate) struct Line(String);
 
 impl Line {
+    /// A line of the zk-recipes fleet.
     pub(crate) fn new(measure: &str) -> Self {
-        Line(format!("{{\"bench\":\"fleet\",\"measure\":{}", json_string(measure)))
+        Self::of("zk-recipes", measure)
+    }
+
+    /// A line of `implementation`'s fleet (`zk-recipes`, `curator`).
+    pub(crate) fn of(implementation: &str, measure: &str) -> Self {
+        Line(format!(
+            "{{\"bench\":\"fleet\",\"impl\":{},\"measure\":{}",
+            json_string(implementation),
+            json_string(measure)
+        ))
     }
 
     pub(crate) fn int(mut self, field: &str, value: impl Into<u64>) -> Self {
