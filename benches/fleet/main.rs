@@ -179,7 +179,10 @@ async fn phases(run: &mut Run<'_>, cluster: &mut TestingCluster) -> Result<(), F
         eprintln!("[fleet] the fleet runs for {:?} (background locks only) ...", run.options.steady);
         tokio::time::sleep(run.options.steady).await;
     }
-    eprintln!("[fleet] changing the configuration {} times ...", run.options.changes);
+    eprintln!(
+        "[fleet] changing the configuration {} times unmeasured, {} times measured ...",
+        run.options.warmup_changes, run.options.changes
+    );
     run.propagate().await?;
     if run.options.leader_kill {
         run.kill_leader(cluster).await?;

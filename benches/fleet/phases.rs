@@ -512,7 +512,10 @@ pub(crate) async fn curator_phases(
         tokio::time::sleep(options.steady).await;
     }
     let changes = options.warmup_changes + options.changes;
-    eprintln!("[fleet] curator: changing the configuration {changes} times ...");
+    eprintln!(
+        "[fleet] curator: changing the configuration {} times unmeasured, {} times measured ...",
+        options.warmup_changes, options.changes
+    );
     let command = format!("changes {} {}", options.warmup_changes, options.changes);
     jvm.command(&command, st * 2 * (changes as u32 + 1), violations).await?;
     if options.leader_kill {
