@@ -5,7 +5,8 @@
 //! prints JSON lines on stdout (progress on stderr): client memory per instance, the time for
 //! a configuration change to reach every instance, the time for all to be back after the
 //! ensemble's leader is killed, the servers' connections and watches, and whether anything was
-//! lost or doubled.
+//! lost or doubled. Then the same fleet runs through Apache Curator 5.x in one JVM
+//! (`interop/CuratorFleet.java`), on the same ensemble, phase by phase (`--curator`).
 //!
 //! ```text
 //! cargo bench --bench fleet --features testing,discovery -- --instances 1000
@@ -18,7 +19,8 @@
 //! | `options.rs` | command line |
 //! | `report.rs` | JSON lines, percentiles, resident memory, the servers' `cons` and `wchs` |
 //! | `instance.rs` | one instance: its session, registration, cache and entity locks |
-//! | `phases.rs` | bring-up, configuration changes, the leader's kill, take-down |
+//! | `phases.rs` | bring-up, configuration changes, the leader's kill, take-down; the same through Curator |
+//! | `curator.rs` | the Curator fleet (`interop/CuratorFleet.java`): compiling, starting and driving its JVM |
 //! | `main.rs` | the ensemble and the order of the phases |
 //!
 //! Exit code: 0, 1 when a phase failed or ran out of time (stderr says what was missing), 2
