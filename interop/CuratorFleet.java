@@ -345,8 +345,8 @@ public final class CuratorFleet {
 
     void recover(long killedMicros, int member) throws Exception {
         // The kill's instant on this JVM's nanoTime clock.
-        long nowMicros = java.time.Instant.now().getEpochSecond() * 1_000_000L
-                + java.time.Instant.now().getNano() / 1000;
+        java.time.Instant now = java.time.Instant.now();
+        long nowMicros = now.getEpochSecond() * 1_000_000L + now.getNano() / 1000;
         long killed = System.nanoTime() - (nowMicros - killedMicros) * 1000L;
         long deadline = killed + sessionTimeoutMs * 4_000_000L;
         generation++;
