@@ -397,8 +397,10 @@ public final class CuratorFleet {
         } finally {
             pool.shutdownNow();
         }
-        boolean registered = checkRegistrations("after-leader-kill", deadline);
-        long registrationsAt = System.nanoTime() - killed;
+        // When the read that found them exact began (or now, when none did).
+        long began = checkRegistrations("after-leader-kill", deadline);
+        boolean registered = began != 0;
+        long registrationsAt = (registered ? began : System.nanoTime()) - killed;
         long[] sorted = Arrays.stream(back).filter(b -> b > 0).sorted().toArray();
         long lost = instances.stream().filter(in -> in.sessionsLost.get() > 0).count();
         print(String.format(Locale.ROOT,
@@ -439,13 +441,17 @@ public final class CuratorFleet {
         admin.close();
     }
 
-    /** Reads the registrations until they are exactly the fleet's ids, or deadline; prints the line. */
-    boolean checkRegistrations(String phase, long deadline) throws Exception {
+    /**
+     * Reads the registrations until they are exactly the fleet's ids, or deadline; prints the line.
+     * Returns when (System.nanoTime()) the read that found them exact began, 0 when none did.
+     */
+    long checkRegistrations(String phase, long deadline) throws Exception {
         Set<String> expected = new HashSet<>();
         for (Instance in : instances) {
             expected.add(in.id);
         }
         while (true) {
+            long began = System.nanoTime();
             List<ServiceInstance<Void>> found = new ArrayList<>(adminDiscovery.queryForInstances(SERVICE));
             Set<String> ids = new HashSet<>();
             for (ServiceInstance<Void> i : found) {
@@ -463,12 +469,12 @@ public final class CuratorFleet {
                         phase, expected.size(), found.size(), ids.size(), missing, duplicates, unexpected));
             }
             if (exact) {
-                return true;
+                return began;
             }
             if (last) {
                 System.out.println("VIOLATION curator " + phase + ": " + found.size() + " registrations, " + missing
                         + " missing, " + duplicates + " doubled, " + unexpected + " unexpected");
-                return false;
+                return 0;
             }
             Thread.sleep(100);
         }

@@ -293,7 +293,8 @@ impl Run<'_> {
             }
         }
         let registered = self.check_registrations("after-leader-kill", deadline).await;
-        let registrations_at = Instant::now() - killed;
+        // When the read that found them exact began (or now, when none did).
+        let registrations_at = registered.as_ref().map_or_else(|_| Instant::now(), |began| *began) - killed;
         let sessions_lost = self.instances.iter().filter(|i| i.framework.snapshot().epoch > 1).count();
         back.sort();
         let all_back = nearest_rank(&back, 100.0).max(registrations_at);
@@ -327,10 +328,12 @@ impl Run<'_> {
     }
 
     /// Reads the service's registrations afresh until they are exactly the fleet's ids, each
-    /// once (or `deadline`); prints the registration line.
-    pub(crate) async fn check_registrations(&mut self, phase: &str, deadline: Instant) -> Result<(), Failure> {
+    /// once (or `deadline`); prints the registration line. Returns when the read that found
+    /// them exact began.
+    pub(crate) async fn check_registrations(&mut self, phase: &str, deadline: Instant) -> Result<Instant, Failure> {
         let expected: HashSet<String> = (0..self.n()).map(instance_id).collect();
         loop {
+            let began = Instant::now();
             let read = self.admin_discovery.query_for_instances(SERVICE).await;
             let last = Instant::now() >= deadline;
             match read {
@@ -352,7 +355,7 @@ impl Run<'_> {
                             .print(&self.options.label);
                     }
                     if exact {
-                        return Ok(());
+                        return Ok(began);
                     }
                     if last {
                         let what = format!(
