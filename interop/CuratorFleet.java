@@ -110,7 +110,9 @@ public final class CuratorFleet {
         Instance(int index) {
             this.index = index;
             this.id = String.format(Locale.ROOT, "instance-%05d", index);
-            this.random = new Random(seed * 1000003 + index);
+            // Mixed: java.util.Random's first values for neighbouring seeds are nearly equal,
+            // which would start every instance's locks at the same moment.
+            this.random = new Random(splitMix(seed ^ (index * 0x9E3779B97F4A7C15L)));
             this.client = CuratorFrameworkFactory.builder().connectString(connect)
                     .sessionTimeoutMs(sessionTimeoutMs).connectionTimeoutMs(15000)
                     .retryPolicy(new ExponentialBackoffRetry(100, 10)).build();
@@ -519,6 +521,14 @@ public final class CuratorFleet {
 
     static byte[] bytes(long generation) {
         return Long.toString(generation).getBytes(StandardCharsets.UTF_8);
+    }
+
+    /** SplitMix64's step and output function (each Rust instance draws from SplitMix64 itself). */
+    static long splitMix(long z) {
+        z += 0x9E3779B97F4A7C15L;
+        z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
+        z = (z ^ (z >>> 27)) * 0x94D049BB133111EBL;
+        return z ^ (z >>> 31);
     }
 
     /** Nearest-rank percentile p of sorted; 0 when empty. */

@@ -406,9 +406,11 @@ impl Run<'_> {
         self.admin.close().await;
     }
 
-    /// The lock line; an overlap is a violation.
+    /// Stops the background locks (an acquire in flight is cancelled, uncounted) and prints
+    /// the lock line; an overlap is a violation.
     pub(crate) fn report_locks(&mut self) {
         use std::sync::atomic::Ordering::Relaxed;
+        let _ = self.stop.send(true);
         let counts = &self.fleet.locks;
         let overlaps = counts.overlaps.load(Relaxed);
         Line::new("locks")
