@@ -46,7 +46,6 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -77,11 +76,13 @@ public final class CuratorFleet {
     final long seed;
     final String label;
 
-    final AtomicBoolean[] held;
+    /** Per entity: the instance holding its lock now (null: none), and its sessions lost then. */
+    final java.util.concurrent.atomic.AtomicReferenceArray<Holder> held;
+    /** Acquires that found the entity held by another instance: that holder. */
+    final List<Holder> overlapped = java.util.Collections.synchronizedList(new ArrayList<>());
     final AtomicLong acquired = new AtomicLong();
     final AtomicLong timedOut = new AtomicLong();
     final AtomicLong failed = new AtomicLong();
-    final AtomicLong overlaps = new AtomicLong();
 
     final List<Instance> instances = new ArrayList<>();
     CuratorFramework admin;
@@ -94,6 +95,14 @@ public final class CuratorFleet {
     /** The generation every instance is waited for, and the latch its first showing counts down. */
     volatile long target = Long.MAX_VALUE;
     volatile CountDownLatch reached = new CountDownLatch(0);
+
+    /** A hold: its instance, and how many sessions that instance had lost when it acquired. */
+    record Holder(Instance instance, int lostBefore) {
+        /** Whether the holder's session ended after it acquired (its lock node went with it). */
+        boolean sessionEnded() {
+            return instance.sessionsLost.get() > lostBefore;
+        }
+    }
 
     final class Instance {
         final int index;
@@ -178,13 +187,13 @@ public final class CuratorFleet {
                 return;
             }
             long pause = (long) (random.nextDouble() * 2 * lockEveryMs);
-            int k = random.nextInt(held.length);
+            int k = random.nextInt(held.length());
             timer.schedule(() -> lockers.execute(() -> {
                 if (stopping) {
                     return;
                 }
                 try {
-                    takeEntity(client, k, sessionTimeoutMs * 2L);
+                    takeEntity(this, k, sessionTimeoutMs * 2L);
                 } catch (Exception e) {
                     // counted
                 }
@@ -211,10 +220,7 @@ public final class CuratorFleet {
         config = a[1] + "/config";
         entities = a[1] + "/entities";
         n = Integer.parseInt(a[2]);
-        held = new AtomicBoolean[Integer.parseInt(a[3])];
-        for (int i = 0; i < held.length; i++) {
-            held[i] = new AtomicBoolean();
-        }
+        held = new java.util.concurrent.atomic.AtomicReferenceArray<>(Integer.parseInt(a[3]));
         sessionTimeoutMs = Integer.parseInt(a[4]);
         lockEveryMs = Long.parseLong(a[5]);
         holdMs = Long.parseLong(a[6]);
@@ -224,8 +230,8 @@ public final class CuratorFleet {
     }
 
     /** Takes entity k's lock (waiting at most boundMs), holds it, releases it; false on timeout. */
-    boolean takeEntity(CuratorFramework client, int k, long boundMs) throws Exception {
-        InterProcessMutex mutex = new InterProcessMutex(client, entities + "/" + k);
+    boolean takeEntity(Instance in, int k, long boundMs) throws Exception {
+        InterProcessMutex mutex = new InterProcessMutex(in.client, entities + "/" + k);
         boolean got;
         try {
             got = mutex.acquire(boundMs, TimeUnit.MILLISECONDS);
@@ -237,12 +243,14 @@ public final class CuratorFleet {
             timedOut.incrementAndGet();
             return false;
         }
-        if (held[k].getAndSet(true)) {
-            overlaps.incrementAndGet();
+        Holder me = new Holder(in, in.sessionsLost.get());
+        Holder other = held.getAndSet(k, me);
+        if (other != null) {
+            overlapped.add(other);
             System.err.println("[fleet] curator: entity " + k + ": acquired while another instance held it");
         }
         Thread.sleep(holdMs);
-        held[k].set(false);
+        held.compareAndSet(k, me, null);
         acquired.incrementAndGet();
         try {
             mutex.release();
@@ -365,7 +373,7 @@ public final class CuratorFleet {
         try {
             List<Future<String>> futures = new ArrayList<>();
             for (Instance in : instances) {
-                int k = in.random.nextInt(held.length);
+                int k = in.random.nextInt(held.length());
                 futures.add(pool.submit(() -> {
                     while (in.seenGeneration < g || in.cached() < g) {
                         if (System.nanoTime() >= deadline) {
@@ -379,7 +387,7 @@ public final class CuratorFleet {
                             return "it could not take an entity lock";
                         }
                         try {
-                            if (takeEntity(in.client, k, remainingMs)) {
+                            if (takeEntity(in, k, remainingMs)) {
                                 back[in.index] = System.nanoTime() - killed;
                                 return null;
                             }
@@ -427,11 +435,18 @@ public final class CuratorFleet {
         timer.shutdownNow();
         lockers.shutdown();
         lockers.awaitTermination(sessionTimeoutMs * 2L, TimeUnit.MILLISECONDS);
+        long ended;
+        synchronized (overlapped) {
+            ended = overlapped.stream().filter(Holder::sessionEnded).count();
+        }
+        long overlaps = overlapped.size() - ended;
         print(String.format(Locale.ROOT,
-                "\"measure\":\"locks\",\"entities\":%d,\"acquired\":%d,\"timed_out\":%d,\"failed\":%d,\"overlaps\":%d",
-                held.length, acquired.get(), timedOut.get(), failed.get(), overlaps.get()));
-        if (overlaps.get() > 0) {
-            System.out.println("VIOLATION curator: " + overlaps.get() + " entity lock acquisitions overlapped another holder");
+                "\"measure\":\"locks\",\"entities\":%d,\"acquired\":%d,\"timed_out\":%d,\"failed\":%d,\"overlaps\":%d,"
+                        + "\"overlaps_after_session_end\":%d",
+                held.length(), acquired.get(), timedOut.get(), failed.get(), overlaps, ended));
+        if (overlaps > 0) {
+            System.out.println("VIOLATION curator: " + overlaps
+                    + " entity lock acquisitions overlapped another holder whose session went on");
         }
         ExecutorService pool = Executors.newFixedThreadPool(concurrency);
         for (Instance in : instances) {

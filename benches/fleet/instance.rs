@@ -1,8 +1,8 @@
 //! One service instance of the fleet: its own `Framework` (session), its registration with
 //! service discovery, its cache of the shared configuration node, and its entity locks.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use zk_recipes::discovery::{JsonInstanceSerializer, ServiceDiscovery, ServiceInstance};
-use zk_recipes::{CacheMode, CuratorCache, Framework, InterProcessMutex};
+use zk_recipes::{CacheMode, ConnectionState, CuratorCache, Framework, InterProcessMutex};
 
 /// The service every instance registers under.
 pub(crate) const SERVICE: &str = "fleet";
@@ -26,9 +26,27 @@ pub(crate) struct Fleet {
     pub(crate) config: String,
     /// Entity `k`'s lock is `<entities>/<k>`.
     pub(crate) entities: String,
-    /// Per entity: whether an instance of this process holds its lock now.
-    pub(crate) held: Vec<AtomicBool>,
+    /// Per entity: the instance of this process that holds its lock now, if any.
+    pub(crate) held: Vec<Mutex<Option<Holder>>>,
     pub(crate) locks: LockCounts,
+}
+
+/// Who holds an entity's lock: a hold's number, and its instance's session as of the acquire.
+#[derive(Clone)]
+pub(crate) struct Holder {
+    hold: u64,
+    framework: Framework,
+    epoch: u64,
+}
+
+impl Holder {
+    /// Whether this holder's session ended after it acquired: its lock node went with the
+    /// session, and another instance taking the lock is what the lock promises (the holder's
+    /// guard reports the loss: `MutexGuard::lost`, `run`).
+    pub(crate) fn session_ended(&self) -> bool {
+        let now = self.framework.snapshot();
+        now.epoch != self.epoch || now.state == ConnectionState::Lost
+    }
 }
 
 /// What the entity locks came to, over the whole run.
@@ -39,8 +57,11 @@ pub(crate) struct LockCounts {
     pub(crate) timed_out: AtomicU64,
     /// An acquire or release that failed (connection loss the retry policy gave up on, ...).
     pub(crate) failed: AtomicU64,
-    /// An acquire that found the entity held by another instance: two holders at once.
-    pub(crate) overlaps: AtomicU64,
+    /// Acquires that found the entity held by another instance, with that holder: two
+    /// holders at once, unless the first one's session ended (judged at the end of the run).
+    pub(crate) overlaps: Mutex<Vec<Holder>>,
+    /// Numbers the holds.
+    pub(crate) holds: AtomicU64,
 }
 
 /// The generation an instance's cache last showed it, and when.
@@ -191,12 +212,22 @@ impl Fleet {
                 return Err(e);
             }
         };
-        if self.held[k].swap(true, Ordering::SeqCst) {
-            counts.overlaps.fetch_add(1, Ordering::Relaxed);
+        let me = Holder {
+            hold: counts.holds.fetch_add(1, Ordering::Relaxed),
+            framework: framework.clone(),
+            epoch: framework.snapshot().epoch,
+        };
+        if let Some(other) = lock(&self.held[k]).replace(me.clone()) {
             eprintln!("[fleet] entity {k}: acquired while another instance held it");
+            lock(&counts.overlaps).push(other);
         }
         tokio::time::sleep(hold).await;
-        self.held[k].store(false, Ordering::SeqCst);
+        {
+            let mut holder = lock(&self.held[k]);
+            if holder.as_ref().is_some_and(|h| h.hold == me.hold) {
+                *holder = None;
+            }
+        }
         counts.acquired.fetch_add(1, Ordering::Relaxed);
         if let Err(e) = guard.release().await {
             // The framework deletes the node in the background.
@@ -205,6 +236,11 @@ impl Fleet {
         }
         Ok(true)
     }
+}
+
+/// The guarded value, also after a panic elsewhere while it was locked.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Instance `index`'s id in the registry.

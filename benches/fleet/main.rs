@@ -36,7 +36,6 @@ mod phases;
 mod report;
 
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -106,7 +105,7 @@ async fn bench(options: Options, curator: Option<CuratorFleet>) -> ExitCode {
         services: format!("{ROOT}/services"),
         config: format!("{ROOT}/config"),
         entities: format!("{ROOT}/entities"),
-        held: (0..options.entities).map(|_| AtomicBool::new(false)).collect(),
+        held: (0..options.entities).map(|_| std::sync::Mutex::new(None)).collect(),
         locks: LockCounts::default(),
     });
     if let Err(e) = admin.create(&fleet.config).data(&generation_data(0)).or_set().await {
