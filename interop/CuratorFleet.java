@@ -488,6 +488,10 @@ public final class CuratorFleet {
             if (exact) {
                 return began;
             }
+            if (!last) {
+                System.err.println("[fleet] curator: registrations " + phase + ": " + found.size() + " found, " + missing
+                        + " missing, " + duplicates + " doubled, " + unexpected + " unexpected; reading again");
+            }
             if (last) {
                 System.out.println("VIOLATION curator " + phase + ": " + found.size() + " registrations, " + missing
                         + " missing, " + duplicates + " doubled, " + unexpected + " unexpected");

@@ -366,6 +366,13 @@ impl Run<'_> {
                     if exact {
                         return Ok(began);
                     }
+                    if !last {
+                        eprintln!(
+                            "[fleet] registrations {phase}: {} found, {missing} missing, {duplicates} doubled, \
+                             {unexpected} unexpected; reading again",
+                            found.len()
+                        );
+                    }
                     if last {
                         let what = format!(
                             "{phase}: {} registrations, {missing} missing, {duplicates} doubled, {unexpected} unexpected",
