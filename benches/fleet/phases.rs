@@ -177,13 +177,14 @@ impl Run<'_> {
                 .await
                 .map_err(|e| Failure::Phase(format!("writing configuration {generation}: {e}")))?;
             let shown = self.wait_for_generation(generation, written + bound).await;
-            let missing: Vec<&str> =
-                shown.iter().zip(&self.instances).filter(|(s, _)| s.is_none()).map(|(_, i)| i.id.as_str()).collect();
+            let missing: Vec<&Instance> =
+                shown.iter().zip(&self.instances).filter(|(s, _)| s.is_none()).map(|(_, i)| i).collect();
             if !missing.is_empty() {
                 return Err(Failure::Phase(format!(
-                    "configuration {generation}: {} of {n} caches did not show it within {bound:?} (first: {:?})",
+                    "configuration {generation}: {} of {n} caches did not show it within {bound:?} ({}; first: {:?})",
                     missing.len(),
-                    &missing[..missing.len().min(5)]
+                    self.describe(&missing, generation),
+                    missing.iter().take(5).map(|i| i.id.as_str()).collect::<Vec<_>>()
                 )));
             }
             if change < 1 {
@@ -230,6 +231,21 @@ impl Run<'_> {
             }
         });
         futures::future::join_all(waits).await
+    }
+
+    /// What the `missing` instances were doing, for a phase's failure: how many were not
+    /// connected, on a later session, with their cache incomplete, or with a complete cache
+    /// on `generation` that their node view had not yielded.
+    fn describe(&self, missing: &[&Instance], generation: u64) -> String {
+        let disconnected = missing.iter().filter(|i| !i.framework.state().is_connected()).count();
+        let replaced = missing.iter().filter(|i| i.framework.snapshot().epoch > 1).count();
+        let cached: Vec<Option<u64>> = missing.iter().map(|i| i.complete_generation(&self.fleet)).collect();
+        let incomplete = cached.iter().filter(|g| g.is_none()).count();
+        let unseen = cached.iter().filter(|g| g.is_some_and(|g| g >= generation)).count();
+        format!(
+            "of them {disconnected} not connected, {replaced} on a later session, {incomplete} with their cache \
+             incomplete, {unseen} with a complete cache on it that their node view had not yielded"
+        )
     }
 
     /// How many instances' sessions ended (were replaced by new ones) so far.
