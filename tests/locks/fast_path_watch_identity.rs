@@ -61,13 +61,22 @@ async fn a_watch_armed_after_the_delete_does_not_prove_the_directory() {
             .unwrap();
         let other =
             zk::Client::connector().with_session_timeout(SESSION).connect(&server.connect_string()).await.unwrap();
-        let dir = unique_path("fast-identity", "recreated");
-        let mutex = InterProcessMutex::new(&fw, &dir).unwrap();
-
         // A: suffix 0 alone (no watch yet), then suffix 1 alone, listed with the watch armed.
-        mutex.acquire().await.unwrap().release().await.unwrap();
-        let held = mutex.acquire().await.unwrap();
-        assert_eq!(sequence_of(held.lock_path()), 1);
+        // Between the two the directory is empty, and the server may reap it (it checks every
+        // 100 ms), so that the second create starts over at 0: then again, on a new directory.
+        let mut attempts = 0;
+        let (dir, mutex, held) = loop {
+            attempts += 1;
+            let dir = unique_path("fast-identity", "recreated");
+            let mutex = InterProcessMutex::new(&fw, &dir).unwrap();
+            mutex.acquire().await.unwrap().release().await.unwrap();
+            let held = mutex.acquire().await.unwrap();
+            if sequence_of(held.lock_path()) == 1 {
+                break (dir, mutex, held);
+            }
+            assert!(attempts < 10, "the directory was reaped between two acquires {attempts} times");
+            held.release().await.unwrap();
+        };
         let stats = mutex.fast_path_stats();
         assert_eq!(stats.hits, 0, "{stats:?}");
 

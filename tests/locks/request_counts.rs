@@ -610,8 +610,11 @@ const SEMAPHORE_CYCLES: u64 = 60;
 ///
 /// Requests are counted exactly; round trips depend on when the runtime and the kernel get to
 /// the second write of a pair, and on a loaded machine (the suite's other tests and binaries
-/// running beside) a pair sometimes splits. So the requests must fit in every run and the
-/// round trips in one of up to five: without the pipelining every run costs 3.5.
+/// running beside) many pairs split: the suite, with the chaos binary beside it, once measured
+/// 3.28-3.43 in five runs in a row. So the requests must fit in every run, and the round trips
+/// of the best of up to five runs must show that pairs went together: at most 3.1 is what a
+/// quiet machine gives, below 3.4 what a loaded one still does, while without the pipelining
+/// every run costs 3.5 (the lease's create is awaited before the lock's delete).
 #[tokio::test]
 async fn a_lease_create_with_room_carries_the_lock_delete_behind_it() {
     init_tracing();
@@ -630,7 +633,7 @@ async fn a_lease_create_with_room_carries_the_lock_delete_behind_it() {
             }
         }
         let (round_trips, per_op) = runs.iter().min_by(|a, b| a.0.total_cmp(&b.0)).unwrap();
-        assert!(*round_trips <= 3.1, "round trips per lease cycle: {round_trips:.2} ({per_op})");
+        assert!(*round_trips < 3.4, "round trips per lease cycle: {round_trips:.2} ({per_op})");
     })
     .await;
 }
