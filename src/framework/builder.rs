@@ -451,9 +451,11 @@ impl FrameworkBuilder {
     /// off when clients given some member's address must still not reach the others by the
     /// addresses the servers advertise.
     ///
-    /// A session whose client knows only servers that have left the ensemble is moved: after
-    /// a round trip (2/5 of the session timeout) of `Suspended`, a second client attaches to
-    /// the session through the current members and replaces the first (same session and
+    /// A session whose client knows only servers that have left the ensemble is moved: as soon
+    /// as it is `Suspended` (after a twentieth of the session timeout, so that a passing flap
+    /// does not count), a second client attaches to the session through the current members
+    /// (tried again every tenth of the session timeout while an election runs) and replaces
+    /// the first (same session and
     /// epoch; `Reconnected` follows). Locks, persistent watches, caches and mirrors carry on
     /// over it. What the old client still holds ends when that client gives up (7/5 of the
     /// session timeout after its last contact): a one-shot watch set through

@@ -30,9 +30,12 @@
 //!   under `SessionOnly`; while not: the start of the simulated-expiry clock). A reader that
 //!   finds that moment passed reads `Lost` without waiting for this task, which reports `Lost`
 //!   itself at the same moment once it runs;
-//! - a session suspended for a round trip (2/5 `S`, counted from the `Suspended`) on a
-//!   client none of whose servers is a member of the tracked ensemble any more (they were
-//!   replaced by a reconfiguration) is moved: a second client attaches to it through the
+//! - a session suspended for one beat (1/20 `S`, counted from the `Suspended`) on a client
+//!   none of whose servers is a member of the tracked ensemble any more (they were replaced
+//!   by a reconfiguration) is moved at once, without the round trip the old client would
+//!   need to find that no server it knows serves any more (under `SessionOnly`, whose `Lost`
+//!   comes about half an `S` after a dropped connection, that round trip left an attach
+//!   during the election that follows a leader's removal too little time): a second client attaches to it through the
 //!   current members (zookeeper-client cannot change a client's servers) and becomes the
 //!   session's client (same epoch, same id); the move is reported as `Reconnected` once a
 //!   round trip on it is answered. Tried again every tenth of `S` while it fails; an attach
@@ -180,10 +183,11 @@ pub(crate) async fn run(
         // session survives an outage (a leader election) shorter than its timeout.
         let silent_since = now.checked_sub(margin).unwrap_or(last_confirmed);
         retired.retain(|old| !old.client.state().is_terminated() && !old.task_ended());
-        // Suspended for a round trip already, on a client none of whose servers is a member
-        // any more: attach to the session through the members the ensemble names now.
+        // Suspended (for a beat: not a passing flap) on a client none of whose servers is a
+        // member any more: attach to the session through the members the ensemble names now.
+        // The old client cannot come back: every server it knows has left the ensemble.
         let stuck = current == ConnectionState::Suspended
-            && suspended_at.is_some_and(|since| now.saturating_duration_since(since) >= timing.round_trip)
+            && suspended_at.is_some_and(|since| now.saturating_duration_since(since) >= timing.beat)
             && !last_move.is_some_and(|at| now.saturating_duration_since(at) < timing.session / 10);
         if stuck && moving.is_none() {
             if let (Ok(session), Some(ensemble)) = (inner.session(), inner.ensemble.current()) {
