@@ -3,6 +3,10 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+#[path = "../common/json.rs"]
+mod json;
+pub(crate) use json::json_string;
+
 use zk_recipes::testing::{four_letter_word, TestingCluster};
 
 /// One JSON line: `{"bench":"fleet","measure":...,<fields>,"label":...}`, printed by
@@ -52,26 +56,6 @@ impl Line {
         let _ = write!(self.0, ",\"label\":{}}}", json_string(label));
         println!("{}", self.0);
     }
-}
-
-pub(crate) fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// Nearest-rank percentile `p` (0..=100) of `sorted`; zero when empty.
