@@ -2,6 +2,10 @@
 
 use std::time::Duration;
 
+#[path = "../common/args.rs"]
+mod args;
+use args::{number, split_flag};
+
 pub(crate) const USAGE: &str = "\
 usage: fleet [options]
   --instances N             service instances, one Framework (session) each (default 1000)
@@ -86,10 +90,7 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
     let mut options = Options::default();
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) if flag.starts_with("--") => (flag.to_owned(), Some(value.to_owned())),
-            _ => (arg.clone(), None),
-        };
+        let (flag, inline) = split_flag(&arg);
         match flag.as_str() {
             // `cargo bench` appends `--bench` to a harness-less benchmark's arguments.
             "--bench" => continue,
@@ -143,8 +144,4 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
         return Err("--session-timeout-ms must be at least 400 (two ticks of the servers)".to_owned());
     }
     Ok(Some(options))
-}
-
-fn number<T: std::str::FromStr>(flag: &str, text: &str) -> Result<T, String> {
-    text.parse().map_err(|_| format!("{flag}: not a number: {text:?}"))
 }

@@ -2,6 +2,10 @@
 
 use std::time::Duration;
 
+#[path = "../common/args.rs"]
+mod args;
+use args::{number, split_flag};
+
 /// An acquire that takes longer than this is reported as a stall (the run fails, exit code 1).
 pub(crate) const STALL: Duration = Duration::from_secs(60);
 
@@ -245,10 +249,7 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
     let mut options = Options::default();
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) if flag.starts_with("--") => (flag.to_owned(), Some(value.to_owned())),
-            _ => (arg.clone(), None),
-        };
+        let (flag, inline) = split_flag(&arg);
         match flag.as_str() {
             // `cargo bench` appends `--bench` to a harness-less benchmark's arguments.
             "--bench" => continue,
@@ -363,8 +364,4 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
         return Err("--read-pct must be at most 100".into());
     }
     Ok(Some(options))
-}
-
-fn number<T: std::str::FromStr>(flag: &str, value: &str) -> Result<T, String> {
-    value.parse().map_err(|_| format!("{flag}: not a valid number: {value:?}"))
 }
