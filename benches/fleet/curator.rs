@@ -9,6 +9,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
 use crate::classpath::{curator_classpath, find_jdk_tool};
+use crate::javac;
 use crate::options::{CuratorMode, Options};
 use crate::phases::Failure;
 
@@ -47,27 +48,7 @@ impl CuratorFleet {
                 return Ok(None);
             }
         };
-        let classes = tempfile::Builder::new()
-            .prefix("zk-recipes-curator-fleet-")
-            .tempdir()
-            .map_err(|e| format!("creating a directory for {MAIN}'s classes: {e}"))?;
-        let out = std::process::Command::new(&javac)
-            .args(["-encoding", "UTF-8", "--release", "17", "-nowarn", "-cp"])
-            .arg(&curator_classpath)
-            .arg("-d")
-            .arg(classes.path())
-            .arg(SOURCE)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("running {}: {e}", javac.display()))?;
-        if !out.status.success() {
-            return Err(format!(
-                "javac {SOURCE} failed ({}):\n{}{}",
-                out.status,
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
+        let classes = javac::compile(&javac, &curator_classpath, SOURCE, "zk-recipes-curator-fleet-")?;
         let classpath = format!("{}:{curator_classpath}", classes.path().display());
         Ok(Some(CuratorFleet { java, classpath, _classes: classes }))
     }

@@ -31,6 +31,8 @@
 mod classpath;
 mod curator;
 mod instance;
+#[path = "../common/javac.rs"]
+mod javac;
 mod options;
 mod phases;
 mod report;

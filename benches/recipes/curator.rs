@@ -7,6 +7,7 @@ use std::time::Instant;
 use zk_recipes::testing::CountingProxy;
 
 use crate::classpath::{curator_classpath, find_jdk_tool};
+use crate::javac;
 use crate::options::{CuratorMode, Options, Workload, WAITERS_PER_SESSION};
 use crate::report::{json_number, json_str, BenchError, BenchResult};
 
@@ -46,28 +47,8 @@ impl Curator {
                 return Ok(Curator::Missing(why));
             }
         };
-        let classes = tempfile::Builder::new()
-            .prefix("zk-recipes-curator-bench-")
-            .tempdir()
-            .map_err(|e| format!("creating a directory for {CURATOR_MAIN}'s classes: {e}"))?;
         let started = Instant::now();
-        let out = std::process::Command::new(&javac)
-            .args(["-encoding", "UTF-8", "--release", "17", "-nowarn", "-cp"])
-            .arg(&curator_classpath)
-            .arg("-d")
-            .arg(classes.path())
-            .arg(CURATOR_SOURCE)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("running {}: {e}", javac.display()))?;
-        if !out.status.success() {
-            return Err(format!(
-                "javac {CURATOR_SOURCE} failed ({}):\n{}{}",
-                out.status,
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
+        let classes = javac::compile(&javac, &curator_classpath, CURATOR_SOURCE, "zk-recipes-curator-bench-")?;
         eprintln!("[locks] compiled {CURATOR_MAIN}.java in {:.1} s", started.elapsed().as_secs_f64());
         let classpath = format!("{}:{curator_classpath}", classes.path().display());
         Ok(Curator::Ready(CuratorBench { java, classpath, _classes: classes }))

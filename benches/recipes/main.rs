@@ -33,6 +33,8 @@ mod caches;
 mod classpath;
 mod contenders;
 mod curator;
+#[path = "../common/javac.rs"]
+mod javac;
 mod options;
 mod queues;
 mod raw;
