@@ -39,6 +39,7 @@ mod listener;
 mod listings;
 pub(crate) mod metrics;
 pub(crate) mod node;
+mod nodelay;
 mod ops;
 pub(crate) mod protected;
 mod read;

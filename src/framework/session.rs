@@ -323,6 +323,7 @@ async fn open(
     if client.state() == SessionState::AuthFailed {
         return Err(zookeeper_client::Error::AuthFailed.into());
     }
+    super::nodelay::after_connect(hosts);
     Ok(client)
 }
 

@@ -202,6 +202,12 @@ pub(crate) async fn run(
         }
         match wake {
             Wake::Session(state) => {
+                if matches!(state, SessionState::SyncConnected | SessionState::ConnectedReadOnly) {
+                    // A new connection (a reconnect makes one): set TCP_NODELAY on it.
+                    if let Ok(session) = inner.session() {
+                        super::nodelay::after_connect(session.hosts());
+                    }
+                }
                 if current == ConnectionState::ReadOnly && state == SessionState::SyncConnected {
                     // The client left its read-only session for a new read-write one (a new id).
                     if let Ok(session) = inner.session() {

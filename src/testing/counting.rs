@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -37,6 +38,8 @@ pub struct CountingProxy {
     refuse: Arc<Mutex<Option<(&'static str, i32)>>>,
     /// The sequence shift, when on.
     shift: Arc<Mutex<Option<Shift>>>,
+    /// How long each request is held before it goes on to the server.
+    delay: Arc<Mutex<Duration>>,
     /// Dropping it stops the proxy's thread.
     _stop: tokio::sync::oneshot::Sender<()>,
 }
@@ -57,18 +60,21 @@ impl CountingProxy {
             listener.local_addr().map_err(|e| TestingError::io("reading the counting proxy's address", e))?.to_string();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
+            .enable_time()
             .build()
             .map_err(|e| TestingError::io("starting the counting proxy's runtime", e))?;
         let counts = Arc::new(Mutex::default());
         let lose = Arc::new(Mutex::default());
         let refuse = Arc::new(Mutex::default());
         let shift = Arc::new(Mutex::default());
+        let delay = Arc::new(Mutex::default());
         let shared = Shared {
             target: target.to_owned(),
             counts: counts.clone(),
             lose: Arc::clone(&lose),
             refuse: Arc::clone(&refuse),
             shift: Arc::clone(&shift),
+            delay: Arc::clone(&delay),
         };
         let shared = Arc::new(shared);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -90,7 +96,7 @@ impl CountingProxy {
                 })
             })
             .map_err(|e| TestingError::io("starting the counting proxy's thread", e))?;
-        Ok(CountingProxy { address, counts, lose, refuse, shift, _stop: stop })
+        Ok(CountingProxy { address, counts, lose, refuse, shift, delay, _stop: stop })
     }
 
     /// The connect string for clients, `127.0.0.1:PORT`.
@@ -121,6 +127,18 @@ impl CountingProxy {
     /// call; a later call replaces an unused one.
     pub fn refuse_next(&self, kind: &'static str, code: i32) {
         *self.refuse.lock() = Some((kind, code));
+    }
+
+    /// From now on, holds every request for `delay` before passing it on to the server, in
+    /// the order they came: a slow link on the way up. Requests a client sends back to back
+    /// then still share one round trip, and a request sent only after a reply is seen as a
+    /// round trip of its own even where the server answers faster than the client makes its
+    /// next write, so round trips can be counted exactly (with a delay well above the time
+    /// between two writes of one client; the proxy acknowledges each request at once, so a
+    /// client's Nagle's algorithm does not hold its second write back for the first one's
+    /// reply). `Duration::ZERO` passes requests on at once again.
+    pub fn delay_requests(&self, delay: Duration) {
+        *self.delay.lock() = delay;
     }
 
     /// From now on, shows the client every sequence number that follows `marker` in a node
@@ -187,6 +205,7 @@ struct Shared {
     lose: Arc<Mutex<Option<&'static str>>>,
     refuse: Arc<Mutex<Option<(&'static str, i32)>>>,
     shift: Arc<Mutex<Option<Shift>>>,
+    delay: Arc<Mutex<Duration>>,
 }
 
 /// Counts by kind: requests by opcode (`create`, `delete`, `getData+watch`, `getChildren`,
@@ -260,9 +279,54 @@ async fn forward(client: TcpStream, shared: Arc<Shared>) {
         refused: Mutex::new(None),
         listings: Mutex::default(),
     };
-    let up = pump(client_read, server_write, &connection, Direction::Requests);
-    let down = pump(server_read, client_write, &connection, Direction::Replies);
-    let _ = tokio::join!(up, down);
+    let (queue, queued) = tokio::sync::mpsc::unbounded_channel();
+    let up = pump(client_read, Outlet::Queued(queue), &connection, Direction::Requests);
+    let down = pump(server_read, Outlet::Direct(client_write), &connection, Direction::Replies);
+    let _ = tokio::join!(up, down, pass_on(queued, server_write));
+}
+
+/// A request held until its time to go on (see [`CountingProxy::delay_requests`]).
+type Held = (tokio::time::Instant, Vec<u8>);
+
+/// Where a pump's frames go: the socket, or (requests) a queue that holds each until its time.
+enum Outlet {
+    Direct(OwnedWriteHalf),
+    Queued(tokio::sync::mpsc::UnboundedSender<Held>),
+}
+
+impl Outlet {
+    async fn send(&mut self, frame: &[u8], delay: Duration) -> std::io::Result<()> {
+        match self {
+            Outlet::Direct(to) => to.write_all(frame).await,
+            Outlet::Queued(queue) => queue
+                .send((tokio::time::Instant::now() + delay, frame.to_vec()))
+                .map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe)),
+        }
+    }
+
+    /// Closes the way on; a queue is closed by its pump's return (dropping the sender), after
+    /// which [`pass_on`] sends what it holds and shuts the socket down.
+    async fn shutdown(&mut self) -> std::io::Result<()> {
+        match self {
+            Outlet::Direct(to) => to.shutdown().await,
+            Outlet::Queued(_) => Ok(()),
+        }
+    }
+}
+
+/// Writes the queued requests to the server, each at its time, in order; shuts the socket
+/// down when the queue closes.
+async fn pass_on(mut queued: tokio::sync::mpsc::UnboundedReceiver<Held>, mut to: OwnedWriteHalf) {
+    while let Some((due, frame)) = queued.recv().await {
+        // Only a held request sleeps: a timer rounds up to its next tick (a millisecond).
+        if due > tokio::time::Instant::now() {
+            tokio::time::sleep_until(due).await;
+        }
+        if to.write_all(&frame).await.is_err() {
+            return;
+        }
+    }
+    let _ = to.shutdown().await;
 }
 
 /// No request's xid (xids are 32-bit).
@@ -295,7 +359,7 @@ enum Direction {
 /// the client's side is closed instead.
 async fn pump(
     mut from: OwnedReadHalf,
-    mut to: OwnedWriteHalf,
+    mut to: Outlet,
     connection: &Connection<'_>,
     direction: Direction,
 ) -> std::io::Result<()> {
@@ -312,6 +376,14 @@ async fn pump(
         buffer.extend_from_slice(&length);
         buffer.resize(4 + n, 0);
         from.read_exact(&mut buffer[4..]).await?;
+        if direction == Direction::Requests {
+            // Acknowledge the client's segment at once (the kernel leaves quick-ack mode
+            // again by itself): a client that leaves Nagle's algorithm on then writes its next
+            // request right away instead of after our reply, so round trips count what the
+            // client sent together, whatever its socket options.
+            #[cfg(target_os = "linux")]
+            let _ = from.as_ref().set_quickack(true);
+        }
         let frame = &buffer[4..];
         let kind: Option<&'static str> = match direction {
             _ if first => None,
@@ -388,7 +460,11 @@ async fn pump(
             }
         }
         first = false;
-        to.write_all(&buffer).await?;
+        let delay = match direction {
+            Direction::Requests => *connection.shared.delay.lock(),
+            Direction::Replies => Duration::ZERO,
+        };
+        to.send(&buffer, delay).await?;
     }
 }
 
