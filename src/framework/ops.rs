@@ -124,6 +124,30 @@ impl Framework {
         self.ensure_levels(full_path, include_self, CreateMode::Container).await
     }
 
+    /// Sends the create of the container `full_path` now (its parent must exist) and returns
+    /// its reply, an existing node counted as made: for a caller that sends its own create
+    /// into the directory right behind it, so that both cost one round trip (a session's
+    /// requests are applied in the order sent). `NoNode` means a level above is missing too:
+    /// [`ensure_containers`](Self::ensure_containers) makes them all.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty ACL from the provider.
+    pub(crate) fn send_container_create<'a>(
+        &self,
+        session: &'a Session,
+        full_path: &'a str,
+    ) -> Result<impl Future<Output = Result<(), ZkError>> + Send + 'a> {
+        let acl = self.acl_for(full_path)?;
+        session.sent(Op::Create);
+        let reply = session.client.create(full_path, &[], &CreateMode::Container.with_acls(Acls::new(&acl)));
+        Ok(async move {
+            match reply.await {
+                Ok(_) | Err(ZkError::NodeExists) => Ok(()),
+                Err(e) => Err(e),
+            }
+        })
+    }
+
     /// [`ensure_containers`](Self::ensure_containers) with persistent nodes instead (Curator's
     /// `creatingParentsIfNeeded`).
     pub(crate) async fn ensure_persistent(&self, full_path: &str, include_self: bool) -> Result<()> {

@@ -7,11 +7,13 @@
 
 use std::future::Future;
 
+use futures::future::OptionFuture;
+
 use zookeeper_client::{Acl, Acls, CreateMode, CreateSequence, Stat};
 
 use super::node::{retry_request, CreatedNode, Failure, PendingCreate};
 use super::{Framework, ReaperCmd, Session};
-use crate::error::{is_zk_session_lost, Error, Result, ZkError};
+use crate::error::{is_zk_connection_error, is_zk_session_lost, Error, Result, ZkError};
 use crate::framework::metrics::Op;
 use crate::path;
 
@@ -150,8 +152,11 @@ impl NodeSpec<'_> {
 
     /// Creates a protected ephemeral-sequential node on `session`, with `list` (a listing of
     /// the directory) sent right behind the create so that both cost one round trip. Missing
-    /// parents are created as containers. After a connection error the node is recovered by
-    /// its prefix before the create is sent again.
+    /// parents are created as containers: when the create is refused for want of its
+    /// directory, the directory's create goes again with it and the listing, all three in one
+    /// round trip (a lock used once per entity pays one round trip for its new directory, not
+    /// two). After a connection error the node is recovered by its prefix before the create
+    /// is sent again.
     ///
     /// With `sequence`, the node is plain ephemeral, named `<prefix><marker><sequence>`: a
     /// sequence chosen by the caller instead of one the server appends (the read-write
@@ -180,10 +185,20 @@ impl NodeSpec<'_> {
         let options = mode.with_acls(Acls::new(&acl));
         let pending = self.pending(session, &name);
         let mut retry = self.framework.retry_loop();
-        let mut made_parents = false;
+        let mut parents = Parents::Assumed;
         loop {
+            let dir_create = match parents {
+                Parents::SentAhead | Parents::AncestorsMade => {
+                    Some(self.framework.send_container_create(session, self.dir)?)
+                }
+                Parents::Assumed => None,
+            };
             session.sent(Op::Create);
-            let (created, listed) = futures::join!(session.client.create(&base, self.data, &options), list());
+            let (dir_made, created, listed) = futures::join!(
+                OptionFuture::from(dir_create),
+                session.client.create(&base, self.data, &options),
+                list()
+            );
             let error = match created {
                 Ok((stat, assigned)) => {
                     session.learn_id(stat.ephemeral_owner);
@@ -194,11 +209,23 @@ impl NodeSpec<'_> {
                     };
                     return Ok((node, listed.ok()));
                 }
-                Err(ZkError::NoNode) if !made_parents => {
-                    made_parents = true;
-                    self.framework.ensure_containers(self.dir, true).await?;
+                // No directory: its create goes again with ours, in one round trip.
+                Err(ZkError::NoNode) if parents == Parents::Assumed => {
+                    parents = Parents::SentAhead;
                     continue;
                 }
+                Err(ZkError::NoNode) if parents != Parents::Assumed => match dir_made {
+                    // A level above the directory is missing too: those levels, then the
+                    // directory's create with ours again.
+                    Some(Err(ZkError::NoNode)) if parents == Parents::SentAhead => {
+                        parents = Parents::AncestorsMade;
+                        self.framework.ensure_containers(self.dir, false).await?;
+                        continue;
+                    }
+                    Some(Err(e)) if !is_zk_connection_error(&e) => return Err(Error::from(e).into()),
+                    // Made, and gone again before our create: as below.
+                    _ => return Err(Failure::NodeMissing),
+                },
                 // The directory went again (an empty container is reaped at any time): start a
                 // fresh attempt, as Curator does on NoNode, under the retry policy.
                 Err(ZkError::NoNode) => return Err(Failure::NodeMissing),
@@ -226,6 +253,19 @@ impl NodeSpec<'_> {
     ) -> Result<(CreatedNode, Option<T>), Failure> {
         self.create(session, Some(sequence), after).await
     }
+}
+
+/// How far [`NodeSpec::create`] has gone about a missing directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Parents {
+    /// The directory is assumed to exist (it does, but for a lock's first use).
+    Assumed,
+    /// The node's create was refused for want of its directory: the directory's create is
+    /// sent right ahead of it.
+    SentAhead,
+    /// A level above the directory was missing too: those levels were made, and the
+    /// directory's create is sent ahead of the node's once more.
+    AncestorsMade,
 }
 
 impl PendingCreate {

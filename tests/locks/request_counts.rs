@@ -1,6 +1,8 @@
 //! Server requests per operation, counted by a proxy that reads the protocol's frames: a
 //! regression in round trips or requests fails here, where a timing could not be asserted.
 
+use std::time::Duration;
+
 use crate::common;
 
 use common::fixtures::reaperless_connect as server;
@@ -28,8 +30,11 @@ fn assert_per_op(counts: &RequestCounts, cycles: u64, expected: &[(&str, u64)], 
 
 /// A lock directory made under a root that exists costs one create, at any depth: only the
 /// missing level is written (a create the server refuses with `NodeExists` is a replicated
-/// write all the same). Where levels above it are missing too, they are read first, and no
-/// create is refused either.
+/// write all the same), and it goes in the same round trip as the lock node's second create and
+/// its listing, so an acquire on a new directory takes two round trips (a lock used once per
+/// entity makes a new directory each time). Where levels above it are missing too, they are
+/// made first (the deepest missing one's create alone, when it is the only one), and no create
+/// is refused either.
 #[tokio::test]
 async fn a_new_lock_directory_costs_one_create_at_any_depth() {
     init_tracing();
@@ -37,28 +42,54 @@ async fn a_new_lock_directory_costs_one_create_at_any_depth() {
         let (proxy, fw) = counted().await;
         let root = format!("{}/a/b/c/d", unique_path("counts", "deep"));
         fw.ensure_path(&root).await.unwrap();
-        let mutex = InterProcessMutex::new(&fw, &format!("{root}/lock")).unwrap();
-        let before = proxy.counts();
-        mutex.acquire().await.unwrap().release().await.unwrap();
-        let expected =
-            [("create2", 2), ("createContainer", 1), ("delete", 1), ("error:no-node", 2), ("getChildren", 2)];
-        assert_per_op(&proxy.counts().since(&before), 1, &expected, "a new directory five levels down");
+        // The server answers a refused create sooner than the client makes its next write, so
+        // only a slow link shows which requests went together: with each request held for
+        // 20 ms, far above the time between two writes of one client, the fewest round trips
+        // of a few tries must be two (the requests must fit in every try).
+        proxy.delay_requests(Duration::from_millis(20));
+        let mut fewest = u64::MAX;
+        for attempt in 0..5 {
+            let mutex = InterProcessMutex::new(&fw, &format!("{root}/lock{attempt}")).unwrap();
+            let before = proxy.counts();
+            let guard = mutex.acquire().await.unwrap();
+            fewest = fewest.min(proxy.counts().since(&before).round_trips());
+            guard.release().await.unwrap();
+            let expected =
+                [("create2", 2), ("createContainer", 1), ("delete", 1), ("error:no-node", 2), ("getChildren", 2)];
+            assert_per_op(&proxy.counts().since(&before), 1, &expected, "a new directory five levels down");
+            if fewest == 2 {
+                break;
+            }
+        }
+        assert_eq!(fewest, 2, "round trips of an acquire on a new directory (fewest of five tries)");
+        proxy.delay_requests(Duration::ZERO);
 
-        // Two levels missing: the directory's create finds its parent missing, the six levels
-        // above it are read (the server answers `NoNode` for the missing one), and the two
-        // missing ones made.
+        // Two levels missing: the directory's create (sent with the lock node's) finds its
+        // parent missing, so the parent is made (one create: its own parent exists), then the
+        // directory's create goes with the lock node's and the listing again.
         let mutex = InterProcessMutex::new(&fw, &format!("{root}/x/y")).unwrap();
         let before = proxy.counts();
         mutex.acquire().await.unwrap().release().await.unwrap();
-        let expected = [
-            ("create2", 2),
-            ("createContainer", 3),
-            ("delete", 1),
-            ("error:no-node", 4),
-            ("exists", 6),
-            ("getChildren", 2),
-        ];
+        let expected =
+            [("create2", 3), ("createContainer", 3), ("delete", 1), ("error:no-node", 5), ("getChildren", 3)];
         assert_per_op(&proxy.counts().since(&before), 1, &expected, "a new directory under a new parent");
+
+        // Three levels missing: the directory's create (sent with the lock node's) finds its
+        // parent missing, so does the parent's create alone; the levels above the parent are
+        // read (the server answers `NoNode` for the missing one), the two missing made from the
+        // top, and the directory's create goes with the lock node's and the listing again.
+        let mutex = InterProcessMutex::new(&fw, &format!("{root}/p/q/r")).unwrap();
+        let before = proxy.counts();
+        mutex.acquire().await.unwrap().release().await.unwrap();
+        let expected = [
+            ("create2", 3),
+            ("createContainer", 5),
+            ("delete", 1),
+            ("error:no-node", 7),
+            ("exists", 6),
+            ("getChildren", 3),
+        ];
+        assert_per_op(&proxy.counts().since(&before), 1, &expected, "a new directory under two new levels");
         fw.close().await;
     })
     .await;
@@ -771,9 +802,10 @@ async fn a_lock_taken_once_per_path_costs_no_mirror_and_no_watch() {
         let counts = proxy.counts().since(&before);
         assert_eq!(counts.get("addWatch"), 0, "{counts:?}");
         // Each path is new: its first create (and the listing sent behind it) finds no parent,
-        // the parents are made, and the create and its listing go again.
-        assert_eq!(counts.get("create2"), 2 * PATHS, "{counts:?}");
-        assert_eq!(counts.get("getChildren"), 2 * PATHS, "{counts:?}");
+        // and the create and its listing go again behind the parent's create; the first path's
+        // parent is new too (one more try, after the grandparent is made).
+        assert_eq!(counts.get("create2"), 2 * PATHS + 1, "{counts:?}");
+        assert_eq!(counts.get("getChildren"), 2 * PATHS + 1, "{counts:?}");
         assert_eq!(counts.get("delete"), PATHS, "{counts:?}");
         fw.close().await;
     })
