@@ -38,8 +38,9 @@
 //   seed        rwlock: seed of the read/write choice (default 1); each thread draws from
 //               java.util.Random(seed * 1000003 + thread index)
 //   cache-nodes cache-load: nodes below BASE_PATH (the bench creates the tree; default 10000)
-//   event-nodes, event-passes, writes-in-flight  cache-events: nodes, writes per node, and the
-//               writer's set-data requests in flight (defaults 1000, 10, 32)
+//   event-nodes, event-passes, event-batch, writes-in-flight  cache-events: nodes, writes per
+//               node, writes per request (a multi of set-data above 1), and the writer's
+//               requests in flight (defaults 1000, 10, 1, 32)
 //   external-writer  cache-events: 1 = the measured round's writes come from the bench
 //               (see below); 0 (default) = from this process's own writer
 //   retries, retry-sleep-ms  counter-increment, cached-counter: the DistributedAtomicLong's RetryNTimes (10, 1)
@@ -377,6 +378,7 @@ public final class CuratorBench {
         int eventNodes = 1000;
         int eventPasses = 10;
         int writesInFlight = 32;
+        int eventBatch = 1;
         boolean externalWriter = false;
         int retries = 10;
         int retrySleepMs = 1;
@@ -423,6 +425,9 @@ public final class CuratorBench {
                     break;
                 case "writes-in-flight":
                     writesInFlight = number(value, "writes-in-flight", 1);
+                    break;
+                case "event-batch":
+                    eventBatch = number(value, "event-batch", 1);
                     break;
                 case "external-writer":
                     externalWriter = number(value, "external-writer", 0) != 0;
@@ -472,7 +477,7 @@ public final class CuratorBench {
             try {
                 line = workload.equals("cache-load")
                         ? CacheBench.load(client, path, jitWarmupMs, label)
-                        : CacheBench.events(client, writer, path, eventNodes, eventPasses, writesInFlight, jitWarmupMs,
+                        : CacheBench.events(client, writer, path, eventNodes, eventPasses, eventBatch, writesInFlight, jitWarmupMs,
                                 externalWriter, label);
             } catch (Violation e) {
                 fail(one, 3, "CACHE DIVERGED FROM THE SERVER: " + e.getMessage());
@@ -1114,7 +1119,7 @@ public final class CuratorBench {
 
         /** Writes every pass over `paths` (versions base+1 .. base+passes) under a fresh cache. */
         static Round round(CuratorFramework client, CuratorFramework writer, String path, List<String> paths, int base,
-                int passes, int inFlight, boolean check, boolean external) throws Exception {
+                int passes, int batch, int inFlight, boolean check, boolean external) throws Exception {
             java.util.Map<String, Integer> index = new java.util.HashMap<>();
             for (int i = 0; i < paths.size(); i++) {
                 index.put(paths.get(i), i);
@@ -1171,7 +1176,32 @@ public final class CuratorBench {
                 r.started = System.nanoTime();
                 for (int pass = 1; pass <= passes; pass++) {
                     byte[] data = Integer.toString(base + pass).getBytes(StandardCharsets.UTF_8);
-                    for (int i = 0; i < paths.size(); i++) {
+                    for (int i = 0; batch > 1 && i < paths.size(); i += batch) {
+                        // A multi of `batch` set-data of consecutive nodes, as the bench's writer.
+                        slots.acquire();
+                        int first = i;
+                        int end = Math.min(i + batch, paths.size());
+                        int p = pass;
+                        List<org.apache.zookeeper.Op> ops = new ArrayList<>();
+                        for (int node = first; node < end; node++) {
+                            ops.add(org.apache.zookeeper.Op.setData(paths.get(node), data, -1));
+                        }
+                        zk.multi(ops, (rc, at, ctx, results) -> {
+                            long now = System.nanoTime();
+                            for (int node = first; node < end; node++) {
+                                r.replied[node][p - 1] = now;
+                                org.apache.zookeeper.OpResult result = results == null ? null : results.get(node - first);
+                                if (rc != 0 || !(result instanceof org.apache.zookeeper.OpResult.SetDataResult)) {
+                                    errors.incrementAndGet();
+                                } else if (((org.apache.zookeeper.OpResult.SetDataResult) result).getStat().getVersion() != base + p) {
+                                    wrongVersions.incrementAndGet();
+                                }
+                                allWritten.countDown();
+                            }
+                            slots.release();
+                        }, null);
+                    }
+                    for (int i = 0; batch == 1 && i < paths.size(); i++) {
                         slots.acquire();
                         int node = i;
                         int p = pass;
@@ -1211,7 +1241,7 @@ public final class CuratorBench {
             return r;
         }
 
-        static String events(CuratorFramework client, CuratorFramework writer, String path, int nodes, int passes, int inFlight,
+        static String events(CuratorFramework client, CuratorFramework writer, String path, int nodes, int passes, int batch, int inFlight,
                 long jitWarmupMs, boolean external, String label) throws Exception {
             client.create().creatingParentsIfNeeded().forPath(path);
             List<String> paths = new ArrayList<>();
@@ -1224,11 +1254,11 @@ public final class CuratorBench {
             int base = 0;
             int warmups = 0;
             while (warmups < 3 || System.nanoTime() - until < 0) {
-                round(client, writer, path, paths, base, passes, inFlight, false, false);
+                round(client, writer, path, paths, base, passes, batch, inFlight, false, false);
                 base += passes;
                 warmups++;
             }
-            Round r = round(client, writer, path, paths, base, passes, inFlight, true, external);
+            Round r = round(client, writer, path, paths, base, passes, batch, inFlight, true, external);
             if (external) {
                 // Every event as "E <node> <version> <wall µs>"; the bench times the line.
                 StringBuilder out = new StringBuilder();

@@ -240,31 +240,60 @@ pub(crate) async fn create_event_nodes(client: &zk::Client, dir: &str, n: usize)
 
 /// cache-events' writer (the zk-recipes line's, and Curator's measured round's): sets the data
 /// of every node of `paths` to versions `base + 1` ..= `base + passes` in turn, pass after pass,
-/// [`WRITES_IN_FLIGHT`] at a time. Returns each write as (node, version - base, its reply).
+/// [`WRITES_IN_FLIGHT`] requests at a time, each request a multi of `batch` set-data of
+/// consecutive nodes of one pass (a plain set-data when `batch` is 1). Returns each write as
+/// (node, version - base, its request's reply).
 pub(crate) async fn write_passes(
     writer: &zk::Client,
     paths: &[String],
     base: i32,
     passes: i32,
+    batch: usize,
 ) -> BenchResult<Vec<(usize, i32, Instant)>> {
-    futures::stream::iter((1..=passes).flat_map(|v| (0..paths.len()).map(move |i| (i, v))))
-        .map(|(i, v)| {
-            let (writer, path) = (writer.clone(), paths[i].clone());
+    let requests = (1..=passes).flat_map(|v| {
+        (0..paths.len()).step_by(batch).map(move |first| (first..(first + batch).min(paths.len()), v))
+    });
+    let replies: Vec<Vec<(usize, i32, Instant)>> = futures::stream::iter(requests)
+        .map(|(nodes, v)| {
+            let writer = writer.clone();
+            let data = (base + v).to_string();
             async move {
-                let stat = writer.set_data(&path, (base + v).to_string().as_bytes(), None).await?;
-                if stat.version != base + v {
-                    return Err(BenchError::Failed(format!(
-                        "cache-events: {path} has version {} after write {}: is the path in use?",
-                        stat.version,
-                        base + v
-                    )));
-                }
-                Ok::<_, BenchError>((i, v, Instant::now()))
+                let versions: Vec<i32> = if nodes.len() == 1 {
+                    vec![writer.set_data(&paths[nodes.start], data.as_bytes(), None).await?.version]
+                } else {
+                    let mut multi = writer.new_multi_writer();
+                    for i in nodes.clone() {
+                        multi.add_set_data(&paths[i], data.as_bytes(), None)?;
+                    }
+                    let results = multi.commit().await.map_err(|e| BenchError::Failed(format!("cache-events: {e}")))?;
+                    results
+                        .into_iter()
+                        .map(|r| match r {
+                            zk::MultiWriteResult::SetData { stat } => Ok(stat.version),
+                            other => Err(BenchError::Failed(format!("cache-events: a set-data answered {other:?}"))),
+                        })
+                        .collect::<BenchResult<_>>()?
+                };
+                let replied = Instant::now();
+                nodes
+                    .zip(versions)
+                    .map(|(i, version)| {
+                        if version != base + v {
+                            return Err(BenchError::Failed(format!(
+                                "cache-events: {} has version {version} after write {}: is the path in use?",
+                                paths[i],
+                                base + v
+                            )));
+                        }
+                        Ok((i, v, replied))
+                    })
+                    .collect::<BenchResult<Vec<_>>>()
             }
         })
         .buffered(WRITES_IN_FLIGHT)
         .try_collect()
-        .await
+        .await?;
+    Ok(replies.into_iter().flatten().collect())
 }
 
 /// The first argument that makes the bench binary cache-events' writer process.
@@ -273,13 +302,14 @@ pub(crate) const WRITER_PROCESS: &str = "--cache-events-writer";
 /// cache-events' writer as a process of its own, so that in neither line it shares a process
 /// (and zookeeper-client's process-wide I/O reactor thread) with the cache it feeds: this
 /// binary again with [`WRITER_PROCESS`], which connects, prints `START <wall µs>`, makes
-/// [`write_passes`]'s writes, printing `W <node> <version - base> <wall µs>` per reply, then
+/// [`write_passes`]'s writes (`batch` per request), printing `W <node> <version - base> <wall µs>` per reply, then
 /// `DONE`. Returns when the writes began and ended and each write's reply, in this clock.
 pub(crate) async fn write_passes_apart(
     connect: &str,
     paths: &[String],
     base: i32,
     passes: i32,
+    batch: usize,
 ) -> BenchResult<(Instant, Instant, Vec<(usize, i32, Instant)>)> {
     use tokio::io::AsyncBufReadExt;
 
@@ -291,6 +321,7 @@ pub(crate) async fn write_passes_apart(
         .arg(connect)
         .arg(base.to_string())
         .arg(passes.to_string())
+        .arg(batch.to_string())
         .args(paths)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
@@ -319,17 +350,18 @@ pub(crate) async fn write_passes_apart(
 }
 
 /// The writer process's body (see [`write_passes_apart`]); `args` after [`WRITER_PROCESS`]:
-/// connect string, base, passes, then the paths.
+/// connect string, base, passes, writes per request, then the paths.
 pub(crate) fn writer_process(mut args: impl Iterator<Item = String>) -> Result<(), String> {
     let connect = args.next().ok_or("no connect string")?;
     let base: i32 = args.next().ok_or("no base")?.parse().map_err(|e| format!("base: {e}"))?;
     let passes: i32 = args.next().ok_or("no passes")?.parse().map_err(|e| format!("passes: {e}"))?;
+    let batch: usize = args.next().ok_or("no batch")?.parse().map_err(|e| format!("batch: {e}"))?;
     let paths: Vec<String> = args.collect();
     let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
     runtime.block_on(async {
         let writer = zk::Client::connect(&connect).await.map_err(|e| e.to_string())?;
         let start = wall_micros();
-        let writes = write_passes(&writer, &paths, base, passes).await.map_err(|e| e.to_string())?;
+        let writes = write_passes(&writer, &paths, base, passes, batch).await.map_err(|e| e.to_string())?;
         // Reply times turned to wall-clock through one anchor.
         let (anchor, anchor_micros) = (Instant::now(), wall_micros());
         let mut out = format!("START {start}\n");
@@ -452,11 +484,11 @@ pub(crate) async fn cache_events(o: &Options, connect: &str, dir: &str) -> Bench
     // One unmeasured pass of the same writer first, as the Curator line's JVM writes its
     // warm-up rounds right before its measured one: the server is as warm for both lines.
     let warm = tokio::spawn(consume(events, index.clone(), 0, passes));
-    write_passes_apart(connect, &paths, 0, passes).await?;
+    write_passes_apart(connect, &paths, 0, passes, o.event_batch).await?;
     let (_, _, _, events) =
         warm.await.map_err(|e| BenchError::Failed(format!("cache-events: the consumer failed: {e}")))??;
     let consumer = tokio::spawn(consume(events, index, passes, passes));
-    let (started, written, writes) = write_passes_apart(connect, &paths, passes, passes).await?;
+    let (started, written, writes) = write_passes_apart(connect, &paths, passes, passes, o.event_batch).await?;
     let (seen, delivered, ended, _) =
         consumer.await.map_err(|e| BenchError::Failed(format!("cache-events: the consumer failed: {e}")))??;
     let samples = latencies(&writes, &seen, ended);
@@ -476,9 +508,11 @@ pub(crate) async fn cache_events(o: &Options, connect: &str, dir: &str) -> Bench
     let mut ours = line(Workload::CacheEvents, "zk-recipes", secs, samples);
     ours.ops = Some(delivered);
     ours.extra = format!(
-        ",\"writes\":{},\"writes_per_sec\":{:.1}",
+        ",\"writes\":{},\"writes_per_sec\":{:.1},\"batch\":{},\"absorbed_per_sec\":{:.1}",
         writes.len(),
-        writes.len() as f64 / (written - started).as_secs_f64()
+        writes.len() as f64 / (written - started).as_secs_f64(),
+        o.event_batch,
+        writes.len() as f64 / secs
     );
     Ok(vec![ours])
 }

@@ -121,6 +121,7 @@ impl CuratorBench {
             .arg(format!("cache-nodes={}", o.cache_nodes))
             .arg(format!("event-nodes={}", o.event_nodes))
             .arg(format!("event-passes={}", o.event_passes))
+            .arg(format!("event-batch={}", o.event_batch))
             .arg(format!("writes-in-flight={}", crate::caches::WRITES_IN_FLIGHT))
             .arg(format!("retries={}", o.retries))
             .arg(format!("retry-sleep-ms={}", o.retry_sleep.as_millis()))
@@ -222,7 +223,8 @@ impl CuratorBench {
         // The JVM's event times are wall-clock: one anchor turns them into this clock.
         let clock = crate::caches::WallClock::now();
         let (started, written, writes) =
-            crate::caches::write_passes_apart(target.connect, &paths, base, o.event_passes as i32).await?;
+            crate::caches::write_passes_apart(target.connect, &paths, base, o.event_passes as i32, o.event_batch)
+                .await?;
 
         let mut seen: Vec<Vec<(i32, Instant)>> = vec![Vec::new(); paths.len()];
         let mut json = None;
@@ -254,9 +256,11 @@ impl CuratorBench {
         let mut line = crate::caches::line(Workload::CacheEvents, "curator", (ended - started).as_secs_f64(), samples);
         line.ops = Some(delivered);
         line.extra = format!(
-            ",\"writes\":{},\"writes_per_sec\":{:.1},\"writer\":\"zk-recipes bench\"",
+            ",\"writes\":{},\"writes_per_sec\":{:.1},\"batch\":{},\"absorbed_per_sec\":{:.1},\"writer\":\"zk-recipes bench\"",
             writes.len(),
-            writes.len() as f64 / (written - started).as_secs_f64()
+            writes.len() as f64 / (written - started).as_secs_f64(),
+            o.event_batch,
+            writes.len() as f64 / (ended - started).as_secs_f64()
         );
         let ops_per_sec = Some(line.ops_per_sec());
         Ok(vec![CuratorLine { implementation: "curator".to_owned(), json: line.json(&o.label), ops_per_sec }])

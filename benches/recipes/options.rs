@@ -42,6 +42,8 @@ usage: locks [options]
   --cache-nodes N           cache-load: nodes in the two-level tree (default 10000)
   --event-nodes N           cache-events: nodes the writer updates (default 1000)
   --event-passes N          cache-events: writes per node (default 10)
+  --event-batch N           cache-events: writes per request (a multi of N set-data, default 1);
+                            above one the writer outruns a cache that reads once per change
   --retries N               counter-increment: the counter's RetryNTimes tries after the first
                             (default 10)
   --retry-sleep-ms MS       counter-increment: RetryNTimes' sleep between tries (default 1)
@@ -108,6 +110,7 @@ pub(crate) struct Options {
     pub(crate) cache_nodes: usize,
     pub(crate) event_nodes: usize,
     pub(crate) event_passes: usize,
+    pub(crate) event_batch: usize,
     pub(crate) retries: u32,
     pub(crate) retry_sleep: Duration,
     pub(crate) cache_factor: u32,
@@ -153,6 +156,7 @@ impl Default for Options {
             cache_nodes: 10_000,
             event_nodes: 1_000,
             event_passes: 10,
+            event_batch: 1,
             retries: 10,
             retry_sleep: Duration::from_millis(1),
             cache_factor: 100,
@@ -299,6 +303,7 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
             "--cache-nodes" => options.cache_nodes = number(&flag, &value()?)?,
             "--event-nodes" => options.event_nodes = number(&flag, &value()?)?,
             "--event-passes" => options.event_passes = number(&flag, &value()?)?,
+            "--event-batch" => options.event_batch = number(&flag, &value()?)?,
             "--retries" => options.retries = number(&flag, &value()?)?,
             "--retry-sleep-ms" => options.retry_sleep = Duration::from_millis(number(&flag, &value()?)?),
             "--cache-factor" => options.cache_factor = number(&flag, &value()?)?,
@@ -335,6 +340,7 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
         || options.cache_nodes == 0
         || options.event_nodes == 0
         || options.event_passes == 0
+        || options.event_batch == 0
         || options.queue_items == 0
         || options.queue_shards == 0
         || options.instances == 0
@@ -346,7 +352,7 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
         || options.cached_values == 0
     {
         return Err("--iters, --cycles, --clients, --max-leases, --rounds, --cache-nodes, --event-nodes, \
-                    --event-passes, --queue-items, --queue-shards, --instances, --lock-paths, --queries, --cache-queries, \
+                    --event-passes, --event-batch, --queue-items, --queue-shards, --instances, --lock-paths, --queries, --cache-queries, \
                     --retry-sleep-ms, --cache-factor and --cached-values must be at least 1"
             .into());
     }
