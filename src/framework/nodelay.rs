@@ -8,7 +8,7 @@
 //! go one round trip apart instead of together.
 //!
 //! zookeeper-client gives no access to its socket, so after each connection of a session the
-//! process's open sockets are looked over (`/proc/self/fd`) on the blocking pool, and the
+//! process's open sockets are looked over (`/proc/self/fd`) on a short-lived thread, and the
 //! connected ones whose peer port is a server port of a session get `TCP_NODELAY`, set
 //! through a duplicate of the descriptor (`pidfd_getfd`, Linux 5.6+), so no descriptor of the
 //! client's is borrowed. Sockets already looked at are remembered by inode, so a look costs a
@@ -28,7 +28,7 @@ struct Looks {
     ports: BTreeSet<u16>,
     /// Inodes of the connected sockets already looked at (their peer never changes).
     done: HashSet<u64>,
-    /// A look is running (on the blocking pool).
+    /// A look is running (on its thread).
     running: bool,
     /// A connection came while a look ran: look once more after it.
     again: bool,
@@ -39,7 +39,8 @@ struct Looks {
 static LOOKS: Mutex<Option<Looks>> = Mutex::new(None);
 
 /// Sets `TCP_NODELAY` on the connections to the servers of `hosts` (a connect string) made by
-/// now, soon, on the blocking pool. Call after a session's client connected (or reconnected).
+/// now, soon, on a thread of its own. Call after a session's client connected (or
+/// reconnected).
 pub(crate) fn after_connect(hosts: &str) {
     let mut looks = LOOKS.lock();
     let looks = looks.get_or_insert_with(Looks::default);
@@ -52,9 +53,9 @@ pub(crate) fn after_connect(hosts: &str) {
         return;
     }
     looks.running = true;
-    if tokio::runtime::Handle::try_current().is_ok() {
-        drop(tokio::task::spawn_blocking(look_while_asked));
-    } else {
+    // A thread of its own, not a runtime's blocking pool: a runtime shutting down drops the
+    // tasks it has not started, which would leave `running` set for good.
+    if std::thread::Builder::new().name("zk-nodelay".into()).spawn(look_while_asked).is_err() {
         looks.running = false;
     }
 }
