@@ -250,9 +250,8 @@ pub(crate) async fn write_passes(
     passes: i32,
     batch: usize,
 ) -> BenchResult<Vec<(usize, i32, Instant)>> {
-    let requests = (1..=passes).flat_map(|v| {
-        (0..paths.len()).step_by(batch).map(move |first| (first..(first + batch).min(paths.len()), v))
-    });
+    let requests = (1..=passes)
+        .flat_map(|v| (0..paths.len()).step_by(batch).map(move |first| (first..(first + batch).min(paths.len()), v)));
     let replies: Vec<Vec<(usize, i32, Instant)>> = futures::stream::iter(requests)
         .map(|(nodes, v)| {
             let writer = writer.clone();
