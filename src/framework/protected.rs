@@ -191,7 +191,7 @@ impl NodeSpec<'_> {
                 Parents::SentAhead | Parents::AncestorsMade => {
                     Some(self.framework.send_container_create(session, self.dir)?)
                 }
-                Parents::Assumed => None,
+                Parents::Assumed | Parents::Made => None,
             };
             session.sent(Op::Create);
             let (dir_made, created, listed) = futures::join!(
@@ -214,7 +214,7 @@ impl NodeSpec<'_> {
                     parents = Parents::SentAhead;
                     continue;
                 }
-                Err(ZkError::NoNode) if parents != Parents::Assumed => match dir_made {
+                Err(ZkError::NoNode) => match dir_made {
                     // A level above the directory is missing too: those levels, then the
                     // directory's create with ours again.
                     Some(Err(ZkError::NoNode)) if parents == Parents::SentAhead => {
@@ -223,12 +223,10 @@ impl NodeSpec<'_> {
                         continue;
                     }
                     Some(Err(e)) if !is_zk_connection_error(&e) => return Err(Error::from(e).into()),
-                    // Made, and gone again before our create: as below.
+                    // The directory went again (an empty container is reaped at any time):
+                    // start a fresh attempt, as Curator does on NoNode, under the retry policy.
                     _ => return Err(Failure::NodeMissing),
                 },
-                // The directory went again (an empty container is reaped at any time): start a
-                // fresh attempt, as Curator does on NoNode, under the retry policy.
-                Err(ZkError::NoNode) => return Err(Failure::NodeMissing),
                 Err(e) if is_zk_session_lost(&e) => return Err(Failure::NodeMissing),
                 Err(e) if retry.allows_zk(&e) => e,
                 Err(e) => return Err(e.into()),
@@ -239,6 +237,16 @@ impl NodeSpec<'_> {
             }
             if let Some((name, czxid)) = pending.recover(session, false).await? {
                 return Ok((pending.named(name, czxid), None));
+            }
+            // A server that throttles or drops requests refuses the ones queued behind another:
+            // sent together again, the node's create would meet the same fate behind the
+            // directory's each time. The directory is made on its own first, and the node's
+            // create goes alone (with its listing) from then on.
+            if parents != Parents::Assumed && parents != Parents::Made {
+                if !matches!(dir_made, Some(Ok(()))) {
+                    self.framework.ensure_containers(self.dir, true).await?;
+                }
+                parents = Parents::Made;
             }
         }
     }
@@ -266,6 +274,9 @@ enum Parents {
     /// A level above the directory was missing too: those levels were made, and the
     /// directory's create is sent ahead of the node's once more.
     AncestorsMade,
+    /// The node's create sent with the directory's failed for another reason (throttled, a
+    /// connection lost): the directory was made on its own, the node's create goes alone.
+    Made,
 }
 
 impl PendingCreate {

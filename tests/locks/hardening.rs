@@ -76,6 +76,10 @@ struct ThrottledLock {
 }
 
 impl ThrottledLock {
+    /// Takes a lock on a new directory of a throttling server. Before: the acquire sent the
+    /// directory's create, the node's and the listing together, again after every refusal;
+    /// the node's create, queued behind the directory's, was throttled each time, and the
+    /// acquire never returned.
     async fn acquire(name: &str) -> (ThrottledLock, MutexGuard) {
         let server = throttling_server().await;
         let proxy = CountingProxy::start(&server.connect_string()).await.expect("counting proxy");
