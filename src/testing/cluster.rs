@@ -171,7 +171,7 @@ impl TestingCluster {
                 "adding a server needs TestingClusterBuilder::dynamic_reconfig(true)".to_owned(),
             ));
         };
-        let client = reconfig::super_client(&self.running_connect_string()).await?;
+        let client = reconfig::super_client(&self.running_connect_string(), self.start_timeout).await?;
         let mut members = reconfig::current_members(&client).await?;
         let index = self.nodes.len();
         let id = self.server_id(index);
@@ -253,7 +253,7 @@ impl TestingCluster {
         self.node(i)?;
         let others: Vec<String> =
             (0..self.len()).filter(|&j| j != i && self.is_running(j)).map(|j| self.server_connect_string(j)).collect();
-        let client = reconfig::super_client(&others.join(",")).await?;
+        let client = reconfig::super_client(&others.join(","), self.start_timeout).await?;
         reconfig::reconfigure(&client, &[], &[self.server_id(i).to_string()], self.start_timeout).await?;
         self.stop(i).await?;
         let node = self.node_mut(i)?;

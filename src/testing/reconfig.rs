@@ -65,15 +65,26 @@ pub(crate) fn member_line_on(
     format!("server.{id}={host}:{quorum}:{election}:{};127.0.0.1:{client}", role.as_str())
 }
 
-/// A client logged in as the superuser, connected through `connect_string`.
-pub(crate) async fn super_client(connect_string: &str) -> Result<Client, TestingError> {
+/// A client logged in as the superuser, connected through `connect_string`, tried again until
+/// `within` has passed: a connect gives up once every server was tried, and while members are
+/// paused or electing a leader every one of them can refuse or stay silent for a while.
+pub(crate) async fn super_client(connect_string: &str, within: Duration) -> Result<Client, TestingError> {
     let (scheme, auth) = super_auth();
-    Client::connector()
-        .with_session_timeout(Duration::from_secs(10))
-        .with_auth(scheme, &auth)
-        .connect(connect_string)
-        .await
-        .map_err(|e| TestingError::zk(format!("connecting to {connect_string} as the superuser"), e))
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let connecting = Client::connector()
+            .with_session_timeout(Duration::from_secs(10))
+            .with_auth(scheme, &auth)
+            .connect(connect_string)
+            .await;
+        match connecting {
+            Ok(client) => return Ok(client),
+            Err(e) if tokio::time::Instant::now() >= deadline => {
+                return Err(TestingError::zk(format!("connecting to {connect_string} as the superuser"), e))
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
 }
 
 /// The member lines of the ensemble's current configuration (`/zookeeper/config`, without its

@@ -223,9 +223,12 @@ async fn a_holders_memory_does_not_grow_with_other_sessions_tries() {
             run.await.unwrap();
         }
         peak = peak.max(mirror_retained_entries(&path));
-        // One child held, up to eight tries at a time, and each mirror's kept order: a few
-        // dozen entries, not two per try.
-        assert!(peak < 200, "the mirrors of {path} kept {peak} entries during {tries} tries");
+        // Nine live mirrors (the holder's and the eight trying sessions'), each with one child
+        // held, up to eight tries at a time, and its kept order: a few dozen entries each
+        // (185-189 in all, run alone), not two per try (200,000). The suite, with other test
+        // binaries beside it, once saw 209: the bound is per mirror.
+        println!("peak: {peak} entries");
+        assert!(peak < (tasks + 1) * 40, "the mirrors of {path} kept {peak} entries during {tries} tries");
         assert!(held.is_held());
         held.release().await.unwrap();
         holder_fw.close().await;
