@@ -231,6 +231,15 @@ pub(crate) fn has_left(hosts: &str, ensemble: &Ensemble) -> bool {
     !hosts.split(',').map(|host| host.strip_prefix("tcp://").unwrap_or(host)).any(|host| members.contains(&host))
 }
 
+/// Whether `ensemble` names a member (by client address) that `hosts` (a connect string) does
+/// not: a client made with `hosts` cannot reach that member, which may be the only one left
+/// that still serves the session.
+pub(crate) fn has_others(hosts: &str, ensemble: &Ensemble) -> bool {
+    let hosts = &hosts[..super::builder::chroot_start(hosts)];
+    let hosts: Vec<&str> = hosts.split(',').map(|host| host.strip_prefix("tcp://").unwrap_or(host)).collect();
+    ensemble.members.iter().filter_map(EnsembleMember::client_address).any(|member| !hosts.contains(&member))
+}
+
 /// The first read of the configuration, with its watch, on the first session's `client`
 /// (`start()` makes it before it reports `Connected`, so that no request of the tracker comes
 /// after the framework is started and idle); `None` when it failed (the tracking task reads
@@ -494,6 +503,9 @@ mod tests {
         let ensemble = ensemble.expect("members");
         assert!(has_left("h1:2181,h2:2181/app", &ensemble));
         assert!(!has_left("h1:2181,tcp://h5:2185/app", &ensemble));
+        assert!(has_others("h1:2181,h2:2181/app", &ensemble));
+        assert!(!has_others("h1:2181,tcp://h5:2185/app", &ensemble));
+        assert!(!has_others(&ensemble.connect_string(), &ensemble));
     }
 
     #[test]

@@ -185,16 +185,20 @@ pub(crate) async fn run(
         retired.retain(|old| !old.client.state().is_terminated() && !old.task_ended());
         // Suspended (for a beat: not a passing flap) on a client none of whose servers is a
         // member any more: attach to the session through the members the ensemble names now.
-        // The old client cannot come back: every server it knows has left the ensemble.
+        // The old client cannot come back: every server it knows has left the ensemble. The
+        // same after a quarter of the session timeout when the ensemble names members the
+        // client was not given: its own servers may all have left before it heard so (a
+        // member removed from the ensemble drops its clients at once, and the new
+        // configuration may not have reached them first).
+        let suspended_for = suspended_at.map_or(Duration::ZERO, |since| now.saturating_duration_since(since));
         let stuck = current == ConnectionState::Suspended
-            && suspended_at.is_some_and(|since| now.saturating_duration_since(since) >= timing.beat)
+            && suspended_for >= timing.beat
             && !last_move.is_some_and(|at| now.saturating_duration_since(at) < timing.session / 10);
         if stuck && moving.is_none() {
             if let (Ok(session), Some(ensemble)) = (inner.session(), inner.ensemble.current()) {
-                if inner.config.ensemble_tracking
-                    && inner.ensemble.followed()
-                    && ensemble::has_left(session.hosts(), &ensemble)
-                {
+                let unreachable = ensemble::has_left(session.hosts(), &ensemble)
+                    || suspended_for >= timing.session / 4 && ensemble::has_others(session.hosts(), &ensemble);
+                if inner.config.ensemble_tracking && inner.ensemble.followed() && unreachable {
                     last_move = Some(now);
                     moving = Some(attach(&inner, session));
                 }
