@@ -455,8 +455,10 @@ impl FrameworkBuilder {
     /// as it is `Suspended` (after a twentieth of the session timeout, so that a passing flap
     /// does not count), a second client attaches to the session through the current members
     /// (tried again every tenth of the session timeout while an election runs) and replaces
-    /// the first (same session and
-    /// epoch; `Reconnected` follows). Locks, persistent watches, caches and mirrors carry on
+    /// the first. So is one `Suspended` for a quarter of the session timeout whose client was
+    /// not given every member the ensemble names (its own servers may have left before it
+    /// read the configuration that removed them). The session keeps its id and epoch;
+    /// `Reconnected` follows. Locks, persistent watches, caches and mirrors carry on
     /// over it. What the old client still holds ends when that client gives up (7/5 of the
     /// session timeout after its last contact): a one-shot watch set through
     /// [`get_data(..).watch()`](crate::GetData::watch) (or a raw client from `zk_client()`)
