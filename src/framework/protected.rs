@@ -242,7 +242,7 @@ impl NodeSpec<'_> {
             // sent together again, the node's create would meet the same fate behind the
             // directory's each time. The directory is made on its own first, and the node's
             // create goes alone (with its listing) from then on.
-            if parents != Parents::Assumed && parents != Parents::Made {
+            if matches!(parents, Parents::SentAhead | Parents::AncestorsMade) {
                 if !matches!(dir_made, Some(Ok(()))) {
                     self.framework.ensure_containers(self.dir, true).await?;
                 }
