@@ -62,6 +62,14 @@ fn main() -> ExitCode {
             }
         };
     }
+    // The library's own log (a missed wake-up, a predecessor deleted across a reconnect) goes
+    // to stderr when RUST_LOG asks for it, e.g. RUST_LOG=zk_recipes=debug.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let options = match parse_args(std::env::args().skip(1)) {
         Ok(Some(options)) => options,
         Ok(None) => {

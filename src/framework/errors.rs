@@ -4,8 +4,10 @@
 
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use futures::Stream;
 use tokio::sync::broadcast;
@@ -61,6 +63,9 @@ pub(crate) struct Observer {
     pub(crate) metrics: FrameworkMetrics,
     /// Taken by `close()`: the streams end.
     errors: Mutex<Option<broadcast::Sender<BackgroundError>>>,
+    /// When the last request was sent, in milliseconds since `since`.
+    last_request: AtomicU64,
+    since: Instant,
 }
 
 impl std::fmt::Debug for Observer {
@@ -72,7 +77,7 @@ impl std::fmt::Debug for Observer {
 impl Observer {
     pub(crate) fn new(metrics: FrameworkMetrics, capacity: usize) -> Self {
         let (errors, _) = broadcast::channel(capacity);
-        Self { metrics, errors: Mutex::new(Some(errors)) }
+        Self { metrics, errors: Mutex::new(Some(errors)), last_request: AtomicU64::new(0), since: Instant::now() }
     }
 
     /// Publishes a background error (nobody listening is fine) and counts it.
@@ -92,6 +97,16 @@ impl Observer {
     /// A request sent.
     pub(crate) fn request(&self, op: Op) {
         self.metrics.request(op);
+        self.last_request.store(self.millis(), Ordering::Relaxed);
+    }
+
+    /// How long since the last request was sent (since the framework started, if none was).
+    pub(crate) fn quiet_for(&self) -> Duration {
+        Duration::from_millis(self.millis().saturating_sub(self.last_request.load(Ordering::Relaxed)))
+    }
+
+    fn millis(&self) -> u64 {
+        u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
     /// A receiver of every error from now on; one that is closed at once after `close()`.

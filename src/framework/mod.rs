@@ -50,6 +50,7 @@ mod security;
 mod server_features;
 mod session;
 pub(crate) mod session_failure;
+pub(crate) mod stall;
 mod state;
 mod state_manager;
 mod temp;

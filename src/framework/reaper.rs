@@ -16,6 +16,7 @@ use futures::StreamExt;
 use tokio::sync::{mpsc, Notify};
 
 use super::errors::{BackgroundErrorKind, Observer};
+use super::stall::unstalled;
 use crate::error::{is_zk_retryable, is_zk_session_lost, ZkError};
 use crate::framework::metrics::Op;
 use crate::path;
@@ -146,8 +147,10 @@ async fn reap(weak: Weak<dyn Sessions>, cmd: ReaperCmd, observer: &Observer) {
         let client = weak.upgrade().and_then(|inner| inner.client_of(epoch));
         async move {
             let result = match (reply, client) {
-                (Some(reply), _) => reply.await,
-                (None, Some(client)) => target.delete(&client, observer).await,
+                // The release waits on this reply: a server may hold it back (see `stall`).
+                (Some(reply), Some(client)) => unstalled(&client, observer, reply).await,
+                (Some(reply), None) => reply.await,
+                (None, Some(client)) => unstalled(&client, observer, target.delete(&client, observer)).await,
                 (None, None) => return Ok(()), // the session is over: the node went with it
             };
             match result {

@@ -19,6 +19,7 @@ use super::revocation::NodeRevocation;
 use crate::error::{is_zk_retryable, is_zk_session_lost, Result, ZkError};
 use crate::framework::metrics::HoldToken;
 use crate::framework::node::{Cleanup, CreatedNode, DeleteReply, SendDelete};
+use crate::framework::stall::unstalled;
 use crate::framework::{ConnectionState, Framework};
 use crate::sync::Mutex;
 
@@ -131,11 +132,13 @@ impl HeldNode {
             let (sole, epoch) = (sole.as_ref(), watch.epoch);
             let send =
                 |client| cleanup.send_delete_via(&client, &watch.full_path, |send| Self::record(sole, epoch, send));
-            let reply = watch.client().map(send);
+            let client = watch.client();
+            let reply = client.clone().map(send);
+            let observer = watch.framework.observer();
             async move {
-                match reply {
+                match reply.zip(client) {
                     None => Ok(()), // the session is over: the node went with it
-                    Some(reply) => match reply.await {
+                    Some((reply, client)) => match unstalled(&client, observer, reply).await {
                         Err(ZkError::NoNode) => Ok(()),
                         Err(e) if is_zk_session_lost(&e) => Ok(()),
                         other => other,

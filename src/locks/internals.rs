@@ -39,6 +39,7 @@ use crate::framework::metrics::LockMetrics;
 use crate::framework::metrics::Op;
 use crate::framework::node::{retry_request, CreatedNode, Failure};
 use crate::framework::protected::{nothing_behind, NodeDir, NodeSpec};
+use crate::framework::stall::{nudge, unstalled, Nudges};
 use crate::framework::wait_strategy::WaitStrategy;
 use crate::framework::{Framework, Listing, Session};
 use crate::path;
@@ -200,7 +201,8 @@ impl LockInternals {
         };
         if let Some(mirror) = mirror {
             // The mirror decides: the create goes alone.
-            let (node, _) = spec.create(&session, None, nothing_behind).await?;
+            let created = spec.create(&session, None, nothing_behind);
+            let (node, _) = unstalled(&session.client, framework.observer(), created).await?;
             let try_only = M::busy::<HeldNode>().is_some();
             if !try_only {
                 watch_revocation(&node);
@@ -224,7 +226,8 @@ impl LockInternals {
             // that is free costs no mirror at all (a lock of many, used once: per entity, per
             // order). Only an attempt that must wait starts the mirror, and waits on it: its
             // first listing is sent after our create's reply, so it vouches for our node.
-            let (node, listed) = spec.create(&session, None, list).await?;
+            let created = spec.create(&session, None, list);
+            let (node, listed) = unstalled(&session.client, framework.observer(), created).await?;
             let free = listed.as_ref().is_some_and(|children| {
                 self.driver.wrapped(children).is_none()
                     && self.driver.verdict(children, node.name()) == Verdict::Acquired
@@ -258,7 +261,9 @@ impl LockInternals {
                 return Ok(M::held(self.hold(&session, node, true, revocation)));
             }
             FastTry::Queued(node) => (node, None),
-            FastTry::NotTried => spec.create(&session, None, list).await?,
+            FastTry::NotTried => {
+                unstalled(&session.client, framework.observer(), spec.create(&session, None, list)).await?
+            }
         };
         self.wait_classic::<M>(&session, node, listed, &mut watch_revocation).await
     }
@@ -302,11 +307,20 @@ impl LockInternals {
                 WaitOn::Predecessor(_) | WaitOn::AnyDeletion => timeout,
                 WaitOn::Valid => timeout * 2,
             };
-            let session_ended = state.wait_for(|s| s.session_over(epoch));
-            let stuck = tokio::select! {
-                () = wake.notified() => false,
-                _ = session_ended => return Err(Failure::NodeMissing),
-                () = tokio::time::sleep(bound) => true,
+            let stuck = {
+                let mut notified = std::pin::pin!(wake.notified());
+                let mut session_ended = std::pin::pin!(state.wait_for(|s| s.session_over(epoch)));
+                let mut bound = std::pin::pin!(tokio::time::sleep(bound));
+                let mut nudges = Nudges::new(timeout);
+                loop {
+                    tokio::select! {
+                        () = &mut notified => break false,
+                        _ = &mut session_ended => return Err(Failure::NodeMissing),
+                        () = &mut bound => break true,
+                        // The change may be held back by a server (see `framework::stall`).
+                        () = nudges.due() => nudge(&session.client, framework.observer()),
+                    }
+                }
             };
             drop(wake);
             match on {
@@ -345,7 +359,7 @@ impl LockInternals {
         loop {
             let sorted = match listed.take() {
                 Some(children) => children,
-                None => retry_request(framework, list).await?,
+                None => retry_request(framework, || unstalled(&session.client, framework.observer(), list())).await?,
             };
             if let Some(slot) = &self.mirror {
                 // A crowded directory that calmed down is mirrored again by the next attempt.
@@ -463,27 +477,37 @@ impl LockInternals {
                 None => None,
             }
         };
-        let (own_reply, ahead_watch) = futures::join!(own_reply, ahead_watch);
+        let observer = self.framework().observer();
+        let replies = async { futures::join!(own_reply, ahead_watch) };
+        let (own_reply, ahead_watch) = unstalled(&session.client, observer, replies).await;
         let mut own_watch: Option<OwnWatch> = match own_reply {
             Some(Ok((_, _, watcher))) => Some(watcher.changed().boxed()),
             Some(Err(ZkError::NoNode)) => return Err(Failure::NodeMissing),
             Some(Err(_)) | None => None, // not watched: nothing is proven below
         };
         let Some(ahead_watch) = ahead_watch? else { return Ok(None) }; // already gone: look again
-        let own_changed = async {
-            match own_watch.as_mut() {
-                Some(watch) => drop(watch.await),
-                None => std::future::pending().await,
-            }
-        };
         let epoch = session.epoch;
         let mut state = self.framework().state_watch();
-        let session_ended = state.wait_for(|s| s.session_over(epoch));
-        let event = tokio::select! {
-            biased;
-            () = own_changed => return Ok(None), // our node changed or went: look again
-            event = ahead_watch.changed() => event.event_type,
-            _ = session_ended => return Err(Failure::NodeMissing),
+        let event = {
+            let mut own_changed = std::pin::pin!(async {
+                match own_watch.as_mut() {
+                    Some(watch) => drop(watch.await),
+                    None => std::future::pending().await,
+                }
+            });
+            let mut ahead_changed = std::pin::pin!(ahead_watch.changed());
+            let mut session_ended = std::pin::pin!(state.wait_for(|s| s.session_over(epoch)));
+            let mut nudges = Nudges::new(session.client.session_timeout());
+            loop {
+                tokio::select! {
+                    biased;
+                    () = &mut own_changed => return Ok(None), // our node changed or went: look again
+                    event = &mut ahead_changed => break event.event_type,
+                    _ = &mut session_ended => return Err(Failure::NodeMissing),
+                    // The deletion may be held back by a server (see `framework::stall`).
+                    () = nudges.due() => nudge(&session.client, observer),
+                }
+            }
         };
         match event {
             EventType::Session => Err(Failure::NodeMissing),

@@ -21,6 +21,7 @@ use crate::framework::metrics::LockMetrics;
 use crate::framework::metrics::Op;
 use crate::framework::node::{retry_request, CreatedNode, Failure};
 use crate::framework::protected::{nothing_behind, NodeDir};
+use crate::framework::stall::{nudge, unstalled, Nudges};
 use crate::framework::wait_strategy::WaitStrategy;
 use crate::framework::{Framework, Session};
 use crate::path;
@@ -605,12 +606,22 @@ impl InterProcessSemaphore {
                 }
             }
             let bound = if on == WaitOn::Barrier { timeout / 4 } else { timeout };
-            let session_ended = state.wait_for(|s| s.session_over(epoch));
-            tokio::select! {
-                () = wake.notified() => {}
-                () = limit.changed() => {}
-                _ = session_ended => return Err(Failure::NodeMissing),
-                () = tokio::time::sleep(bound) => mirror.request_resync(),
+            let mut notified = std::pin::pin!(wake.notified());
+            let mut session_ended = std::pin::pin!(state.wait_for(|s| s.session_over(epoch)));
+            let mut bound = std::pin::pin!(tokio::time::sleep(bound));
+            let mut nudges = Nudges::new(timeout);
+            loop {
+                tokio::select! {
+                    () = &mut notified => break,
+                    () = limit.changed() => break,
+                    _ = &mut session_ended => return Err(Failure::NodeMissing),
+                    () = &mut bound => {
+                        mirror.request_resync();
+                        break;
+                    }
+                    // The change may be held back by a server (see `framework::stall`).
+                    () = nudges.due() => nudge(&session.client, self.framework().observer()),
+                }
             }
         }
     }
@@ -634,7 +645,10 @@ impl InterProcessSemaphore {
         loop {
             let (children, watcher) = match listing.take() {
                 Some(listed) => listed,
-                None => retry_request(self.framework(), list).await?,
+                None => {
+                    retry_request(self.framework(), || unstalled(&session.client, self.framework().observer(), list()))
+                        .await?
+                }
             };
             let all_listed = std::iter::once(&first).chain(&rest).all(|node| children.iter().any(|c| c == node.name()));
             let admitted = children.len() <= limit.current();
@@ -671,11 +685,17 @@ impl InterProcessSemaphore {
     async fn wait_for_change(&self, session: &Session, watcher: OneshotWatcher, limit: &mut LimitReader) -> bool {
         let epoch = session.epoch;
         let mut state = self.framework().state_watch();
-        let session_ended = state.wait_for(|s| s.session_over(epoch));
-        tokio::select! {
-            event = watcher.changed() => event.event_type != EventType::Session,
-            () = limit.changed() => true,
-            _ = session_ended => false,
+        let mut session_ended = std::pin::pin!(state.wait_for(|s| s.session_over(epoch)));
+        let mut changed = std::pin::pin!(watcher.changed());
+        let mut nudges = Nudges::new(session.client.session_timeout());
+        loop {
+            tokio::select! {
+                event = &mut changed => return event.event_type != EventType::Session,
+                () = limit.changed() => return true,
+                _ = &mut session_ended => return false,
+                // The change may be held back by a server (see `framework::stall`).
+                () = nudges.due() => nudge(&session.client, self.framework().observer()),
+            }
         }
     }
 

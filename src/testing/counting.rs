@@ -4,13 +4,14 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 
 use super::TestingError;
 use crate::sync::Mutex;
@@ -40,6 +41,8 @@ pub struct CountingProxy {
     shift: Arc<Mutex<Option<Shift>>>,
     /// How long each request is held before it goes on to the server.
     delay: Arc<Mutex<Duration>>,
+    /// Whether the next reply to a request is to be held (see [`CountingProxy::hold_next_reply`]).
+    hold: Arc<Mutex<bool>>,
     /// Dropping it stops the proxy's thread.
     _stop: tokio::sync::oneshot::Sender<()>,
 }
@@ -68,6 +71,7 @@ impl CountingProxy {
         let refuse = Arc::new(Mutex::default());
         let shift = Arc::new(Mutex::default());
         let delay = Arc::new(Mutex::default());
+        let hold = Arc::new(Mutex::default());
         let shared = Shared {
             target: target.to_owned(),
             counts: counts.clone(),
@@ -75,6 +79,7 @@ impl CountingProxy {
             refuse: Arc::clone(&refuse),
             shift: Arc::clone(&shift),
             delay: Arc::clone(&delay),
+            hold: Arc::clone(&hold),
         };
         let shared = Arc::new(shared);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -96,7 +101,7 @@ impl CountingProxy {
                 })
             })
             .map_err(|e| TestingError::io("starting the counting proxy's thread", e))?;
-        Ok(CountingProxy { address, counts, lose, refuse, shift, delay, _stop: stop })
+        Ok(CountingProxy { address, counts, lose, refuse, shift, delay, hold, _stop: stop })
     }
 
     /// The connect string for clients, `127.0.0.1:PORT`.
@@ -139,6 +144,17 @@ impl CountingProxy {
     /// reply). `Duration::ZERO` passes requests on at once again.
     pub fn delay_requests(&self, delay: Duration) {
         *self.delay.lock() = delay;
+    }
+
+    /// Holds the next reply to a request (on whichever connection it comes) until that
+    /// connection sends another request; whatever the server sends after it waits behind it.
+    /// This is what a member of a ZooKeeper 3.6.0 to 3.8.0 ensemble sometimes does
+    /// (ZOOKEEPER-4537: its commit processor misses the wake-up for a request or commit that
+    /// comes as it goes to sleep, and answers only when another request reaches it): a client
+    /// that waits without sending anything waits until its next ping. One reply per call; a
+    /// later call before it is used changes nothing.
+    pub fn hold_next_reply(&self) {
+        *self.hold.lock() = true;
     }
 
     /// From now on, shows the client every sequence number that follows `marker` in a node
@@ -206,6 +222,7 @@ struct Shared {
     refuse: Arc<Mutex<Option<(&'static str, i32)>>>,
     shift: Arc<Mutex<Option<Shift>>>,
     delay: Arc<Mutex<Duration>>,
+    hold: Arc<Mutex<bool>>,
 }
 
 /// Counts by kind: requests by opcode (`create`, `delete`, `getData+watch`, `getChildren`,
@@ -278,6 +295,8 @@ async fn forward(client: TcpStream, shared: Arc<Shared>) {
         doomed: AtomicI64::new(NO_XID),
         refused: Mutex::new(None),
         listings: Mutex::default(),
+        requests: AtomicU64::new(0),
+        requested: Notify::new(),
     };
     let (queue, queued) = tokio::sync::mpsc::unbounded_channel();
     let up = pump(client_read, Outlet::Queued(queue), &connection, Direction::Requests);
@@ -343,6 +362,24 @@ struct Connection<'a> {
     refused: Mutex<Option<(i64, i32)>>,
     /// The xids of `getChildren2` requests not answered yet (while a shift is on).
     listings: Mutex<HashSet<i64>>,
+    /// Requests (pings too) the client has sent so far, and their signal.
+    requests: AtomicU64,
+    requested: Notify,
+}
+
+impl Connection<'_> {
+    /// Returns once the client has sent more than `seen` requests.
+    async fn request_after(&self, seen: u64) {
+        loop {
+            let next = self.requested.notified();
+            let mut next = std::pin::pin!(next);
+            next.as_mut().enable();
+            if self.requests.load(Ordering::SeqCst) > seen {
+                return;
+            }
+            next.await;
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -392,6 +429,15 @@ async fn pump(
         };
         let xid = frame.get(..4).map(|b| i64::from(i32::from_be_bytes([b[0], b[1], b[2], b[3]])));
         let answered = xid.is_some_and(|xid| xid >= 0);
+        if !first && direction == Direction::Requests {
+            connection.requests.fetch_add(1, Ordering::SeqCst);
+            connection.requested.notify_waiters();
+        }
+        if !first && answered && direction == Direction::Replies && std::mem::take(&mut *connection.shared.hold.lock())
+        {
+            // Every request sent so far came before this reply: wait for one more.
+            connection.request_after(connection.requests.load(Ordering::SeqCst)).await;
+        }
         if !first && answered {
             match direction {
                 Direction::Requests => {

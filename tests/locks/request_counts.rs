@@ -811,3 +811,39 @@ async fn a_lock_taken_once_per_path_costs_no_mirror_and_no_watch() {
     })
     .await;
 }
+
+/// A member of a ZooKeeper 3.6.0 to 3.8.0 ensemble sometimes answers a request only once
+/// another request reaches it (its commit processor misses a wake-up; the proxy does the same
+/// with `hold_next_reply`). A lock's acquire and release waiting on such a reply each send one
+/// `exists` after a second, which lets it go; without it they waited for the client's ping,
+/// after 9 s or more without a request at this session timeout.
+#[tokio::test]
+async fn a_reply_the_server_holds_back_is_let_go_by_one_read() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let proxy = CountingProxy::start(&server().await).await.expect("counting proxy");
+        let fw = Framework::builder(&proxy.connect_string())
+            .session_timeout(SESSION)
+            .wait_strategy(zk_recipes::WaitStrategy::PerWaiterWatch)
+            .fast_path(false)
+            .start()
+            .await
+            .unwrap();
+        let mutex = InterProcessMutex::new(&fw, &unique_path("counts", "held-reply")).unwrap();
+        mutex.acquire().await.unwrap().release().await.unwrap(); // creates the parent
+                                                                 // Well inside the 9 s the client stays silent before it pings.
+        let within = SESSION / 20;
+        let before = proxy.counts();
+        proxy.hold_next_reply(); // the create's
+        let guard = tokio::time::timeout(within, mutex.acquire()).await.expect("acquired").unwrap();
+        let during = proxy.counts().since(&before);
+        assert_eq!((during.get("exists"), during.get("ping")), (1, 0), "acquire: {during}");
+        let before = proxy.counts();
+        proxy.hold_next_reply(); // the delete's
+        tokio::time::timeout(within, guard.release()).await.expect("released").unwrap();
+        let during = proxy.counts().since(&before);
+        assert_eq!((during.get("exists"), during.get("ping")), (1, 0), "release: {during}");
+        fw.close().await;
+    })
+    .await;
+}
