@@ -8,7 +8,7 @@
 //! that is a few milliseconds. Where every session waits for that one reply (a queue of lock
 //! waiters behind a listing or a release that went unanswered), nothing else comes until a
 //! client pings: 9 to 12 s with zookeeper-client at the default 60 s session timeout.
-//! Measured on a 3-server 3.8.0 ensemble, 64 sessions on one lock: one such stall in 8 of 84
+//! Measured on a 3-server 3.8.0 ensemble, 64 sessions on one lock: one such stall in 8 of 82
 //! runs of 3,968 handoffs, the server showing the request queued and nothing sent.
 //!
 //! So where a lock's handoff waits on a reply or on a watch event, the wait nudges the server

@@ -252,7 +252,7 @@ impl LockInternals {
             return self.wait_classic::<M>(&session, node, listed, &mut watch_revocation).await;
         }
         let fast = match &self.fast {
-            Some(fast) => fast.attempt(&spec, &session).await?,
+            Some(fast) => unstalled(&session.client, framework.observer(), fast.attempt(&spec, &session)).await?,
             None => FastTry::NotTried,
         };
         let (node, listed) = match fast {
