@@ -31,25 +31,25 @@ use super::metrics::Op;
 
 /// How long a wait lasts before its first nudge: ZooKeeper answers in milliseconds, and a
 /// second is rare enough that a slow server is not sent much more.
-pub(crate) const FIRST: Duration = Duration::from_secs(1);
+const FIRST: Duration = Duration::from_secs(1);
 
 /// The times at which a wait nudges its server: after [`FIRST`], then twice as long each
 /// time, at most `cap` apart.
 #[derive(Debug)]
-pub(crate) struct Nudges {
+struct Nudges {
     gap: Duration,
     cap: Duration,
 }
 
 impl Nudges {
     /// Nudges for a wait on a session of `session_timeout`.
-    pub(crate) fn new(session_timeout: Duration) -> Self {
+    fn new(session_timeout: Duration) -> Self {
         Self { gap: FIRST, cap: (session_timeout / 3).max(FIRST) }
     }
 
     /// Completes when the next nudge is due (a fresh wait each call: dropping it loses
     /// nothing).
-    pub(crate) async fn due(&mut self) {
+    async fn due(&mut self) {
         tokio::time::sleep(self.gap).await;
         self.gap = (self.gap * 2).min(self.cap);
     }
@@ -57,7 +57,7 @@ impl Nudges {
 
 /// Sends one `exists` of the root on `client`, whose reply nobody waits for, unless the
 /// framework (whose requests `observer` counts) sent a request less than [`FIRST`] ago.
-pub(crate) fn nudge(client: &Client, observer: &Observer) {
+fn nudge(client: &Client, observer: &Observer) {
     if observer.quiet_for() < FIRST {
         return;
     }
@@ -66,10 +66,10 @@ pub(crate) fn nudge(client: &Client, observer: &Observer) {
     drop(client.check_stat("/"));
 }
 
-/// Awaits `reply`, a reply to a request sent on `client`, nudging the server while it is
-/// late (see the module docs).
-pub(crate) async fn unstalled<F: Future>(client: &Client, observer: &Observer, reply: F) -> F::Output {
-    let mut reply = pin!(reply);
+/// Awaits `done` (a reply to a request sent on `client`, or a wait for an event that such a
+/// server may hold back), nudging the server while it is late (see the module docs).
+pub(crate) async fn unstalled<F: Future>(client: &Client, observer: &Observer, done: F) -> F::Output {
+    let mut reply = pin!(done);
     let mut nudges = Nudges::new(client.session_timeout());
     loop {
         tokio::select! {

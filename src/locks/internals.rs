@@ -39,7 +39,7 @@ use crate::framework::metrics::LockMetrics;
 use crate::framework::metrics::Op;
 use crate::framework::node::{retry_request, CreatedNode, Failure};
 use crate::framework::protected::{nothing_behind, NodeDir, NodeSpec};
-use crate::framework::stall::{nudge, unstalled, Nudges};
+use crate::framework::stall::unstalled;
 use crate::framework::wait_strategy::WaitStrategy;
 use crate::framework::{Framework, Listing, Session};
 use crate::path;
@@ -307,21 +307,16 @@ impl LockInternals {
                 WaitOn::Predecessor(_) | WaitOn::AnyDeletion => timeout,
                 WaitOn::Valid => timeout * 2,
             };
-            let stuck = {
-                let mut notified = std::pin::pin!(wake.notified());
-                let mut session_ended = std::pin::pin!(state.wait_for(|s| s.session_over(epoch)));
-                let mut bound = std::pin::pin!(tokio::time::sleep(bound));
-                let mut nudges = Nudges::new(timeout);
-                loop {
-                    tokio::select! {
-                        () = &mut notified => break false,
-                        _ = &mut session_ended => return Err(Failure::NodeMissing),
-                        () = &mut bound => break true,
-                        // The change may be held back by a server (see `framework::stall`).
-                        () = nudges.due() => nudge(&session.client, framework.observer()),
-                    }
+            let session_ended = state.wait_for(|s| s.session_over(epoch));
+            // The change may be held back by a server (see `framework::stall`).
+            let stuck = unstalled(&session.client, framework.observer(), async {
+                tokio::select! {
+                    () = wake.notified() => Ok(false),
+                    _ = session_ended => Err(Failure::NodeMissing),
+                    () = tokio::time::sleep(bound) => Ok(true),
                 }
-            };
+            })
+            .await?;
             drop(wake);
             match on {
                 WaitOn::Barrier | WaitOn::Valid if stuck => mirror.request_resync(),
@@ -488,26 +483,26 @@ impl LockInternals {
         let Some(ahead_watch) = ahead_watch? else { return Ok(None) }; // already gone: look again
         let epoch = session.epoch;
         let mut state = self.framework().state_watch();
-        let event = {
-            let mut own_changed = std::pin::pin!(async {
-                match own_watch.as_mut() {
-                    Some(watch) => drop(watch.await),
-                    None => std::future::pending().await,
-                }
-            });
-            let mut ahead_changed = std::pin::pin!(ahead_watch.changed());
-            let mut session_ended = std::pin::pin!(state.wait_for(|s| s.session_over(epoch)));
-            let mut nudges = Nudges::new(session.client.session_timeout());
-            loop {
-                tokio::select! {
-                    biased;
-                    () = &mut own_changed => return Ok(None), // our node changed or went: look again
-                    event = &mut ahead_changed => break event.event_type,
-                    _ = &mut session_ended => return Err(Failure::NodeMissing),
-                    // The deletion may be held back by a server (see `framework::stall`).
-                    () = nudges.due() => nudge(&session.client, observer),
-                }
+        let own_changed = async {
+            match own_watch.as_mut() {
+                Some(watch) => drop(watch.await),
+                None => std::future::pending().await,
             }
+        };
+        let session_ended = state.wait_for(|s| s.session_over(epoch));
+        // The deletion may be held back by a server (see `framework::stall`).
+        let event = unstalled(&session.client, observer, async {
+            tokio::select! {
+                biased;
+                () = own_changed => None, // our node changed or went: look again
+                event = ahead_watch.changed() => Some(Ok(event.event_type)),
+                _ = session_ended => Some(Err(Failure::NodeMissing)),
+            }
+        })
+        .await;
+        let event = match event {
+            None => return Ok(None),
+            Some(event) => event?,
         };
         match event {
             EventType::Session => Err(Failure::NodeMissing),

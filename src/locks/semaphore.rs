@@ -21,7 +21,7 @@ use crate::framework::metrics::LockMetrics;
 use crate::framework::metrics::Op;
 use crate::framework::node::{retry_request, CreatedNode, Failure};
 use crate::framework::protected::{nothing_behind, NodeDir};
-use crate::framework::stall::{nudge, unstalled, Nudges};
+use crate::framework::stall::unstalled;
 use crate::framework::wait_strategy::WaitStrategy;
 use crate::framework::{Framework, Session};
 use crate::path;
@@ -606,22 +606,19 @@ impl InterProcessSemaphore {
                 }
             }
             let bound = if on == WaitOn::Barrier { timeout / 4 } else { timeout };
-            let mut notified = std::pin::pin!(wake.notified());
-            let mut session_ended = std::pin::pin!(state.wait_for(|s| s.session_over(epoch)));
-            let mut bound = std::pin::pin!(tokio::time::sleep(bound));
-            let mut nudges = Nudges::new(timeout);
-            loop {
+            let session_ended = state.wait_for(|s| s.session_over(epoch));
+            // The change may be held back by a server (see `framework::stall`).
+            let timed_out = unstalled(&session.client, self.framework().observer(), async {
                 tokio::select! {
-                    () = &mut notified => break,
-                    () = limit.changed() => break,
-                    _ = &mut session_ended => return Err(Failure::NodeMissing),
-                    () = &mut bound => {
-                        mirror.request_resync();
-                        break;
-                    }
-                    // The change may be held back by a server (see `framework::stall`).
-                    () = nudges.due() => nudge(&session.client, self.framework().observer()),
+                    () = wake.notified() => Ok(false),
+                    () = limit.changed() => Ok(false),
+                    _ = session_ended => Err(Failure::NodeMissing),
+                    () = tokio::time::sleep(bound) => Ok(true),
                 }
+            })
+            .await?;
+            if timed_out {
+                mirror.request_resync();
             }
         }
     }
@@ -685,18 +682,16 @@ impl InterProcessSemaphore {
     async fn wait_for_change(&self, session: &Session, watcher: OneshotWatcher, limit: &mut LimitReader) -> bool {
         let epoch = session.epoch;
         let mut state = self.framework().state_watch();
-        let mut session_ended = std::pin::pin!(state.wait_for(|s| s.session_over(epoch)));
-        let mut changed = std::pin::pin!(watcher.changed());
-        let mut nudges = Nudges::new(session.client.session_timeout());
-        loop {
+        let session_ended = state.wait_for(|s| s.session_over(epoch));
+        // The change may be held back by a server (see `framework::stall`).
+        unstalled(&session.client, self.framework().observer(), async {
             tokio::select! {
-                event = &mut changed => return event.event_type != EventType::Session,
-                () = limit.changed() => return true,
-                _ = &mut session_ended => return false,
-                // The change may be held back by a server (see `framework::stall`).
-                () = nudges.due() => nudge(&session.client, self.framework().observer()),
+                event = watcher.changed() => event.event_type != EventType::Session,
+                () = limit.changed() => true,
+                _ = session_ended => false,
             }
-        }
+        })
+        .await
     }
 
     fn lease(&self, mut node: HeldNode) -> SemaphoreLease {
