@@ -19,6 +19,19 @@ async fn counted() -> (CountingProxy, Framework) {
     (proxy, fw)
 }
 
+/// As [`counted`], with the fast path off: every acquire sends its create with a listing.
+async fn counted_without_fast_path() -> (CountingProxy, Framework) {
+    let proxy = CountingProxy::start(&server().await).await.expect("counting proxy");
+    let fw = Framework::builder(&proxy.connect_string())
+        .session_timeout(SESSION)
+        .wait_strategy(zk_recipes::WaitStrategy::PerWaiterWatch)
+        .fast_path(false)
+        .start()
+        .await
+        .expect("framework starts");
+    (proxy, fw)
+}
+
 /// Counts per kind over `cycles` operations must be exactly `expected` (kind, per op). Pings
 /// depend on idle time and round trips on the kernel (see `RequestCounts`), so neither is
 /// compared.
@@ -153,12 +166,7 @@ async fn uncontended_mutex_cycle_costs_two_requests() {
 async fn without_the_fast_path_a_cycle_costs_three_requests() {
     init_tracing();
     bounded(LIMIT, async {
-        let proxy = CountingProxy::start(&server().await).await.expect("counting proxy");
-        let fw = Framework::builder(&proxy.connect_string())
-            .session_timeout(SESSION)
-            .wait_strategy(zk_recipes::WaitStrategy::PerWaiterWatch)
-            .fast_path(false);
-        let fw = fw.start().await.unwrap();
+        let (proxy, fw) = counted_without_fast_path().await;
         let mutex = InterProcessMutex::new(&fw, &unique_path("counts", "no-fast-path")).unwrap();
         mutex.acquire().await.unwrap().release().await.unwrap(); // creates the parent
         let before = proxy.counts();
@@ -821,14 +829,7 @@ async fn a_lock_taken_once_per_path_costs_no_mirror_and_no_watch() {
 async fn a_reply_the_server_holds_back_is_let_go_by_one_read() {
     init_tracing();
     bounded(LIMIT, async {
-        let proxy = CountingProxy::start(&server().await).await.expect("counting proxy");
-        let fw = Framework::builder(&proxy.connect_string())
-            .session_timeout(SESSION)
-            .wait_strategy(zk_recipes::WaitStrategy::PerWaiterWatch)
-            .fast_path(false)
-            .start()
-            .await
-            .unwrap();
+        let (proxy, fw) = counted_without_fast_path().await;
         let mutex = InterProcessMutex::new(&fw, &unique_path("counts", "held-reply")).unwrap();
         mutex.acquire().await.unwrap().release().await.unwrap(); // creates the parent
                                                                  // Well inside the 9 s the client stays silent before it pings.
