@@ -43,6 +43,8 @@ pub struct CountingProxy {
     delay: Arc<Mutex<Duration>>,
     /// Whether the next reply to a request is to be held (see [`CountingProxy::hold_next_reply`]).
     hold: Arc<Mutex<bool>>,
+    /// Whether the next watch event is to be held (see [`CountingProxy::hold_next_event`]).
+    hold_event: Arc<Mutex<bool>>,
     /// Dropping it stops the proxy's thread.
     _stop: tokio::sync::oneshot::Sender<()>,
 }
@@ -72,6 +74,7 @@ impl CountingProxy {
         let shift = Arc::new(Mutex::default());
         let delay = Arc::new(Mutex::default());
         let hold = Arc::new(Mutex::default());
+        let hold_event = Arc::new(Mutex::default());
         let shared = Shared {
             target: target.to_owned(),
             counts: counts.clone(),
@@ -80,6 +83,7 @@ impl CountingProxy {
             shift: Arc::clone(&shift),
             delay: Arc::clone(&delay),
             hold: Arc::clone(&hold),
+            hold_event: Arc::clone(&hold_event),
         };
         let shared = Arc::new(shared);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -101,7 +105,7 @@ impl CountingProxy {
                 })
             })
             .map_err(|e| TestingError::io("starting the counting proxy's thread", e))?;
-        Ok(CountingProxy { address, counts, lose, refuse, shift, delay, hold, _stop: stop })
+        Ok(CountingProxy { address, counts, lose, refuse, shift, delay, hold, hold_event, _stop: stop })
     }
 
     /// The connect string for clients, `127.0.0.1:PORT`.
@@ -155,6 +159,14 @@ impl CountingProxy {
     /// later call before it is used changes nothing.
     pub fn hold_next_reply(&self) {
         *self.hold.lock() = true;
+    }
+
+    /// Holds the next watch event (on whichever connection it comes) until that connection
+    /// sends another request, as [`hold_next_reply`](Self::hold_next_reply) does a reply: the
+    /// same server holds back a commit it missed, and with it the events the commit would
+    /// send to its sessions. One event per call.
+    pub fn hold_next_event(&self) {
+        *self.hold_event.lock() = true;
     }
 
     /// From now on, shows the client every sequence number that follows `marker` in a node
@@ -223,6 +235,7 @@ struct Shared {
     shift: Arc<Mutex<Option<Shift>>>,
     delay: Arc<Mutex<Duration>>,
     hold: Arc<Mutex<bool>>,
+    hold_event: Arc<Mutex<bool>>,
 }
 
 /// Counts by kind: requests by opcode (`create`, `delete`, `getData+watch`, `getChildren`,
@@ -433,9 +446,15 @@ async fn pump(
             connection.requests.fetch_add(1, Ordering::SeqCst);
             connection.requested.notify_waiters();
         }
-        if !first && answered && direction == Direction::Replies && std::mem::take(&mut *connection.shared.hold.lock())
-        {
-            // Every request sent so far came before this reply: wait for one more.
+        let held = match direction {
+            Direction::Replies if !first && answered => std::mem::take(&mut *connection.shared.hold.lock()),
+            Direction::Replies if !first && xid == Some(-1) => {
+                std::mem::take(&mut *connection.shared.hold_event.lock())
+            }
+            _ => false,
+        };
+        if held {
+            // Every request sent so far came before this frame: wait for one more.
             connection.request_after(connection.requests.load(Ordering::SeqCst)).await;
         }
         if !first && answered {

@@ -848,3 +848,65 @@ async fn a_reply_the_server_holds_back_is_let_go_by_one_read() {
     })
     .await;
 }
+
+/// The same server can hold back a commit it missed, and with it the event a waiter waits for
+/// (the holder's deletion; the proxy holds it with `hold_next_event`). Waiting on the node
+/// ahead or on the session's mirror, the waiter sends one `exists` once it has waited a second
+/// with nothing sent, which lets the event go; without it the waiter waited for its ping.
+#[tokio::test]
+async fn an_event_the_server_holds_back_is_let_go_by_one_read() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let server = server().await;
+        let holder_fw = plain_classic_framework(&server, SESSION).await;
+        for strategy in [zk_recipes::WaitStrategy::PerWaiterWatch, zk_recipes::WaitStrategy::Mirror] {
+            let path = unique_path("counts", "held-event");
+            let proxy = CountingProxy::start(&server).await.expect("counting proxy");
+            let fw = framework_waiting(&proxy.connect_string(), SESSION, strategy).await;
+            let mutex = InterProcessMutex::new(&fw, &path).unwrap();
+            if strategy == zk_recipes::WaitStrategy::Mirror {
+                // The first acquires of a session wait the classic way until the server is known.
+                eventually(LIMIT, "the mirror running", || async {
+                    mutex.acquire().await.unwrap().release().await.unwrap();
+                    match mirror_tasks_running(&path) {
+                        0 => Err("no mirror yet".to_owned()),
+                        _ => Ok(()),
+                    }
+                })
+                .await;
+            }
+            let events = proxy.counts().get("watch-event");
+            let holder = InterProcessMutex::new(&holder_fw, &path).unwrap().acquire().await.unwrap();
+            let waiter = tokio::spawn(async move { mutex.acquire().await.unwrap() });
+            // Release only once the waiter waits on the holder: the server holds its watch on
+            // the holder's node, or its mirror has seen the holder's create and its own.
+            let holder_node = holder.lock_path().to_owned();
+            eventually(LIMIT, "the waiter waiting on the holder", || async {
+                let waiting = match strategy {
+                    zk_recipes::WaitStrategy::PerWaiterWatch => {
+                        let watches = four_letter_word(&server, "wchp", LIMIT).await.map_err(|e| e.to_string())?;
+                        watches.lines().any(|line| line.trim() == holder_node)
+                    }
+                    _ => proxy.counts().get("watch-event") >= events + 2,
+                };
+                if waiting {
+                    Ok(())
+                } else {
+                    Err(format!("{}", proxy.counts()))
+                }
+            })
+            .await;
+            proxy.hold_next_event(); // the holder's deletion
+            let before = proxy.counts();
+            holder.release().await.unwrap();
+            // Well inside the 9 s the client stays silent before it pings.
+            let guard = within(SESSION / 20, "the waiter acquiring", waiter).await.unwrap();
+            let during = proxy.counts().since(&before);
+            assert_eq!((during.get("exists"), during.get("ping")), (1, 0), "{strategy:?}: {during}");
+            guard.release().await.unwrap();
+            fw.close().await;
+        }
+        holder_fw.close().await;
+    })
+    .await;
+}
