@@ -87,6 +87,12 @@ impl Session {
         self.observer.request(op);
     }
 
+    /// Awaits `done` (a reply to a request of this session, or a wait for an event its server
+    /// may hold back), nudging the server while it is late (see [`super::stall`]).
+    pub(crate) fn unstalled<'a, F: Future + 'a>(&'a self, done: F) -> impl Future<Output = F::Output> + 'a {
+        super::stall::unstalled(&self.client, &self.observer, done)
+    }
+
     /// Whether the client's task serving the session is gone (it ended, panicked, or the
     /// runtime it ran on shut down): the client can do nothing more.
     pub(crate) fn task_ended(&self) -> bool {

@@ -39,7 +39,6 @@ use crate::framework::metrics::LockMetrics;
 use crate::framework::metrics::Op;
 use crate::framework::node::{retry_request, CreatedNode, Failure};
 use crate::framework::protected::{nothing_behind, NodeDir, NodeSpec};
-use crate::framework::stall::unstalled;
 use crate::framework::wait_strategy::WaitStrategy;
 use crate::framework::{Framework, Listing, Session};
 use crate::path;
@@ -202,7 +201,7 @@ impl LockInternals {
         if let Some(mirror) = mirror {
             // The mirror decides: the create goes alone.
             let created = spec.create(&session, None, nothing_behind);
-            let (node, _) = unstalled(&session.client, framework.observer(), created).await?;
+            let (node, _) = session.unstalled(created).await?;
             let try_only = M::busy::<HeldNode>().is_some();
             if !try_only {
                 watch_revocation(&node);
@@ -227,7 +226,7 @@ impl LockInternals {
             // order). Only an attempt that must wait starts the mirror, and waits on it: its
             // first listing is sent after our create's reply, so it vouches for our node.
             let created = spec.create(&session, None, list);
-            let (node, listed) = unstalled(&session.client, framework.observer(), created).await?;
+            let (node, listed) = session.unstalled(created).await?;
             let free = listed.as_ref().is_some_and(|children| {
                 self.driver.wrapped(children).is_none()
                     && self.driver.verdict(children, node.name()) == Verdict::Acquired
@@ -252,7 +251,7 @@ impl LockInternals {
             return self.wait_classic::<M>(&session, node, listed, &mut watch_revocation).await;
         }
         let fast = match &self.fast {
-            Some(fast) => unstalled(&session.client, framework.observer(), fast.attempt(&spec, &session)).await?,
+            Some(fast) => session.unstalled(fast.attempt(&spec, &session)).await?,
             None => FastTry::NotTried,
         };
         let (node, listed) = match fast {
@@ -261,9 +260,7 @@ impl LockInternals {
                 return Ok(M::held(self.hold(&session, node, true, revocation)));
             }
             FastTry::Queued(node) => (node, None),
-            FastTry::NotTried => {
-                unstalled(&session.client, framework.observer(), spec.create(&session, None, list)).await?
-            }
+            FastTry::NotTried => session.unstalled(spec.create(&session, None, list)).await?,
         };
         self.wait_classic::<M>(&session, node, listed, &mut watch_revocation).await
     }
@@ -309,14 +306,15 @@ impl LockInternals {
             };
             let session_ended = state.wait_for(|s| s.session_over(epoch));
             // The change may be held back by a server (see `framework::stall`).
-            let stuck = unstalled(&session.client, framework.observer(), async {
-                tokio::select! {
-                    () = wake.notified() => Ok(false),
-                    _ = session_ended => Err(Failure::NodeMissing),
-                    () = tokio::time::sleep(bound) => Ok(true),
-                }
-            })
-            .await?;
+            let stuck = session
+                .unstalled(async {
+                    tokio::select! {
+                        () = wake.notified() => Ok(false),
+                        _ = session_ended => Err(Failure::NodeMissing),
+                        () = tokio::time::sleep(bound) => Ok(true),
+                    }
+                })
+                .await?;
             drop(wake);
             match on {
                 WaitOn::Barrier | WaitOn::Valid if stuck => mirror.request_resync(),
@@ -354,7 +352,7 @@ impl LockInternals {
         loop {
             let sorted = match listed.take() {
                 Some(children) => children,
-                None => retry_request(framework, || unstalled(&session.client, framework.observer(), list())).await?,
+                None => retry_request(framework, || session.unstalled(list())).await?,
             };
             if let Some(slot) = &self.mirror {
                 // A crowded directory that calmed down is mirrored again by the next attempt.
@@ -472,9 +470,8 @@ impl LockInternals {
                 None => None,
             }
         };
-        let observer = self.framework().observer();
         let replies = async { futures::join!(own_reply, ahead_watch) };
-        let (own_reply, ahead_watch) = unstalled(&session.client, observer, replies).await;
+        let (own_reply, ahead_watch) = session.unstalled(replies).await;
         let mut own_watch: Option<OwnWatch> = match own_reply {
             Some(Ok((_, _, watcher))) => Some(watcher.changed().boxed()),
             Some(Err(ZkError::NoNode)) => return Err(Failure::NodeMissing),
@@ -491,19 +488,15 @@ impl LockInternals {
         };
         let session_ended = state.wait_for(|s| s.session_over(epoch));
         // The deletion may be held back by a server (see `framework::stall`).
-        let event = unstalled(&session.client, observer, async {
+        let event = session.unstalled(async {
             tokio::select! {
                 biased;
-                () = own_changed => None, // our node changed or went: look again
-                event = ahead_watch.changed() => Some(Ok(event.event_type)),
-                _ = session_ended => Some(Err(Failure::NodeMissing)),
+                () = own_changed => Ok(None), // our node changed or went: look again
+                event = ahead_watch.changed() => Ok(Some(event.event_type)),
+                _ = session_ended => Err(Failure::NodeMissing),
             }
-        })
-        .await;
-        let event = match event {
-            None => return Ok(None),
-            Some(event) => event?,
-        };
+        });
+        let Some(event) = event.await? else { return Ok(None) };
         match event {
             EventType::Session => Err(Failure::NodeMissing),
             // After a reconnect, the client's watches are set again and the server reports

@@ -21,7 +21,6 @@ use crate::framework::metrics::LockMetrics;
 use crate::framework::metrics::Op;
 use crate::framework::node::{retry_request, CreatedNode, Failure};
 use crate::framework::protected::{nothing_behind, NodeDir};
-use crate::framework::stall::unstalled;
 use crate::framework::wait_strategy::WaitStrategy;
 use crate::framework::{Framework, Session};
 use crate::path;
@@ -608,15 +607,16 @@ impl InterProcessSemaphore {
             let bound = if on == WaitOn::Barrier { timeout / 4 } else { timeout };
             let session_ended = state.wait_for(|s| s.session_over(epoch));
             // The change may be held back by a server (see `framework::stall`).
-            let timed_out = unstalled(&session.client, self.framework().observer(), async {
-                tokio::select! {
-                    () = wake.notified() => Ok(false),
-                    () = limit.changed() => Ok(false),
-                    _ = session_ended => Err(Failure::NodeMissing),
-                    () = tokio::time::sleep(bound) => Ok(true),
-                }
-            })
-            .await?;
+            let timed_out = session
+                .unstalled(async {
+                    tokio::select! {
+                        () = wake.notified() => Ok(false),
+                        () = limit.changed() => Ok(false),
+                        _ = session_ended => Err(Failure::NodeMissing),
+                        () = tokio::time::sleep(bound) => Ok(true),
+                    }
+                })
+                .await?;
             if timed_out {
                 mirror.request_resync();
             }
@@ -642,10 +642,7 @@ impl InterProcessSemaphore {
         loop {
             let (children, watcher) = match listing.take() {
                 Some(listed) => listed,
-                None => {
-                    retry_request(self.framework(), || unstalled(&session.client, self.framework().observer(), list()))
-                        .await?
-                }
+                None => retry_request(self.framework(), || session.unstalled(list())).await?,
             };
             let all_listed = std::iter::once(&first).chain(&rest).all(|node| children.iter().any(|c| c == node.name()));
             let admitted = children.len() <= limit.current();
@@ -684,14 +681,15 @@ impl InterProcessSemaphore {
         let mut state = self.framework().state_watch();
         let session_ended = state.wait_for(|s| s.session_over(epoch));
         // The change may be held back by a server (see `framework::stall`).
-        unstalled(&session.client, self.framework().observer(), async {
-            tokio::select! {
-                event = watcher.changed() => event.event_type != EventType::Session,
-                () = limit.changed() => true,
-                _ = session_ended => false,
-            }
-        })
-        .await
+        session
+            .unstalled(async {
+                tokio::select! {
+                    event = watcher.changed() => event.event_type != EventType::Session,
+                    () = limit.changed() => true,
+                    _ = session_ended => false,
+                }
+            })
+            .await
     }
 
     fn lease(&self, mut node: HeldNode) -> SemaphoreLease {

@@ -831,17 +831,18 @@ async fn a_reply_the_server_holds_back_is_let_go_by_one_read() {
     bounded(LIMIT, async {
         let (proxy, fw) = counted_without_fast_path().await;
         let mutex = InterProcessMutex::new(&fw, &unique_path("counts", "held-reply")).unwrap();
-        mutex.acquire().await.unwrap().release().await.unwrap(); // creates the parent
-                                                                 // Well inside the 9 s the client stays silent before it pings.
-        let within = SESSION / 20;
+        // The first cycle creates the parent.
+        mutex.acquire().await.unwrap().release().await.unwrap();
+        // Well inside the 9 s the client stays silent before it pings.
+        let before_a_ping = SESSION / 20;
         let before = proxy.counts();
         proxy.hold_next_reply(); // the create's
-        let guard = tokio::time::timeout(within, mutex.acquire()).await.expect("acquired").unwrap();
+        let guard = within(before_a_ping, "the acquire", mutex.acquire()).await.unwrap();
         let during = proxy.counts().since(&before);
         assert_eq!((during.get("exists"), during.get("ping")), (1, 0), "acquire: {during}");
         let before = proxy.counts();
         proxy.hold_next_reply(); // the delete's
-        tokio::time::timeout(within, guard.release()).await.expect("released").unwrap();
+        within(before_a_ping, "the release", guard.release()).await.unwrap();
         let during = proxy.counts().since(&before);
         assert_eq!((during.get("exists"), during.get("ping")), (1, 0), "release: {during}");
         fw.close().await;
