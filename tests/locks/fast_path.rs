@@ -60,24 +60,25 @@ async fn must_wait(mutex: &InterProcessMutex) -> tokio::task::JoinHandle<MutexGu
 
 /// Another session re-creates `dir` and makes `n + 1` creates in it (suffixes 0..=n), keeping
 /// the last: it holds the lock, and our next create gets `n + 1`, the number that would follow
-/// our own last node had the directory not been re-created.
+/// our own last node had the directory not been re-created. Each node is deleted only after
+/// the next one is created: an emptied container may be reaped at any of the server's checks
+/// (every 100 ms), which would fail the next create.
 async fn recreate_with_creates(b: &zk::Client, dir: &str, n: u64) -> String {
     match b.create(dir, &[], &CreateMode::Container.with_acls(Acls::anyone_all())).await {
         Ok(_) | Err(zk::Error::NodeExists) => {}
         Err(e) => panic!("re-creating {dir}: {e}"),
     }
-    let mut last = String::new();
+    let prefix = format!("{dir}/_c_00000000-0000-4000-8000-000000000000-lock-");
+    let mut previous: Option<String> = None;
     for i in 0..=n {
-        let prefix = format!("{dir}/_c_00000000-0000-4000-8000-000000000000-lock-");
         let (_, sequence) = b.create(&prefix, &[], &ephemeral_sequential()).await.unwrap();
         let node = format!("{prefix}{sequence}");
         assert_eq!(sequence_of(&node), i, "the directory counts from zero again");
-        if i < n {
-            b.delete(&node, None).await.unwrap();
+        if let Some(previous) = previous.replace(node) {
+            b.delete(&previous, None).await.unwrap();
         }
-        last = node;
     }
-    last
+    previous.expect("n + 1 >= 1 creates")
 }
 
 /// The core hazard, with the server's container reaper: after our sole hold's delete, the
