@@ -307,7 +307,8 @@ impl<'a> CreateBuilder<'a> {
                 }
             }
             session.sent(Op::Create);
-            let error = match session.client.create(&target, self.data, &options).await {
+            // A server may hold the reply back (see `stall`).
+            let error = match session.unstalled(session.client.create(&target, self.data, &options)).await {
                 Ok((stat, sequence)) => {
                     if let Some(p) = pending.take() {
                         p.disarm();

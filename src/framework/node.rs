@@ -267,13 +267,15 @@ impl CreatedNode {
 }
 
 /// Runs a request of an attempt, retrying retryable errors under the retry policy. `NoNode`
-/// and a lost session end the attempt: our node (or its directory) is gone.
-pub(crate) async fn retry_request<T, F, Fut>(framework: &Framework, op: F) -> Result<T, Failure>
+/// and a lost session end the attempt: our node (or its directory) is gone. A reply the
+/// server holds back is let go by a nudge (see `stall`).
+pub(crate) async fn retry_request<T, F, Fut>(framework: &Framework, mut op: F) -> Result<T, Failure>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, ZkError>>,
 {
-    match framework.retry_loop().run(op, |e| is_zk_retryable(e) && !is_zk_session_lost(e)).await {
+    let nudged = || super::stall::framework_unstalled(framework, op());
+    match framework.retry_loop().run(nudged, |e| is_zk_retryable(e) && !is_zk_session_lost(e)).await {
         Ok(value) => Ok(value),
         Err(ZkError::NoNode) => Err(Failure::NodeMissing),
         Err(e) if is_zk_session_lost(&e) => Err(Failure::NodeMissing),

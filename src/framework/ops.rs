@@ -57,7 +57,8 @@ impl Framework {
         let on_session = || {
             let session = self.session().and_then(|s| policy.keep_session(&mut first_epoch, s));
             let reply = session.map(&mut op);
-            async move { Ok(reply?.await?) }
+            // A server may hold the reply back (see `stall`).
+            async move { Ok(super::stall::framework_unstalled(self, reply?).await?) }
         };
         let retry_policy = &*self.config().retry_policy;
         self.retry_loop().run(on_session, |e: &Error| retry_policy.allow_retry(e) && policy.allows_retry(e)).await

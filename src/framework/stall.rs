@@ -11,10 +11,13 @@
 //! Measured on a 3-server 3.8.0 ensemble, 64 sessions on one lock: one such stall in 8 of 82
 //! runs of 3,968 handoffs, the server showing the request queued and nothing sent.
 //!
-//! So where a lock's handoff waits on a reply or on a watch event, the wait nudges the server
-//! once it has lasted [`FIRST`], and again after twice as long each time (at most a third of
-//! the session timeout apart): a nudge is one `exists` of the root on the same session, which
-//! wakes the commit processor, so both are answered. It is sent only when the framework has
+//! So where the framework waits on a reply (every operation of the framework, a cache's reads,
+//! a lock's requests) or where a lock's handoff waits on a watch event, the wait nudges the
+//! server once it has lasted [`FIRST`], and again after twice as long each time (at most a
+//! third of the session timeout apart): a nudge is one `exists` of the root on the same
+//! session, which wakes the commit processor, so both are answered. (An event a cache or a
+//! watch is not waiting for in particular cannot be told late: it comes with the session's
+//! next request or ping.) It is sent only when the framework has
 //! sent no request for [`FIRST`]: any request that reached the server after the one held back
 //! has let it go already, and a thousand waiters of one session send one nudge, not a
 //! thousand. On a server without the race a nudge is one read it answers, like an early ping;
@@ -24,10 +27,12 @@ use std::future::Future;
 use std::pin::pin;
 use std::time::Duration;
 
+use tokio::time::Instant;
 use zookeeper_client::Client;
 
 use super::errors::Observer;
 use super::metrics::Op;
+use super::Framework;
 
 /// How long a wait lasts before its first nudge: ZooKeeper answers in milliseconds, and a
 /// second is rare enough that a slow server is not sent much more.
@@ -36,28 +41,43 @@ const FIRST: Duration = Duration::from_secs(1);
 /// The times at which a wait nudges its server: after [`FIRST`], then twice as long each
 /// time, at most `cap` apart.
 #[derive(Debug)]
-struct Nudges {
+pub(crate) struct Nudges {
     gap: Duration,
     cap: Duration,
 }
 
 impl Nudges {
     /// Nudges for a wait on a session of `session_timeout`.
-    fn new(session_timeout: Duration) -> Self {
+    pub(crate) fn new(session_timeout: Duration) -> Self {
         Self { gap: FIRST, cap: (session_timeout / 3).max(FIRST) }
+    }
+
+    /// How long after `since` (the wait's start, or its last nudge) the next nudge is due.
+    pub(crate) fn due_at(&self, since: Instant) -> Instant {
+        since + self.gap
+    }
+
+    /// A nudge was sent: the next one is due twice as long after it.
+    pub(crate) fn sent(&mut self) {
+        self.gap = (self.gap * 2).min(self.cap);
+    }
+
+    /// The wait got what it waited for: a new wait starts at [`FIRST`] again.
+    pub(crate) fn reset(&mut self) {
+        self.gap = FIRST;
     }
 
     /// Completes when the next nudge is due (a fresh wait each call: dropping it loses
     /// nothing).
     async fn due(&mut self) {
         tokio::time::sleep(self.gap).await;
-        self.gap = (self.gap * 2).min(self.cap);
+        self.sent();
     }
 }
 
 /// Sends one `exists` of the root on `client`, whose reply nobody waits for, unless the
 /// framework (whose requests `observer` counts) sent a request less than [`FIRST`] ago.
-fn nudge(client: &Client, observer: &Observer) {
+pub(crate) fn nudge(client: &Client, observer: &Observer) {
     if observer.quiet_for() < FIRST {
         return;
     }
@@ -66,18 +86,42 @@ fn nudge(client: &Client, observer: &Observer) {
     drop(client.check_stat("/"));
 }
 
-/// Awaits `done` (a reply to a request sent on `client`, or a wait for an event that such a
-/// server may hold back), nudging the server while it is late (see the module docs).
-pub(crate) async fn unstalled<F: Future>(client: &Client, observer: &Observer, done: F) -> F::Output {
+/// Awaits `done`, calling `nudge` while it is late (see the module docs).
+async fn nudging<F: Future>(session_timeout: Duration, mut nudge: impl FnMut(), done: F) -> F::Output {
     let mut reply = pin!(done);
-    let mut nudges = Nudges::new(client.session_timeout());
+    let mut nudges = Nudges::new(session_timeout);
     loop {
         tokio::select! {
             biased;
             out = &mut reply => return out,
-            () = nudges.due() => nudge(client, observer),
+            () = nudges.due() => nudge(),
         }
     }
+}
+
+/// Awaits `done` (a reply to a request sent on `client`, or a wait for an event that such a
+/// server may hold back), nudging the server while it is late (see the module docs).
+pub(crate) fn unstalled<'a, F: Future + 'a>(
+    client: &'a Client,
+    observer: &'a Observer,
+    done: F,
+) -> impl Future<Output = F::Output> + 'a {
+    nudging(client.session_timeout(), || nudge(client, observer), done)
+}
+
+/// Awaits `done`, a reply to a request of `framework`'s current session, nudging that
+/// session's server while it is late. The session is looked up only when a nudge is due (a
+/// retry may have moved to a new one by then), so a reply in time costs one timer.
+pub(crate) fn framework_unstalled<'a, F: Future + 'a>(
+    framework: &'a Framework,
+    done: F,
+) -> impl Future<Output = F::Output> + 'a {
+    let nudge = || {
+        if let Ok(session) = framework.session() {
+            nudge(&session.client, framework.observer());
+        }
+    };
+    nudging(framework.config().session_timeout, nudge, done)
 }
 
 #[cfg(test)]

@@ -364,7 +364,8 @@ impl<'a> Transaction<'a> {
                 };
                 added?;
             }
-            let error = match writer.commit().await {
+            // A server may hold the reply back (see `stall`).
+            let error = match session.unstalled(writer.commit()).await {
                 Ok(results) => return Ok(self.results(results)),
                 Err(MultiWriteError::OperationFailed { index, source }) => return Err(self.failed(index, source)),
                 Err(MultiWriteError::RequestFailed { source }) => source,

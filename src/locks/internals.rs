@@ -352,7 +352,7 @@ impl LockInternals {
         loop {
             let sorted = match listed.take() {
                 Some(children) => children,
-                None => retry_request(framework, || session.unstalled(list())).await?,
+                None => retry_request(framework, list).await?,
             };
             if let Some(slot) = &self.mirror {
                 // A crowded directory that calmed down is mirrored again by the next attempt.

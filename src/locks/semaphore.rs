@@ -642,7 +642,7 @@ impl InterProcessSemaphore {
         loop {
             let (children, watcher) = match listing.take() {
                 Some(listed) => listed,
-                None => retry_request(self.framework(), || session.unstalled(list())).await?,
+                None => retry_request(self.framework(), list).await?,
             };
             let all_listed = std::iter::once(&first).chain(&rest).all(|node| children.iter().any(|c| c == node.name()));
             let admitted = children.len() <= limit.current();

@@ -23,6 +23,7 @@ use zookeeper_client::{Client, Error as ZkError, EventType, MultiReadResult, Wat
 use super::state::{EventKind, Op, Reads, Reply, Request};
 use super::view::View;
 use crate::framework::metrics::{Op as Sent, Resyncs};
+use crate::framework::stall::{nudge, Nudges};
 use crate::framework::{BackgroundErrorKind, Framework, Observer};
 use crate::watch::probe::{probe, Ablations};
 use crate::watch::{SessionWatch, WatchItem};
@@ -232,7 +233,15 @@ pub(crate) async fn run<V, H>(
     let ablations = probe().ablations(&config.root);
     let mut reads = ReadQueue { queue: VecDeque::new(), in_flight: FuturesUnordered::new(), loading: 0 };
     let mut state = framework.state_watch();
+    let mut nudges = Nudges::new(framework.config().session_timeout);
     drop(framework);
+    // A server may hold a reply back (see `framework::stall`): while reads are out, the last
+    // reply (or nudge, or the moment reads went out) is `progress`. The timer is moved only
+    // when it fires, so a busy cache pays a clock read per reply, not a timer per read.
+    let mut progress = Instant::now();
+    let mut idle = true;
+    let nudge_timer = tokio::time::sleep_until(nudges.due_at(progress));
+    tokio::pin!(nudge_timer);
     let mut pause = FIRST_PAUSE;
     // The watch said `Interrupted` and has not said `Resync` since: it will.
     let mut watch_gap = false;
@@ -253,6 +262,13 @@ pub(crate) async fn run<V, H>(
         reads.fill(client.as_ref(), &config);
         let connected = state.borrow().state.is_connected();
         let wake = resync_at.unwrap_or_else(Instant::now);
+        if std::mem::replace(&mut idle, reads.in_flight.is_empty()) && !idle {
+            progress = Instant::now();
+            nudges.reset();
+            if nudge_timer.deadline() <= progress {
+                nudge_timer.as_mut().reset(nudges.due_at(progress));
+            }
+        }
         let mut ended = false;
         tokio::select! {
             biased;
@@ -262,6 +278,8 @@ pub(crate) async fn run<V, H>(
                 }
             }
             Some(first) = reads.in_flight.next(), if !reads.in_flight.is_empty() => {
+                progress = Instant::now();
+                nudges.reset();
                 answers.extend(first);
                 while let Some(Some(more)) = reads.in_flight.next().now_or_never() {
                     answers.extend(more);
@@ -286,6 +304,16 @@ pub(crate) async fn run<V, H>(
                 }
             }
             () = kick.notified() => {}
+            () = &mut nudge_timer, if !idle => {
+                if Instant::now() >= nudges.due_at(progress) {
+                    if let Some(client) = &client {
+                        nudge(client, &config.report.observer);
+                    }
+                    nudges.sent();
+                    progress = Instant::now();
+                }
+                nudge_timer.as_mut().reset(nudges.due_at(progress));
+            }
             _ = tokio::time::sleep_until(wake), if resync_at.is_some() && connected && reads.in_flight.is_empty() => {
                 tracing::debug!(root = %config.root, "mirror: reading again (a read failed, or the framework was suspended)");
                 pause = (pause * 2).min(MAX_PAUSE);

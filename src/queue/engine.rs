@@ -539,7 +539,8 @@ impl Engine {
         let read = session.client.get_data(&full);
         session.sent(Op::Delete);
         let delete = session.client.delete(&full, Some(0));
-        let (read, deleted) = futures::join!(read, delete);
+        // A server may hold the replies back (see `framework::stall`).
+        let (read, deleted) = session.unstalled(async { futures::join!(read, delete) }).await;
         let claim = |data, version, deleted| Claim::read(fw, name, data, version, deleted);
         match (read, deleted) {
             (Ok((data, stat)), Ok(())) => Ok(Claimed::Item(claim(data, stat.version, Deleted::Yes))),

@@ -388,3 +388,35 @@ async fn a_new_session_syncs_each_watch_before_its_resync_reads() {
     })
     .await
 }
+
+/// A member of a ZooKeeper 3.6.0-3.8.0 ensemble sometimes answers a request only when another
+/// request reaches it (the proxy does the same with `hold_next_reply`). The cache's read of a
+/// changed node, held back, is let go by one `exists` the cache sends once it has waited a
+/// second with nothing sent; without it the view stayed behind until the client's ping, 9 s
+/// or more without a request at this session timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_the_server_holds_back_is_let_go_by_one_exists() {
+    bounded(Duration::from_secs(90), async {
+        let s = setup().await;
+        let root = unique_path("counts-held");
+        make_tree(&s.writer, &root).await;
+        let cache = CuratorCache::builder(&s.cached, &root).build().unwrap();
+        let mut events = cache.events();
+        cache.start().await.unwrap();
+        cache.initialized().await.unwrap();
+        loaded(&mut events).await;
+        let node = format!("{root}/a");
+        let before = s.counting.counts();
+        s.counting.hold_next_reply(); // the cache's read of the change
+        s.writer.set_data(&node, b"changed").await.unwrap();
+        // Well inside the 9 s the client stays silent before it pings.
+        let changed = tokio::time::timeout(Duration::from_secs(3), event(&mut events)).await;
+        assert_eq!(changed.expect("the change within 3 s"), format!("~{node}"));
+        let during = s.counting.counts().since(&before);
+        assert_eq!((during.get("exists"), during.get("ping")), (1, 0), "{during}");
+        assert_eq!(cache.get(&node).expect("cached").data().map(Vec::as_slice), Some(&b"changed"[..]));
+        cache.close().await;
+        delete_tree(&s.writer, &root).await;
+    })
+    .await;
+}

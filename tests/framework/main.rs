@@ -27,6 +27,8 @@ mod framework {
     mod connection;
     /// Ensemble tracking and reconfiguration: members replaced under clients given the originals.
     mod ensemble;
+    /// Replies a server holds back (ZooKeeper 3.6.0-3.8.0 ensembles), let go by one read.
+    mod held_replies;
     /// SASL GSSAPI (Kerberos) logins through a real MIT KDC (feature `sasl-gssapi`).
     mod kerberos;
     /// `close()` during `start()`, a session whose client task is gone.
