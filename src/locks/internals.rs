@@ -470,8 +470,9 @@ impl LockInternals {
                 None => None,
             }
         };
-        let replies = async { futures::join!(own_reply, ahead_watch) };
-        let (own_reply, ahead_watch) = session.unstalled(replies).await;
+        // Our node's reply comes before the predecessor's, whose wait (`retry_request`) nudges
+        // a server that holds them back.
+        let (own_reply, ahead_watch) = futures::join!(own_reply, ahead_watch);
         let mut own_watch: Option<OwnWatch> = match own_reply {
             Some(Ok((_, _, watcher))) => Some(watcher.changed().boxed()),
             Some(Err(ZkError::NoNode)) => return Err(Failure::NodeMissing),
