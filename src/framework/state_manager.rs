@@ -40,7 +40,9 @@
 //!   session's client (same epoch, same id); the move is reported as `Reconnected` once a
 //!   round trip on it is answered. Tried again every tenth of `S` while it fails; an attach
 //!   that finds the session expired is an expiry. The old client is kept until it ends by
-//!   itself;
+//!   itself, or until the framework gives the session up (`Lost`, an expiry): then it is
+//!   dropped, so that it closes the session at its next connection instead of keeping it
+//!   (and the ephemeral nodes the framework has told its users are gone) open;
 //! - the client's task serving the session is watched: if it ends without reporting a terminal
 //!   state (it panicked, or the runtime it ran on shut down), the session is lost and a new one
 //!   is opened.
@@ -146,7 +148,8 @@ pub(crate) async fn run(
     let mut last_move: Option<Instant> = None;
     // Clients the session moved away from, kept until they end by themselves (dropping the
     // last clone of a client that still runs would make it close the session, should it
-    // reach a server again).
+    // reach a server again), or until the framework gives the session up: then they are let
+    // go, so that the abandoned session is closed rather than kept open by them.
     let mut retired: Vec<Session> = Vec::new();
     loop {
         let expiry = unconfirmed_since.map(|since| since + timing.session);
@@ -329,6 +332,19 @@ pub(crate) async fn run(
         }
         moving = None;
         suspended_at = None;
+        // A client the session moved away from may reach one of its servers again: kept, it
+        // would keep the session the framework gave up open (its ephemeral nodes, lock nodes
+        // among them, with it) for as long as it runs. Dropped, it closes the session at its
+        // next connection, or expires on its own.
+        if !retired.is_empty() {
+            let session = inner.session().map_or(0, |s| s.id());
+            tracing::debug!(
+                session = format_args!("{session:#x}"),
+                clients = retired.len(),
+                "giving the session up: letting go of the clients it moved from"
+            );
+        }
+        retired.clear();
         let Some(session) = open_new_session(&inner).await else { return };
         watcher = session.client.state_watcher();
         timing = Timing::of(session.client.session_timeout());
@@ -410,7 +426,12 @@ async fn poll_moving(moving: &mut Option<Moving>) -> (u64, crate::error::Result<
 fn attach(inner: &Inner, session: Session) -> Moving {
     let config = inner.config.clone();
     let hosts = inner.connect_string();
-    tracing::info!(from = %session.hosts(), to = %hosts, "no server the client knows is a member any more: moving the session");
+    tracing::info!(
+        session = format_args!("{:#x}", session.id()),
+        from = %session.hosts(),
+        to = %hosts,
+        "no server the client knows is a member any more: moving the session"
+    );
     Box::pin(async move {
         let epoch = session.epoch;
         (epoch, session::attach(&config, &hosts, &session).await)

@@ -1630,7 +1630,16 @@ async fn run(seed: u64, steps: Vec<Step>, strategy: WaitStrategy, crowd: usize) 
     for problem in &problems {
         eprintln!("  {problem}");
     }
-    assert!(report.is_ok() && problems.is_empty(), "chaos seed {seed} failed (see above)");
+    // The verdicts again in the panic's message: a CI log that keeps only the head and the
+    // tail of a long output still shows why.
+    let verdicts: Vec<String> =
+        report.violations.iter().map(ToString::to_string).chain(problems.iter().cloned()).take(8).collect();
+    assert!(
+        report.is_ok() && problems.is_empty(),
+        "chaos seed {seed} failed (replay with ZKR_CHAOS_SEED={seed}): {} violations, {} problems, first: {verdicts:#?}",
+        report.violations.len(),
+        problems.len()
+    );
 }
 
 fn per_resource(holds: &[Hold]) -> String {
