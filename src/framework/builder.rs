@@ -459,8 +459,12 @@ impl FrameworkBuilder {
     /// not given every member the ensemble names (its own servers may have left before it
     /// read the configuration that removed them). The session keeps its id and epoch;
     /// `Reconnected` follows. Locks, persistent watches, caches and mirrors carry on
-    /// over it. What the old client still holds ends when that client gives up (7/5 of the
-    /// session timeout after its last contact): a one-shot watch set through
+    /// over it. The old client is kept (dropped, it would close the session at its next
+    /// connection) until it gives up (7/5 of the session timeout after its last contact),
+    /// or, when it reaches one of its own servers again (possible in the second case), until
+    /// the framework gives the session up or closes; such a return takes the session's
+    /// connection for a moment (the current client's next write finds the session moved and
+    /// reconnects). What the old client holds ends with it: a one-shot watch set through
     /// [`get_data(..).watch()`](crate::GetData::watch) (or a raw client from `zk_client()`)
     /// then ends with an error although the session lives; an acquire waiting on its
     /// predecessor's node (`WaitStrategy::PerWaiterWatch`, or a crowded directory) learns of
