@@ -119,8 +119,18 @@ async fn background_puts_are_told_as_events_through_cuts() {
 }
 
 fn policies() -> QueueSharderPolicies {
-    QueueSharderPolicies::default().new_queue_threshold(4).threshold_check(Duration::from_millis(100)).max_queues(3)
+    policies_counting_every(policies_check())
 }
+
+/// A leader adds a shard at every count while some shard is over the threshold (as Curator's
+/// does), until the maximum: a sharder whose additions a test counts one by one leads with a
+/// schedule that never comes during the test, and counts when told (`check_now`).
+fn policies_counting_every(interval: Duration) -> QueueSharderPolicies {
+    QueueSharderPolicies::default().new_queue_threshold(4).threshold_check(interval).max_queues(3)
+}
+
+/// Longer than any test: a schedule that never comes.
+const NEVER: Duration = Duration::from_secs(3600);
 
 async fn shards_become(sharder: &QueueSharder, n: usize) {
     eventually(EVENT, &format!("{n} shards"), || async {
@@ -146,7 +156,7 @@ async fn the_leader_adds_shards_past_the_threshold_also_after_its_session_expire
         let leader_path = format!("{path}-leader");
         let fw_a = framework(&faulty.proxied(), FAULT_SESSION).await;
         let fw_b = plain_framework(&faulty.direct(), SESSION).await;
-        let a = QueueSharder::new(&fw_a, &path, &leader_path, policies()).unwrap();
+        let a = QueueSharder::new(&fw_a, &path, &leader_path, policies_counting_every(NEVER)).unwrap();
         a.start().await.unwrap();
         eventually(EVENT, "a leads", || async {
             if a.is_leader() {
@@ -165,6 +175,9 @@ async fn the_leader_adds_shards_past_the_threshold_also_after_its_session_expire
         for i in 0..4 {
             b.queue().unwrap().put(format!("x{i}").as_bytes()).await.unwrap();
         }
+        // One count of the leader: one shard added (a second count would add another, the
+        // first shard still being full).
+        a.check_now().await.unwrap();
         shards_become(&a, 2).await;
         shards_become(&b, 2).await;
         let second = a.queue_paths().into_iter().find(|p| *p != first).unwrap();
@@ -192,7 +205,14 @@ async fn the_leader_adds_shards_past_the_threshold_also_after_its_session_expire
             b.queue().unwrap().put(format!("y{i}").as_bytes()).await.unwrap();
         }
         shards_become(&b, 3).await;
-        shards_become(&a, 3).await;
+        eventually(EVENT, "a takes up the third shard", || async {
+            a.check_now().await.map_err(|e| e.to_string())?;
+            match a.shard_count() {
+                3 => Ok(()),
+                n => Err(n.to_string()),
+            }
+        })
+        .await;
         // Both full shards over the threshold, at the maximum: no fourth.
         for i in 0..4 {
             DistributedQueue::new(&fw_b, &second).unwrap().put(format!("z{i}").as_bytes()).await.unwrap();
@@ -228,7 +248,7 @@ async fn rust_and_curator_sharders_share_the_shards() {
         let path = unique_path("queue-extras", "sharder-interop");
         let leader_path = format!("{path}-leader");
         let fw = plain_framework(&connect, INTEROP_SESSION).await;
-        let rust = QueueSharder::new(&fw, &path, &leader_path, policies()).unwrap();
+        let rust = QueueSharder::new(&fw, &path, &leader_path, policies_counting_every(NEVER)).unwrap();
         rust.start().await.unwrap();
         eventually(EVENT, "rust leads", || async {
             if rust.is_leader() {
@@ -246,6 +266,7 @@ async fn rust_and_curator_sharders_share_the_shards() {
         for i in 0..4 {
             rust.queue().unwrap().put(format!("r{i}").as_bytes()).await.unwrap();
         }
+        rust.check_now().await.unwrap();
         shards_become(&rust, 2).await;
         let expected = rust.queue_paths();
         let deadline = tokio::time::Instant::now() + INTEROP_EVENT;
