@@ -148,8 +148,10 @@ pub(crate) async fn run(
     let mut last_move: Option<Instant> = None;
     // Clients the session moved away from, kept until they end by themselves (dropping the
     // last clone of a client that still runs would make it close the session, should it
-    // reach a server again), or until the framework gives the session up: then they are let
-    // go, so that the abandoned session is closed rather than kept open by them.
+    // reach a server again), or until the framework gives the session up: one that reached
+    // a server again would keep the abandoned session open (with its ephemeral nodes, lock
+    // nodes among them) for as long as it runs; dropped, it closes the session at its next
+    // connection, or expires on its own.
     let mut retired: Vec<Session> = Vec::new();
     loop {
         let expiry = unconfirmed_since.map(|since| since + timing.session);
@@ -332,10 +334,7 @@ pub(crate) async fn run(
         }
         moving = None;
         suspended_at = None;
-        // A client the session moved away from may reach one of its servers again: kept, it
-        // would keep the session the framework gave up open (its ephemeral nodes, lock nodes
-        // among them, with it) for as long as it runs. Dropped, it closes the session at its
-        // next connection, or expires on its own.
+        // The session is given up: the clients it moved from are let go (see `retired`).
         if !retired.is_empty() {
             let session = inner.session().map_or(0, |s| s.id());
             tracing::debug!(
@@ -430,7 +429,7 @@ fn attach(inner: &Inner, session: Session) -> Moving {
         session = format_args!("{:#x}", session.id()),
         from = %session.hosts(),
         to = %hosts,
-        "no server the client knows is a member any more: moving the session"
+        "moving the session to the members the ensemble names now"
     );
     Box::pin(async move {
         let epoch = session.epoch;
