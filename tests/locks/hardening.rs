@@ -86,7 +86,15 @@ impl ThrottledLock {
         let fw = framework(&proxy.connect_string(), SESSION).await;
         let observer = framework(&server.connect_string(), SESSION).await;
         let path = unique_path("hardening", name);
-        let scratch = fw.create(&unique_path("hardening", "scratch")).await.unwrap().path;
+        let scratch = unique_path("hardening", "scratch");
+        // Set-up, not under test: on this server a create may be throttled and sent again, and
+        // one sent again that finds its node reports the outcome unknown (it may have been
+        // its own first attempt). The path is this test's alone: the node is ours either way.
+        match fw.create(&scratch).await {
+            Ok(_) => {}
+            Err(zk_recipes::Error::OutcomeUnknown { error: zk_recipes::zk::Error::NodeExists, .. }) => {}
+            Err(e) => panic!("creating {scratch}: {e}"),
+        }
         let guard = InterProcessMutex::new(&fw, &path).unwrap().acquire().await.unwrap();
         let node = guard.lock_path().to_owned();
         (ThrottledLock { _server: server, proxy, fw, observer, path, node, scratch }, guard)
