@@ -146,12 +146,8 @@ pub(crate) async fn run(
     // When the current `Suspended` began (the move waits a round trip from there).
     let mut suspended_at: Option<Instant> = None;
     let mut last_move: Option<Instant> = None;
-    // Clients the session moved away from, kept until they end by themselves (dropping the
-    // last clone of a client that still runs would make it close the session, should it
-    // reach a server again), or until the framework gives the session up: one that reached
-    // a server again would keep the abandoned session open (with its ephemeral nodes, lock
-    // nodes among them) for as long as it runs; dropped, it closes the session at its next
-    // connection, or expires on its own.
+    // Clients the session moved away from, kept until they end by themselves or the
+    // framework gives the session up (why both: the module docs, on moves).
     let mut retired: Vec<Session> = Vec::new();
     loop {
         let expiry = unconfirmed_since.map(|since| since + timing.session);

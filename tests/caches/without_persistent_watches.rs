@@ -15,7 +15,7 @@ use crate::common::cache::{
     bounded, converges, delete_tree, framework, next, replay, resynced, take, unique_path, watch_is_live, write_until,
     EVENT_LIMIT,
 };
-use crate::common::fixtures::server_without_persistent_watches;
+use crate::common::fixtures::{eventually, server_without_persistent_watches};
 
 /// An event as a short string: `+path=data`, `~path=data`, `-path`, `init`.
 fn show(event: &CacheEvent) -> String {
@@ -41,15 +41,15 @@ async fn expect_events(events: &mut CacheEventStream, expected: &[String]) {
 /// refusal is noted when the cache's watch reads the add's reply, which may come after the
 /// cache reported its load (the reads sent behind the add complete it): wait for it.
 async fn refuses_persistent_watches(fw: &Framework) {
-    let deadline = tokio::time::Instant::now() + EVENT_LIMIT;
-    loop {
-        let info = fw.server_info().await.unwrap();
-        if !info.persistent_watches {
-            return;
+    eventually(EVENT_LIMIT, "the refusal of persistent watches noted", || async {
+        let info = fw.server_info().await.map_err(|e| e.to_string())?;
+        if info.persistent_watches {
+            Err(format!("{info:?}"))
+        } else {
+            Ok(())
         }
-        assert!(tokio::time::Instant::now() < deadline, "{info:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
