@@ -417,7 +417,11 @@ impl Framework {
     /// dropped first; after that, the clone's requests fail, and a watcher it set must not be
     /// awaited any more (zookeeper-client panics in `OneshotWatcher::changed` once the task
     /// serving the session is stopped). Drop clones before `close()`. A clone kept across a
-    /// `Lost` speaks for the old session, which is gone.
+    /// `Lost` speaks for the old session, which the framework has given up: usually the
+    /// server expired it, but when the framework gave it up first (its connection could not
+    /// be confirmed within the session timeout), a clone that reaches a server again keeps
+    /// that session, and its ephemeral nodes (lock nodes among them), alive for as long as
+    /// it is kept. Drop it on `Lost`.
     ///
     /// # Errors
     /// [`Error::NotStarted`] or [`Error::Closed`].

@@ -87,9 +87,10 @@ impl ThrottledLock {
         let observer = framework(&server.connect_string(), SESSION).await;
         let path = unique_path("hardening", name);
         let scratch = unique_path("hardening", "scratch");
-        // Set-up, not under test: on this server a create may be throttled and sent again, and
-        // one sent again that finds its node reports the outcome unknown (it may have been
-        // its own first attempt). The path is this test's alone: the node is ours either way.
+        // Set-up, not under test: on this server, on a loaded machine, a create's connection
+        // can be lost before its reply comes; the create is sent again, finds its node and
+        // reports the outcome unknown (the first attempt landed, or someone else's create
+        // did). The path is this test's alone: the node is ours either way.
         match fw.create(&scratch).await {
             Ok(_) => {}
             Err(zk_recipes::Error::OutcomeUnknown { error: zk_recipes::zk::Error::NodeExists, .. }) => {}
