@@ -9,6 +9,7 @@
 mod atomic;
 mod barriers;
 mod cache;
+mod deadline;
 #[cfg(feature = "discovery")]
 #[cfg_attr(docsrs, doc(cfg(feature = "discovery")))]
 pub mod discovery;

@@ -171,6 +171,8 @@ impl Engine {
         let started = Instant::now();
         let guard = match promotion.max_lock_time {
             None => Some(promotion.mutex.acquire().await?),
+            // Zero is one try, as Curator's `acquire(0, unit)` is.
+            Some(limit) if limit.is_zero() => promotion.mutex.try_acquire().await?,
             Some(limit) => promotion.mutex.acquire_timeout(limit).await?,
         };
         let Some(guard) = guard else {

@@ -92,6 +92,7 @@ impl PromotedToLock {
     }
 
     /// Waits at most `limit` for the lock; the operation fails (not an error) when it runs out.
+    /// `Duration::ZERO` takes the lock only if it is free at once (Curator's `acquire(0, ..)`).
     pub fn max_lock_time(mut self, limit: Duration) -> Self {
         self.max_lock_time = Some(limit);
         self

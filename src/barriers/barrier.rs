@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{deadline_of, wake};
+use super::wake;
+use crate::deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::framework::Framework;
 use crate::path;
@@ -110,7 +111,7 @@ impl DistributedBarrier {
     /// # Cancel safety
     /// Cancel-safe: it only reads and watches.
     pub async fn wait_timeout(&self, timeout: Duration) -> Result<bool> {
-        let deadline = deadline_of(timeout)?;
+        let deadline = deadline::of_wait(timeout)?;
         match tokio::time::timeout_at(deadline, self.wait_until(Some(deadline))).await {
             Ok(result) => result,
             Err(_) => Ok(false),

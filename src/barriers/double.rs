@@ -6,7 +6,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use zookeeper_client::CreateMode;
 
-use super::{deadline_of, wake};
+use super::wake;
+use crate::deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::framework::{Framework, Parents, ReaperCmd};
 use crate::path;
@@ -100,7 +101,7 @@ impl DistributedDoubleBarrier {
     /// # Cancel safety
     /// Cancel-safe, as [`enter`](Self::enter).
     pub async fn enter_timeout(&self, timeout: Duration) -> Result<bool> {
-        let deadline = deadline_of(timeout)?;
+        let deadline = deadline::of_wait(timeout)?;
         self.enter_until(Some(deadline)).await
     }
 
@@ -174,7 +175,7 @@ impl DistributedDoubleBarrier {
     /// # Cancel safety
     /// As [`leave`](Self::leave).
     pub async fn leave_timeout(&self, timeout: Duration) -> Result<bool> {
-        let deadline = deadline_of(timeout)?;
+        let deadline = deadline::of_wait(timeout)?;
         self.leave_until(Some(deadline)).await
     }
 

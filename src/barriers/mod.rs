@@ -29,11 +29,3 @@ async fn wake(watch: OneshotWatch, deadline: Option<Instant>) -> Result<bool> {
         _ => Ok(true),
     }
 }
-
-/// The deadline of a timed wait; a zero timeout is refused.
-fn deadline_of(timeout: std::time::Duration) -> Result<Instant> {
-    if timeout.is_zero() {
-        return Err(Error::invalid_argument("timeout", "must be greater than zero"));
-    }
-    Ok(Instant::now() + timeout)
-}

@@ -191,7 +191,8 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
                 Lifecycle::Built => *lifecycle = Lifecycle::Starting,
             }
         }
-        let reset = ResetOnDrop(&self.lifecycle);
+        self.hub.starting(Phase::Starting);
+        let reset = ResetOnDrop(&self.lifecycle, &self.hub);
         let (mode, depth) = match self.mode {
             CacheMode::SingleNode => (WatchMode::Persistent, Depth::Node),
             CacheMode::Children => (WatchMode::PersistentRecursive, Depth::Children),
@@ -212,30 +213,33 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
             no_multi_read: std::sync::atomic::AtomicBool::new(false),
         };
         let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(driver::run::<Mirror<T>, _>(
-            self.framework.clone(),
-            Arc::clone(&self.hub),
-            watch,
-            config,
-            stopped,
-        ));
+        self.hub.starting(Phase::Loading);
+        let (framework, hub) = (self.framework.clone(), Arc::clone(&self.hub));
+        let task = tokio::spawn(async move {
+            driver::run::<Mirror<T>, _>(framework, Arc::clone(&hub), watch, config, stopped).await;
+            hub.ended();
+        });
         std::mem::forget(reset);
         *self.lifecycle.lock() = Lifecycle::Started { stop, task };
         tracing::debug!(path = %self.path, mode = ?self.mode, "cache started");
         Ok(())
     }
 
-    /// Waits until the initial load is complete (at once if it is).
+    /// Waits until the initial load is complete (at once if it is); a `start()` in progress
+    /// is waited for.
     ///
     /// # Errors
-    /// [`Error::Closed`] when the cache is closed first.
+    /// [`Error::NotStarted`] when the cache was not started (or its start failed);
+    /// [`Error::Closed`] when the cache is closed first, or its framework (the load then never
+    /// completes).
     ///
     /// # Cancel safety
     /// Cancel-safe: it only observes.
     pub async fn initialized(&self) -> Result<()> {
         let mut phase = self.hub.phase();
-        match phase.wait_for(|p| *p != Phase::Loading).await.map(|p| *p) {
+        match phase.wait_for(|p| !matches!(p, Phase::Starting | Phase::Loading)).await.map(|p| *p) {
             Ok(Phase::Initialized) => Ok(()),
+            Ok(Phase::Unstarted) => Err(Error::NotStarted),
             _ => Err(Error::Closed),
         }
     }
@@ -351,13 +355,14 @@ impl<T> Drop for CuratorCache<T> {
 }
 
 /// Puts a cache whose `start()` was cancelled or failed back to `Built`.
-struct ResetOnDrop<'a>(&'a Mutex<Lifecycle>);
+struct ResetOnDrop<'a, T>(&'a Mutex<Lifecycle>, &'a Hub<T>);
 
-impl Drop for ResetOnDrop<'_> {
+impl<T> Drop for ResetOnDrop<'_, T> {
     fn drop(&mut self) {
         let mut lifecycle = self.0.lock();
         if matches!(*lifecycle, Lifecycle::Starting) {
             *lifecycle = Lifecycle::Built;
+            self.1.starting(Phase::Unstarted);
         }
     }
 }

@@ -15,8 +15,14 @@ use crate::sync::Mutex;
 /// Where the cache's life stands, for `initialized()`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Phase {
+    /// Not started, or its start failed.
+    Unstarted,
+    /// A `start()` is in progress.
+    Starting,
     Loading,
     Initialized,
+    /// Closed, or its background task ended before the load completed (the framework closed,
+    /// the server refused the watch): it will not be initialized.
     Closed,
 }
 
@@ -48,7 +54,7 @@ impl<T> Hub<T> {
             closed: false,
             counted: 0,
         };
-        Hub { state: Mutex::new(state), phase: watch::channel(Phase::Loading).0, root, scope, metrics }
+        Hub { state: Mutex::new(state), phase: watch::channel(Phase::Unstarted).0, root, scope, metrics }
     }
 
     pub(crate) fn metrics(&self) -> &CacheMetrics {
@@ -83,6 +89,29 @@ impl<T> Hub<T> {
 
     pub(crate) fn phase(&self) -> watch::Receiver<Phase> {
         self.phase.subscribe()
+    }
+
+    /// A start began (`Starting`), failed (`Unstarted`) or succeeded (`Loading`); nothing
+    /// changes once the cache is initialized or closed.
+    pub(crate) fn starting(&self, phase: Phase) {
+        self.phase.send_if_modified(|p| {
+            let moves = matches!(p, Phase::Unstarted | Phase::Starting);
+            if moves {
+                *p = phase;
+            }
+            moves
+        });
+    }
+
+    /// The background task ended: a load not complete by now never will be.
+    pub(crate) fn ended(&self) {
+        self.phase.send_if_modified(|p| {
+            let ends = !matches!(p, Phase::Initialized | Phase::Closed);
+            if ends {
+                *p = Phase::Closed;
+            }
+            ends
+        });
     }
 
     pub(crate) fn is_complete(&self) -> bool {

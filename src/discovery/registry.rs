@@ -108,7 +108,8 @@ impl<T: Serialize + DeserializeOwned> ServiceDiscovery<T> {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a name or id that is not a node name or a payload that
-    /// cannot be written as JSON (nothing is registered then); [`Error::ConnectionTimeout`] when
+    /// cannot be written as JSON, [`Error::TooLarge`] for an instance whose JSON is over the
+    /// request size (nothing is registered then); [`Error::ConnectionTimeout`] when
     /// the node was not made in time (the registration stays and is retried in the background);
     /// the refusal that stopped it (`NoAuth`, ...).
     ///
@@ -170,14 +171,18 @@ impl<T: Serialize + DeserializeOwned> ServiceDiscovery<T> {
         }
     }
 
-    /// Removes the registration of `name`/`id` and deletes its node (guaranteed).
+    /// Removes the registration of `name`/`id` and deletes its node (guaranteed). One not
+    /// registered here is nothing to remove.
     ///
     /// # Errors
-    /// The delete's error (the reaper still deletes the node).
+    /// [`Error::InvalidArgument`] for a name or id no registration can have (as the queries);
+    /// the delete's error (the reaper still deletes the node).
     ///
     /// # Cancel safety
     /// Cancel-safe: the registration is removed at once and its node deleted in the background.
     pub async fn unregister(&self, name: &str, id: &str) -> Result<()> {
+        validate_name("name", name)?;
+        validate_name("id", id)?;
         let node = self.lock().remove(&key(name, id));
         match node {
             Some(node) => node.close().await,

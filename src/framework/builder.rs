@@ -586,8 +586,9 @@ pub(crate) fn validate_connect_string(connect_string: &str) -> Result<()> {
     }
     let hosts_part = chroot_start(connect_string);
     let (hosts, chroot) = connect_string.split_at(hosts_part);
-    if !chroot.is_empty() {
-        if let Err(Error::InvalidPath { reason, .. }) = path::validate(chroot) {
+    if !chroot.is_empty() && chroot != "/" {
+        // The server's own `/zookeeper` is no place for an application's nodes.
+        if let Err(Error::InvalidPath { reason, .. }) = path::validate_recipe_path(chroot) {
             return fail(format!("chroot {chroot:?}: {reason}"));
         }
     }
@@ -636,6 +637,10 @@ fn validate_host(host: &str) -> std::result::Result<(), String> {
     if name.is_empty() {
         return Err(format!("empty host name in {host:?}"));
     }
+    // A DNS name is at most 253 characters (an IPv6 address far fewer).
+    if name.len() > 253 {
+        return Err(format!("host name of {} characters (at most 253)", name.len()));
+    }
     if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':')) {
         return Err(format!("invalid host name {name:?}"));
     }
@@ -662,12 +667,29 @@ mod tests {
             "[::1]:2181",
             "tcp://h1:2181,tcp+tls://h2:2281/app",
             "zk-1.example.com:2181",
+            "a:1/zookeeper-app",
         ] {
             assert!(validate_connect_string(ok).is_ok(), "{ok}");
         }
-        for bad in
-            ["", "  ", "a:", "a:0", "a:70000", "a:x", ",a:1", "a:1,", "a b:1", "a:1/x/", "[::1", "h\0:1", "a:1//x"]
-        {
+        let long_name = format!("{}:2181", "h".repeat(254));
+        for bad in [
+            "",
+            "  ",
+            "a:",
+            "a:0",
+            "a:70000",
+            "a:x",
+            ",a:1",
+            "a:1,",
+            "a b:1",
+            "a:1/x/",
+            "[::1",
+            "h\0:1",
+            "a:1//x",
+            "a:1/zookeeper",
+            "a:1/zookeeper/app",
+            &long_name,
+        ] {
             assert!(
                 matches!(validate_connect_string(bad), Err(Error::InvalidConnectString { .. })),
                 "{bad:?} should be rejected"

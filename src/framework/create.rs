@@ -22,7 +22,7 @@ use crate::path;
 use crate::protocol::gzip;
 
 /// The longest TTL ZooKeeper stores (five bytes of milliseconds).
-const TTL_MAX: Duration = Duration::from_millis(0x00FF_FFFF_FFFF);
+pub(crate) const TTL_MAX: Duration = Duration::from_millis(0x00FF_FFFF_FFFF);
 
 /// How a create treats missing parents of its node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

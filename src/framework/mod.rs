@@ -68,6 +68,7 @@ use zookeeper_client::Client;
 pub(crate) use self::builder::Config;
 pub use self::builder::{AclProvider, FixedAclProvider, FrameworkBuilder, OpenAclProvider};
 pub use self::circuit_breaker::CircuitBreakingStream;
+pub(crate) use self::create::TTL_MAX;
 pub use self::create::{CreateBuilder, Created, Parents};
 pub use self::ensemble::{Ensemble, EnsembleMember, Reconfig, ServerRole};
 pub(crate) use self::errors::Observer;

@@ -15,10 +15,19 @@ impl Framework {
     /// The full server path of a user path: the namespace prepended (`/locks/a` → `/app/locks/a`).
     ///
     /// # Errors
-    /// [`Error::InvalidPath`] when `path` is not a valid absolute path.
+    /// [`Error::InvalidPath`] when `path` is not a valid absolute path; [`Error::TooLarge`]
+    /// when the full path alone does not fit in a request under the
+    /// [`max_request_bytes`](crate::FrameworkBuilder::max_request_bytes) (a server closes the
+    /// connection of a request over its `jute.maxbuffer`).
     pub fn full_path(&self, path: &str) -> Result<String> {
         path::validate(path)?;
-        Ok(self.fix_path(path))
+        let full = self.fix_path(path);
+        // A request's own fields around the path: xid, type, path length and a few more.
+        let limit = self.config().max_request_bytes.saturating_sub(24);
+        if full.len() > limit {
+            return Err(Error::TooLarge { name: "path", size: full.len(), limit });
+        }
+        Ok(full)
     }
 
     /// `full_path` for a path already validated.

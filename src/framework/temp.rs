@@ -194,7 +194,7 @@ async fn close_when_idle(shared: Weak<Shared>, generation: u64) {
             if state.generation != generation || state.framework.is_none() {
                 return;
             }
-            (state.last_use + shared.threshold).saturating_duration_since(Instant::now())
+            shared.threshold.saturating_sub(state.last_use.elapsed())
         };
         tokio::time::sleep(wait.max(MIN_CHECK)).await;
         let idle = {

@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
 use super::{rejoin_pause, wait_until_usable, Participant};
+use crate::deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::framework::Framework;
 use crate::path;
@@ -120,14 +121,16 @@ impl LeaderObserver {
     /// when the time ran out.
     ///
     /// # Errors
-    /// [`Error::Closed`] when the observer's task ended first.
+    /// [`Error::InvalidArgument`] for a zero timeout (the leader now is
+    /// [`current`](Self::current)'s); [`Error::Closed`] when the observer's task ended first.
     ///
     /// # Cancel safety
     /// Cancel-safe: it only waits.
     pub async fn wait_for_leader(&self, id: &str, timeout: Duration) -> Result<Option<Participant>> {
+        let deadline = deadline::of_wait(timeout)?;
         let mut observed = self.observed.clone();
         let wait = observed.wait_for(|o| matches!(o, Some(Some(p)) if p.id == id));
-        let found = match tokio::time::timeout(timeout, wait).await {
+        let found = match tokio::time::timeout_at(deadline, wait).await {
             Ok(Ok(o)) => Ok(o.clone().flatten()),
             Ok(Err(_)) => Err(Error::Closed),
             Err(_) => Ok(None),

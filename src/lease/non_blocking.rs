@@ -43,13 +43,15 @@ pub struct NonBlockingLease {
 }
 
 impl NonBlockingLease {
-    /// One attempt at the lease at `path` for `identifier`, for `duration` from now.
+    /// One attempt at the lease at `path` for `identifier`, for `duration` from now. Neither
+    /// kazoo nor this crate has a release: the holder gives the lease up by renewing it for
+    /// `Duration::ZERO` (it then ends now, and another identifier obtains it at once).
     ///
     /// # Errors
-    /// [`Error::InvalidPath`]; [`Error::InvalidArgument`] for an empty identifier or an end
-    /// past the year 9999; [`Error::CorruptData`] when the record is not kazoo's JSON (it
-    /// is left as it is: kazoo fails on it too); a connection error the retry policy gave up
-    /// on; the server's refusal.
+    /// [`Error::InvalidPath`] (the root and `/zookeeper` too); [`Error::InvalidArgument`] for
+    /// an empty identifier or an end past the year 9999; [`Error::CorruptData`] when the
+    /// record is not kazoo's JSON (it is left as it is: kazoo fails on it too); a connection
+    /// error the retry policy gave up on; the server's refusal.
     ///
     /// # Cancel safety
     /// A cancelled attempt leaves no lock node behind (it is deleted in the background). If
@@ -107,6 +109,7 @@ fn check(
     identifier: &str,
     now: SystemTime,
 ) -> Result<SystemTime> {
+    path::validate_recipe_path(path)?;
     framework.full_path(path)?;
     if identifier.is_empty() {
         return Err(Error::InvalidArgument { name: "identifier", reason: "empty".into() });
@@ -239,6 +242,7 @@ impl MultiNonBlockingLease {
         if count == 0 {
             return Err(Error::InvalidArgument { name: "count", reason: "at least one lease".into() });
         }
+        path::validate_recipe_path(path)?;
         let end = check(framework, &path::join(path, "0"), duration, identifier, now)?;
         for slot in 0..count {
             let lease = attempt(framework, &path::join(path, &slot.to_string()), identifier, now, end).await?;

@@ -63,11 +63,21 @@ impl MultiLock {
     /// paths), acquired in this order. Does no I/O.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when `paths` is empty; [`Error::InvalidPath`] for a bad path.
+    /// [`Error::InvalidArgument`] when `paths` is empty or names a path twice (two mutexes on
+    /// one path would wait on each other for ever); [`Error::InvalidPath`] for a bad path.
     pub fn of_mutexes<S: AsRef<str>>(framework: &Framework, paths: impl IntoIterator<Item = S>) -> Result<Self> {
         let mut locks: Vec<Arc<dyn Lockable>> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for path in paths {
-            locks.push(Arc::new(InterProcessMutex::new(framework, path.as_ref())?));
+            let path = path.as_ref();
+            let mutex = InterProcessMutex::new(framework, path)?;
+            if !seen.insert(path.to_owned()) {
+                return Err(Error::invalid_argument(
+                    "paths",
+                    format!("{path} is named twice: its two mutexes would wait on each other for ever"),
+                ));
+            }
+            locks.push(Arc::new(mutex));
         }
         Self::new(locks)
     }

@@ -99,8 +99,8 @@ impl GroupMember {
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid membership path, [`Error::InvalidArgument`] for an
-    /// empty id or one that is not a node name (`/`, `.`, `..`, control characters). Nothing
-    /// is created then.
+    /// empty id or one that is not a node name (`/`, `.`, `..`, control characters),
+    /// [`Error::TooLarge`] for a payload over the request size. Nothing is created then.
     ///
     /// # Panics
     /// Outside a Tokio runtime.

@@ -24,7 +24,7 @@ use zookeeper_client::{CreateMode, Stat};
 
 use crate::error::{Error, Result, ZkError};
 use crate::framework::{BackgroundErrorKind, NodeEventKind};
-use crate::framework::{Framework, OneshotWatch, Parents, StateSnapshot};
+use crate::framework::{Framework, OneshotWatch, Parents, StateSnapshot, TTL_MAX};
 use crate::path;
 
 /// How long the task waits before trying again after a create or read failed for a reason
@@ -118,8 +118,9 @@ impl PersistentNodeBuilder {
     ///
     /// # Errors
     /// [`Error::InvalidPath`] (also for the root and `/zookeeper`), [`Error::InvalidArgument`]
-    /// for a TTL on another mode, a zero TTL or a sequential mode without protection,
-    /// [`Error::Closed`]. Nothing is created then.
+    /// for a TTL on another mode, a zero TTL or one over ZooKeeper's 2^40 - 1 ms, or a
+    /// sequential mode without protection; [`Error::TooLarge`] for data (or a path) over the
+    /// request size; [`Error::Closed`]. Nothing is created then.
     ///
     /// # Panics
     /// Outside a Tokio runtime.
@@ -147,6 +148,17 @@ impl PersistentNodeBuilder {
             if ttl < Duration::from_millis(1) {
                 return Err(Error::invalid_argument("ttl", "must be at least one millisecond"));
             }
+            if ttl > TTL_MAX {
+                return Err(Error::invalid_argument("ttl", format!("must be at most {TTL_MAX:?}")));
+            }
+        }
+        // Data over the request size is refused now rather than by the task's first create
+        // (compressed data is checked there, on the compressed bytes).
+        if !self.framework.config().compression {
+            let full = self.framework.full_path(&self.path)?;
+            let name = if protected { path::PROTECTED_PREFIX_LEN } else { 0 } + if sequential { 10 } else { 0 };
+            let acl = self.framework.acl_for(&full)?;
+            self.framework.check_create_with(&full, name, &self.data, &acl)?;
         }
         let (status_tx, status_rx) = watch::channel(Status::default());
         let status_tx = Arc::new(status_tx);

@@ -8,8 +8,8 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::AbortHandle;
-use tokio::time::Instant;
 
+use crate::deadline;
 use crate::error::{Error, Result};
 use crate::framework::node::{CreatedNode, PendingCreate};
 use crate::framework::{ConnectionState, Framework};
@@ -37,6 +37,12 @@ pub enum PartitionState {
 /// Which items a member takes: `(identifier, members, items)` to the member's share. Every
 /// member must compute the same division from the same inputs.
 pub type PartitionFunc = Arc<dyn Fn(&str, &[String], &[String]) -> Vec<String> + Send + Sync>;
+
+/// Drops the repeats of an item, keeping the first of each in its place.
+fn dedup_in_order(items: &mut Vec<String>) {
+    let mut seen = std::collections::HashSet::new();
+    items.retain(|item| seen.insert(item.clone()));
+}
 
 /// kazoo's division: the items sorted, the members sorted, and this member's share the items
 /// at positions `i`, `i + n`, `i + 2n`, ... where `i` is its place among the `n` members.
@@ -122,17 +128,20 @@ impl SetPartitionerBuilder {
     /// a task of its own.
     ///
     /// # Errors
-    /// [`Error::InvalidPath`]; [`Error::InvalidArgument`] for an item that is not a node name
-    /// (empty, `.`, `..`, containing `/`), an identifier that is empty or contains `/`, or a
-    /// zero `max_reaction_time`; a connection error the retry policy gave up on; the server's
-    /// refusal.
+    /// [`Error::InvalidPath`] (the root and `/zookeeper` too); [`Error::InvalidArgument`] for
+    /// an item that is not a node name (empty, `.`, `..`, containing `/`), an identifier that
+    /// is empty or contains `/`, or a zero `max_reaction_time`; a connection error the retry
+    /// policy gave up on; the server's refusal.
     ///
     /// # Cancel safety
     /// A cancelled start leaves no party node behind (it is deleted in the background).
     pub async fn start(self) -> Result<SetPartitioner> {
         let fw = self.framework;
+        path::validate_recipe_path(&self.path)?;
         let full = fw.full_path(&self.path)?;
-        for item in &self.items {
+        let mut items = self.items;
+        dedup_in_order(&mut items);
+        for item in &items {
             if item.is_empty() || item == "." || item == ".." || item.contains('/') {
                 return Err(Error::InvalidArgument { name: "items", reason: format!("{item:?} is not a node name") });
             }
@@ -172,7 +181,7 @@ impl SetPartitionerBuilder {
             framework: fw.clone(),
             party,
             locks,
-            items: self.items,
+            items,
             identifier: identifier.clone(),
             time_boundary: self.time_boundary,
             max_reaction_time: self.max_reaction_time,
@@ -245,7 +254,8 @@ impl Drop for SetPartitioner {
 
 impl SetPartitioner {
     /// A partitioner of `items` at `path`, with kazoo's defaults (time boundary 30 s, max
-    /// reaction time 1 s, kazoo's division, a random identifier); does no I/O.
+    /// reaction time 1 s, kazoo's division, a random identifier); does no I/O. The items are a
+    /// set, as kazoo's are: an item given twice counts once.
     pub fn builder<I, S>(framework: &Framework, path: &str, items: I) -> SetPartitionerBuilder
     where
         I: IntoIterator<Item = S>,
@@ -487,12 +497,14 @@ impl Engine {
     /// party changed while the locks were being taken (they are released).
     async fn allocate(&self) -> Result<Option<(Vec<String>, Vec<KazooHold>, PartyChange)>> {
         let (members, mut change) = self.stable_party().await?;
-        let partition = (self.partition_func)(&self.identifier, &members, &self.items);
+        let mut partition = (self.partition_func)(&self.identifier, &members, &self.items);
+        // A member cannot take one item's lock twice (it would wait on itself).
+        dedup_in_order(&mut partition);
         let mut holds = Vec::with_capacity(partition.len());
         for item in &partition {
             let lock = KazooLock::new(&self.framework, &path::join(&self.locks, item))?;
             loop {
-                let deadline = Instant::now() + self.max_reaction_time;
+                let deadline = deadline::after(self.max_reaction_time);
                 if let Some(hold) = lock.acquire(&[], Some(deadline)).await? {
                     holds.push(hold);
                     break;

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use super::engine::{Engine, QueueStream};
 use super::puts::{room, Producers, PutEvents};
+use crate::deadline;
 use crate::error::{Error, Result};
 use crate::framework::Framework;
 use crate::protocol::queue_names::QueueOrder;
@@ -140,12 +141,12 @@ impl DistributedQueue {
     /// when the queue was still full (nothing was put).
     ///
     /// # Errors
-    /// As [`put`](Self::put).
+    /// [`Error::InvalidArgument`] for a zero timeout; otherwise as [`put`](Self::put).
     ///
     /// # Cancel safety
     /// As [`put`](Self::put).
     pub async fn put_timeout(&self, item: &[u8], timeout: Duration) -> Result<Option<String>> {
-        if !self.wait_for_room(Some(Instant::now() + timeout)).await? {
+        if !self.wait_for_room(Some(deadline::of_wait(timeout)?)).await? {
             return Ok(None);
         }
         self.engine.put(QUEUE_ITEM_NAME, &[item]).await.map(Some)
@@ -224,10 +225,7 @@ impl DistributedQueue {
     /// # Cancel safety
     /// As [`take`](Self::take).
     pub async fn take_timeout(&self, timeout: Duration) -> Result<Option<Vec<Vec<u8>>>> {
-        if timeout.is_zero() {
-            return Err(Error::invalid_argument("timeout", "must be greater than zero"));
-        }
-        self.engine.take_until(Some(Instant::now() + timeout)).await
+        self.engine.take_until(Some(deadline::of_wait(timeout)?)).await
     }
 
     /// Lock-safe consumption (at least once): waits for a node, locks it, runs `consumer` on

@@ -4,9 +4,8 @@
 use std::future::Future;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use super::engine::{Engine, QueueStream};
+use crate::deadline;
 use crate::error::{Error, Result};
 use crate::framework::Framework;
 use crate::protocol::queue_names::{id_name, id_of, QueueOrder, SEPARATOR};
@@ -145,10 +144,7 @@ impl DistributedIdQueue {
     /// # Cancel safety
     /// As [`take`](Self::take).
     pub async fn take_timeout(&self, timeout: Duration) -> Result<Option<Vec<Vec<u8>>>> {
-        if timeout.is_zero() {
-            return Err(Error::invalid_argument("timeout", "must be greater than zero"));
-        }
-        self.engine.take_until(Some(Instant::now() + timeout)).await
+        self.engine.take_until(Some(deadline::of_wait(timeout)?)).await
     }
 
     /// Lock-safe consumption (at least once), as

@@ -4,10 +4,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use super::engine::{Engine, QueueStream};
-use crate::error::{Error, Result};
+use crate::deadline;
+use crate::error::Result;
 use crate::framework::Framework;
 use crate::protocol::queue_names::{priority_name, QueueOrder};
 
@@ -49,7 +48,8 @@ impl DistributedPriorityQueue {
     /// A normal-mode priority queue at `path`. Does no I/O.
     ///
     /// # Errors
-    /// [`Error::InvalidPath`] for an invalid path, the root or a path under `/zookeeper`.
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) for an invalid path, the root or a
+    /// path under `/zookeeper`.
     pub fn new(framework: &Framework, path: &str) -> Result<Self> {
         Ok(DistributedPriorityQueue { engine: Engine::new(framework, path, None, QueueOrder::Priority)? })
     }
@@ -58,7 +58,7 @@ impl DistributedPriorityQueue {
     /// Does no I/O.
     ///
     /// # Errors
-    /// [`Error::InvalidPath`] for an invalid queue or lock path.
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) for an invalid queue or lock path.
     pub fn lock_safe(framework: &Framework, path: &str, lock_path: &str) -> Result<Self> {
         Ok(DistributedPriorityQueue { engine: Engine::new(framework, path, Some(lock_path), QueueOrder::Priority)? })
     }
@@ -83,7 +83,8 @@ impl DistributedPriorityQueue {
     /// a consumer gets them together.
     ///
     /// # Errors
-    /// As [`put`](Self::put); [`Error::InvalidArgument`] for no items.
+    /// As [`put`](Self::put); [`Error::InvalidArgument`](crate::Error::InvalidArgument) for
+    /// no items.
     ///
     /// # Cancel safety
     /// A cancelled put may still add the items.
@@ -106,15 +107,13 @@ impl DistributedPriorityQueue {
     /// [`take`](Self::take) for at most `timeout`; `None` when the time ran out.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a zero timeout; otherwise as [`take`](Self::take).
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero timeout; otherwise
+    /// as [`take`](Self::take).
     ///
     /// # Cancel safety
     /// As [`take`](Self::take).
     pub async fn take_timeout(&self, timeout: Duration) -> Result<Option<Vec<Vec<u8>>>> {
-        if timeout.is_zero() {
-            return Err(Error::invalid_argument("timeout", "must be greater than zero"));
-        }
-        self.engine.take_until(Some(Instant::now() + timeout)).await
+        self.engine.take_until(Some(deadline::of_wait(timeout)?)).await
     }
 
     /// Lock-safe consumption (at least once), as

@@ -6,6 +6,7 @@ use tokio::time::Instant;
 use zookeeper_client::CreateMode;
 
 use super::delete_taken;
+use crate::deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::framework::{Framework, OneshotWatch};
 use crate::path;
@@ -130,10 +131,7 @@ impl SimpleDistributedQueue {
     /// # Cancel safety
     /// As [`poll`](Self::poll).
     pub async fn take_timeout(&self, timeout: Duration) -> Result<Option<Vec<u8>>> {
-        if timeout.is_zero() {
-            return Err(Error::invalid_argument("timeout", "must be greater than zero"));
-        }
-        self.take_until(Some(Instant::now() + timeout)).await
+        self.take_until(Some(deadline::of_wait(timeout)?)).await
     }
 
     async fn take_until(&self, deadline: Option<Instant>) -> Result<Option<Vec<u8>>> {

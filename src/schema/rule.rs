@@ -100,13 +100,14 @@ impl fmt::Debug for Schema {
 
 impl Schema {
     /// A schema for exactly `path` (exact paths win over patterns). A trailing `/` is dropped,
-    /// as Curator does.
+    /// as Curator does. An invalid path (one no node can have) is reported by
+    /// [`SchemaBuilder::build`].
     pub fn builder(path: &str) -> SchemaBuilder {
         let path = match path.strip_suffix('/') {
-            Some(rest) => rest.to_owned(),
-            None => path.to_owned(),
+            Some(rest) if !rest.is_empty() => rest,
+            _ => path,
         };
-        SchemaBuilder::new(Ok(Where::Exact(path)))
+        SchemaBuilder::new(crate::path::validate(path).map(|()| Where::Exact(path.to_owned())))
     }
 
     /// A schema for every path that `pattern` matches as a whole (Java's `matches()`).
@@ -125,7 +126,11 @@ impl Schema {
     /// sequential, ephemeral and watched; can be deleted).
     pub fn builder_for_recipe(parent_path: &str) -> SchemaBuilder {
         let pattern = if parent_path == "/" { "/.*".to_owned() } else { format!("{parent_path}/.*") };
-        Self::builder_for_pattern(&pattern)
+        let at = match crate::path::validate(parent_path) {
+            Ok(()) => compile(&pattern),
+            Err(e) => Err(e),
+        };
+        SchemaBuilder::new(at)
             .sequential(Allowance::Must)
             .ephemeral(Allowance::Must)
             .watched(Allowance::Must)
@@ -387,6 +392,18 @@ mod tests {
         assert!(exact.matches("/a/b") && !exact.matches("/a/b/c"));
         assert!(Schema::builder_for_pattern("/a/(").build().is_err());
         assert!(Schema::builder("/a").name("").build().is_err());
+        let root = Schema::builder("/").build().unwrap();
+        assert!(root.matches("/") && !root.matches("/a"), "the root keeps its one slash");
+    }
+
+    #[test]
+    fn a_path_no_node_can_have_is_refused() {
+        for bad in ["", "a", "a/b", "/a//b", "/a/./b", "/a\0b"] {
+            let refused = |b: SchemaBuilder| matches!(b.build(), Err(Error::InvalidArgument { .. }));
+            assert!(refused(Schema::builder(bad)), "{bad:?}");
+            assert!(refused(Schema::builder_for_recipe(bad)), "{bad:?}");
+            assert!(refused(Schema::builder_for_recipe_parent(bad)), "{bad:?}");
+        }
     }
 
     #[test]

@@ -153,15 +153,27 @@ impl SharedValue {
         self.tx.borrow().clone()
     }
 
+    /// Refuses a write before [`start`](Self::start) or after [`close`](Self::close), as
+    /// Curator's `checkState(STARTED)` does: the node may not exist yet, and the local copy
+    /// would not follow it.
+    fn check_started(&self) -> Result<()> {
+        match self.task.lock().is_some() {
+            true => Ok(()),
+            false => Err(Error::NotStarted),
+        }
+    }
+
     /// Writes `value` whatever the node holds (Curator's `setValue`).
     ///
     /// # Errors
+    /// [`Error::NotStarted`] before [`start`](Self::start) or after [`close`](Self::close);
     /// [`Error::TooLarge`]; `NoNode` when the node was deleted; the server's refusal; a
     /// connection error the retry policy gave up on.
     ///
     /// # Cancel safety
     /// A cancelled write may still happen on the server.
     pub async fn set(&self, value: &[u8]) -> Result<()> {
+        self.check_started()?;
         let write = self.begin_write();
         let stat = self.framework.set_data(&self.path, value).plain().await?;
         if let Some(write) = write {
@@ -177,6 +189,7 @@ impl SharedValue {
     /// the newer value to retry with). No I/O when `previous` is not the local copy.
     ///
     /// # Errors
+    /// [`Error::NotStarted`] before [`start`](Self::start) or after [`close`](Self::close);
     /// [`Error::InvalidArgument`] when `previous` has version -1 (read before the node was, or
     /// a version that wrapped to -1: ZooKeeper would read it as "any version");
     /// [`Error::OutcomeUnknown`] when the connection broke while the write was in flight and
@@ -187,6 +200,7 @@ impl SharedValue {
     /// # Cancel safety
     /// A cancelled write may still happen on the server.
     pub async fn try_set(&self, previous: &VersionedValue<Vec<u8>>, value: &[u8]) -> Result<bool> {
+        self.check_started()?;
         {
             let current = self.tx.borrow();
             if current.zxid != previous.zxid || current.value != previous.value {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::time::Instant;
-use zk_recipes::testing::{self, FaultProxy, ProxyMode, TestingServer};
+use zk_recipes::testing::{self, CountingProxy, FaultProxy, ProxyMode, TestingServer};
 use zk_recipes::zk::CreateMode;
 use zk_recipes::{CacheEvent, CacheEventStream, CacheMode, CuratorCache, Error, Framework};
 
@@ -477,6 +477,45 @@ async fn bad_input_is_a_typed_error() {
         assert!(matches!(cache.start().await, Err(Error::Closed)));
         assert!(matches!(cache.initialized().await, Err(Error::Closed)));
         fw.close().await;
+    })
+    .await
+}
+
+/// `initialized()` answers for a cache that was never started, one whose start failed, and one
+/// whose framework closed before its load completed: none of them will load (before, each
+/// waited for ever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initialized_answers_when_no_load_can_complete() {
+    bounded(Duration::from_secs(60), async {
+        let connect = shared_connect().await;
+        let writer = framework(&connect, Duration::from_secs(10)).await;
+        let root = unique_path("never-loaded");
+        writer.create(&root).await.unwrap();
+        for child in ["a", "b", "c"] {
+            writer.create(&format!("{root}/{child}")).await.unwrap();
+        }
+
+        let never_started = CuratorCache::builder(&writer, &root).build().unwrap();
+        assert!(matches!(never_started.initialized().await, Err(Error::NotStarted)));
+
+        let closed = framework(&connect, Duration::from_secs(10)).await;
+        closed.close().await;
+        let failed = CuratorCache::builder(&closed, &root).build().unwrap();
+        assert!(failed.start().await.is_err());
+        assert!(matches!(failed.initialized().await, Err(Error::NotStarted)));
+
+        // Every request held half a second on its way: the children's reads go out only after
+        // the root's listing comes back, which is after the framework's close was sent.
+        let proxy = CountingProxy::start(&connect).await.expect("a proxy");
+        let cached = framework(&proxy.connect_string(), Duration::from_secs(10)).await;
+        proxy.delay_requests(Duration::from_millis(500));
+        let cache = CuratorCache::builder(&cached, &root).build().unwrap();
+        cache.start().await.unwrap();
+        let (waited, ()) = tokio::join!(cache.initialized(), cached.close());
+        assert!(matches!(waited, Err(Error::Closed)), "{waited:?}");
+        cache.close().await;
+        writer.delete(&root).recursive().await.unwrap();
+        writer.close().await;
     })
     .await
 }

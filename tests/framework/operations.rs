@@ -141,6 +141,17 @@ async fn bad_input_is_refused_before_anything_is_sent() {
         let big = vec![0u8; 2 << 20];
         assert!(matches!(fw.create(&node).data(&big).await, Err(Error::TooLarge { name: "data", .. })));
         assert!(matches!(fw.set_data(&node, &big).await, Err(Error::TooLarge { name: "data", .. })));
+        // A path no request can carry is refused before it is sent (a server closes the
+        // connection of a request over its buffer, and the framework would reconnect again and
+        // again sending it).
+        let long = format!("{base}/{}", "p".repeat(1 << 20));
+        let too_long = |r: Result<(), Error>| matches!(r, Err(Error::TooLarge { name: "path", .. }));
+        assert!(too_long(fw.get_data(&long).await.map(drop)));
+        assert!(too_long(fw.exists(&long).await.map(drop)));
+        assert!(too_long(fw.get_children(&long).await.map(drop)));
+        assert!(too_long(fw.delete(&long).await.map(drop)));
+        assert!(too_long(fw.set_data(&long, b"x").await.map(drop)));
+        assert!(too_long(fw.create(&long).await.map(drop)));
 
         let sent = proxy.counts().since(&before);
         assert_eq!(sent.requests() - sent.get("ping"), 0, "nothing sent: {sent:?}");

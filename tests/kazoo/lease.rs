@@ -118,6 +118,19 @@ async fn another_format_or_a_broken_record_is_left_alone() {
         let none = MultiNonBlockingLease::obtain(&fw, 0, &bad, HOUR, "x").await;
         assert!(matches!(none, Err(Error::InvalidArgument { name: "count", .. })));
         assert!(fw.exists(&bad).await.unwrap().is_none(), "bad input writes nothing");
+        // The root and the server's own `/zookeeper` are no lease's path (an empty one would
+        // have made the multi-lease's slot `/0`).
+        for reserved in ["/", "/zookeeper"] {
+            let refused = NonBlockingLease::obtain(&fw, reserved, HOUR, "x").await;
+            assert!(matches!(refused, Err(Error::InvalidPath { .. })), "{reserved}: {refused:?}");
+        }
+        for reserved in ["", "/", "/zookeeper"] {
+            let refused = MultiNonBlockingLease::obtain(&fw, 2, reserved, HOUR, "x").await;
+            assert!(matches!(refused, Err(Error::InvalidPath { .. })), "{reserved:?}: {refused:?}");
+        }
+        for never in ["/0", "/lease_holder", "/zookeeper/lease_holder", "/zookeeper/0"] {
+            assert!(fw.exists(never).await.unwrap().is_none(), "{never} was written");
+        }
         fw.delete(&path).recursive().await.unwrap();
         fw.close().await;
     })

@@ -138,6 +138,13 @@ async fn members_divide_the_items_on_kazoos_layout() {
         let started = SetPartitioner::builder(&checker, &bad, ["x"]).identifier("a/b").start().await;
         assert!(matches!(started, Err(Error::InvalidArgument { name: "identifier", .. })));
         assert!(checker.exists(&bad).await.unwrap().is_none());
+        for reserved in ["/", "/zookeeper"] {
+            let started = SetPartitioner::builder(&checker, reserved, ["x"]).start().await;
+            assert!(matches!(started, Err(Error::InvalidPath { .. })), "{reserved}: {started:?}");
+        }
+        for never in ["/party", "/locks", "/zookeeper/party", "/zookeeper/locks"] {
+            assert!(checker.exists(never).await.unwrap().is_none(), "{never} was written");
+        }
 
         for m in members {
             let Member { fw, partitioner, driver, .. } = m;
@@ -231,6 +238,42 @@ async fn five_members_own_every_item_once_through_joins_leaves_expiry_and_a_cut(
         }
         checker.delete(&path).recursive().await.unwrap();
         checker.close().await;
+    })
+    .await;
+}
+
+/// The items are a set, as kazoo's are: an item given twice is owned once (before, the member
+/// waited on its own second lock of it for ever). A reaction time too long for the clock
+/// waits for ever instead of ending the member's task.
+#[tokio::test]
+async fn an_item_given_twice_is_taken_once_and_the_longest_reaction_time_is_no_panic() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let path = unique_path("partition", "repeats");
+        let fw = plain_framework(&connect, SESSION).await;
+        let partitioner = SetPartitioner::builder(&fw, &path, ["b", "a", "b", "a", "c"])
+            .time_boundary(BOUNDARY)
+            .max_reaction_time(Duration::MAX)
+            .start()
+            .await
+            .unwrap();
+        assert!(
+            partitioner.wait_for_acquire(EVENT).await,
+            "state {:?}, error {:?}",
+            partitioner.state(),
+            partitioner.error()
+        );
+        assert_eq!(partitioner.partition(), ["a", "b", "c"]);
+        let mut locks = children(&fw, &format!("{path}/locks")).await;
+        locks.sort();
+        assert_eq!(locks, ["a", "b", "c"]);
+        for item in ["a", "b", "c"] {
+            assert_eq!(children(&fw, &format!("{path}/locks/{item}")).await.len(), 1, "one lock node of {item}");
+        }
+        partitioner.finish().await;
+        fw.delete(&path).recursive().await.unwrap();
+        fw.close().await;
     })
     .await;
 }

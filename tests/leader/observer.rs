@@ -52,8 +52,12 @@ async fn an_observer_follows_latch_handovers_in_queue_order() {
             }
         })
         .await;
+        let zero = observer.wait_for_leader("a", Duration::ZERO).await;
+        assert!(matches!(zero, Err(zk_recipes::Error::InvalidArgument { name: "timeout", .. })), "{zero:?}");
         a.close().await.unwrap();
         leads(&observer, "b", EVENT).await;
+        // The longest timeout waits for ever (and b leads already).
+        assert_eq!(observer.wait_for_leader("b", Duration::MAX).await.unwrap().map(|p| p.id), Some("b".to_owned()));
         c.close().await.unwrap(); // a waiter leaving changes nothing
         b.close().await.unwrap();
         eventually(EVENT, "no leader", || async { observer.leader().map_or(Ok(()), |p| Err(p.id)) }).await;

@@ -347,6 +347,9 @@ async fn bad_input_gives_typed_errors() {
         assert!(matches!(MultiLock::new(Vec::new()), Err(Error::InvalidArgument { .. })));
         assert!(matches!(MultiLock::of_mutexes(&fw, Vec::<String>::new()), Err(Error::InvalidArgument { .. })));
         assert!(matches!(MultiLock::of_mutexes(&fw, ["/ok", "bad"]), Err(Error::InvalidPath { .. })));
+        // Two mutexes on one path would wait on each other for ever.
+        let twice = MultiLock::of_mutexes(&fw, ["/a", "/b", "/a"]);
+        assert!(matches!(twice, Err(Error::InvalidArgument { name: "paths", .. })), "{twice:?}");
         let multi = MultiLock::of_mutexes(&fw, [unique_path("multi", "bad-input")]).unwrap();
         assert!(matches!(multi.acquire_timeout(Duration::ZERO).await, Err(Error::InvalidArgument { .. })));
     })

@@ -232,6 +232,18 @@ async fn bad_input_is_refused_and_creates_nothing() {
             PersistentNode::builder(&fw, &format!("{parent}/a")).mode(CreateMode::Ephemeral).ttl(EVENT).start()
         )
         .is_invalid_argument());
+        let forever = PersistentNode::builder(&fw, &format!("{parent}/a"))
+            .mode(CreateMode::Persistent)
+            .ttl(Duration::MAX)
+            .start();
+        assert!(refused(forever).is_invalid_argument());
+        // Data no request can carry is refused at the start, not by the task's first create.
+        let big = vec![0u8; 2 << 20];
+        fn too_big<T: std::fmt::Debug>(r: zk_recipes::Result<T>) -> bool {
+            matches!(r, Err(Error::TooLarge { name: "data", .. }))
+        }
+        assert!(too_big(PersistentNode::builder(&fw, &format!("{parent}/a")).data(big.clone()).start()));
+        assert!(too_big(GroupMember::new(&fw, &parent, "a", big.clone())));
         assert!(refused(GroupMember::new(&fw, &parent, "a/b", Vec::new())).is_invalid_argument());
         assert!(refused(GroupMember::new(&fw, &parent, "", Vec::new())).is_invalid_argument());
         assert!(refused(GroupMember::new(&fw, &parent, "..", Vec::new())).is_invalid_argument());

@@ -37,6 +37,9 @@ async fn a_barrier_holds_waiters_until_removed() {
         barrier.remove().await.unwrap(); // missing is fine
         assert!(!barrier.is_set().await.unwrap());
         assert!(matches!(barrier.wait_timeout(Duration::ZERO).await, Err(Error::InvalidArgument { .. })));
+        // The longest timeout waits for ever (before, its deadline overflowed the clock and
+        // the call panicked); the barrier is not set, so it returns at once.
+        assert!(barrier.wait_timeout(Duration::MAX).await.unwrap());
         assert!(matches!(DistributedBarrier::new(&fw, "/"), Err(Error::InvalidPath { .. })));
         other.close().await;
         fw.close().await;
@@ -114,6 +117,11 @@ async fn a_timed_out_enter_leaves_no_member_and_bad_input_is_refused() {
         children_count_becomes(&fw, &path, 0, EVENT).await;
         // Leaving a barrier never entered: nobody there, nothing to wait for.
         assert!(barrier.leave_timeout(QUIET).await.unwrap());
+        // The longest timeout waits for ever (before, its deadline overflowed the clock and
+        // the call panicked); a group of one is complete at once.
+        let alone = DistributedDoubleBarrier::new(&fw, &format!("{path}-alone"), 1).unwrap();
+        assert!(alone.enter_timeout(Duration::MAX).await.unwrap());
+        assert!(alone.leave_timeout(Duration::MAX).await.unwrap());
         fw.close().await;
     })
     .await;

@@ -15,7 +15,10 @@ use futures::StreamExt;
 use zk_recipes::protocol::queue_names::{self, QueueOrder};
 use zk_recipes::protocol::values::{decode_queue_items, encode_queue_items};
 use zk_recipes::testing::{FaultProxy, ProxyMode};
-use zk_recipes::{CreateMode, DistributedDelayQueue, DistributedIdQueue, DistributedPriorityQueue, Error};
+use zk_recipes::{
+    CreateMode, DistributedDelayQueue, DistributedIdQueue, DistributedPriorityQueue, DistributedQueue, Error,
+    SimpleDistributedQueue,
+};
 
 /// How far in the future the delay tests put their items: several times the window a negative
 /// check watches ([`QUIET`]), so "not yet due" is observable before the item is due.
@@ -265,6 +268,42 @@ async fn bad_input_is_refused_and_the_largest_item_goes_through() {
         assert_eq!((back.len(), back[0].len()), (1, largest));
         eprintln!("largest queue item the server took: {largest} bytes (node data limit {limit})");
         fw.delete(&path).await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
+
+/// `Duration::MAX` waits for ever on every queue's timed take and put (before, the deadline
+/// overflowed the clock and the call panicked); a zero timeout is refused by each of them.
+#[tokio::test]
+async fn the_longest_timeout_waits_and_a_zero_one_is_refused() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
+        let base = unique_path("qvariants", "timeouts");
+        let simple = SimpleDistributedQueue::new(&fw, &format!("{base}/simple")).unwrap();
+        let fifo = DistributedQueue::new(&fw, &format!("{base}/fifo")).unwrap().with_max_items(5).unwrap();
+        let priority = DistributedPriorityQueue::new(&fw, &format!("{base}/priority")).unwrap();
+        let delay = DistributedDelayQueue::new(&fw, &format!("{base}/delay")).unwrap();
+        let id = DistributedIdQueue::new(&fw, &format!("{base}/id")).unwrap();
+        simple.offer(b"s").await.unwrap();
+        assert!(fifo.put_timeout(b"f", Duration::MAX).await.unwrap().is_some(), "room: put at once");
+        priority.put(b"p", 1).await.unwrap();
+        delay.put(b"d", UNIX_EPOCH + Duration::from_secs(1)).await.unwrap();
+        id.put(b"i", "one").await.unwrap();
+        assert_eq!(simple.take_timeout(Duration::MAX).await.unwrap().as_deref(), Some(&b"s"[..]));
+        assert_eq!(fifo.take_timeout(Duration::MAX).await.unwrap(), Some(items(&["f"])));
+        assert_eq!(priority.take_timeout(Duration::MAX).await.unwrap(), Some(items(&["p"])));
+        assert_eq!(delay.take_timeout(Duration::MAX).await.unwrap(), Some(items(&["d"])));
+        assert_eq!(id.take_timeout(Duration::MAX).await.unwrap(), Some(items(&["i"])));
+
+        let zero = Duration::ZERO;
+        assert!(matches!(fifo.put_timeout(b"f", zero).await, Err(Error::InvalidArgument { name: "timeout", .. })));
+        assert!(matches!(fifo.take_timeout(zero).await, Err(Error::InvalidArgument { name: "timeout", .. })));
+        assert!(matches!(priority.take_timeout(zero).await, Err(Error::InvalidArgument { name: "timeout", .. })));
+        assert!(matches!(delay.take_timeout(zero).await, Err(Error::InvalidArgument { name: "timeout", .. })));
+        assert!(matches!(id.take_timeout(zero).await, Err(Error::InvalidArgument { name: "timeout", .. })));
+        fw.delete(&base).recursive().await.unwrap();
         fw.close().await;
     })
     .await;

@@ -186,6 +186,42 @@ async fn two_sessions_promoted_to_the_lock_add_up_exactly() {
 /// The connection breaks again and again while two sessions increment: every increment
 /// reported applied is in the final value, none twice, and the final value exceeds them only
 /// by increments reported as unknown.
+/// A promotion with `max_lock_time(ZERO)` takes the lock only if it is free at once (as
+/// Curator's `acquire(0, unit)`): with the lock held elsewhere, the operation fails without
+/// an error (before, it ended with "use try_acquire()", a call the user never made).
+#[tokio::test]
+async fn a_promotion_of_no_time_tries_the_lock_once() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let path = unique_path("atomic", "promoted-zero");
+        let lock = format!("{path}-lock");
+        let holder = plain_framework(&connect, SESSION).await;
+        let held = zk_recipes::InterProcessMutex::new(&holder, &lock).unwrap().acquire().await.unwrap();
+        holder.create(&path).data(0i64.to_be_bytes().as_slice()).await.unwrap();
+        let proxy = zk_recipes::testing::CountingProxy::start(&connect).await.expect("a proxy");
+        let fw = plain_framework(&proxy.connect_string(), SESSION).await;
+        let long = DistributedAtomicLong::with_promotion(
+            &fw,
+            &path,
+            RetryNTimes::new(0, Duration::from_millis(1)),
+            PromotedToLock::new(&lock).max_lock_time(Duration::ZERO),
+        )
+        .unwrap();
+        // The one optimistic try is told its version moved on (-103: BadVersion), so the
+        // operation goes to the lock.
+        proxy.refuse_next("setData", -103);
+        let result = long.increment().await.unwrap();
+        assert!(!result.succeeded(), "{result:?}");
+        assert_eq!((result.stats().optimistic_tries, result.stats().promoted_lock_tries), (1, 0));
+        held.release().await.unwrap();
+        fw.close().await;
+        holder.delete(&path).await.unwrap();
+        holder.close().await;
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn increments_through_a_breaking_connection_are_applied_once_or_reported_unknown() {
     init_tracing();

@@ -145,8 +145,11 @@ async fn a_node_holding_three_or_nine_bytes_is_corrupt_data() {
     .await;
 }
 
+/// Writes are refused before `start()` and after `close()`, as Curator's `checkState(STARTED)`
+/// refuses them: before, a write before the start was sent (and failed with `NoNode`, or
+/// wrote a node the value did not follow), and one after the close was applied.
 #[tokio::test]
-async fn try_set_with_the_version_before_any_read_is_refused() {
+async fn writes_before_start_or_after_close_are_refused() {
     init_tracing();
     bounded(LIMIT, async {
         let fw = plain_framework(&shared_connect().await, SESSION).await;
@@ -155,8 +158,17 @@ async fn try_set_with_the_version_before_any_read_is_refused() {
         let before = value.versioned_value();
         assert_eq!((before.version(), before.zxid()), (-1, -1));
         let refused = value.try_set(&before, b"x").await;
-        assert!(matches!(refused, Err(Error::InvalidArgument { name: "version", .. })), "{refused:?}");
+        assert!(matches!(refused, Err(Error::NotStarted)), "{refused:?}");
+        assert!(matches!(value.set(b"x").await, Err(Error::NotStarted)));
         assert!(fw.exists(&path).await.unwrap().is_none(), "nothing written");
+        value.start().await.unwrap();
+        value.set(b"started").await.unwrap();
+        value.close();
+        assert!(matches!(value.set(b"closed").await, Err(Error::NotStarted)));
+        let after = value.versioned_value();
+        assert!(matches!(value.try_set(&after, b"closed").await, Err(Error::NotStarted)));
+        assert_eq!(fw.get_data(&path).await.unwrap().0, b"started");
+        fw.delete(&path).await.unwrap();
         assert!(matches!(SharedValue::new(&fw, "/", vec![]), Err(Error::InvalidPath { .. })));
         assert!(matches!(SharedCount::new(&fw, "relative", 0), Err(Error::InvalidPath { .. })));
         fw.close().await;
