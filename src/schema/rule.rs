@@ -110,6 +110,12 @@ impl Schema {
         SchemaBuilder::new(crate::path::validate(path).map(|()| Where::Exact(path.to_owned())))
     }
 
+    /// The place of Curator's `__default__` schema: the empty path, which no node has (a set
+    /// falls back to that schema; no path selects it).
+    pub(crate) fn builder_for_default() -> SchemaBuilder {
+        SchemaBuilder::new(Ok(Where::Exact(String::new())))
+    }
+
     /// A schema for every path that `pattern` matches as a whole (Java's `matches()`).
     /// An invalid pattern is reported by [`SchemaBuilder::build`].
     pub fn builder_for_pattern(pattern: &str) -> SchemaBuilder {

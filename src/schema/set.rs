@@ -105,7 +105,7 @@ impl SchemaSet {
 fn default_schema() -> &'static Schema {
     static DEFAULT: OnceLock<Schema> = OnceLock::new();
     DEFAULT.get_or_init(|| {
-        Schema::builder("")
+        Schema::builder_for_default()
             .name("__default__")
             .documentation("Default schema")
             .build()

@@ -161,22 +161,37 @@ async fn a_throttled_listing_recovers_within_a_session_timeout() {
         let counts = proxy.counts().since(&before);
         assert!(counts.get("getChildren") >= 2, "the refused listing was sent again: {counts:?}");
         assert!(started.elapsed() < FAULT_SESSION);
-        // Still on the mirror: a handoff from another session costs no listing.
-        let held = InterProcessMutex::new(&other, &path).unwrap().acquire().await.unwrap();
-        let waiting = {
-            let mutex = mutex.clone();
+        // Still on the mirror: handoffs from and to another session cost no listing. A second
+        // mutex of ours queues behind the other session's, so our mirror is in use throughout
+        // (an idle one is let go after its linger, which a loaded machine can outlast).
+        let ours = mutex.acquire().await.unwrap();
+        let queue = |n: usize| {
+            let other = other.clone();
+            let path = path.clone();
+            async move {
+                eventually(EVENT, "queued", || async {
+                    match children(&other, &path).await.len() {
+                        m if m == n => Ok(()),
+                        m => Err(format!("{m} children")),
+                    }
+                })
+                .await
+            }
+        };
+        let theirs = {
+            let mutex = InterProcessMutex::new(&other, &path).unwrap();
             tokio::spawn(async move { mutex.acquire().await })
         };
-        eventually(EVENT, "queued", || async {
-            match children(&other, &path).await.len() {
-                2 => Ok(()),
-                n => Err(format!("{n} children")),
-            }
-        })
-        .await;
+        queue(2).await;
+        let second = {
+            let mutex = InterProcessMutex::new(&fw, &path).unwrap();
+            tokio::spawn(async move { mutex.acquire().await })
+        };
+        queue(3).await;
         let before = proxy.counts();
-        held.release().await.unwrap();
-        within(PROMPT, "handed over", waiting).await.unwrap().unwrap().release().await.unwrap();
+        ours.release().await.unwrap();
+        within(PROMPT, "handed to the other session", theirs).await.unwrap().unwrap().release().await.unwrap();
+        within(PROMPT, "handed back", second).await.unwrap().unwrap().release().await.unwrap();
         assert_eq!(proxy.counts().since(&before).get("getChildren"), 0);
         fw.close().await;
         other.close().await;
