@@ -110,9 +110,8 @@ impl Framework {
     /// # Errors
     /// [`Error::TooLarge`] naming the data or the path.
     pub(crate) fn check_create_with(&self, full_path: &str, extra_path: usize, data: &[u8], acl: &[Acl]) -> Result<()> {
-        let acl_bytes: usize = acl.iter().map(|a| 12 + a.auth_id().scheme().len() + a.auth_id().id().len()).sum();
         // xid, type, path length, data length, ACL count, flags: six 4-byte fields.
-        let framing = 24 + acl_bytes;
+        let framing = 24 + self.check_acl_size(acl)?;
         let limit = self.config().max_request_bytes.saturating_sub(framing);
         let path_len = full_path.len() + extra_path;
         if path_len > limit {
@@ -123,6 +122,22 @@ impl Framework {
             return Err(Error::TooLarge { name: "data", size: data.len(), limit });
         }
         Ok(())
+    }
+
+    /// The bytes `acl` takes in a request (permissions and two string lengths per entry, then
+    /// its strings).
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`] naming the ACL when it alone leaves no room in a request (a server
+    /// closes the connection of a request over its buffer).
+    pub(crate) fn check_acl_size(&self, acl: &[Acl]) -> Result<usize> {
+        let size: usize = acl.iter().map(|a| 12 + a.auth_id().scheme().len() + a.auth_id().id().len()).sum();
+        // The rest of the request: xid, type, a path and its length, a version.
+        let limit = self.config().max_request_bytes.saturating_sub(64);
+        if size > limit {
+            return Err(Error::TooLarge { name: "acl", size, limit });
+        }
+        Ok(size)
     }
 
     /// Creates every missing ancestor of `full_path` and, with `include_self`, the node itself,

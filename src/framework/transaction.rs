@@ -295,7 +295,7 @@ impl<'a> Transaction<'a> {
                         None => fw.acl_for(&full)?,
                     };
                     fw.check_schema(op.path(), SchemaOp::Create { mode: *mode, data, acl: &acl })?;
-                    size += data.len() + 24 + acl.len() * 40;
+                    size += data.len() + 24 + fw.check_acl_size(&acl)?;
                     Some(acl)
                 }
                 Op::SetData { data, .. } => {

@@ -141,8 +141,9 @@ impl Framework {
     /// expected ACL version (`stat.aversion`), -1 for any.
     ///
     /// # Errors
-    /// [`Error::InvalidPath`]; [`Error::InvalidArgument`] for an empty ACL;
-    /// [`Error::BadVersion`]; or the server's refusal (`NoNode`, `NoAuth`, `InvalidAcl`).
+    /// [`Error::InvalidPath`]; [`Error::InvalidArgument`] for an empty ACL; [`Error::TooLarge`]
+    /// for an ACL (with the path) over the request size; [`Error::BadVersion`]; or the server's
+    /// refusal (`NoNode`, `NoAuth`, `InvalidAcl`).
     ///
     /// # Cancel safety
     /// A cancelled write may still happen on the server.
@@ -151,6 +152,12 @@ impl Framework {
         let version = check_version(acl_version);
         if acl.is_empty() {
             return Err(Error::invalid_argument("acl", "an ACL needs at least one entry"));
+        }
+        let acl_size = self.check_acl_size(acl)?;
+        // xid, type, path length, ACL count, version: five 4-byte fields.
+        let limit = self.config().max_request_bytes.saturating_sub(20 + acl_size);
+        if full.len() > limit {
+            return Err(Error::TooLarge { name: "path", size: full.len(), limit });
         }
         self.check_schema(path, SchemaOp::SetAcl(acl))?;
         let full = &full;

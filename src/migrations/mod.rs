@@ -66,11 +66,19 @@ impl MigrationManager {
     /// waiting at most `lock_max` for a set's lock. Does no I/O.
     ///
     /// # Errors
-    /// [`Error::InvalidPath`] for a path that is not valid; [`Error::InvalidArgument`] for a
-    /// zero `lock_max`.
+    /// [`Error::InvalidPath`] for a path that is not valid (the root and `/zookeeper` too);
+    /// [`Error::InvalidArgument`] for the same path for both, or one under the other (a set's
+    /// lock nodes would be read as its metadata), or a zero `lock_max`.
     pub fn new(framework: &Framework, lock_path: &str, meta_data_path: &str, lock_max: Duration) -> Result<Self> {
-        path::validate(lock_path)?;
-        path::validate(meta_data_path)?;
+        path::validate_recipe_path(lock_path)?;
+        path::validate_recipe_path(meta_data_path)?;
+        let under = |a: &str, b: &str| a.strip_prefix(b).is_some_and(|rest| rest.starts_with('/'));
+        if lock_path == meta_data_path || under(lock_path, meta_data_path) || under(meta_data_path, lock_path) {
+            return Err(Error::invalid_argument(
+                "meta_data_path",
+                format!("{meta_data_path} and the lock path {lock_path} must be apart (neither under the other)"),
+            ));
+        }
         if lock_max.is_zero() {
             return Err(Error::invalid_argument("lock_max", "must be greater than zero"));
         }
@@ -113,11 +121,12 @@ impl MigrationManager {
         applied
     }
 
-    /// The fingerprints of the set's applied migrations, in order.
-    async fn applied(&self, meta: &str) -> Result<Vec<Vec<u8>>> {
+    /// The fingerprints of the set's applied migrations, in order; `None` when the set's
+    /// metadata node does not exist yet.
+    async fn applied(&self, meta: &str) -> Result<Option<Vec<Vec<u8>>>> {
         let mut names = match self.framework.get_children(meta).await {
             Ok(names) => names,
-            Err(e) if e.is_no_node() => return Ok(Vec::new()),
+            Err(e) if e.is_no_node() => return Ok(None),
             Err(e) => return Err(e),
         };
         names.sort();
@@ -125,12 +134,13 @@ impl MigrationManager {
         for name in names {
             hashes.push(self.framework.get_data(&path::join(meta, &name)).await?.0);
         }
-        Ok(hashes)
+        Ok(Some(hashes))
     }
 
     async fn migrate_locked(&self, set: &MigrationSet) -> Result<usize> {
         let meta = path::join(&self.meta_data_path, set.id());
-        let applied = self.applied(&meta).await?;
+        let found = self.applied(&meta).await?;
+        let applied = found.clone().unwrap_or_default();
         let mismatch = |reason: &str| Error::Migration {
             id: set.id().to_owned(),
             reason: format!("{reason}. Migration ID: {}", set.id()),
@@ -147,10 +157,15 @@ impl MigrationManager {
         if to_apply.is_empty() {
             return Ok(0);
         }
-        self.framework.ensure_path(&meta).await?;
         let meta_node = path::join(&meta, MIGRATION_META_NAME);
         let fingerprints = to_apply.iter().map(|m| m.fingerprint(&self.framework)).collect::<Result<Vec<_>>>()?;
         let mut transaction = self.framework.transaction();
+        if found.is_none() {
+            // The set's metadata node goes with its first migrations, so a transaction that is
+            // refused (or a set that cannot be sent) leaves none behind.
+            self.framework.ensure_path(&self.meta_data_path).await?;
+            transaction = transaction.create(&meta, b"", CreateMode::Container);
+        }
         for (migration, fingerprint) in to_apply.iter().zip(&fingerprints) {
             transaction = migration.add_to(transaction);
             transaction = transaction.create(&meta_node, fingerprint, CreateMode::PersistentSequential);

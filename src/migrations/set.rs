@@ -5,6 +5,7 @@ use zookeeper_client::{Acl, CreateMode, Permission};
 use super::sha256::Sha256;
 use crate::error::{Error, Result};
 use crate::framework::Framework;
+use crate::path;
 
 /// One operation of a migration (the operations a ZooKeeper transaction holds).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,9 +213,11 @@ impl MigrationSet {
     /// The set `id` (a single path segment: it names the set's lock and metadata nodes).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an empty id or one with `/`; an empty migration.
+    /// [`Error::InvalidArgument`] for an id that is no node name (empty, with `/`, `.`, `..`,
+    /// control characters); an empty migration.
     pub fn new(id: &str, migrations: Vec<Migration>) -> Result<MigrationSet> {
-        if id.is_empty() || id.contains('/') || id == "." || id == ".." || id == "zookeeper" {
+        let named = !id.contains('/') && path::validate(&format!("/{id}")).is_ok();
+        if id.is_empty() || !named || id == "." || id == ".." || id == "zookeeper" {
             return Err(Error::invalid_argument("migration set id", format!("{id:?} is not a single path segment")));
         }
         if let Some(index) = migrations.iter().position(Migration::is_empty) {

@@ -51,20 +51,36 @@ pub fn is_gzip(data: &[u8]) -> bool {
     data.starts_with(&[0x1f, 0x8b])
 }
 
+/// The most a node's data is decompressed to: 64 MiB. A node holds at most ZooKeeper's
+/// request limit (1 MiB by default), and data worth keeping compresses perhaps tenfold; gzip
+/// can expand a 1 MiB member to about a gigabyte of zeros, which a reader should not have to
+/// hold because a writer wrote it.
+pub const MAX_DECOMPRESSED: usize = 64 << 20;
+
 /// The data of exactly one gzip member, as Curator's provider reads it: the optional header
 /// fields (extra, name, comment, header CRC) are accepted, the CRC-32 and the length are
 /// checked, and bytes after the member are refused (Curator: "Expected just one GZip block").
 ///
 /// # Errors
-/// [`ValueError`] for data that is not one whole, intact gzip member (including empty data).
+/// [`ValueError`] for data that is not one whole, intact gzip member (including empty data),
+/// or that decompresses to more than [`MAX_DECOMPRESSED`] bytes.
 pub fn decompress(data: &[u8]) -> Result<Vec<u8>, ValueError> {
+    decompress_at_most(data, MAX_DECOMPRESSED)
+}
+
+/// [`decompress`] with a bound of `max` bytes.
+fn decompress_at_most(data: &[u8], max: usize) -> Result<Vec<u8>, ValueError> {
     let fail = |found: String| ValueError { expected: GZIP_EXPECTED, found };
     if !is_gzip(data) {
         return Err(fail(format!("{} bytes not in gzip format", data.len())));
     }
     let mut decoder = flate2::bufread::GzDecoder::new(data);
     let mut out = Vec::new();
-    decoder.read_to_end(&mut out).map_err(|e| fail(format!("a damaged gzip member ({e})")))?;
+    let mut bounded = (&mut decoder).take(max as u64 + 1);
+    bounded.read_to_end(&mut out).map_err(|e| fail(format!("a damaged gzip member ({e})")))?;
+    if out.len() > max {
+        return Err(fail(format!("a gzip member of {} bytes that decompresses to more than {max} bytes", data.len())));
+    }
     let rest = decoder.into_inner();
     if !rest.is_empty() {
         return Err(fail(format!("{} bytes after the gzip member", rest.len())));
@@ -92,6 +108,18 @@ mod tests {
         assert!(decompress(&twice).is_err(), "a second member is refused");
         assert!(decompress(&compress(b"abc")[..12]).is_err(), "a truncated member is refused");
         assert!(decompress(b"").is_err());
+    }
+
+    #[test]
+    fn a_member_that_expands_past_the_bound_is_refused() {
+        let packed = compress(&[0u8; 1000]);
+        assert_eq!(decompress_at_most(&packed, 1000).unwrap().len(), 1000);
+        let refused = decompress_at_most(&packed, 999).unwrap_err();
+        assert!(refused.found.contains("more than 999 bytes"), "{refused:?}");
+        // The bound: a member a node can hold, of zeros, is refused before it is all read.
+        let bomb = compress(&vec![0u8; MAX_DECOMPRESSED + 1]);
+        assert!(bomb.len() < 1 << 20, "{} bytes: it fits in a node", bomb.len());
+        assert!(decompress(&bomb).is_err());
     }
 
     #[test]

@@ -80,9 +80,26 @@ async fn a_set_runs_once_across_two_racing_frameworks_and_a_changed_set_is_refus
         .unwrap();
         assert!(manager_one.migrate(&refused).await.is_err());
         assert!(one.exists(&format!("{base}/x")).await.unwrap().is_none());
-        assert!(one.get_children(&format!("{meta}/refused")).await.map_or(true, |c| c.is_empty()));
+        assert!(one.exists(&format!("{meta}/refused")).await.unwrap().is_none(), "no metadata node of its own either");
+        // One that cannot even be sent (a relative path) leaves nothing behind as well.
+        let unsendable =
+            MigrationSet::new("unsendable", vec![Migration::new().create("relative", b"", CreateMode::Persistent)])
+                .unwrap();
+        assert!(matches!(manager_one.migrate(&unsendable).await, Err(Error::InvalidPath { .. })));
+        assert!(one.exists(&format!("{meta}/unsendable")).await.unwrap().is_none());
 
         assert!(MigrationManager::new(&one, "relative", &meta, SESSION).is_err());
+        for (lock_path, meta_path) in
+            [("/zookeeper/l", meta.as_str()), (locks.as_str(), "/"), (meta.as_str(), meta.as_str())]
+        {
+            assert!(MigrationManager::new(&one, lock_path, meta_path, SESSION).is_err(), "{lock_path} {meta_path}");
+        }
+        let nested = format!("{meta}/locks");
+        let refused = MigrationManager::new(&one, &nested, &meta, SESSION);
+        assert!(matches!(refused, Err(Error::InvalidArgument { name: "meta_data_path", .. })), "{refused:?}");
+        for id in ["a\u{0}b", "a\u{1}b", "", "a/b", ".."] {
+            assert!(matches!(MigrationSet::new(id, vec![first()]), Err(Error::InvalidArgument { .. })), "{id:?}");
+        }
         one.delete(&base).recursive().await.unwrap();
         one.close().await;
         two.close().await;

@@ -152,6 +152,13 @@ async fn bad_input_is_refused_before_anything_is_sent() {
         assert!(too_long(fw.delete(&long).await.map(drop)));
         assert!(too_long(fw.set_data(&long, b"x").await.map(drop)));
         assert!(too_long(fw.create(&long).await.map(drop)));
+        // So is an ACL no request can carry, named as the ACL (before, `set_acl` sent it, and
+        // the connection was dropped and made again until the retries ran out).
+        let huge_acl = [Acl::new(Permission::ALL, AuthId::new("digest", &"u".repeat(2 << 20)))];
+        let refused = fw.set_acl(&node, &huge_acl, -1).await;
+        assert!(matches!(refused, Err(Error::TooLarge { name: "acl", .. })), "{refused:?}");
+        let refused = fw.create(&node).acl(huge_acl.to_vec()).await;
+        assert!(matches!(refused, Err(Error::TooLarge { name: "acl", .. })), "{refused:?}");
 
         let sent = proxy.counts().since(&before);
         assert_eq!(sent.requests() - sent.get("ping"), 0, "nothing sent: {sent:?}");

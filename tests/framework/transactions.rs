@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::fixtures::*;
 use common::timing::{LIMIT, SESSION};
 use zk_recipes::testing::CountingProxy;
-use zk_recipes::zk::{CreateMode, Error as ZkError};
+use zk_recipes::zk::{Acl, AuthId, CreateMode, Error as ZkError, Permission};
 use zk_recipes::{Error, Fence, Framework, InterProcessMutex, InterProcessSemaphore, LeaderLatch, OpResult};
 
 #[tokio::test]
@@ -141,6 +141,10 @@ async fn bad_transactions_are_refused_before_anything_is_sent() {
         let big = vec![0u8; 600 << 10];
         let refused = fw.transaction().create(&node, &big, CreateMode::Persistent).set_data(&node, &big).commit().await;
         assert!(matches!(refused, Err(Error::TooLarge { .. })), "{refused:?}");
+        // An ACL's own bytes count (before, 40 bytes an entry were counted whatever its id).
+        let huge_acl = vec![Acl::new(Permission::ALL, AuthId::new("digest", &"u".repeat(2 << 20)))];
+        let refused = fw.transaction().create_with_acl(&node, b"", CreateMode::Persistent, huge_acl).commit().await;
+        assert!(matches!(refused, Err(Error::TooLarge { name: "acl", .. })), "{refused:?}");
 
         let sent = proxy.counts().since(&before);
         assert_eq!(sent.requests() - sent.get("ping"), 0, "nothing sent: {sent:?}");

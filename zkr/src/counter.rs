@@ -90,6 +90,14 @@ impl ReadError {
 
 async fn read(framework: &Framework, path: &str, layout: Option<ValueLayout>) -> Result<Report, ReadError> {
     let (data, stat) = framework.get_data(path).await.map_err(ReadError::Zk)?;
+    // An empty node reads as an atomic's 0, as Curator reads it; one with children is a
+    // directory (no counter has children), unless a layout was asked for.
+    if layout.is_none() && data.is_empty() && stat.num_children > 0 {
+        return Err(ReadError::NotACounter(format!(
+            "it is empty and has {} children (a directory); --layout reads it anyway",
+            stat.num_children
+        )));
+    }
     let layouts: Vec<ValueLayout> = match layout {
         Some(layout) => vec![layout],
         None => ValueLayout::counters_of_length(data.len()).to_vec(),

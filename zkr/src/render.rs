@@ -28,9 +28,13 @@ pub fn data_decompressed(bytes: &[u8]) -> (Option<String>, &'static str) {
     }
 }
 
+/// How deep `pretty_json` indents: deeper JSON is shown as it is written (indenting each of
+/// `n` levels would print about `n * n` spaces).
+const MAX_INDENTED_DEPTH: usize = 64;
+
 /// `text` indented two spaces a level when it is a JSON object or array, its tokens as written
 /// (field order, numbers such as Jackson's `1.0E7` and escapes kept); `None` for anything
-/// else, a bare JSON number or string included.
+/// else, a bare JSON number or string included, and for JSON nested deeper than 64 levels.
 pub fn pretty_json(text: &str) -> Option<String> {
     let text = text.trim();
     if !(text.starts_with('{') || text.starts_with('[')) {
@@ -68,6 +72,9 @@ pub fn pretty_json(text: &str) -> Option<String> {
                     Some(close) => out.push(close),
                     None => {
                         depth += 1;
+                        if depth > MAX_INDENTED_DEPTH {
+                            return None;
+                        }
                         newline(&mut out, depth);
                     }
                 }
@@ -185,6 +192,14 @@ mod tests {
         for not_json in ["42", "\"s\"", "{broken", "[1,]", "text"] {
             assert_eq!(pretty_json(not_json), None, "{not_json}");
         }
+    }
+
+    #[test]
+    fn deep_json_is_left_as_written() {
+        let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(pretty_json(&nested(MAX_INDENTED_DEPTH + 1)).is_some(), "the innermost [] stays on its line");
+        // 100,000 levels (200 KB) would have been about 10^10 spaces.
+        assert_eq!(pretty_json(&nested(100_000)), None);
     }
 
     #[test]

@@ -30,9 +30,13 @@ pub async fn run(options: &Options, args: Args) -> Result<(), Failure> {
     let discovery: ServiceDiscovery<Value> =
         ServiceDiscovery::new(&framework, &args.base, JsonInstanceSerializer::new())
             .map_err(|e| Failure::from_error(e, "checking the base path", connect))?;
-    let found = list(&discovery, args.name.as_deref()).await;
+    let found = list(&framework, &discovery, &args.base, args.name.as_deref()).await;
     framework.close().await;
-    let instances = found.map_err(|e| Failure::from_error(e, &format!("reading {}", args.base), connect))?;
+    let (instances, unreadable) =
+        found.map_err(|e| Failure::from_error(e, &format!("reading {}", args.base), connect))?;
+    for path in unreadable {
+        eprintln!("zkr: skipped {path}: not an instance's JSON");
+    }
     if args.json {
         let with_enabled = JsonInstanceSerializer::new().with_enabled_field();
         let values: Vec<Value> = instances
@@ -47,16 +51,36 @@ pub async fn run(options: &Options, args: Args) -> Result<(), Failure> {
     Ok(())
 }
 
-async fn list(discovery: &ServiceDiscovery<Value>, name: Option<&str>) -> zk_recipes::Result<Vec<ServiceInstance>> {
+/// The instances of `name` (or of every service), and the paths of instance nodes that do not
+/// hold an instance's JSON (the library leaves those out of a query).
+async fn list(
+    framework: &zk_recipes::Framework,
+    discovery: &ServiceDiscovery<Value>,
+    base: &str,
+    name: Option<&str>,
+) -> zk_recipes::Result<(Vec<ServiceInstance>, Vec<String>)> {
     let names = match name {
         Some(name) => vec![name.to_owned()],
         None => discovery.query_for_names().await?,
     };
-    let mut instances = Vec::new();
+    let (mut instances, mut unreadable) = (Vec::new(), Vec::new());
     for name in names {
-        instances.extend(discovery.query_for_instances(&name).await?);
+        let found = discovery.query_for_instances(&name).await?;
+        let dir = zk_recipes::path::join(base, &name);
+        let mut ids = match framework.get_children(&dir).await {
+            Ok(ids) => ids,
+            Err(e) if e.is_no_node() => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        ids.sort();
+        for id in ids {
+            if !found.iter().any(|i| i.id == id) {
+                unreadable.push(zk_recipes::path::join(&dir, &id));
+            }
+        }
+        instances.extend(found);
     }
-    Ok(instances)
+    Ok((instances, unreadable))
 }
 
 fn table(instances: &[ServiceInstance]) -> String {

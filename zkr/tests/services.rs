@@ -61,6 +61,14 @@ async fn services_lists_registered_instances_as_a_table_and_json() {
         assert_eq!(json[0]["enabled"], true);
         assert_eq!(json[0]["port"], 8080);
 
+        // An instance node that holds no instance's JSON is left out, and said so on stderr
+        // (before, an all-corrupt service read as "no instances", silently).
+        fw.create(&format!("{base}/web/broken")).data(b"{not json").await.unwrap();
+        let (code, out, err) = zkr(&["--connect", &connect, "services", "web", "--base", &base]).await;
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(out.lines().count(), 2, "{out}");
+        assert!(err.contains(&format!("skipped {base}/web/broken")), "{err}");
+
         let (code, _, err) = zkr(&["--connect", &connect, "services", "--base", "no-slash"]).await;
         assert_ne!(code, 0);
         assert!(err.contains("path"), "{err}");

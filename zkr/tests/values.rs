@@ -79,6 +79,11 @@ async fn counter_shows_an_atomic_long_and_a_shared_count_with_their_versions() {
         fw.create(&empty).await.unwrap();
         let json = zkr(&connect, &["counter", &empty, "--json"]).await.json();
         assert_eq!((json["value"].as_i64(), json["layouts"][0].as_str()), (Some(0), Some("atomic-long")));
+        // An empty node with children is a directory, not a counter at 0.
+        fw.create(&format!("{empty}/child")).await.unwrap();
+        let run = zkr(&connect, &["counter", &empty]).await;
+        assert_eq!(run.code, 6, "{run:?}");
+        assert!(run.stderr.contains("1 children"), "{run:?}");
         let bad = unique_path("zkr-counter", "three");
         fw.create(&bad).data(&[1, 2, 3]).await.unwrap();
         let run = zkr(&connect, &["counter", &bad]).await;
