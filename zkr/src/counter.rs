@@ -94,7 +94,7 @@ async fn read(framework: &Framework, path: &str, layout: Option<ValueLayout>) ->
     // directory (no counter has children), unless a layout was asked for.
     if layout.is_none() && data.is_empty() && stat.num_children > 0 {
         return Err(ReadError::NotACounter(format!(
-            "it is empty and has {} children (a directory); --layout reads it anyway",
+            "it is empty and has children ({}): a directory; --layout reads it anyway",
             stat.num_children
         )));
     }

@@ -83,7 +83,7 @@ async fn counter_shows_an_atomic_long_and_a_shared_count_with_their_versions() {
         fw.create(&format!("{empty}/child")).await.unwrap();
         let run = zkr(&connect, &["counter", &empty]).await;
         assert_eq!(run.code, 6, "{run:?}");
-        assert!(run.stderr.contains("1 children"), "{run:?}");
+        assert!(run.stderr.contains("has children (1): a directory"), "{run:?}");
         let bad = unique_path("zkr-counter", "three");
         fw.create(&bad).data(&[1, 2, 3]).await.unwrap();
         let run = zkr(&connect, &["counter", &bad]).await;
