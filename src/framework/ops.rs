@@ -98,7 +98,7 @@ impl Framework {
     /// recipe appends: a protected prefix, a sequence number) fits the servers' request limit.
     ///
     /// # Errors
-    /// [`Error::TooLarge`] naming the data or the path; [`Error::InvalidArgument`] for an empty
+    /// [`Error::TooLarge`] naming the ACL, the path or the data; [`Error::InvalidArgument`] for an empty
     /// ACL.
     pub(crate) fn check_create(&self, full_path: &str, extra_path: usize, data: &[u8]) -> Result<()> {
         let acl = self.acl_for(full_path)?;
@@ -108,7 +108,7 @@ impl Framework {
     /// [`check_create`](Self::check_create) for a create with `acl`.
     ///
     /// # Errors
-    /// [`Error::TooLarge`] naming the data or the path.
+    /// [`Error::TooLarge`] naming the ACL, the path or the data.
     pub(crate) fn check_create_with(&self, full_path: &str, extra_path: usize, data: &[u8], acl: &[Acl]) -> Result<()> {
         // xid, type, path length, data length, ACL count, flags: six 4-byte fields.
         let framing = 24 + self.check_acl_size(acl)?;
