@@ -98,8 +98,8 @@ impl Framework {
     /// recipe appends: a protected prefix, a sequence number) fits the servers' request limit.
     ///
     /// # Errors
-    /// [`Error::TooLarge`] naming the ACL, the path or the data; [`Error::InvalidArgument`] for an empty
-    /// ACL.
+    /// [`Error::TooLarge`] naming the ACL, the path or the data; [`Error::InvalidArgument`]
+    /// for an empty ACL.
     pub(crate) fn check_create(&self, full_path: &str, extra_path: usize, data: &[u8]) -> Result<()> {
         let acl = self.acl_for(full_path)?;
         self.check_create_with(full_path, extra_path, data, &acl)
