@@ -212,6 +212,15 @@ impl FrameworkBuilder {
 
     /// The retry policy for operations that fail on connection loss (default
     /// [`ExponentialBackoffRetry::default`]).
+    ///
+    /// It also bounds how long an operation takes to fail in an outage: each attempt waits for
+    /// its reply (or for the connection to be lost), then for the sleep the policy gives, and
+    /// the session's expiry ends the tries only once the framework learns of it. Measured with
+    /// the default policy, a 4 s session timeout and a network that answers nothing: a read
+    /// failed with `SessionExpired` after 27-37 s. Use a policy with fewer retries, or
+    /// [`RetryUntilElapsed`](crate::retry::RetryUntilElapsed), where a caller needs a tighter
+    /// bound, or put a timeout around the call (each operation's docs say what a cancelled
+    /// one may leave done).
     pub fn retry_policy(mut self, policy: impl RetryPolicy) -> Self {
         self.retry_policy = Arc::new(policy);
         self

@@ -318,10 +318,13 @@ async fn open(
     capture: Capture,
 ) -> Result<Client> {
     let connecting = Capturing { capture, future: Box::pin(config.security.connect(connector, hosts)) };
+    let started = tokio::time::Instant::now();
     let client = match tokio::time::timeout(config.connection_timeout, connecting).await {
         Err(_) => return Err(Error::ConnectionTimeout(config.connection_timeout)),
+        // The client's own limit (its session timeout) can come first: say how long it was.
         Ok(Err(zookeeper_client::Error::Timeout | zookeeper_client::Error::NoHosts)) => {
-            return Err(Error::ConnectionTimeout(config.connection_timeout))
+            let waited = Duration::from_millis(started.elapsed().as_millis() as u64);
+            return Err(Error::ConnectionTimeout(waited.min(config.connection_timeout)));
         }
         Ok(Err(e)) => return Err(e.into()),
         Ok(Ok(client)) => client,

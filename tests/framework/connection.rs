@@ -150,8 +150,27 @@ async fn closed_framework_and_bad_input_give_typed_errors() {
         assert!(matches!(refused, Err(Error::ConnectionTimeout(_))), "{refused:?}");
         assert!(started.elapsed() < Duration::from_secs(5));
 
-        // Use before start and after close.
+        // A server that answers the handshake and then nothing: the client gives up at its
+        // own limit (its session timeout), before the connection timeout, and the error says
+        // how long it waited (it used to name the connection timeout).
         let server = shared_server().await.unwrap();
+        let stale = FaultProxy::start(&server.connect_string()).await.unwrap();
+        stale.set_mode(ProxyMode::HandshakeThenRefuse);
+        let started = Instant::now();
+        let gave_up = Framework::builder(&stale.connect_string())
+            .session_timeout(Duration::from_secs(2))
+            .connection_timeout(Duration::from_secs(20))
+            .start()
+            .await;
+        let took = started.elapsed();
+        match gave_up {
+            Err(Error::ConnectionTimeout(waited)) => {
+                assert!(waited <= took && waited < Duration::from_secs(20), "{waited:?} after {took:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+
+        // Use before start and after close.
         let fw = Framework::builder(&server.connect_string()).build().unwrap();
         assert!(matches!(fw.get_data("/").await, Err(Error::NotStarted)));
         fw.start().await.unwrap();
