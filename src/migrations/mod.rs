@@ -140,7 +140,7 @@ impl MigrationManager {
     async fn migrate_locked(&self, set: &MigrationSet) -> Result<usize> {
         let meta = path::join(&self.meta_data_path, set.id());
         let found = self.applied(&meta).await?;
-        let applied = found.clone().unwrap_or_default();
+        let applied = found.as_deref().unwrap_or_default();
         let mismatch = |reason: &str| Error::Migration {
             id: set.id().to_owned(),
             reason: format!("{reason}. Migration ID: {}", set.id()),
@@ -148,7 +148,7 @@ impl MigrationManager {
         if applied.len() > set.migrations().len() {
             return Err(mismatch("More metadata than migrations"));
         }
-        for (migration, hash) in set.migrations().iter().zip(&applied) {
+        for (migration, hash) in set.migrations().iter().zip(applied) {
             if migration.fingerprint(&self.framework)?.as_slice() != hash.as_slice() {
                 return Err(mismatch("Metadata mismatch"));
             }

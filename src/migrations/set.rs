@@ -5,7 +5,6 @@ use zookeeper_client::{Acl, CreateMode, Permission};
 use super::sha256::Sha256;
 use crate::error::{Error, Result};
 use crate::framework::Framework;
-use crate::path;
 
 /// One operation of a migration (the operations a ZooKeeper transaction holds).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,8 +215,8 @@ impl MigrationSet {
     /// [`Error::InvalidArgument`] for an id that is no node name (empty, with `/`, `.`, `..`,
     /// control characters); an empty migration.
     pub fn new(id: &str, migrations: Vec<Migration>) -> Result<MigrationSet> {
-        let named = !id.contains('/') && path::validate(&format!("/{id}")).is_ok();
-        if id.is_empty() || !named || id == "." || id == ".." || id == "zookeeper" {
+        let named = crate::nodes::validate_name("migration set id", id).is_ok();
+        if !named || id == "." || id == ".." || id == "zookeeper" {
             return Err(Error::invalid_argument("migration set id", format!("{id:?} is not a single path segment")));
         }
         if let Some(index) = migrations.iter().position(Migration::is_empty) {
