@@ -132,11 +132,7 @@ impl Schema {
     /// sequential, ephemeral and watched; can be deleted).
     pub fn builder_for_recipe(parent_path: &str) -> SchemaBuilder {
         let pattern = if parent_path == "/" { "/.*".to_owned() } else { format!("{parent_path}/.*") };
-        let at = match crate::path::validate(parent_path) {
-            Ok(()) => compile(&pattern),
-            Err(e) => Err(e),
-        };
-        SchemaBuilder::new(at)
+        SchemaBuilder::new(crate::path::validate(parent_path).and_then(|()| compile(&pattern)))
             .sequential(Allowance::Must)
             .ephemeral(Allowance::Must)
             .watched(Allowance::Must)

@@ -157,10 +157,10 @@ impl SharedValue {
     /// Curator's `checkState(STARTED)` does: the node may not exist yet, and the local copy
     /// would not follow it.
     fn check_started(&self) -> Result<()> {
-        match self.task.lock().is_some() {
-            true => Ok(()),
-            false => Err(Error::NotStarted),
+        if self.task.lock().is_none() {
+            return Err(Error::NotStarted);
         }
+        Ok(())
     }
 
     /// Writes `value` whatever the node holds (Curator's `setValue`).
