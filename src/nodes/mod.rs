@@ -3,11 +3,10 @@
 //! for a TTL) and [`GroupMember`] (Curator's group membership on top of them).
 
 mod group;
-#[cfg(feature = "discovery")]
-pub(crate) use self::group::validate_name;
 mod persistent;
 mod ttl;
 
+pub(crate) use self::group::validate_name;
 pub use self::group::{GroupMember, MembershipEvent, MembershipEvents};
 pub use self::persistent::{PersistentNode, PersistentNodeBuilder};
 pub use self::ttl::{PersistentTtlNode, PersistentTtlNodeBuilder};
