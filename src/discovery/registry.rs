@@ -126,6 +126,12 @@ impl<T: Serialize + DeserializeOwned> ServiceDiscovery<T> {
         };
         let path = self.instance_path(&instance.name, &instance.id);
         path::validate(&path)?;
+        // Refused before an earlier registration of the same instance is removed below.
+        if !self.framework.config().compression {
+            let full = self.framework.full_path(&path)?;
+            let sequence = if mode == CreateMode::EphemeralSequential { 10 } else { 0 };
+            self.framework.check_create(&full, sequence, &data)?;
+        }
         let k = key(&instance.name, &instance.id);
         let old = self.lock().remove(&k);
         if let Some(old) = old {

@@ -56,6 +56,28 @@ async fn names_and_ids_that_are_not_one_node_name_are_refused_everywhere() {
     .await;
 }
 
+/// A payload over the request size is refused at `register`, and a registration of the same
+/// instance made before stays (before, the earlier one was removed first, then the new one
+/// refused, leaving the instance unregistered).
+#[tokio::test]
+async fn a_payload_over_the_request_size_is_refused_and_keeps_the_registration() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = framework(&shared_connect().await, SESSION).await;
+        let base = unique_path("discovery-bad", "too-large");
+        let discovery: ServiceDiscovery = ServiceDiscovery::new(&fw, &base, serializer()).unwrap();
+        discovery.register(&instance()).await.unwrap();
+        let huge = instance().with_payload(json!({"blob": "x".repeat(2 << 20)}));
+        let refused = discovery.register(&huge).await;
+        assert!(matches!(refused, Err(Error::TooLarge { .. })), "{refused:?}");
+        let kept = discovery.query_for_instance("api", "one").await.unwrap().expect("still registered");
+        assert_eq!(kept.payload, None);
+        discovery.close().await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn ports_out_of_range_are_refused_set_and_read() {
     init_tracing();
