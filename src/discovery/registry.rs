@@ -125,19 +125,6 @@ impl<T: Serialize + DeserializeOwned> ServiceDiscovery<T> {
             ServiceType::Static | ServiceType::Permanent => CreateMode::Persistent,
         };
         let path = self.instance_path(&instance.name, &instance.id);
-        path::validate(&path)?;
-        // Refused before an earlier registration of the same instance is removed below.
-        if !self.framework.config().compression {
-            let full = self.framework.full_path(&path)?;
-            let sequence = if mode == CreateMode::EphemeralSequential { 10 } else { 0 };
-            self.framework.check_create(&full, sequence, &data)?;
-        }
-        let k = key(&instance.name, &instance.id);
-        let old = self.lock().remove(&k);
-        if let Some(old) = old {
-            // Registered again: the old registration's node goes first (it is at the same path).
-            old.close().await?;
-        }
         // A sequential instance is named exactly `<id><sequence>` as Curator names it, so its
         // first create is not protected; a lost answer finds the node by that name instead.
         let node = PersistentNode::builder(&self.framework, &path)
@@ -145,8 +132,16 @@ impl<T: Serialize + DeserializeOwned> ServiceDiscovery<T> {
             .protected(false)
             .found_by_name()
             .watch_node(self.watch_instances)
-            .data(data)
-            .start()?;
+            .data(data);
+        // Refused before an earlier registration of the same instance is removed below.
+        node.check()?;
+        let k = key(&instance.name, &instance.id);
+        let old = self.lock().remove(&k);
+        if let Some(old) = old {
+            // Registered again: the old registration's node goes first (it is at the same path).
+            old.close().await?;
+        }
+        let node = node.start()?;
         let node = Arc::new(node);
         self.lock().insert(k, node.clone());
         let bound = self.framework.negotiated_session_timeout().unwrap_or(Duration::from_secs(30)) * 2;

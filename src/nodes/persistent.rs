@@ -113,26 +113,23 @@ impl PersistentNodeBuilder {
         self
     }
 
-    /// Starts the task that creates and keeps the node (Curator's `start()`); it returns at
-    /// once. [`PersistentNode::wait_for_initial_create`] waits for the node.
-    ///
-    /// # Errors
-    /// [`Error::InvalidPath`] (also for the root and `/zookeeper`), [`Error::InvalidArgument`]
-    /// for a TTL on another mode, a zero TTL or one over ZooKeeper's 2^40 - 1 ms, or a
-    /// sequential mode without protection; [`Error::TooLarge`] for data (or a path) over the
-    /// request size; [`Error::Closed`]. Nothing is created then.
-    ///
-    /// # Panics
-    /// Outside a Tokio runtime.
-    pub fn start(self) -> Result<PersistentNode> {
+    /// Whether an unprotected ephemeral sequential node is found by its name after a lost answer
+    /// (see [`found_by_name`](Self::found_by_name)).
+    fn by_sequence_name(&self) -> bool {
+        self.found_by_name && self.mode == CreateMode::EphemeralSequential
+    }
+
+    /// The refusals of [`start`](Self::start) that need no server; whether the node's name is
+    /// protected. For a caller that must know the start will not be refused before it undoes
+    /// something (discovery removes an earlier registration at the same path).
+    pub(crate) fn check(&self) -> Result<bool> {
         path::validate_recipe_path(&self.path)?;
         if self.framework.is_closed() {
             return Err(Error::Closed);
         }
         let sequential = is_sequential(self.mode);
         let protected = self.protected.unwrap_or(sequential || is_ephemeral(self.mode));
-        let by_name = self.found_by_name && self.mode == CreateMode::EphemeralSequential;
-        if sequential && !protected && !by_name {
+        if sequential && !protected && !self.by_sequence_name() {
             return Err(Error::invalid_argument(
                 "protected",
                 "a sequential persistent node is always protected (a lost answer could leave two nodes)",
@@ -160,6 +157,23 @@ impl PersistentNodeBuilder {
             let acl = self.framework.acl_for(&full)?;
             self.framework.check_create_with(&full, name, &self.data, &acl)?;
         }
+        Ok(protected)
+    }
+
+    /// Starts the task that creates and keeps the node (Curator's `start()`); it returns at
+    /// once. [`PersistentNode::wait_for_initial_create`] waits for the node.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] (also for the root and `/zookeeper`), [`Error::InvalidArgument`]
+    /// for a TTL on another mode, a zero TTL or one over ZooKeeper's 2^40 - 1 ms, or a
+    /// sequential mode without protection; [`Error::TooLarge`] for data (or a path) over the
+    /// request size; [`Error::Closed`]. Nothing is created then.
+    ///
+    /// # Panics
+    /// Outside a Tokio runtime.
+    pub fn start(self) -> Result<PersistentNode> {
+        let protected = self.check()?;
+        let found_by_name = self.by_sequence_name() && !protected;
         let (status_tx, status_rx) = watch::channel(Status::default());
         let status_tx = Arc::new(status_tx);
         let (commands_tx, commands_rx) = mpsc::unbounded_channel();
@@ -179,7 +193,7 @@ impl PersistentNodeBuilder {
             failure: failure.clone(),
             gate: gate.clone(),
             delete_when_dropped: self.delete_when_dropped,
-            found_by_name: by_name && !protected,
+            found_by_name,
             watch_node: self.watch_node,
         };
         tokio::spawn(engine.run());
