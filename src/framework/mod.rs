@@ -480,6 +480,12 @@ impl Framework {
         self.inner.client_of(epoch)
     }
 
+    /// Whether session `epoch` is over for its nodes, so that an expired or closed client's
+    /// error shows a node went with it (see [`reaper::Sessions::session_gone`]).
+    pub(crate) fn session_gone(&self, epoch: u64) -> bool {
+        reaper::Sessions::session_gone(&*self.inner, epoch)
+    }
+
     /// Records the id `session` learned from a node it created (see [`Session::id`]).
     pub(crate) fn note_session_id(&self, session: &Session) {
         self.inner.note_session_id(session)

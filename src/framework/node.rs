@@ -142,9 +142,12 @@ impl Drop for Cleanup {
             }),
             Target::Node(_) | Target::Kept => {}
             Target::Deleting { path, reply } => match reply.peek() {
-                // Settled: gone, or refused for good (the release reported it).
+                // Settled: gone (with its session too, unless that lives on with another
+                // client: see `Framework::session_gone`), or refused for good (the release
+                // reported it).
                 Some(Ok(()) | Err(ZkError::NoNode)) => {}
-                Some(Err(e)) if !is_zk_retryable(e) || is_zk_session_lost(e) => {}
+                Some(Err(e)) if is_zk_session_lost(e) && inner.session_gone(self.epoch) => {}
+                Some(Err(e)) if !is_zk_retryable(e) && !is_zk_session_lost(e) => {}
                 // In flight, or failed in a way worth retrying: the reaper sees it through.
                 _ => inner.reap(ReaperCmd::Sent {
                     path: std::mem::take(path),

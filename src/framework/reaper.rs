@@ -27,6 +27,15 @@ use crate::sync::Mutex;
 pub(crate) trait Sessions: Send + Sync {
     /// The client of session `epoch`, while that is the current session.
     fn client_of(&self, epoch: u64) -> Option<zookeeper_client::Client>;
+
+    /// Whether session `epoch` is over for its nodes: it is not the current session any more,
+    /// or the client serving it has ended. Only then does an expired or closed client's error
+    /// show that a node went with its session: a session the framework moved to another
+    /// client (when every server its first client knows left the ensemble) lives on there,
+    /// while the client it left reports its own expiry to every request still queued on it.
+    fn session_gone(&self, epoch: u64) -> bool {
+        self.client_of(epoch).map_or(true, |client| client.state().is_terminated())
+    }
 }
 
 /// A reply to a request already sent on the session.
@@ -141,7 +150,7 @@ async fn reap(weak: Weak<dyn Sessions>, cmd: ReaperCmd, observer: &Observer) {
         ReaperCmd::Delete { path, epoch } => (Target::Node(path), epoch, None),
         ReaperCmd::DeleteByPrefix { parent, prefix, epoch } => (Target::Prefix { parent, prefix }, epoch, None),
     };
-    let target = &target;
+    let (target, weak) = (&target, &weak);
     let attempt = || {
         let reply = sent.take();
         let client = weak.upgrade().and_then(|inner| inner.client_of(epoch));
@@ -155,12 +164,17 @@ async fn reap(weak: Weak<dyn Sessions>, cmd: ReaperCmd, observer: &Observer) {
             };
             match result {
                 Err(ZkError::NoNode) => Ok(()),
-                Err(e) if is_zk_session_lost(&e) => Ok(()),
+                Err(e) if is_zk_session_lost(&e) && weak.upgrade().map_or(true, |inner| inner.session_gone(epoch)) => {
+                    Ok(())
+                }
                 other => other,
             }
         }
     };
-    match RetryLoop::new(&REAPER_BACKOFF).run(attempt, is_zk_retryable).await {
+    // A session-lost error while the session lives on (see `Sessions::session_gone`) came
+    // from a client the session left: the next try goes through the one serving it now.
+    let retryable = |e: &ZkError| is_zk_retryable(e) || is_zk_session_lost(e);
+    match RetryLoop::new(&REAPER_BACKOFF).run(attempt, retryable).await {
         Ok(()) => tracing::trace!(?target, epoch, "background delete done"),
         Err(error) => {
             tracing::warn!(?target, %error, "background delete refused; the node stays until its session ends");
@@ -199,6 +213,7 @@ impl Target {
                 let (synced, children) = futures::join!(synced, listed);
                 synced?;
                 for child in children?.iter().filter(|c| c.starts_with(prefix.as_str())) {
+                    tracing::debug!(parent, child, "deleting the node of a create whose outcome was not known");
                     observer.request(Op::Delete);
                     match client.delete(&path::join(parent, child), None).await {
                         Ok(()) | Err(ZkError::NoNode) => {}

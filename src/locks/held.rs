@@ -135,18 +135,23 @@ impl HeldNode {
             let client = watch.client();
             let reply = client.clone().map(send);
             let observer = watch.framework.observer();
+            let framework = &watch.framework;
             async move {
                 match reply.zip(client) {
                     None => Ok(()), // the session is over: the node went with it
                     Some((reply, client)) => match unstalled(&client, observer, reply).await {
                         Err(ZkError::NoNode) => Ok(()),
-                        Err(e) if is_zk_session_lost(&e) => Ok(()),
+                        Err(e) if is_zk_session_lost(&e) && framework.session_gone(epoch) => Ok(()),
                         other => other,
                     },
                 }
             }
         };
-        let released = watch.framework.retry_loop().run(delete, is_zk_retryable).await;
+        // A session-lost error while the session lives on came from a client the session has
+        // moved away from (see `Framework::session_gone`): the next try goes through the
+        // client serving it now.
+        let retryable = |e: &ZkError| is_zk_retryable(e) || is_zk_session_lost(e);
+        let released = watch.framework.retry_loop().run(delete, retryable).await;
         watch.gone.store(true, Ordering::SeqCst);
         released.map_err(|error| {
             tracing::warn!(node = %watch.full_path, %error, "lock node release failed");

@@ -20,7 +20,13 @@ where
     Fut: Future<Output = Result<T, Failure>>,
 {
     let mut retry = framework.retry_loop();
-    let node_missing = |f: &Failure| matches!(f, Failure::NodeMissing);
+    let node_missing = |f: &Failure| {
+        let missing = matches!(f, Failure::NodeMissing);
+        if missing {
+            tracing::debug!(path, "our node went missing: starting a fresh attempt");
+        }
+        missing
+    };
     match retry.run_with(attempt, node_missing, |delay| pause_before_new_attempt(framework, delay)).await {
         Ok(value) => Ok(value),
         Err(Failure::Error(e)) => Err(e),

@@ -7,7 +7,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::fixtures::{bounded, init_tracing, unique_path, wait_for_event, within};
+use common::fixtures::{bounded, eventually, init_tracing, unique_path, wait_for_event, within};
 use futures::{FutureExt, StreamExt};
 use zk_recipes::testing::{expire_session, four_letter_word, FaultProxy, MemberRole, ProxyMode, TestingCluster};
 use zk_recipes::zk::CreateMode;
@@ -231,6 +231,94 @@ async fn an_ensemble_without_dynamic_reconfiguration_refuses_it() {
         // string stays in use.
         assert_eq!(fw.connect_string(), cluster.connect_string());
         fw.close().await;
+    })
+    .await;
+}
+
+/// A session the framework moved to the ensemble's current members lives on with its new
+/// client, while the client it left, cut off from every server it knows, gives the session up
+/// by itself (7/5 of the session timeout after it last heard from a server) and answers every
+/// request still queued on it with `SessionExpired`. A lock released while the client was cut
+/// off queued its delete there: that answer is no proof the node went with its session. The
+/// delete must go through the session's new client; taken as done, it left the node in place
+/// for as long as the session lives, and every later contender queued behind it.
+#[tokio::test]
+async fn a_release_queued_on_the_client_a_session_left_deletes_the_node() {
+    init_tracing();
+    bounded(LIMIT, async {
+        // Long enough for the move (a quarter of it `Suspended`, then an attach through the
+        // current members) to finish well before the framework's own `Lost`, on a loaded
+        // machine.
+        const SESSION: Duration = Duration::from_secs(15);
+        let mut cluster = TestingCluster::builder().dynamic_reconfig(true).start().await.unwrap();
+        cluster.settle(STEP).await.unwrap();
+        // The client is given a follower's own address (a client follows the ensemble only
+        // when it was given one member's address) and the other two members through proxies,
+        // so that it can be cut off from all three while the ensemble keeps its quorum.
+        let leader = cluster.leader().await.expect("a leader");
+        let direct = (0..3).find(|&i| i != leader).expect("a follower");
+        let mut proxies = Vec::new();
+        for i in (0..3).filter(|&i| i != direct) {
+            proxies.push(FaultProxy::start(&cluster.server_connect_string(i)).await.unwrap());
+        }
+        let mut given = proxies.iter().map(FaultProxy::connect_string).collect::<Vec<_>>();
+        given.push(cluster.server_connect_string(direct));
+        // A fourth member, which the client was not given: a session suspended for a quarter
+        // of its timeout moves to the members the ensemble names.
+        let four = cluster.add_server(MemberRole::Participant).await.unwrap();
+        let fw = Framework::builder(&given.join(",")).session_timeout(SESSION).start().await.unwrap();
+        let ids: Vec<u64> = (0..4).map(|i| cluster.server_id(i) as u64).collect();
+        tracks(&fw, &ids).await;
+        let observer =
+            Framework::builder(&cluster.server_connect_string(four)).session_timeout(SESSION).start().await.unwrap();
+
+        let path = unique_path("ensemble", "moved-release");
+        let mutex = InterProcessMutex::new(&fw, &path).unwrap();
+        let guard = mutex.acquire().await.unwrap();
+        let node = guard.lock_path().to_owned();
+        // A second lock, whose guard is dropped instead: its delete goes to the reaper.
+        let dropped_path = unique_path("ensemble", "moved-drop");
+        let dropped = InterProcessMutex::new(&fw, &dropped_path).unwrap().acquire().await.unwrap();
+        let dropped_node = dropped.lock_path().to_owned();
+        let session = fw.snapshot().session_id;
+        let mut events = fw.state_changes();
+
+        // Cut off: the proxies drop everything, the direct member stops (three of four keep
+        // the quorum). The guard is told at `Suspended`, and its release queues the delete on
+        // the cut-off client.
+        for proxy in &proxies {
+            proxy.set_mode(ProxyMode::BlackHole);
+            proxy.drop_connections();
+        }
+        cluster.stop(direct).await.unwrap();
+        wait_for_event(&mut events, ConnectionState::Suspended, SESSION).await;
+        within(SESSION, "the guard told of the suspended connection", guard.lost()).await;
+        let release = tokio::spawn(guard.release());
+        drop(dropped);
+
+        // The session moves: same session, same epoch, on the members the ensemble names.
+        let (back, seen) = wait_for_event(&mut events, ConnectionState::Reconnected, SESSION * 2).await;
+        assert_eq!((back.session_id, back.epoch), (session, 1), "{seen:?}");
+        // The release ends once the client it queued on gives up (7/5 of the timeout), and
+        // the node is gone while its session lives on.
+        within(SESSION * 3, "the release", release).await.expect("the release task").expect("the release");
+        assert!(observer.exists(&node).await.unwrap().is_none(), "{node} left in place by a released guard");
+        let now = fw.snapshot();
+        assert_eq!((now.session_id, now.epoch, now.state.is_connected()), (session, 1, true));
+        let taken = InterProcessMutex::new(&observer, &path).unwrap().try_acquire().await.unwrap();
+        assert!(taken.is_some(), "the released lock is free");
+        drop(taken);
+        // The dropped guard's delete, queued on the same client, goes through the new one too.
+        eventually(SESSION, "the dropped guard's node deleted", || async {
+            match observer.exists(&dropped_node).await.unwrap() {
+                None => Ok(()),
+                Some(_) => Err(format!("{dropped_node} left in place by a dropped guard")),
+            }
+        })
+        .await;
+        for fw in [&fw, &observer] {
+            fw.close().await;
+        }
     })
     .await;
 }
