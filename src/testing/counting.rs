@@ -45,6 +45,8 @@ pub struct CountingProxy {
     hold: Arc<Mutex<bool>>,
     /// Whether the next watch event is to be held (see [`CountingProxy::hold_next_event`]).
     hold_event: Arc<Mutex<bool>>,
+    /// The kind of request whose next reply is to be held (see [`CountingProxy::hold_reply_to`]).
+    hold_kind: Arc<Mutex<Option<&'static str>>>,
     /// Dropping it stops the proxy's thread.
     _stop: tokio::sync::oneshot::Sender<()>,
 }
@@ -75,6 +77,7 @@ impl CountingProxy {
         let delay = Arc::new(Mutex::default());
         let hold = Arc::new(Mutex::default());
         let hold_event = Arc::new(Mutex::default());
+        let hold_kind = Arc::new(Mutex::default());
         let shared = Shared {
             target: target.to_owned(),
             counts: counts.clone(),
@@ -84,6 +87,7 @@ impl CountingProxy {
             delay: Arc::clone(&delay),
             hold: Arc::clone(&hold),
             hold_event: Arc::clone(&hold_event),
+            hold_kind: Arc::clone(&hold_kind),
         };
         let shared = Arc::new(shared);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -105,7 +109,7 @@ impl CountingProxy {
                 })
             })
             .map_err(|e| TestingError::io("starting the counting proxy's thread", e))?;
-        Ok(CountingProxy { address, counts, lose, refuse, shift, delay, hold, hold_event, _stop: stop })
+        Ok(CountingProxy { address, counts, lose, refuse, shift, delay, hold, hold_event, hold_kind, _stop: stop })
     }
 
     /// The connect string for clients, `127.0.0.1:PORT`.
@@ -159,6 +163,14 @@ impl CountingProxy {
     /// later call before it is used changes nothing.
     pub fn hold_next_reply(&self) {
         *self.hold.lock() = true;
+    }
+
+    /// [`hold_next_reply`](Self::hold_next_reply) for the reply to the next request of `kind`
+    /// (as [`RequestCounts`] names kinds, for example `"create2"`), on whichever connection
+    /// sends it: a reply to another request in flight meanwhile (a client's own `sync`, say)
+    /// passes. One reply per call; a later call replaces an unused one.
+    pub fn hold_reply_to(&self, kind: &'static str) {
+        *self.hold_kind.lock() = Some(kind);
     }
 
     /// Holds the next watch event (on whichever connection it comes) until that connection
@@ -236,6 +248,7 @@ struct Shared {
     delay: Arc<Mutex<Duration>>,
     hold: Arc<Mutex<bool>>,
     hold_event: Arc<Mutex<bool>>,
+    hold_kind: Arc<Mutex<Option<&'static str>>>,
 }
 
 /// Counts by kind: requests by opcode (`create`, `delete`, `getData+watch`, `getChildren`,
@@ -306,6 +319,7 @@ async fn forward(client: TcpStream, shared: Arc<Shared>) {
         shared: &shared,
         in_flight: AtomicI64::new(0),
         doomed: AtomicI64::new(NO_XID),
+        held: AtomicI64::new(NO_XID),
         refused: Mutex::new(None),
         listings: Mutex::default(),
         requests: AtomicU64::new(0),
@@ -371,6 +385,8 @@ struct Connection<'a> {
     in_flight: AtomicI64,
     /// The xid of the request whose reply is to be lost, or [`NO_XID`].
     doomed: AtomicI64,
+    /// The xid of the request whose reply is to be held, or [`NO_XID`].
+    held: AtomicI64,
     /// The xid of the request whose reply is to be an error, and the error's code.
     refused: Mutex<Option<(i64, i32)>>,
     /// The xids of `getChildren2` requests not answered yet (while a shift is on).
@@ -446,7 +462,18 @@ async fn pump(
             connection.requests.fetch_add(1, Ordering::SeqCst);
             connection.requested.notify_waiters();
         }
+        if !first && answered && direction == Direction::Requests {
+            let mut hold_kind = connection.shared.hold_kind.lock();
+            if hold_kind.is_some() && *hold_kind == kind {
+                *hold_kind = None;
+                connection.held.store(xid.unwrap_or(NO_XID), Ordering::SeqCst);
+            }
+        }
         let held = match direction {
+            Direction::Replies if !first && answered && xid == Some(connection.held.load(Ordering::SeqCst)) => {
+                connection.held.store(NO_XID, Ordering::SeqCst);
+                true
+            }
             Direction::Replies if !first && answered => std::mem::take(&mut *connection.shared.hold.lock()),
             Direction::Replies if !first && xid == Some(-1) => {
                 std::mem::take(&mut *connection.shared.hold_event.lock())

@@ -660,7 +660,7 @@ async fn client_fault(client: &Client, direct: &str, fault: ClientFault, length:
 // Orphans.
 
 /// The nodes under every workload path, with their owning session, read through `fw`.
-async fn nodes(fw: &Framework, paths: &[(String, &'static [&'static str])]) -> Vec<(String, i64)> {
+async fn nodes(fw: &Framework, paths: &[(String, &'static [&'static str])]) -> Vec<(String, i64, i64)> {
     let mut found = Vec::new();
     for (path, dirs) in paths {
         for dir in dirs.iter() {
@@ -672,7 +672,7 @@ async fn nodes(fw: &Framework, paths: &[(String, &'static [&'static str])]) -> V
                 }
                 let node = format!("{dir}/{child}");
                 if let Ok(Some(stat)) = fw.exists(&node).await {
-                    found.push((node, stat.ephemeral_owner));
+                    found.push((node, stat.ephemeral_owner, stat.ctime));
                 }
             }
         }
@@ -719,7 +719,7 @@ async fn audit_live<'a>(
     }
     let live: BTreeSet<i64> = clients.map(|c| c.fw.snapshot().session_id).collect();
     let owned_by_live = eventually(SESSION / 2, || async {
-        let orphans: Vec<_> = nodes(observer, paths).await.into_iter().filter(|(_, o)| live.contains(o)).collect();
+        let orphans: Vec<_> = nodes(observer, paths).await.into_iter().filter(|(_, o, _)| live.contains(o)).collect();
         if orphans.is_empty() {
             Ok(())
         } else {
@@ -1231,6 +1231,8 @@ async fn chaos_crowded(strategy: WaitStrategy, crowd: usize) {
 
 async fn run(seed: u64, steps: Vec<Step>, strategy: WaitStrategy, crowd: usize) {
     let origin = Instant::now();
+    let origin_ms =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
     let mut cluster = TestingCluster::builder().dynamic_reconfig(true).quorum_proxies(true).start().await.unwrap();
     cluster.settle(Duration::from_secs(90)).await.unwrap();
     assert!(SESSION > cluster.sync_timeout(), "the safety rule: session timeout above syncLimit x tickTime");
@@ -1503,8 +1505,9 @@ async fn run(seed: u64, steps: Vec<Step>, strategy: WaitStrategy, crowd: usize) 
             .map(|c| format!("{} {:#x} {:?}", c.name, c.fw.snapshot().session_id, c.fw.state()))
             .collect();
         eprintln!("  clients: {sessions:?}");
-        for (node, owner) in nodes(&observer, &paths_list).await {
-            eprintln!("  queued: {node} (session {owner:#x})");
+        for (node, owner, ctime) in nodes(&observer, &paths_list).await {
+            let at = (ctime - origin_ms) as f64 / 1000.0;
+            eprintln!("  queued: {node} (session {owner:#x}, created at +{at:.1}s)");
         }
     }
 

@@ -822,7 +822,7 @@ async fn a_lock_taken_once_per_path_costs_no_mirror_and_no_watch() {
 
 /// A member of a ZooKeeper 3.6.0 to 3.8.0 ensemble sometimes answers a request only once
 /// another request reaches it (its commit processor misses a wake-up; the proxy does the same
-/// with `hold_next_reply`). A lock's acquire and release waiting on such a reply each send one
+/// with `hold_reply_to`). A lock's acquire and release waiting on such a reply each send one
 /// `exists` after a second, which lets it go; without it they waited for the client's ping,
 /// after 9 s or more without a request at this session timeout.
 #[tokio::test]
@@ -836,15 +836,12 @@ async fn a_reply_the_server_holds_back_is_let_go_by_one_read() {
         // Well inside the 9 s the client stays silent before it pings.
         let before_a_ping = SESSION / 20;
         let before = proxy.counts();
-        proxy.hold_next_reply(); // the create's
+        proxy.hold_reply_to("create2");
         let guard = within(before_a_ping, "the acquire", mutex.acquire()).await.unwrap();
         let during = proxy.counts().since(&before);
         assert_eq!((during.get("exists"), during.get("ping")), (1, 0), "acquire: {during}");
-        // The nudge's reply, right behind the acquire's last, has passed the proxy once this
-        // read is answered: only then is the next reply held.
-        fw.exists("/").await.unwrap();
         let before = proxy.counts();
-        proxy.hold_next_reply(); // the delete's
+        proxy.hold_reply_to("delete");
         within(before_a_ping, "the release", guard.release()).await.unwrap();
         let during = proxy.counts().since(&before);
         assert_eq!((during.get("exists"), during.get("ping")), (1, 0), "release: {during}");
