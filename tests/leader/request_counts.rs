@@ -112,7 +112,7 @@ async fn selector_terms_cost_three_or_four_requests() {
 /// Latches made afresh for every term, on frameworks whose elections wait on the session's
 /// mirror, two sessions taking turns: the mirror outlives each latch long enough for the next
 /// to find it, so a term costs the create and the delete (the mirror's one `addWatch` and
-/// listing come before the measured terms, none during them).
+/// listing come before the measured terms, and at most once again during them).
 #[tokio::test]
 async fn latches_made_per_term_share_the_sessions_mirror() {
     const TERMS: u64 = 40;
@@ -156,9 +156,15 @@ async fn latches_made_per_term_share_the_sessions_mirror() {
         let what = counts.per_op(TERMS as usize);
         println!("latch per term on the mirror: {what}");
         assert_eq!((counts.get("create2"), counts.get("delete")), (TERMS, TERMS), "{what}");
-        for kind in ["addWatch", "getChildren", "getData+watch", "exists+watch", "removeWatches"] {
+        for kind in ["getData+watch", "exists+watch", "removeWatches"] {
             assert_eq!(counts.get(kind), 0, "no {kind} in the steady state ({what})");
         }
+        // The mirror is let go 2 s after its last user: a loaded machine that keeps the other
+        // session from its next term that long gives this one uncontended terms, which need no
+        // mirror, and the next contended term starts it again (its `addWatch` and listing).
+        // Once at most; a mirror per term would cost one each term.
+        let restarts = counts.get("addWatch");
+        assert!(restarts <= 1 && counts.get("getChildren") == restarts, "the mirror kept between terms ({what})");
         counted.delete(&pinned).await.unwrap();
         counted.close().await;
         other.close().await;
