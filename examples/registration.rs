@@ -29,10 +29,15 @@ async fn main() -> Result<(), Error> {
     let path = node.actual_path().expect("created");
     println!("registered as {path}");
 
-    // Someone deletes it: it comes back under the same name.
-    let mut registered = node.registered();
+    // Someone deletes it: it comes back under the same name. The other client watches for it
+    // (the registration may be back before this task looks at `registered()`, which holds the
+    // latest state, not each change).
     other.delete(&path).await?;
-    tokio::time::timeout(Duration::from_secs(20), registered.wait_for(|r| !*r)).await??;
+    let (back, watch) = other.exists(&path).watch().await?;
+    if back.is_none() {
+        tokio::time::timeout(Duration::from_secs(20), watch.changed()).await??;
+    }
+    let mut registered = node.registered();
     tokio::time::timeout(Duration::from_secs(20), registered.wait_for(|r| *r)).await??;
     println!("deleted by another client and back as {}", node.actual_path().expect("created"));
     node.set_data(b"10.0.0.7:9090".to_vec()).await?;
