@@ -480,6 +480,23 @@ impl Framework {
         self.inner.client_of(epoch)
     }
 
+    /// Completes once `session` is served by another client: the framework moved it (same
+    /// epoch, same id) to a client attached through the ensemble's current members, and that
+    /// client is connected. The old client's requests and watches go unanswered from then on,
+    /// until it gives the session up by itself. Pending while `session` is served by its own
+    /// client, and once the session is over (its waiters watch for that themselves).
+    pub(crate) async fn session_moved(&self, session: &Session) {
+        let mut states = self.state_watch();
+        let moved = |s: &StateSnapshot| {
+            s.epoch == session.epoch
+                && s.state.is_connected()
+                && self.session().is_ok_and(|now| now.epoch == session.epoch && !now.same_client(session))
+        };
+        if states.wait_for(moved).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
     /// Whether session `epoch` is over for its nodes, so that an expired or closed client's
     /// error shows a node went with it (see [`reaper::Sessions::session_gone`]).
     pub(crate) fn session_gone(&self, epoch: u64) -> bool {

@@ -345,14 +345,20 @@ impl LockInternals {
         watch_revocation: &mut (dyn FnMut(&CreatedNode) -> Option<Arc<NodeRevocation>> + Send),
     ) -> Result<M::Out<HeldNode>, Failure> {
         let framework = self.framework();
-        let session = session.clone();
-        let session = &session;
-        let list = || self.listing(session);
+        let mut current = session.clone();
         let mut listed = listed.filter(|children| children.iter().any(|c| c == node.name()));
         loop {
+            // A session the framework moved to another client is served on that one only: the
+            // old client's requests and watches go unanswered until it gives up by itself.
+            if let Ok(now) = framework.session() {
+                if now.epoch == current.epoch && !now.same_client(&current) {
+                    current = now;
+                }
+            }
+            let session = &current;
             let sorted = match listed.take() {
                 Some(children) => children,
-                None => retry_request(framework, list).await?,
+                None => retry_request(framework, || self.listing(session)).await?,
             };
             if let Some(slot) = &self.mirror {
                 // A crowded directory that calmed down is mirrored again by the next attempt.
@@ -495,6 +501,8 @@ impl LockInternals {
                 () = own_changed => Ok(None), // our node changed or went: look again
                 event = ahead_watch.changed() => Ok(Some(event.event_type)),
                 _ = session_ended => Err(Failure::NodeMissing),
+                // Our watches are the old client's: look again through the new one.
+                () = self.framework().session_moved(session) => Ok(None),
             }
         });
         let Some(event) = event.await? else { return Ok(None) };

@@ -635,11 +635,19 @@ impl InterProcessSemaphore {
         mut limit: LimitReader,
     ) -> Result<M::Out<Granted>, Failure> {
         let shared = &*self.shared;
-        let list = || {
-            session.sent(Op::GetChildren);
-            session.client.list_and_watch_children(shared.leases.dir())
-        };
+        let mut current = session.clone();
         loop {
+            // A session the framework moved to another client is served on that one only.
+            if let Ok(now) = self.framework().session() {
+                if now.epoch == current.epoch && !now.same_client(&current) {
+                    current = now;
+                }
+            }
+            let session = &current;
+            let list = || {
+                session.sent(Op::GetChildren);
+                session.client.list_and_watch_children(shared.leases.dir())
+            };
             let (children, watcher) = match listing.take() {
                 Some(listed) => listed,
                 None => retry_request(self.framework(), list).await?,
@@ -687,6 +695,8 @@ impl InterProcessSemaphore {
                     event = watcher.changed() => event.event_type != EventType::Session,
                     () = limit.changed() => true,
                     _ = session_ended => false,
+                    // The watch is the old client's: look again through the new one.
+                    () = self.framework().session_moved(session) => true,
                 }
             })
             .await

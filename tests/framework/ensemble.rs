@@ -12,8 +12,8 @@ use futures::{FutureExt, StreamExt};
 use zk_recipes::testing::{expire_session, four_letter_word, FaultProxy, MemberRole, ProxyMode, TestingCluster};
 use zk_recipes::zk::CreateMode;
 use zk_recipes::{
-    ConnectionState, ConnectionStateErrorPolicy, Ensemble, Error, Framework, InterProcessMutex, ReconfigRefusal,
-    StateSnapshot,
+    ConnectionState, ConnectionStateErrorPolicy, Ensemble, Error, Framework, InterProcessMutex, InterProcessSemaphore,
+    MutexGuard, ReconfigRefusal, SemaphoreLease, StateSnapshot, WaitStrategy,
 };
 
 /// Session timeout of the clients that must keep their sessions through the replacement: a
@@ -241,9 +241,12 @@ async fn an_ensemble_without_dynamic_reconfiguration_refuses_it() {
 /// request still queued on it with `SessionExpired`. A lock released while the client was cut
 /// off queued its delete there: that answer is no proof the node went with its session. The
 /// delete must go through the session's new client; taken as done, it left the node in place
-/// for as long as the session lives, and every later contender queued behind it.
+/// for as long as the session lives, and every later contender queued behind it. Waiters
+/// watching the node ahead of them through the old client look again through the new one, in
+/// their place in the queue (they used to hear nothing until the old client gave up, and then
+/// queued again at the back).
 #[tokio::test]
-async fn a_release_queued_on_the_client_a_session_left_deletes_the_node() {
+async fn locks_of_a_moved_session_are_released_and_waited_for_through_its_new_client() {
     init_tracing();
     bounded(LIMIT, async {
         // Long enough for the move (a quarter of it `Suspended`, then an attach through the
@@ -280,6 +283,22 @@ async fn a_release_queued_on_the_client_a_session_left_deletes_the_node() {
         let dropped_path = unique_path("ensemble", "moved-drop");
         let dropped = InterProcessMutex::new(&fw, &dropped_path).unwrap().acquire().await.unwrap();
         let dropped_node = dropped.lock_path().to_owned();
+        // Two more locks, held elsewhere, each with a waiter queued behind it: one waiting on
+        // its session's mirror (the default), one watching the node ahead (Curator's way).
+        let classic = Framework::builder(&given.join(","))
+            .session_timeout(SESSION)
+            .wait_strategy(WaitStrategy::PerWaiterWatch)
+            .start()
+            .await
+            .unwrap();
+        tracks(&classic, &ids).await;
+        let queues = [
+            ("on the mirror", queue_behind(&observer, &fw, "moved-wait-mirror").await),
+            ("watching the node ahead", queue_behind(&observer, &classic, "moved-wait-classic").await),
+        ];
+        let (lease_held, lease_waiter, lease_node) = lease_behind(&observer, &classic, "moved-wait-lease").await;
+        let classic_session = classic.snapshot().session_id;
+        let mut classic_events = classic.state_changes();
         let session = fw.snapshot().session_id;
         let mut events = fw.state_changes();
 
@@ -299,6 +318,25 @@ async fn a_release_queued_on_the_client_a_session_left_deletes_the_node() {
         // The session moves: same session, same epoch, on the members the ensemble names.
         let (back, seen) = wait_for_event(&mut events, ConnectionState::Reconnected, SESSION * 2).await;
         assert_eq!((back.session_id, back.epoch), (session, 1), "{seen:?}");
+        let (back, seen) = wait_for_event(&mut classic_events, ConnectionState::Reconnected, SESSION * 2).await;
+        assert_eq!((back.session_id, back.epoch), (classic_session, 1), "{seen:?}");
+        // The waiters' watches were set through the clients the sessions left, which give up
+        // only at 7/5 of the session timeout from the cut: each waiter looks again through
+        // its session's new client, keeps its place in the queue, and takes the lock as soon
+        // as it is free.
+        for (how, (held_elsewhere, waiter, waiting_node)) in queues {
+            held_elsewhere.release().await.unwrap();
+            let taken = within(SESSION / 2, &format!("the waiter {how} takes the freed lock"), waiter).await;
+            let taken = taken.expect("the waiter task").expect("the waiter's acquire");
+            assert_eq!(taken.lock_path(), waiting_node, "the waiter {how} kept its node");
+            taken.release().await.unwrap();
+        }
+        // A semaphore's waiter watches the leases: the same, through the new client.
+        lease_held.release().await.unwrap();
+        let lease = within(SESSION / 2, "the semaphore's waiter takes the freed lease", lease_waiter).await;
+        let lease = lease.expect("the waiter task").expect("the waiter's acquire");
+        assert_eq!(lease.lease_path(), lease_node, "the semaphore's waiter kept its lease node");
+        lease.release().await.unwrap();
         // The release ends once the client it queued on gives up (7/5 of the timeout), and
         // the node is gone while its session lives on.
         within(SESSION * 3, "the release", release).await.expect("the release task").expect("the release");
@@ -316,9 +354,57 @@ async fn a_release_queued_on_the_client_a_session_left_deletes_the_node() {
             }
         })
         .await;
-        for fw in [&fw, &observer] {
+        for fw in [&fw, &classic, &observer] {
             fw.close().await;
         }
     })
     .await;
+}
+
+/// A lock at a fresh path (named after `name`) held through `holder`, and a task of `waiter`
+/// queued behind it: the holder's guard, the waiting task, and the path of the waiter's node.
+async fn queue_behind(
+    holder: &Framework,
+    waiter: &Framework,
+    name: &str,
+) -> (MutexGuard, tokio::task::JoinHandle<zk_recipes::Result<MutexGuard>>, String) {
+    let path = unique_path("ensemble", name);
+    let held = InterProcessMutex::new(holder, &path).unwrap().acquire().await.unwrap();
+    let queued = InterProcessMutex::new(waiter, &path).unwrap();
+    let task = tokio::spawn(async move { queued.acquire().await });
+    let node = eventually(Duration::from_secs(30), "the waiter queued", || async {
+        let children = holder.get_children(&path).await.map_err(|e| e.to_string())?;
+        let others: Vec<String> = children.into_iter().filter(|c| !held.lock_path().ends_with(c.as_str())).collect();
+        match &others[..] {
+            [node] => Ok(format!("{path}/{node}")),
+            _ => Err(format!("{others:?}")),
+        }
+    })
+    .await;
+    (held, task, node)
+}
+
+/// A one-lease semaphore at a fresh path (named after `name`) whose lease is held through
+/// `holder`, and a task of `waiter` queued for it: the holder's lease, the waiting task, and the
+/// path of the waiter's lease node.
+async fn lease_behind(
+    holder: &Framework,
+    waiter: &Framework,
+    name: &str,
+) -> (SemaphoreLease, tokio::task::JoinHandle<zk_recipes::Result<SemaphoreLease>>, String) {
+    let path = unique_path("ensemble", name);
+    let held = InterProcessSemaphore::new(holder, &path, 1).unwrap().acquire().await.unwrap();
+    let queued = InterProcessSemaphore::new(waiter, &path, 1).unwrap();
+    let task = tokio::spawn(async move { queued.acquire().await });
+    let leases = format!("{path}/leases");
+    let node = eventually(Duration::from_secs(30), "the semaphore's waiter queued", || async {
+        let children = holder.get_children(&leases).await.map_err(|e| e.to_string())?;
+        let others: Vec<String> = children.into_iter().filter(|c| !held.lease_path().ends_with(c.as_str())).collect();
+        match &others[..] {
+            [node] => Ok(format!("{leases}/{node}")),
+            _ => Err(format!("{others:?}")),
+        }
+    })
+    .await;
+    (held, task, node)
 }
