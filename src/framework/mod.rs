@@ -486,11 +486,17 @@ impl Framework {
     /// until it gives the session up by itself. Pending while `session` is served by its own
     /// client, and once the session is over (its waiters watch for that themselves).
     pub(crate) async fn session_moved(&self, session: &Session) {
+        self.client_left(&session.client_key()).await
+    }
+
+    /// [`session_moved`](Self::session_moved) for the session and client `key` names.
+    pub(crate) async fn client_left(&self, key: &session::ClientKey) {
         let mut states = self.state_watch();
+        let epoch = key.epoch();
         let moved = |s: &StateSnapshot| {
-            s.epoch == session.epoch
+            s.epoch == epoch
                 && s.state.is_connected()
-                && self.session().is_ok_and(|now| now.epoch == session.epoch && !now.same_client(session))
+                && self.session().is_ok_and(|now| now.epoch == epoch && !now.is_client(key))
         };
         if states.wait_for(moved).await.is_err() {
             std::future::pending::<()>().await;

@@ -10,6 +10,7 @@ use std::future::IntoFuture;
 use futures::future::BoxFuture;
 use zookeeper_client::{EventType, OneshotWatcher, SessionState, Stat};
 
+use super::session::ClientKey;
 use super::watch_table::{NodeEvent, Registered};
 use super::{Framework, SchemaOp};
 use crate::error::{Error, Result, ZkError};
@@ -22,7 +23,8 @@ use crate::framework::metrics::Op;
 ///
 /// The watch belongs to the session that answered the read. It survives disconnections of that
 /// session (the client sets it again on reconnecting, and the server reports what changed
-/// meanwhile), not the session's end: read again (and watch again) after the error.
+/// meanwhile), not the session's end, nor a move of the session to another client (after a
+/// reconfiguration): read again (and watch again) after the error.
 #[must_use = "a watch does nothing unless awaited"]
 #[derive(Debug)]
 pub struct OneshotWatch {
@@ -30,11 +32,13 @@ pub struct OneshotWatch {
     watcher: OneshotWatcher,
     /// Its place in the framework's watch table while it is armed.
     entry: Registered,
+    /// The session and client it was set through.
+    client: ClientKey,
 }
 
 impl OneshotWatch {
-    fn new(framework: &Framework, watcher: OneshotWatcher, entry: Registered) -> Self {
-        OneshotWatch { framework: framework.clone(), watcher, entry }
+    fn new(framework: &Framework, (watcher, client): (OneshotWatcher, ClientKey), entry: Registered) -> Self {
+        OneshotWatch { framework: framework.clone(), watcher, entry, client }
     }
 
     /// Waits for the event.
@@ -42,13 +46,24 @@ impl OneshotWatch {
     /// # Errors
     /// When the watch's session ended before the event: `SessionExpired` (the server expired
     /// it), [`Error::Closed`] (the framework was closed), `ClientClosed` (the framework gave the
-    /// session up and opened another one), `AuthFailed`.
+    /// session up and opened another one), `AuthFailed`. `ConnectionLoss` when the session
+    /// lives on but moved to another client (after a reconfiguration, when the servers the
+    /// framework was given are no longer the ensemble's members): the watch was set through
+    /// the client the session left, which the server no longer serves. Read (and watch) again
+    /// in each case.
     ///
     /// # Cancel safety
     /// Cancel-safe in the sense that nothing is lost on the server, but the watch is consumed:
     /// a cancelled wait removes it.
     pub async fn changed(mut self) -> Result<NodeEvent> {
-        let event = self.watcher.changed().await;
+        let event = tokio::select! {
+            biased;
+            event = self.watcher.changed() => event,
+            () = self.framework.client_left(&self.client) => {
+                self.entry.fired();
+                return Err(ZkError::ConnectionLoss.into());
+            }
+        };
         // Fired (or its session ended): nothing of it is removed from the server any more.
         self.entry.fired();
         if event.event_type != EventType::Session {
@@ -302,7 +317,8 @@ impl<'a> IntoFuture for GetDataWatched<'a> {
             let (data, stat, watcher) = fw
                 .with_retry(|s| async move {
                     s.sent(Op::GetData);
-                    s.client.get_and_watch_data(full).await
+                    let (data, stat, watcher) = s.client.get_and_watch_data(full).await?;
+                    Ok((data, stat, (watcher, s.client_key())))
                 })
                 .await?;
             let watch = OneshotWatch::new(fw, watcher, entry);
@@ -354,7 +370,8 @@ impl<'a> IntoFuture for ExistsWatched<'a> {
             let (stat, watcher) = fw
                 .with_retry(|s| async move {
                     s.sent(Op::Exists);
-                    s.client.check_and_watch_stat(full).await
+                    let (stat, watcher) = s.client.check_and_watch_stat(full).await?;
+                    Ok((stat, (watcher, s.client_key())))
                 })
                 .await?;
             Ok((stat, OneshotWatch::new(fw, watcher, entry)))
@@ -429,7 +446,8 @@ impl<'a> IntoFuture for GetChildrenWatched<'a> {
             let (children, stat, watcher) = fw
                 .with_retry(|s| async move {
                     s.sent(Op::GetChildren);
-                    s.client.get_and_watch_children(full).await
+                    let (children, stat, watcher) = s.client.get_and_watch_children(full).await?;
+                    Ok((children, stat, (watcher, s.client_key())))
                 })
                 .await?;
             Ok((children, stat, OneshotWatch::new(fw, watcher, entry)))

@@ -77,6 +77,17 @@ impl Session {
         Arc::ptr_eq(&self.task, &other.task)
     }
 
+    /// Which client serves this session, without keeping that client alive (a watch set
+    /// through it compares keys later: see [`Framework::session_moved`](super::Framework::session_moved)).
+    pub(crate) fn client_key(&self) -> ClientKey {
+        ClientKey { epoch: self.epoch, task: Arc::downgrade(&self.task) }
+    }
+
+    /// Whether this session's client is the one `key` names.
+    pub(crate) fn is_client(&self, key: &ClientKey) -> bool {
+        self.epoch == key.epoch && std::ptr::eq(Arc::as_ptr(&self.task), key.task.as_ptr())
+    }
+
     /// The connect string the session's client was made with.
     pub(crate) fn hosts(&self) -> &str {
         &self.hosts
@@ -184,6 +195,22 @@ impl SessionShared {
         let erased: Arc<dyn Any + Send + Sync> = made.clone();
         objects.insert(key.to_owned(), Arc::downgrade(&erased));
         made
+    }
+}
+
+/// A session (its epoch) and the client serving it, named without keeping that client alive:
+/// a weak reference to the client's task, whose allocation it keeps, so no later client can
+/// reuse its address.
+#[derive(Debug, Clone)]
+pub(crate) struct ClientKey {
+    epoch: u64,
+    task: Weak<SessionTask>,
+}
+
+impl ClientKey {
+    /// The session's epoch.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch
     }
 }
 

@@ -782,6 +782,9 @@ impl Engine {
                         }
                         // Data changed (by anyone): watch again, nothing to create.
                         Ok(_) => Next::Rewatch,
+                        // The session moved to another client and lives on there, with the
+                        // node: watch again through it.
+                        Err(Error::ZooKeeper(ZkError::ConnectionLoss)) => Next::Rewatch,
                         Err(e) => {
                             // The session ended: its ephemeral nodes with it.
                             tracing::debug!(path, error = %e, "persistent node: the watch's session ended");

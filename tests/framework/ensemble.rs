@@ -12,8 +12,8 @@ use futures::{FutureExt, StreamExt};
 use zk_recipes::testing::{expire_session, four_letter_word, FaultProxy, MemberRole, ProxyMode, TestingCluster};
 use zk_recipes::zk::CreateMode;
 use zk_recipes::{
-    ConnectionState, ConnectionStateErrorPolicy, Ensemble, Error, Framework, InterProcessMutex, InterProcessSemaphore,
-    MutexGuard, ReconfigRefusal, SemaphoreLease, StateSnapshot, WaitStrategy,
+    ConnectionState, ConnectionStateErrorPolicy, DistributedBarrier, Ensemble, Error, Framework, InterProcessMutex,
+    InterProcessSemaphore, MutexGuard, ReconfigRefusal, SemaphoreLease, StateSnapshot, WaitStrategy,
 };
 
 /// Session timeout of the clients that must keep their sessions through the replacement: a
@@ -244,7 +244,9 @@ async fn an_ensemble_without_dynamic_reconfiguration_refuses_it() {
 /// for as long as the session lives, and every later contender queued behind it. Waiters
 /// watching the node ahead of them through the old client look again through the new one, in
 /// their place in the queue (they used to hear nothing until the old client gave up, and then
-/// queued again at the back).
+/// queued again at the back); a one-shot watch set through it ends at once with
+/// `ConnectionLoss` (it used to end at that moment with `SessionExpired`), so a barrier's
+/// waiter reads again through the new client.
 #[tokio::test]
 async fn locks_of_a_moved_session_are_released_and_waited_for_through_its_new_client() {
     init_tracing();
@@ -297,6 +299,27 @@ async fn locks_of_a_moved_session_are_released_and_waited_for_through_its_new_cl
             ("watching the node ahead", queue_behind(&observer, &classic, "moved-wait-classic").await),
         ];
         let (lease_held, lease_waiter, lease_node) = lease_behind(&observer, &classic, "moved-wait-lease").await;
+        // A one-shot watch, and a barrier's waiter (which waits on one).
+        let watched = unique_path("ensemble", "moved-watch");
+        observer.create(&watched).await.unwrap();
+        let (_, watch) = fw.exists(&watched).watch().await.unwrap();
+        let watch = tokio::spawn(watch.changed());
+        let barrier_path = unique_path("ensemble", "moved-barrier");
+        DistributedBarrier::new(&observer, &barrier_path).unwrap().set().await.unwrap();
+        let barrier = DistributedBarrier::new(&fw, &barrier_path).unwrap();
+        let barrier_waiter = tokio::spawn(async move { barrier.wait().await });
+        // Waiting, with its watch set (a read still queued on the old client when it is cut
+        // off waits for that client to give up: a request in flight may still be applied).
+        eventually(SESSION, "the barrier's watch set", || async {
+            for i in (0..cluster.len()).filter(|&i| cluster.is_running(i)) {
+                let wchp = four_letter_word(&cluster.server_connect_string(i), "wchp", Duration::from_secs(2)).await;
+                if wchp.is_ok_and(|w| w.lines().any(|l| l.trim() == barrier_path)) {
+                    return Ok(());
+                }
+            }
+            Err("no watch on the barrier yet".to_owned())
+        })
+        .await;
         let classic_session = classic.snapshot().session_id;
         let mut classic_events = classic.state_changes();
         let session = fw.snapshot().session_id;
@@ -324,6 +347,15 @@ async fn locks_of_a_moved_session_are_released_and_waited_for_through_its_new_cl
         // only at 7/5 of the session timeout from the cut: each waiter looks again through
         // its session's new client, keeps its place in the queue, and takes the lock as soon
         // as it is free.
+        // The watch was set through the old client: it ends at once, telling the caller to read
+        // again (it used to wait for the old client to give up, and then said `SessionExpired`
+        // of a session that lives on).
+        let ended = within(SESSION / 2, "the one-shot watch ends", watch).await.expect("the watch task");
+        assert!(matches!(ended, Err(Error::ZooKeeper(zk_recipes::zk::Error::ConnectionLoss))), "{ended:?}");
+        // The barrier's waiter reads again through the new client and sees the barrier go.
+        DistributedBarrier::new(&observer, &barrier_path).unwrap().remove().await.unwrap();
+        let waited = within(SESSION / 2, "the barrier's waiter", barrier_waiter).await;
+        waited.expect("the waiter task").expect("the barrier's wait");
         for (how, (held_elsewhere, waiter, waiting_node)) in queues {
             held_elsewhere.release().await.unwrap();
             let taken = within(SESSION / 2, &format!("the waiter {how} takes the freed lock"), waiter).await;
