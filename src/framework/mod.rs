@@ -489,6 +489,16 @@ impl Framework {
         self.client_left(&session.client_key()).await
     }
 
+    /// Switches `session` to the client serving its epoch now, when the framework moved it
+    /// to another client: the old one's requests and watches go unanswered from then on.
+    pub(crate) fn follow_move(&self, session: &mut Session) {
+        if let Ok(now) = self.session() {
+            if now.epoch == session.epoch && !now.same_client(session) {
+                *session = now;
+            }
+        }
+    }
+
     /// [`session_moved`](Self::session_moved) for the session and client `key` names.
     pub(crate) async fn client_left(&self, key: &session::ClientKey) {
         let mut states = self.state_watch();

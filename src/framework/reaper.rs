@@ -31,8 +31,9 @@ pub(crate) trait Sessions: Send + Sync {
     /// Whether session `epoch` is over for its nodes: it is not the current session any more,
     /// or the client serving it has ended. Only then does an expired or closed client's error
     /// show that a node went with its session: a session the framework moved to another
-    /// client (when every server its first client knows left the ensemble) lives on there,
-    /// while the client it left reports its own expiry to every request still queued on it.
+    /// client (after a reconfiguration, through the ensemble's current members) lives on
+    /// there, while the client it left, cut off, gives the session up by itself and answers
+    /// every request still queued on it with `SessionExpired`.
     fn session_gone(&self, epoch: u64) -> bool {
         self.client_of(epoch).map_or(true, |client| client.state().is_terminated())
     }

@@ -348,13 +348,7 @@ impl LockInternals {
         let mut current = session.clone();
         let mut listed = listed.filter(|children| children.iter().any(|c| c == node.name()));
         loop {
-            // A session the framework moved to another client is served on that one only: the
-            // old client's requests and watches go unanswered until it gives up by itself.
-            if let Ok(now) = framework.session() {
-                if now.epoch == current.epoch && !now.same_client(&current) {
-                    current = now;
-                }
-            }
+            framework.follow_move(&mut current);
             let session = &current;
             let sorted = match listed.take() {
                 Some(children) => children,

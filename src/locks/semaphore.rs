@@ -637,12 +637,7 @@ impl InterProcessSemaphore {
         let shared = &*self.shared;
         let mut current = session.clone();
         loop {
-            // A session the framework moved to another client is served on that one only.
-            if let Ok(now) = self.framework().session() {
-                if now.epoch == current.epoch && !now.same_client(&current) {
-                    current = now;
-                }
-            }
+            self.framework().follow_move(&mut current);
             let session = &current;
             let list = || {
                 session.sent(Op::GetChildren);
