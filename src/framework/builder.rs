@@ -473,11 +473,14 @@ impl FrameworkBuilder {
     /// or, when it reaches one of its own servers again (possible in the second case), until
     /// the framework gives the session up or closes; such a return takes the session's
     /// connection for a moment (the current client's next write finds the session moved and
-    /// reconnects). What the old client holds ends with it: a one-shot watch set through
-    /// [`get_data(..).watch()`](crate::GetData::watch) (or a raw client from `zk_client()`)
-    /// then ends with an error although the session lives; an acquire waiting on its
-    /// predecessor's node (`WaitStrategy::PerWaiterWatch`, or a crowded directory) learns of
-    /// a handoff only then, and starts over with a fresh node.
+    /// reconnects). A request still queued on the old client waits until that client gives
+    /// up, then goes again through the session's client (a lock's release among them: its
+    /// node is deleted, never taken as gone with a session that lives). A one-shot watch set
+    /// through [`get_data(..).watch()`](crate::GetData::watch) and the like ends at the move
+    /// with `ConnectionLoss` (read again); an acquire waiting on its predecessor's node
+    /// (`WaitStrategy::PerWaiterWatch`, or a crowded directory) or on a semaphore's leases
+    /// looks again through the new client and keeps its place. A raw client from
+    /// `zk_client()` taken before the move stays the old client, and ends with it.
     pub fn ensemble_tracking(mut self, track: bool) -> Self {
         self.ensemble_tracking = track;
         self

@@ -18,7 +18,9 @@
 //!   (the record of it is taken, under one lock, as the create is sent);
 //! - the same session: epoch and session id, and not a read-only connection;
 //! - the directory's watch that was armed (on this session) before the delete is the one
-//!   still armed, and has not fired, both when the create is sent and after its reply;
+//!   still armed, and has not fired, both when the create is sent and after its reply (a
+//!   session moved to another client counts as fired: the server sends the old client's
+//!   watches nothing);
 //! - the delete was answered `Ok` (so the node existed in this directory when deleted);
 //! - the create succeeded on its first send;
 //! - its suffix is `n + 1`, with `0 <= n < i32::MAX` (past that ZooKeeper's suffix wraps).
@@ -34,7 +36,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use futures::future::{BoxFuture, FutureExt};
-use zookeeper_client::WatchedEvent;
 
 use crate::framework::metrics::Op;
 use crate::framework::node::{CreatedNode, DeleteReply, Failure, SendDelete};
@@ -146,7 +147,9 @@ impl WatchId {
 
 struct DirWatch {
     id: WatchId,
-    fired: BoxFuture<'static, WatchedEvent>,
+    /// Completes when the watch fires, or when the session moves to another client (the
+    /// server no longer sends this client's watches anything: it proves nothing from then on).
+    fired: BoxFuture<'static, ()>,
 }
 
 /// What a held node needs to record its delete for the next acquire of its handle.
@@ -205,6 +208,7 @@ impl FastPath {
     /// under a new identity.
     pub(crate) fn arm_watch<'a>(
         &'a self,
+        framework: &'a Framework,
         session: &'a Session,
         dir: &str,
     ) -> impl std::future::Future<Output = ()> + 'a {
@@ -213,9 +217,16 @@ impl FastPath {
         let exists = session.client.check_and_watch_stat(dir);
         async move {
             if let Ok((Some(_), watcher)) = exists.await {
+                let (framework, client) = (framework.clone(), session.client_key());
+                let fired = async move {
+                    tokio::select! {
+                        _ = watcher.changed() => {}
+                        () = framework.client_left(&client) => {}
+                    }
+                };
                 let mut slot = self.slot.lock();
                 if slot.watch.is_none() {
-                    slot.watch = Some(DirWatch { id, fired: watcher.changed().boxed() });
+                    slot.watch = Some(DirWatch { id, fired: fired.boxed() });
                 }
             }
         }

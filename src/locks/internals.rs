@@ -406,7 +406,7 @@ impl LockInternals {
         };
         session.sent(Op::GetChildren);
         let children = session.client.list_children(self.dir());
-        let arm = fast.arm_watch(session, self.dir());
+        let arm = fast.arm_watch(self.framework(), session, self.dir());
         async move {
             arm.await;
             let mut children = children.await?;

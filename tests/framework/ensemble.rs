@@ -12,8 +12,8 @@ use futures::{FutureExt, StreamExt};
 use zk_recipes::testing::{expire_session, four_letter_word, FaultProxy, MemberRole, ProxyMode, TestingCluster};
 use zk_recipes::zk::CreateMode;
 use zk_recipes::{
-    ConnectionState, ConnectionStateErrorPolicy, DistributedBarrier, Ensemble, Error, Framework, InterProcessMutex,
-    InterProcessSemaphore, MutexGuard, ReconfigRefusal, SemaphoreLease, StateSnapshot, WaitStrategy,
+    ConnectionState, ConnectionStateErrorPolicy, DistributedBarrier, Ensemble, Error, FastPathFallback, Framework,
+    InterProcessMutex, InterProcessSemaphore, MutexGuard, ReconfigRefusal, SemaphoreLease, StateSnapshot, WaitStrategy,
 };
 
 /// Session timeout of the clients that must keep their sessions through the replacement: a
@@ -301,12 +301,13 @@ async fn locks_of_a_moved_session_are_released_and_waited_for_through_its_new_cl
         let (lease_held, lease_waiter, lease_node) = lease_behind(&observer, &classic, "moved-wait-lease").await;
         // A one-shot watch, and a barrier's waiter (which waits on one).
         let watched = unique_path("ensemble", "moved-watch");
-        observer.create(&watched).await.unwrap();
+        fw.create(&watched).await.unwrap();
         let (_, watch) = fw.exists(&watched).watch().await.unwrap();
         let watch = tokio::spawn(watch.changed());
         let barrier_path = unique_path("ensemble", "moved-barrier");
-        DistributedBarrier::new(&observer, &barrier_path).unwrap().set().await.unwrap();
+        // Set through the waiter's own session, so that its first read sees it.
         let barrier = DistributedBarrier::new(&fw, &barrier_path).unwrap();
+        barrier.set().await.unwrap();
         let barrier_waiter = tokio::spawn(async move { barrier.wait().await });
         // Waiting, with its watch set (a read still queued on the old client when it is cut
         // off waits for that client to give up: a request in flight may still be applied).
@@ -320,6 +321,15 @@ async fn locks_of_a_moved_session_are_released_and_waited_for_through_its_new_cl
             Err("no watch on the barrier yet".to_owned())
         })
         .await;
+        // A mutex taken alone until the create alone takes it (the fast path): its next acquire
+        // may do the same, trusting the directory watch armed before its last delete.
+        let fast_path = unique_path("ensemble", "moved-fast");
+        let fast = InterProcessMutex::new(&classic, &fast_path).unwrap();
+        for _ in 0..3 {
+            fast.acquire().await.unwrap().release().await.unwrap();
+        }
+        let fast_before = fast.fast_path_stats();
+        assert_eq!(fast_before.hits, 1, "the fast path in use before the move: {fast_before:?}");
         let classic_session = classic.snapshot().session_id;
         let mut classic_events = classic.state_changes();
         let session = fw.snapshot().session_id;
@@ -343,6 +353,31 @@ async fn locks_of_a_moved_session_are_released_and_waited_for_through_its_new_cl
         assert_eq!((back.session_id, back.epoch), (session, 1), "{seen:?}");
         let (back, seen) = wait_for_event(&mut classic_events, ConnectionState::Reconnected, SESSION * 2).await;
         assert_eq!((back.session_id, back.epoch), (classic_session, 1), "{seen:?}");
+        // Meanwhile someone else deletes the empty directory, makes it again and takes the lock
+        // there; its child count starts over, and two more creates bring the next suffix to
+        // the one this handle's create alone expects (its last hold's plus one).
+        observer.sync(&fast_path).await.unwrap();
+        let _ = observer.delete(&fast_path).await; // unless the server reaped it already
+        let other = InterProcessMutex::new(&observer, &fast_path).unwrap().acquire().await.unwrap();
+        for i in 0..2 {
+            let filler = format!("{fast_path}/filler-{i}");
+            observer.create(&filler).await.unwrap();
+            observer.delete(&filler).await.unwrap();
+        }
+        // The watch armed before the last delete was the old client's, which hears nothing
+        // now: it proves nothing, and the create alone does not take the lock (it used to,
+        // while another process held it).
+        let taken = fast.try_acquire().await.unwrap();
+        assert!(taken.is_none(), "the lock taken by the create alone while {} holds it", other.lock_path());
+        drop(taken);
+        other.release().await.unwrap();
+        let fast_after = fast.fast_path_stats();
+        assert_eq!(fast_after.hits, fast_before.hits, "{fast_before:?} -> {fast_after:?}");
+        assert_eq!(
+            fast_after.fallbacks_for(FastPathFallback::WatchFired),
+            fast_before.fallbacks_for(FastPathFallback::WatchFired) + 1,
+            "{fast_before:?} -> {fast_after:?}"
+        );
         // The waiters' watches were set through the clients the sessions left, which give up
         // only at 7/5 of the session timeout from the cut: each waiter looks again through
         // its session's new client, keeps its place in the queue, and takes the lock as soon
@@ -372,7 +407,7 @@ async fn locks_of_a_moved_session_are_released_and_waited_for_through_its_new_cl
         // The release ends once the client it queued on gives up (7/5 of the timeout), and
         // the node is gone while its session lives on.
         within(SESSION * 3, "the release", release).await.expect("the release task").expect("the release");
-        assert!(observer.exists(&node).await.unwrap().is_none(), "{node} left in place by a released guard");
+        assert!(fw.exists(&node).await.unwrap().is_none(), "{node} left in place by a released guard");
         let now = fw.snapshot();
         assert_eq!((now.session_id, now.epoch, now.state.is_connected()), (session, 1, true));
         let taken = InterProcessMutex::new(&observer, &path).unwrap().try_acquire().await.unwrap();
