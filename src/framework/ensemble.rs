@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use zookeeper_client::{EnsembleUpdate, EventType, OneshotWatcher};
 
 use super::inner::Inner;
+use super::reaper::Sessions;
 use super::Framework;
 use crate::error::{is_zk_retryable, is_zk_session_lost, Error, ReconfigRefusal, Result, ZkError};
 use crate::retry::{Doubling, RetryLoop};
@@ -271,9 +272,10 @@ pub(crate) async fn track(weak: Weak<Inner>, initial: Option<OneshotWatcher>) {
         None => return,
     };
     let mut pause = RetryLoop::new(&REREAD);
-    let mut pending = initial.map(|watcher| (1, watcher));
+    let first_key = weak.upgrade().and_then(|inner| inner.session().ok()).map(|s| s.client_key());
+    let mut pending = initial.zip(first_key).map(|(watcher, key)| (1, watcher, key));
     loop {
-        let (epoch, watcher) = match pending.take() {
+        let (epoch, watcher, key) = match pending.take() {
             Some(first) => first,
             None => {
                 // Connected on some session.
@@ -286,21 +288,27 @@ pub(crate) async fn track(weak: Weak<Inner>, initial: Option<OneshotWatcher>) {
                     if inner.is_closed() {
                         return;
                     }
-                    let Some(client) = inner.client_of(epoch) else { continue };
-                    client.get_and_watch_config()
+                    let Some(session) = inner.session().ok().filter(|s| s.epoch == epoch) else { continue };
+                    let key = session.client_key();
+                    let read = session.client.get_and_watch_config();
+                    async move { read.await.map(|read| (read, key)) }
                 };
                 match read.await {
-                    Ok((data, _, watcher)) => {
+                    Ok(((data, _, watcher), key)) => {
                         pause = RetryLoop::new(&REREAD);
                         let Some(inner) = weak.upgrade() else { return };
                         if let Some(ensemble) = Ensemble::parse(&data) {
                             inner.ensemble.offer(ensemble, &inner.config.connect_string);
                         }
-                        (epoch, watcher)
+                        (epoch, watcher, key)
                     }
                     Err(error) => {
                         tracing::debug!(%error, "ensemble configuration not read; reading it again");
-                        if is_zk_session_lost(&error) || !is_zk_retryable(&error) {
+                        // A session-lost error from a client the session moved away from says
+                        // nothing of the session: read again through the one serving it.
+                        let gone = weak.upgrade().map_or(true, |inner| inner.session_gone(epoch));
+                        let lost = is_zk_session_lost(&error);
+                        if lost && gone || !lost && !is_zk_retryable(&error) {
                             // Read again on the next session (a server without the node, or
                             // that refuses it, refuses it for the whole session).
                             let _ = states.wait_for(|s| s.epoch != epoch).await;
@@ -316,14 +324,23 @@ pub(crate) async fn track(weak: Weak<Inner>, initial: Option<OneshotWatcher>) {
         // Until the node changes or the session is over. A watcher of a client whose task is
         // gone must not be polled (zookeeper-client panics then): the session's end is
         // looked at first, and a panic is caught all the same.
+        let mut moves = states.clone();
         let over = states.wait_for(|s| s.epoch != epoch || s.state == super::ConnectionState::Lost);
+        // The session moved to another client: this watch is the old one's, which hears nothing.
+        let moved = moves.wait_for(|s| {
+            s.epoch == epoch
+                && s.state.is_connected()
+                && weak.upgrade().is_some_and(|inner| inner.session().is_ok_and(|now| !now.is_client(&key)))
+        });
         let changed = std::panic::AssertUnwindSafe(watcher.changed()).catch_unwind();
         let session_event = tokio::select! {
             biased;
             _ = over => false,
+            _ = moved => false,
             event = changed => event.is_ok_and(|event| event.event_type == EventType::Session),
         };
-        if session_event {
+        let gone = weak.upgrade().map_or(true, |inner| inner.session_gone(epoch));
+        if session_event && gone {
             // The session ended (or its client did): the next one is read.
             let _ = states.wait_for(|s| s.epoch != epoch || !s.state.is_connected()).await;
         }

@@ -69,6 +69,10 @@ impl OneshotWatch {
         if event.event_type != EventType::Session {
             return Ok(NodeEvent::of(&self.framework, event.event_type, &event));
         }
+        if !self.framework.session_gone(self.client.epoch()) {
+            // The client ended before the move was confirmed; the session lives on.
+            return Err(ZkError::ConnectionLoss.into());
+        }
         Err(match event.session_state {
             SessionState::Expired => ZkError::SessionExpired.into(),
             SessionState::AuthFailed => ZkError::AuthFailed.into(),

@@ -123,8 +123,10 @@ async fn watch_on_mirror(
                     read(&data, &stat);
                 }
                 Err(ZkError::NoNode) => return Some(End::Deleted),
-                Err(e) if is_zk_session_lost(&e) => return Some(End::SessionOver),
-                Err(error) if is_zk_retryable(&error) => {
+                Err(e) if is_zk_session_lost(&e) && framework.session_gone(epoch) => return Some(End::SessionOver),
+                // A session-lost error from a client the session moved away from, or a
+                // connection error: read again (through the session's client) after a pause.
+                Err(error) if is_zk_retryable(&error) || is_zk_session_lost(&error) => {
                     tracing::debug!(node = %full_path, %error, "node not read; reading it again after a pause");
                 }
                 Err(error) => {
@@ -184,8 +186,10 @@ pub(crate) async fn watch_data(
                 watcher
             }
             Err(ZkError::NoNode) => return End::Deleted,
-            Err(e) if is_zk_session_lost(&e) => return End::SessionOver,
-            Err(error) if is_zk_retryable(&error) => {
+            Err(e) if is_zk_session_lost(&e) && framework.session_gone(epoch) => return End::SessionOver,
+            // A session-lost error from a client the session moved away from, or a connection
+            // error the retry policy gave up on: watch again through the session's client.
+            Err(error) if is_zk_retryable(&error) || is_zk_session_lost(&error) => {
                 // The retry policy gave up, but the session may live on: watch again once the
                 // framework is connected (or stop when the session is over).
                 tracing::debug!(node = %full_path, %error, "node watch not set; setting it again once connected");

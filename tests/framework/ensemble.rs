@@ -421,6 +421,12 @@ async fn locks_of_a_moved_session_are_released_and_waited_for_through_its_new_cl
             }
         })
         .await;
+        // The ensemble changes again: the moved sessions' frameworks hear of it (their
+        // configuration watches were the old clients', and are set again through the new ones).
+        let five = cluster.add_server(MemberRole::Participant).await.unwrap();
+        let ids: Vec<u64> = (0..=five).map(|i| cluster.server_id(i) as u64).collect();
+        tracks(&fw, &ids).await;
+        tracks(&classic, &ids).await;
         for fw in [&fw, &classic, &observer] {
             fw.close().await;
         }
