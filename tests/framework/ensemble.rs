@@ -445,15 +445,7 @@ async fn queue_behind(
     let held = InterProcessMutex::new(holder, &path).unwrap().acquire().await.unwrap();
     let queued = InterProcessMutex::new(waiter, &path).unwrap();
     let task = tokio::spawn(async move { queued.acquire().await });
-    let node = eventually(Duration::from_secs(30), "the waiter queued", || async {
-        let children = holder.get_children(&path).await.map_err(|e| e.to_string())?;
-        let others: Vec<String> = children.into_iter().filter(|c| !held.lock_path().ends_with(c.as_str())).collect();
-        match &others[..] {
-            [node] => Ok(format!("{path}/{node}")),
-            _ => Err(format!("{others:?}")),
-        }
-    })
-    .await;
+    let node = waiting_node(holder, &path, held.lock_path()).await;
     (held, task, node)
 }
 
@@ -469,15 +461,19 @@ async fn lease_behind(
     let held = InterProcessSemaphore::new(holder, &path, 1).unwrap().acquire().await.unwrap();
     let queued = InterProcessSemaphore::new(waiter, &path, 1).unwrap();
     let task = tokio::spawn(async move { queued.acquire().await });
-    let leases = format!("{path}/leases");
-    let node = eventually(Duration::from_secs(30), "the semaphore's waiter queued", || async {
-        let children = holder.get_children(&leases).await.map_err(|e| e.to_string())?;
-        let others: Vec<String> = children.into_iter().filter(|c| !held.lease_path().ends_with(c.as_str())).collect();
+    let node = waiting_node(holder, &format!("{path}/leases"), held.lease_path()).await;
+    (held, task, node)
+}
+
+/// The path of the one node in `dir` besides the held node `held`, once a waiter has made it.
+async fn waiting_node(fw: &Framework, dir: &str, held: &str) -> String {
+    eventually(Duration::from_secs(30), "the waiter queued", || async {
+        let children = fw.get_children(dir).await.map_err(|e| e.to_string())?;
+        let others: Vec<String> = children.into_iter().filter(|c| !held.ends_with(c.as_str())).collect();
         match &others[..] {
-            [node] => Ok(format!("{leases}/{node}")),
+            [node] => Ok(format!("{dir}/{node}")),
             _ => Err(format!("{others:?}")),
         }
     })
-    .await;
-    (held, task, node)
+    .await
 }
