@@ -542,6 +542,11 @@ fn members_connect_string(cluster: &TestingCluster) -> String {
 /// Adds a server as a participant and waits until it follows; then removes an old follower
 /// (picked by `pick`) and stops it. Returns what it did.
 async fn replace_member(cluster: &mut TestingCluster, pick: u64) -> String {
+    // A fault just before (a pause of the whole ensemble) may have it electing a leader still;
+    // the member is added once it serves (adding gives up after the cluster's start timeout).
+    if let Err(e) = cluster.settle(Duration::from_secs(90)).await {
+        return format!("ReplaceMember: skipped (the ensemble did not settle: {e})");
+    }
     let added = cluster.add_server(MemberRole::Participant).await.unwrap_or_else(|e| panic!("adding a member: {e}"));
     // It syncs with the leader before the reconfiguration is sent; following is a moment away.
     let serving = eventually(SESSION * 4, || async {
