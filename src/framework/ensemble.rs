@@ -327,11 +327,7 @@ pub(crate) async fn track(weak: Weak<Inner>, initial: Option<OneshotWatcher>) {
         let mut moves = states.clone();
         let over = states.wait_for(|s| s.epoch != epoch || s.state == super::ConnectionState::Lost);
         // The session moved to another client: this watch is the old one's, which hears nothing.
-        let moved = moves.wait_for(|s| {
-            s.epoch == epoch
-                && s.state.is_connected()
-                && weak.upgrade().is_some_and(|inner| inner.session().is_ok_and(|now| !now.is_client(&key)))
-        });
+        let moved = moves.wait_for(|s| weak.upgrade().is_some_and(|inner| inner.left(s, &key)));
         let changed = std::panic::AssertUnwindSafe(watcher.changed()).catch_unwind();
         let session_event = tokio::select! {
             biased;

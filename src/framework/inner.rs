@@ -15,7 +15,7 @@ use super::errors::Observer;
 use super::heartbeat::{Freshness, Heartbeat};
 use super::reaper::{ReaperCmd, ReaperHandle, Receiver, Sessions};
 use super::registry::Registry;
-use super::session::Session;
+use super::session::{ClientKey, Session};
 use super::state::{ConnectionState, StateSnapshot};
 use crate::error::{Error, Result};
 use crate::framework::metrics::{FrameworkMetrics, Labels};
@@ -216,6 +216,15 @@ impl Inner {
     /// The current session's epoch (0 when there is none).
     pub(crate) fn epoch(&self) -> u64 {
         self.session.lock().as_ref().map_or(0, |s| s.epoch)
+    }
+
+    /// Whether, as of `snapshot`, the session `key` names is served by another, connected
+    /// client: the framework moved it away from the client `key` names.
+    pub(crate) fn left(&self, snapshot: &StateSnapshot, key: &ClientKey) -> bool {
+        let epoch = key.epoch();
+        snapshot.epoch == epoch
+            && snapshot.state.is_connected()
+            && self.session().is_ok_and(|now| now.epoch == epoch && !now.is_client(key))
     }
 
     /// The client of session `epoch`, if that is still the current session.

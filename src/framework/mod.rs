@@ -502,13 +502,7 @@ impl Framework {
     /// [`session_moved`](Self::session_moved) for the session and client `key` names.
     pub(crate) async fn client_left(&self, key: &session::ClientKey) {
         let mut states = self.state_watch();
-        let epoch = key.epoch();
-        let moved = |s: &StateSnapshot| {
-            s.epoch == epoch
-                && s.state.is_connected()
-                && self.session().is_ok_and(|now| now.epoch == epoch && !now.is_client(key))
-        };
-        if states.wait_for(moved).await.is_err() {
+        if states.wait_for(|s| self.inner.left(s, key)).await.is_err() {
             std::future::pending::<()>().await;
         }
     }
