@@ -88,8 +88,10 @@ pub(crate) async fn super_client(connect_string: &str, within: Duration) -> Resu
 }
 
 /// The member lines of the ensemble's current configuration (`/zookeeper/config`, without its
-/// `version=` line).
+/// `version=` line), read once the client's server has caught up with the leader: a member
+/// serves reads from what it has applied, which can lag a reconfiguration just committed.
 pub(crate) async fn current_members(client: &Client) -> Result<Vec<String>, TestingError> {
+    client.sync("/").await.map_err(|e| TestingError::zk("syncing before reading /zookeeper/config", e))?;
     let (data, _) = client.get_config().await.map_err(|e| TestingError::zk("reading /zookeeper/config", e))?;
     let text = String::from_utf8_lossy(&data);
     Ok(text.lines().filter(|line| line.starts_with("server.")).map(str::to_owned).collect())

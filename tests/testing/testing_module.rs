@@ -579,7 +579,11 @@ async fn expire_session_on_a_cluster() {
 }
 
 /// The member lines (`server.N=...`) of the ensemble's configuration as `client` reads it.
+/// The configuration the client's server has, once it has caught up with the leader: a read
+/// is served by the member the client is connected to, which may not yet have applied a
+/// reconfiguration another member committed.
 async fn config_lines(client: &Client) -> Vec<String> {
+    client.sync("/").await.expect("sync with the leader");
     let (data, _) = client.get_config().await.expect("configuration read");
     String::from_utf8_lossy(&data).lines().filter(|l| l.starts_with("server.")).map(str::to_owned).collect()
 }
