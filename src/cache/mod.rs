@@ -20,9 +20,10 @@
 //! a server spends less per node on one request of many reads than on many requests); the
 //! reads that follow events go out as the events arrive, those of events that arrive together
 //! in one `multiRead` (so a burst of changes costs a few requests, not one per change, which
-//! is what keeps the cache's reads from queueing among a busy writer's writes at the server). So a node written many times in a
-//! row has at most one read in flight and never costs more reads than events; the view it
-//! settles on is the last one. A create cannot go without a read even in stats-only mode:
+//! is what keeps the cache's reads from queueing among a busy writer's writes at the server). A node written many times in a
+//! row has at most two reads in flight (the second goes out at the change that comes while
+//! the first is out, so each change is shown about one round trip after it) and never costs
+//! more reads than events; the view it settles on is the last one. A create cannot go without a read even in stats-only mode:
 //! its event carries no stat (no version, owner, times or data length). `tests/caches/request_counts.rs`
 //! asserts these counts with a counting proxy.
 //!

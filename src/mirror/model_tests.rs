@@ -546,3 +546,81 @@ fn a_resync_emits_the_differences() {
         .collect();
     assert_eq!(changes, ["~a", "+c", "-b"]);
 }
+
+/// A node changed again and again: the change that comes while its read is out sends a second
+/// read at once; later changes share the two, and the next reply of the node sends the one
+/// read they are owed. Never more reads than events, never more than two out.
+#[test]
+fn a_node_changed_again_and_again_has_at_most_two_reads_out() {
+    let node = |mzxid, version| stat_of(&ServerNode { czxid: 1, mzxid, version, data: 0 });
+    let mut mirror: Mirror<u32> = Mirror::new(Scope::Node);
+    mirror.resync();
+    let load = mirror.take_requests().pop().expect("the load");
+    mirror.reply(&load, Reply::Found { stat: node(1, 0), data: Some(Arc::new(0)), children: None });
+    assert_eq!(mirror.status(), Status::Complete);
+    let found = |version: i32| Reply::Found {
+        stat: node(1 + version as i64, version),
+        data: Some(Arc::new(0)),
+        children: None,
+    };
+
+    mirror.event(EventKind::DataChanged, "");
+    let first = mirror.take_requests();
+    assert_eq!(first.len(), 1, "the first change's read");
+    mirror.event(EventKind::DataChanged, "");
+    let second = mirror.take_requests();
+    assert_eq!(second.len(), 1, "the change while one read is out sends a second at once");
+    mirror.event(EventKind::DataChanged, "");
+    mirror.event(EventKind::DataChanged, "");
+    assert!(mirror.take_requests().is_empty(), "with two out, later changes share them");
+
+    // The first reply (version 1) owes the two changes since the second read was sent one read.
+    mirror.reply(&first[0], found(1));
+    let third = mirror.take_requests();
+    assert_eq!(third.len(), 1, "the read owed to the changes that found two out");
+    mirror.event(EventKind::DataChanged, "");
+    assert!(mirror.take_requests().is_empty(), "two out again");
+    mirror.reply(&second[0], found(2));
+    let fourth = mirror.take_requests();
+    assert_eq!(fourth.len(), 1, "the read owed to the fifth change");
+    mirror.reply(&third[0], found(4));
+    assert!(mirror.take_requests().is_empty(), "nothing owed");
+    mirror.reply(&fourth[0], found(5));
+    assert!(mirror.take_requests().is_empty());
+    let versions: Vec<i32> = mirror
+        .take_changes()
+        .into_iter()
+        .filter_map(|c| match c {
+            Change::Changed { new, .. } => Some(new.stat.version),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(versions, [1, 2, 4, 5], "each reply that shows a later version, in order");
+
+    // A deletion while reads are out: their replies are dropped, so a create after it reads at
+    // once (and the dropped replies change nothing).
+    mirror.event(EventKind::DataChanged, "");
+    mirror.event(EventKind::DataChanged, "");
+    let out = mirror.take_requests();
+    assert_eq!(out.len(), 2);
+    mirror.event(EventKind::Deleted, "");
+    mirror.event(EventKind::Created, "");
+    let after = mirror.take_requests();
+    assert_eq!(after.len(), 1, "a create after a deletion reads at once");
+    for request in &out {
+        mirror.reply(request, found(9));
+    }
+    assert!(mirror.take_requests().is_empty());
+    let recreated = stat_of(&ServerNode { czxid: 20, mzxid: 20, version: 0, data: 0 });
+    mirror.reply(&after[0], Reply::Found { stat: recreated, data: Some(Arc::new(0)), children: None });
+    let tail: Vec<&str> = mirror
+        .take_changes()
+        .iter()
+        .map(|c| match c {
+            Change::Created { .. } => "created",
+            Change::Changed { .. } => "changed",
+            Change::Deleted { .. } => "deleted",
+        })
+        .collect();
+    assert_eq!(tail, ["deleted", "created"]);
+}

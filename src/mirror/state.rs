@@ -145,12 +145,20 @@ struct Touch {
     deleted: u64,
 }
 
-/// A node's read in flight, and whether events came for the node while it was out.
+/// A node's reads in flight: when the latest was sent, how many are out, and whether events
+/// came for the node that no read sent after them will show.
 #[derive(Debug, Clone, Copy)]
 struct Reading {
     sent_at: u64,
+    out: u8,
     again: bool,
 }
+
+/// A node's reads in flight at most (before a deletion makes the ones out useless). The
+/// second goes out at the event that comes while the first is out, so a node changed again
+/// and again is shown one round trip after each change (not the rest of the first read's round
+/// trip, then a second); later events share the two.
+const READS_PER_NODE: u8 = 2;
 
 /// The mirror of one subtree.
 #[derive(Debug)]
@@ -256,7 +264,9 @@ impl<T> Mirror<T> {
         }
         *self.in_flight.entry(self.seq).or_default() += 1;
         if op != Op::List {
-            self.reading.insert(path.as_str().into(), Reading { sent_at: self.seq, again: false });
+            let reading =
+                self.reading.entry(path.as_str().into()).or_insert(Reading { sent_at: 0, out: 0, again: false });
+            *reading = Reading { sent_at: self.seq, out: reading.out.saturating_add(1), again: false };
         }
         self.requests.push(Request { ticket, path, op });
     }
@@ -286,23 +296,29 @@ impl<T> Mirror<T> {
         }
     }
 
-    /// A created or changed node is to be read. With a read of it already in flight (and no
-    /// deletion of it or an ancestor since that read was sent, which would make its reply
-    /// dropped), no second read goes out now: the one in flight is marked, and when its reply
-    /// is applied one more read follows. (The reply may already show this change: the server
-    /// sends a change's event before the reply of any read that sees the change. But the
-    /// driver may apply an event that arrived just after a reply before that reply, so it
-    /// cannot tell.) A node changed many times in a row thus has at most one read in flight,
-    /// and never costs more reads than events.
+    /// A created or changed node is to be read. With [`READS_PER_NODE`] reads of it already in
+    /// flight (and no deletion of it or an ancestor since the latest was sent, which would
+    /// make its reply dropped), no more go out now: the latest is marked, and when the next
+    /// reply of the node is applied one more read follows. (A reply may already show this
+    /// change: the server sends a change's event before the reply of any read that sees the
+    /// change. But the driver may apply an event that arrived just after a reply before that
+    /// reply, so it cannot tell.) A node changed many times in a row thus has at most
+    /// [`READS_PER_NODE`] reads in flight, and never costs more reads than events.
     fn read(&mut self, rel: &str) {
-        let pending = self.reading.get(rel).copied();
-        match pending {
+        match self.reading.get(rel).copied() {
             Some(reading) if !self.deleted_since(rel, reading.sent_at) => {
-                if let Some(reading) = self.reading.get_mut(rel) {
+                if reading.out < READS_PER_NODE {
+                    self.send(rel.to_owned(), Op::Read, false);
+                } else if let Some(reading) = self.reading.get_mut(rel) {
                     reading.again = true;
                 }
             }
-            _ => self.send(rel.to_owned(), Op::Read, false),
+            // A deletion since: the replies of the reads out will be dropped, so they count
+            // for nothing.
+            _ => {
+                self.reading.remove(rel);
+                self.send(rel.to_owned(), Op::Read, false);
+            }
         }
     }
 
@@ -330,11 +346,16 @@ impl<T> Mirror<T> {
             return;
         }
         let rel = request.path.as_str();
-        // Events came for the node while this read was out: read it once more, after this
-        // reply is applied.
+        // Events came for the node that no read out shows: read it once more, after this
+        // reply is applied. (Replies come in the order their reads were sent; the latest's
+        // ends the node's reads in flight.)
         let again = request.op != Op::List
-            && match self.reading.get(rel) {
+            && match self.reading.get_mut(rel) {
                 Some(reading) if reading.sent_at == ticket.sent_at => self.reading.remove(rel).is_some_and(|r| r.again),
+                Some(reading) if reading.sent_at > ticket.sent_at => {
+                    reading.out = reading.out.saturating_sub(1).max(1);
+                    std::mem::take(&mut reading.again)
+                }
                 _ => false,
             };
         match reply {
