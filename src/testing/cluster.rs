@@ -7,7 +7,7 @@ use std::time::Duration;
 use zookeeper_client::{Client, CreateMode};
 
 use super::member_proxies::{self, MemberProxies};
-use super::options::{launch_setters, LaunchOptions};
+use super::options::LaunchOptions;
 use super::process::{self, LaunchSpec, ProcessSlot};
 use super::proxy::{FaultProxy, ProxyMode};
 use super::reconfig::{self, MemberRole};
@@ -663,7 +663,53 @@ impl Default for TestingClusterBuilder {
 }
 
 impl TestingClusterBuilder {
-    launch_setters!("every member");
+    /// The `tickTime` of every member (default 200 ms). A server grants session timeouts from 2
+    /// ticks up to `maxSessionTimeout`, and expires sessions with tick granularity.
+    pub fn tick_time(mut self, tick_time: Duration) -> Self {
+        self.options.tick_time = tick_time;
+        self
+    }
+
+    /// `maxSessionTimeout` of every member (default 60 s).
+    pub fn max_session_timeout(mut self, timeout: Duration) -> Self {
+        self.options.max_session_timeout = timeout;
+        self
+    }
+
+    /// How long [`start`](Self::start) and restarts wait for serving (default 30 s).
+    pub fn start_timeout(mut self, timeout: Duration) -> Self {
+        self.options.start_timeout = timeout;
+        self
+    }
+
+    /// Uses this installation instead of [`Installation::find`](super::Installation::find).
+    pub fn installation(mut self, installation: super::Installation) -> Self {
+        self.options.installation = Some(installation);
+        self
+    }
+
+    /// Sets a `zoo.cfg` entry of every member (overrides the defaults), for example
+    /// `.config("forceSync", "yes")` to fsync the transaction log as ZooKeeper does by
+    /// default, or `.config("extendedTypesEnabled", "true")` for TTL nodes.
+    pub fn config(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.options.set_config(key, value);
+        self
+    }
+
+    /// Sets a JVM system property (`-Dkey=value`) of every member, for example
+    /// `.system_property("znode.container.maxNeverUsedIntervalMs", "500")`.
+    pub fn system_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.options.set_system_property(key, value);
+        self
+    }
+
+    /// Appends a JVM option of every member after the defaults, which it can override. The defaults
+    /// favour start-up time (`-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmx256m`); a benchmark
+    /// that wants the server's peak speed can pass `-XX:TieredStopAtLevel=4`.
+    pub fn jvm_arg(mut self, arg: impl Into<String>) -> Self {
+        self.options.jvm_args.push(arg.into());
+        self
+    }
 
     /// The number of members (default 3).
     pub fn size(mut self, size: usize) -> Self {

@@ -4,7 +4,7 @@ use crate::sync::Mutex;
 use std::path::Path;
 use std::time::Duration;
 
-use super::options::{launch_setters, LaunchOptions};
+use super::options::LaunchOptions;
 use super::process::{self, LaunchSpec, ProcessSlot};
 use super::security::{self, TlsFiles};
 use super::TestingError;
@@ -230,7 +230,53 @@ impl Default for TestingServerBuilder {
 }
 
 impl TestingServerBuilder {
-    launch_setters!("the server");
+    /// The `tickTime` of the server (default 200 ms). A server grants session timeouts from 2
+    /// ticks up to `maxSessionTimeout`, and expires sessions with tick granularity.
+    pub fn tick_time(mut self, tick_time: Duration) -> Self {
+        self.options.tick_time = tick_time;
+        self
+    }
+
+    /// `maxSessionTimeout` of the server (default 60 s).
+    pub fn max_session_timeout(mut self, timeout: Duration) -> Self {
+        self.options.max_session_timeout = timeout;
+        self
+    }
+
+    /// How long [`start`](Self::start) and restarts wait for serving (default 30 s).
+    pub fn start_timeout(mut self, timeout: Duration) -> Self {
+        self.options.start_timeout = timeout;
+        self
+    }
+
+    /// Uses this installation instead of [`Installation::find`](super::Installation::find).
+    pub fn installation(mut self, installation: super::Installation) -> Self {
+        self.options.installation = Some(installation);
+        self
+    }
+
+    /// Sets a `zoo.cfg` entry of the server (overrides the defaults), for example
+    /// `.config("forceSync", "yes")` to fsync the transaction log as ZooKeeper does by
+    /// default, or `.config("extendedTypesEnabled", "true")` for TTL nodes.
+    pub fn config(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.options.set_config(key, value);
+        self
+    }
+
+    /// Sets a JVM system property (`-Dkey=value`) of the server, for example
+    /// `.system_property("znode.container.maxNeverUsedIntervalMs", "500")`.
+    pub fn system_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.options.set_system_property(key, value);
+        self
+    }
+
+    /// Appends a JVM option of the server after the defaults, which it can override. The defaults
+    /// favour start-up time (`-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmx256m`); a benchmark
+    /// that wants the server's peak speed can pass `-XX:TieredStopAtLevel=4`.
+    pub fn jvm_arg(mut self, arg: impl Into<String>) -> Self {
+        self.options.jvm_args.push(arg.into());
+        self
+    }
 
     /// `minSessionTimeout` (default: the server's, 2 × tickTime).
     pub fn min_session_timeout(mut self, timeout: Duration) -> Self {
