@@ -24,8 +24,10 @@
 //! read that fails (its watch then is not set) makes the emulation read everything again
 //! once connected (a walk, reporting what differs). A new session has none of the watches:
 //! the emulation says `Interrupted`, sets them all again on the new session, and says
-//! `Resync(NewSession)` once done (its owner then reads everything itself). The first walk
-//! ends with `Resync(None)`.
+//! `Resync(NewSession)` once done (its owner then reads everything itself). A session that
+//! moves to another client (after a reconfiguration) keeps its watches on the client it left,
+//! which hears nothing more: the emulation does the same as for a new session through the new
+//! client, ending with `Resync(Reconnected)`. The first walk ends with `Resync(None)`.
 //!
 //! Cost: two reads per node to set the watches (plus the owner's own load), then one read
 //! per change; every node costs two watches on the server.
@@ -96,7 +98,7 @@ enum Kind {
 
 /// A watch that fired (`None`: its client is gone).
 struct Fired {
-    epoch: u64,
+    round: u64,
     path: String,
     kind: Kind,
     event: Option<WatchedEvent>,
@@ -104,7 +106,7 @@ struct Fired {
 
 /// A read's answer.
 struct Answer {
-    epoch: u64,
+    round: u64,
     path: String,
     /// Part of a walk: the node's children are read too, known or not.
     walk: bool,
@@ -141,6 +143,9 @@ pub(crate) struct Emulated {
     epoch: u64,
     /// The epoch of the session that ended; the next walk waits for another.
     dead: Option<u64>,
+    /// Which walk the watches and reads out belong to: a new one begins with every new
+    /// session, and when the session moves to another client.
+    round: u64,
     nodes: BTreeMap<String, Known>,
     armed: HashMap<String, Armed>,
     watchers: FuturesUnordered<Boxed<Fired>>,
@@ -178,6 +183,7 @@ impl Emulated {
             session: None,
             epoch: 0,
             dead: None,
+            round: 0,
             nodes: BTreeMap::new(),
             armed: HashMap::new(),
             watchers: FuturesUnordered::new(),
@@ -278,6 +284,7 @@ impl Emulated {
         match framework.session() {
             Ok(session) if Some(session.epoch) != self.dead && !session.task_ended() => {
                 self.epoch = session.epoch;
+                self.round += 1;
                 self.session = Some(session);
                 self.dead = None;
                 self.phase = Phase::Loading { reason };
@@ -310,7 +317,36 @@ impl Emulated {
             self.end();
         } else if snapshot.epoch != self.epoch && snapshot.epoch != 0 && self.session.is_some() {
             self.session_over();
+        } else if snapshot.epoch == self.epoch && snapshot.state.is_connected() {
+            let now = framework.session().ok().filter(|now| {
+                now.epoch == self.epoch && self.session.as_ref().is_some_and(|own| !now.same_client(own))
+            });
+            if let Some(now) = now {
+                self.moved(now);
+            }
         }
+    }
+
+    /// The session moved to another client (its servers left the ensemble; see
+    /// `Framework::session_moved`): the watches set through the old client are never heard
+    /// from again, and its reads end only when it gives up. Every watch is set again through
+    /// the new client, as for a new session, and the walk ends with `Resync(Reconnected)` (the
+    /// session is the same).
+    fn moved(&mut self, now: Session) {
+        tracing::debug!(path = %self.root, epoch = self.epoch, "watch: the session of the one-shot watches moved to another client");
+        if matches!(self.phase, Phase::Live | Phase::Loading { .. }) {
+            self.out.push_back(WatchItem::Interrupted);
+        }
+        self.round += 1;
+        self.session = Some(now);
+        self.nodes.clear();
+        self.armed.clear();
+        self.watchers = FuturesUnordered::new();
+        self.reads = FuturesUnordered::new();
+        self.waiting.clear();
+        self.repair = None;
+        self.phase = Phase::Loading { reason: Some(ResyncReason::Reconnected) };
+        self.walk();
     }
 
     /// The session of the watches ended: none of them is left.
@@ -413,14 +449,14 @@ impl Emulated {
         if watched {
             armed.data += 1;
         }
-        let (epoch, owned) = (self.epoch, path.to_owned());
+        let (round, owned) = (self.round, path.to_owned());
         let future: Boxed<Answer> = Box::pin(async move {
             let reply = if watched {
                 client.check_and_watch_stat(&owned).await.map(|(stat, watcher)| (stat, Some(watcher)))
             } else {
                 client.check_stat(&owned).await.map(|stat| (stat, None))
             };
-            Answer { epoch, path: owned, walk, watched, reply: Reply::Stat(reply) }
+            Answer { round, path: owned, walk, watched, reply: Reply::Stat(reply) }
         });
         self.send(future);
     }
@@ -433,14 +469,14 @@ impl Emulated {
         if watched {
             armed.children += 1;
         }
-        let (epoch, owned) = (self.epoch, path.to_owned());
+        let (round, owned) = (self.round, path.to_owned());
         let future: Boxed<Answer> = Box::pin(async move {
             let reply = if watched {
                 client.get_and_watch_children(&owned).await.map(|(names, _, watcher)| (names, Some(watcher)))
             } else {
                 client.get_children(&owned).await.map(|(names, _)| (names, None))
             };
-            Answer { epoch, path: owned, walk, watched, reply: Reply::Children(reply) }
+            Answer { round, path: owned, walk, watched, reply: Reply::Children(reply) }
         });
         self.send(future);
     }
@@ -455,11 +491,11 @@ impl Emulated {
     }
 
     fn keep(&mut self, path: &str, kind: Kind, watcher: OneshotWatcher) {
-        let (epoch, path) = (self.epoch, path.to_owned());
+        let (round, path) = (self.round, path.to_owned());
         self.watchers.push(Box::pin(async move {
             // zookeeper-client may panic on a watcher whose session is gone: that ends it too.
             let event = AssertUnwindSafe(watcher.changed()).catch_unwind().await.ok();
-            Fired { epoch, path, kind, event }
+            Fired { round, path, kind, event }
         }));
     }
 
@@ -476,7 +512,7 @@ impl Emulated {
     }
 
     fn fired(&mut self, fired: Fired) {
-        if fired.epoch != self.epoch || self.session.is_none() {
+        if fired.round != self.round || self.session.is_none() {
             return;
         }
         self.disarm(&fired.path, fired.kind);
@@ -529,7 +565,7 @@ impl Emulated {
     }
 
     fn answered(&mut self, answer: Answer) {
-        if answer.epoch != self.epoch || self.session.is_none() {
+        if answer.round != self.round || self.session.is_none() {
             return;
         }
         let Answer { path, walk, watched, reply, .. } = answer;

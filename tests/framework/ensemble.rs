@@ -12,8 +12,9 @@ use futures::{FutureExt, StreamExt};
 use zk_recipes::testing::{expire_session, four_letter_word, FaultProxy, MemberRole, ProxyMode, TestingCluster};
 use zk_recipes::zk::CreateMode;
 use zk_recipes::{
-    ConnectionState, ConnectionStateErrorPolicy, DistributedBarrier, Ensemble, Error, FastPathFallback, Framework,
-    InterProcessMutex, InterProcessSemaphore, MutexGuard, ReconfigRefusal, SemaphoreLease, StateSnapshot, WaitStrategy,
+    ConnectionState, ConnectionStateErrorPolicy, CuratorCache, DistributedBarrier, Ensemble, Error, FastPathFallback,
+    Framework, InterProcessMutex, InterProcessSemaphore, MutexGuard, ReconfigRefusal, SemaphoreLease, StateSnapshot,
+    WaitStrategy,
 };
 
 /// Session timeout of the clients that must keep their sessions through the replacement: a
@@ -428,6 +429,91 @@ async fn locks_of_a_moved_session_are_released_and_waited_for_through_its_new_cl
         tracks(&fw, &ids).await;
         tracks(&classic, &ids).await;
         for fw in [&fw, &classic, &observer] {
+            fw.close().await;
+        }
+    })
+    .await;
+}
+
+/// A cache on servers without persistent watches (the watch manager ZooKeeper 3.5 has, as far
+/// as `addWatch` goes) emulates its watch with one-shot watches. When its session moves to
+/// another client after a reconfiguration, those watches stay on the client it left, which
+/// hears nothing more: the cache sets them again through the new client at once and follows
+/// changes made after the move (it used to stay stale until the old client gave up, and then
+/// waited for a new session that never came).
+#[tokio::test]
+async fn a_cache_on_one_shot_watches_follows_a_moved_session() {
+    init_tracing();
+    bounded(LIMIT, async {
+        const SESSION: Duration = Duration::from_secs(15);
+        let mut cluster = TestingCluster::builder()
+            .dynamic_reconfig(true)
+            .system_property("zookeeper.watchManagerName", "org.apache.zookeeper.server.watch.WatchManagerOptimized")
+            .start()
+            .await
+            .unwrap();
+        cluster.settle(STEP).await.unwrap();
+        let leader = cluster.leader().await.expect("a leader");
+        let direct = (0..3).find(|&i| i != leader).expect("a follower");
+        let mut proxies = Vec::new();
+        for i in (0..3).filter(|&i| i != direct) {
+            proxies.push(FaultProxy::start(&cluster.server_connect_string(i)).await.unwrap());
+        }
+        let mut given = proxies.iter().map(FaultProxy::connect_string).collect::<Vec<_>>();
+        given.push(cluster.server_connect_string(direct));
+        let four = cluster.add_server(MemberRole::Participant).await.unwrap();
+        let fw = Framework::builder(&given.join(",")).session_timeout(SESSION).start().await.unwrap();
+        let ids: Vec<u64> = (0..4).map(|i| cluster.server_id(i) as u64).collect();
+        tracks(&fw, &ids).await;
+        let writer =
+            Framework::builder(&cluster.server_connect_string(four)).session_timeout(SESSION).start().await.unwrap();
+
+        let root = unique_path("ensemble", "moved-cache");
+        writer.create(&root).await.unwrap();
+        writer.create(&format!("{root}/a")).data(b"0").await.unwrap();
+        let cache = CuratorCache::builder(&fw, &root).build().unwrap();
+        let mut events = cache.events();
+        cache.start().await.unwrap();
+        cache.initialized().await.unwrap();
+        assert!(cache.get(&format!("{root}/a")).is_some());
+        let session = fw.snapshot().session_id;
+        let mut states = fw.state_changes();
+
+        // Cut off (see the test above): the session moves to the members the ensemble names.
+        for proxy in &proxies {
+            proxy.set_mode(ProxyMode::BlackHole);
+            proxy.drop_connections();
+        }
+        cluster.stop(direct).await.unwrap();
+        wait_for_event(&mut states, ConnectionState::Suspended, SESSION).await;
+        let (back, seen) = wait_for_event(&mut states, ConnectionState::Reconnected, SESSION * 2).await;
+        assert_eq!((back.session_id, back.epoch), (session, 1), "{seen:?}");
+
+        // A change and a new node after the move reach the cache well before the old client
+        // gives up (7/5 of the session timeout after the cut, at least one timeout from now).
+        let a = format!("{root}/a");
+        writer.set_data(&a, b"1").await.unwrap();
+        writer.create(&format!("{root}/b")).await.unwrap();
+        within(SESSION / 2, "the change and the new node after the move", async {
+            while !(cache.get(&a).is_some_and(|d| d.stat().version == 1) && cache.get(&format!("{root}/b")).is_some()) {
+                events.next().await.expect("the cache's events");
+            }
+        })
+        .await;
+        // And once the old client has given up (its watches and reads end then), the cache
+        // still follows the session on its new client.
+        tokio::time::sleep(SESSION * 3 / 2).await;
+        writer.set_data(&a, b"2").await.unwrap();
+        within(SESSION / 2, "a change after the old client gave up", async {
+            while !cache.get(&a).is_some_and(|d| d.stat().version == 2) {
+                events.next().await.expect("the cache's events");
+            }
+        })
+        .await;
+        let now = fw.snapshot();
+        assert_eq!((now.session_id, now.epoch, now.state.is_connected()), (session, 1, true));
+        cache.close().await;
+        for fw in [&fw, &writer] {
             fw.close().await;
         }
     })
