@@ -394,7 +394,7 @@ impl<'a> CreateBuilder<'a> {
         };
         let Some((name, _)) = found else { return Ok(None) };
         let node = path::join(path::parent(&fw.full_path(self.path)?).unwrap_or("/"), &name);
-        let stat = fw.with_retry(|s| {
+        let stat = fw.with_read_retry(|s| {
             let node = &node;
             async move {
                 s.sent(Op::Exists);
@@ -432,7 +432,7 @@ impl<'a> CreateBuilder<'a> {
             };
         }
         let read = fw
-            .with_retry(|s| async move {
+            .with_read_retry(|s| async move {
                 s.sent(Op::GetData);
                 s.client.get_data(target).await
             })

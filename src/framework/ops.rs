@@ -6,7 +6,7 @@ use std::future::Future;
 use zookeeper_client::{Acl, Acls, Client, CreateMode};
 
 use super::{Framework, Session};
-use crate::error::{Error, Result, ZkError};
+use crate::error::{is_zk_session_lost, Error, Result, ZkError};
 use crate::framework::metrics::Op;
 use crate::path;
 use crate::retry::RetryLoop;
@@ -56,6 +56,10 @@ impl Framework {
     /// connection loss, session moved or expired, throttling) under the retry policy. A retry after `Lost` runs
     /// on the new session, unless the session failure policy says to fail with
     /// `SessionExpired` instead.
+    ///
+    /// A session-lost error (`SessionExpired`, `ClientClosed`) from a client the session has
+    /// moved away from counts as a connection loss: the session lives on through its new
+    /// client (see [`session_gone`](Self::session_gone)), where the retry goes.
     pub(crate) async fn with_retry<T, F, Fut>(&self, mut op: F) -> Result<T>
     where
         F: FnMut(Session) -> Fut,
@@ -65,12 +69,43 @@ impl Framework {
         let mut first_epoch = None;
         let on_session = || {
             let session = self.session().and_then(|s| policy.keep_session(&mut first_epoch, s));
+            let epoch = session.as_ref().map_or(0, |s| s.epoch);
             let reply = session.map(&mut op);
-            // A server may hold the reply back (see `stall`).
-            async move { Ok(super::stall::framework_unstalled(self, reply?).await?) }
+            async move {
+                // A server may hold the reply back (see `stall`).
+                let replied = super::stall::framework_unstalled(self, reply?).await;
+                Ok(replied.map_err(|e| match e {
+                    e if is_zk_session_lost(&e) && !self.session_gone(epoch) => ZkError::ConnectionLoss,
+                    e => e,
+                })?)
+            }
         };
         let retry_policy = &*self.config().retry_policy;
         self.retry_loop().run(on_session, |e: &Error| retry_policy.allow_retry(e) && policy.allows_retry(e)).await
+    }
+
+    /// [`with_retry`](Self::with_retry) for an operation that changes nothing (a read): a try
+    /// whose session moves to another client is given up at the move, as a connection loss,
+    /// and sent again through the new client. (The client the session left answers only once
+    /// it gives the session up, 7/5 of the session timeout after it lost its connection; a
+    /// write is left to that answer, since that client may still reconnect and send it.)
+    pub(crate) async fn with_read_retry<T, F, Fut>(&self, mut op: F) -> Result<T>
+    where
+        F: FnMut(Session) -> Fut,
+        Fut: Future<Output = Result<T, ZkError>>,
+    {
+        self.with_retry(|session: Session| {
+            let client = session.client_key();
+            let reply = op(session);
+            async move {
+                tokio::select! {
+                    biased;
+                    replied = reply => replied,
+                    () = self.client_left(&client) => Err(ZkError::ConnectionLoss),
+                }
+            }
+        })
+        .await
     }
 
     /// A retry loop under the framework's policy that gives up once the framework closes.

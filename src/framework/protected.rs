@@ -68,7 +68,7 @@ impl NodeDir {
     /// Full paths of all children (namespace stripped), in the order `sort` puts them; empty
     /// when the directory does not exist.
     pub(crate) async fn participant_nodes(&self, sort: impl FnOnce(&mut Vec<String>)) -> Result<Vec<String>> {
-        let listed = self.framework.with_retry(|s| {
+        let listed = self.framework.with_read_retry(|s| {
             let dir = &self.dir;
             async move {
                 s.sent(Op::GetChildren);

@@ -2,7 +2,8 @@
 //! ([`OneshotWatch`]).
 //!
 //! A read is retried under the framework's retry policy (a read changes nothing, so sending it
-//! again is always safe). A watched read sets its watch on the session that answered; the watch
+//! again is always safe); one waiting on a client its session has moved away from (after a
+//! reconfiguration) is sent again through the new client at the move. A watched read sets its watch on the session that answered; the watch
 //! completes with the node's next event, or with an error when that session ends first.
 
 use std::future::IntoFuture;
@@ -291,7 +292,7 @@ impl<'a> IntoFuture for GetData<'a> {
             let full = &full;
             let (data, stat) = self
                 .framework
-                .with_retry(|s| async move {
+                .with_read_retry(|s| async move {
                     s.sent(Op::GetData);
                     s.client.get_data(full).await
                 })
@@ -319,7 +320,7 @@ impl<'a> IntoFuture for GetDataWatched<'a> {
             let (full, entry) = fw.oneshot_watchable(self.path)?;
             let full = &full;
             let (data, stat, watcher) = fw
-                .with_retry(|s| async move {
+                .with_read_retry(|s| async move {
                     s.sent(Op::GetData);
                     let (data, stat, watcher) = s.client.get_and_watch_data(full).await?;
                     Ok((data, stat, (watcher, s.client_key())))
@@ -346,7 +347,7 @@ impl<'a> IntoFuture for Exists<'a> {
             self.framework.check_schema(self.path, SchemaOp::Read { watched: false })?;
             let full = &full;
             self.framework
-                .with_retry(|s| async move {
+                .with_read_retry(|s| async move {
                     s.sent(Op::Exists);
                     s.client.check_stat(full).await
                 })
@@ -372,7 +373,7 @@ impl<'a> IntoFuture for ExistsWatched<'a> {
             let (full, entry) = fw.oneshot_watchable(self.path)?;
             let full = &full;
             let (stat, watcher) = fw
-                .with_retry(|s| async move {
+                .with_read_retry(|s| async move {
                     s.sent(Op::Exists);
                     let (stat, watcher) = s.client.check_and_watch_stat(full).await?;
                     Ok((stat, (watcher, s.client_key())))
@@ -398,7 +399,7 @@ impl<'a> IntoFuture for GetChildren<'a> {
             self.framework.check_schema(self.path, SchemaOp::Read { watched: false })?;
             let full = &full;
             self.framework
-                .with_retry(|s| async move {
+                .with_read_retry(|s| async move {
                     s.sent(Op::GetChildren);
                     s.client.list_children(full).await
                 })
@@ -422,7 +423,7 @@ impl<'a> IntoFuture for GetChildrenWithStat<'a> {
             self.framework.check_schema(self.path, SchemaOp::Read { watched: false })?;
             let full = &full;
             self.framework
-                .with_retry(|s| async move {
+                .with_read_retry(|s| async move {
                     s.sent(Op::GetChildren);
                     s.client.get_children(full).await
                 })
@@ -448,7 +449,7 @@ impl<'a> IntoFuture for GetChildrenWatched<'a> {
             let (full, entry) = fw.oneshot_watchable(self.path)?;
             let full = &full;
             let (children, stat, watcher) = fw
-                .with_retry(|s| async move {
+                .with_read_retry(|s| async move {
                     s.sent(Op::GetChildren);
                     let (children, stat, watcher) = s.client.get_and_watch_children(full).await?;
                     Ok((children, stat, (watcher, s.client_key())))
@@ -492,7 +493,7 @@ impl Framework {
             async move {
                 let fulls = &fulls;
                 let multi = self
-                    .with_retry(|s| async move {
+                    .with_read_retry(|s| async move {
                         s.sent(Op::MultiRead);
                         let mut reader = s.client.new_multi_reader();
                         for full in fulls {
@@ -506,7 +507,7 @@ impl Framework {
                         // No multiRead: the reads one by one, pipelined.
                         let reads = fulls.iter().map(|full| async move {
                             match self
-                                .with_retry(|s| async move {
+                                .with_read_retry(|s| async move {
                                     s.sent(Op::GetData);
                                     s.client.get_data(full).await
                                 })

@@ -14,6 +14,9 @@ use crate::error::{Error, Result, ZkError};
 /// if nothing happened; with [`Fail`](SessionFailurePolicy::Fail), it fails with
 /// `SessionExpired` instead, so code that must not carry a write over into another session
 /// (because it reasoned about its own ephemeral nodes, say) learns that the session changed.
+/// A session the framework moves to another client (after a reconfiguration) has not ended:
+/// under either policy, an operation queued on the client it left goes again through the new
+/// one.
 ///
 /// ```
 /// use zk_recipes::{Framework, SessionFailurePolicy};

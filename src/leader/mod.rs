@@ -105,7 +105,7 @@ pub(crate) async fn read_participants(internals: &LockInternals) -> Result<Vec<P
     let full: Vec<String> = nodes.iter().map(|node| framework.fix_path(node)).collect();
     // All reads go out back to back: one round trip, whatever the number of candidates.
     let data = framework
-        .with_retry(|session| {
+        .with_read_retry(|session| {
             let full = &full;
             async move {
                 let replies = futures::future::join_all(full.iter().map(|p| {

@@ -13,8 +13,8 @@ use zk_recipes::testing::{expire_session, four_letter_word, FaultProxy, MemberRo
 use zk_recipes::zk::CreateMode;
 use zk_recipes::{
     ConnectionState, ConnectionStateErrorPolicy, CuratorCache, DistributedBarrier, Ensemble, Error, FastPathFallback,
-    Framework, InterProcessMutex, InterProcessSemaphore, MutexGuard, ReconfigRefusal, SemaphoreLease, StateSnapshot,
-    WaitStrategy,
+    Framework, InterProcessMutex, InterProcessSemaphore, MutexGuard, ReconfigRefusal, SemaphoreLease,
+    SessionFailurePolicy, StateSnapshot, WaitStrategy,
 };
 
 /// Session timeout of the clients that must keep their sessions through the replacement: a
@@ -440,9 +440,12 @@ async fn locks_of_a_moved_session_are_released_and_waited_for_through_its_new_cl
 /// another client after a reconfiguration, those watches stay on the client it left, which
 /// hears nothing more: the cache sets them again through the new client at once and follows
 /// changes made after the move (it used to stay stale until the old client gave up, and then
-/// waited for a new session that never came).
+/// waited for a new session that never came). Operations queued on the old client while it
+/// was cut off: a read goes again through the new client at the move (it used to wait for the
+/// old client to give up), and a write under `SessionFailurePolicy::Fail` goes through once the
+/// old client gives up (it used to fail with `SessionExpired` for a session that lives on).
 #[tokio::test]
-async fn a_cache_on_one_shot_watches_follows_a_moved_session() {
+async fn a_moved_sessions_cache_and_queued_operations_go_through_its_new_client() {
     init_tracing();
     bounded(LIMIT, async {
         const SESSION: Duration = Duration::from_secs(15);
@@ -465,12 +468,21 @@ async fn a_cache_on_one_shot_watches_follows_a_moved_session() {
         let fw = Framework::builder(&given.join(",")).session_timeout(SESSION).start().await.unwrap();
         let ids: Vec<u64> = (0..4).map(|i| cluster.server_id(i) as u64).collect();
         tracks(&fw, &ids).await;
+        let strict = Framework::builder(&given.join(","))
+            .session_timeout(SESSION)
+            .session_failure_policy(SessionFailurePolicy::Fail)
+            .start()
+            .await
+            .unwrap();
+        tracks(&strict, &ids).await;
         let writer =
             Framework::builder(&cluster.server_connect_string(four)).session_timeout(SESSION).start().await.unwrap();
 
         let root = unique_path("ensemble", "moved-cache");
         writer.create(&root).await.unwrap();
         writer.create(&format!("{root}/a")).data(b"0").await.unwrap();
+        let written = format!("{root}/written");
+        writer.create(&written).data(b"0").await.unwrap();
         let cache = CuratorCache::builder(&fw, &root).build().unwrap();
         let mut events = cache.events();
         cache.start().await.unwrap();
@@ -478,6 +490,8 @@ async fn a_cache_on_one_shot_watches_follows_a_moved_session() {
         assert!(cache.get(&format!("{root}/a")).is_some());
         let session = fw.snapshot().session_id;
         let mut states = fw.state_changes();
+        let strict_session = strict.snapshot().session_id;
+        let mut strict_states = strict.state_changes();
 
         // Cut off (see the test above): the session moves to the members the ensemble names.
         for proxy in &proxies {
@@ -486,8 +500,25 @@ async fn a_cache_on_one_shot_watches_follows_a_moved_session() {
         }
         cluster.stop(direct).await.unwrap();
         wait_for_event(&mut states, ConnectionState::Suspended, SESSION).await;
+        wait_for_event(&mut strict_states, ConnectionState::Suspended, SESSION).await;
+        // Queued on the clients that are cut off.
+        let read = tokio::spawn({
+            let (fw, a) = (fw.clone(), format!("{root}/a"));
+            async move { fw.get_data(&a).await }
+        });
+        let write = tokio::spawn({
+            let (strict, written) = (strict.clone(), written.clone());
+            async move { strict.set_data(&written, b"1").await }
+        });
         let (back, seen) = wait_for_event(&mut states, ConnectionState::Reconnected, SESSION * 2).await;
         assert_eq!((back.session_id, back.epoch), (session, 1), "{seen:?}");
+        let (back, seen) = wait_for_event(&mut strict_states, ConnectionState::Reconnected, SESSION * 2).await;
+        assert_eq!((back.session_id, back.epoch), (strict_session, 1), "{seen:?}");
+        let (data, _) = within(SESSION / 2, "the read queued on the old client", read)
+            .await
+            .expect("the read task")
+            .expect("the read, through the new client");
+        assert_eq!(data, b"0");
 
         // A change and a new node after the move reach the cache well before the old client
         // gives up (7/5 of the session timeout after the cut, at least one timeout from now).
@@ -500,9 +531,14 @@ async fn a_cache_on_one_shot_watches_follows_a_moved_session() {
             }
         })
         .await;
+        // The write waits for the old client to give up (7/5 of the session timeout after the
+        // cut), then goes through the new one: the session lives on, so it is not
+        // `SessionExpired`, even under `Fail`.
+        let wrote = within(SESSION * 2, "the write queued on the old client", write).await.expect("the write task");
+        assert!(wrote.is_ok(), "{wrote:?}");
+        assert_eq!(writer.get_data(&written).await.unwrap().0, b"1");
         // And once the old client has given up (its watches and reads end then), the cache
         // still follows the session on its new client.
-        tokio::time::sleep(SESSION * 3 / 2).await;
         writer.set_data(&a, b"2").await.unwrap();
         within(SESSION / 2, "a change after the old client gave up", async {
             while !cache.get(&a).is_some_and(|d| d.stat().version == 2) {
@@ -513,7 +549,7 @@ async fn a_cache_on_one_shot_watches_follows_a_moved_session() {
         let now = fw.snapshot();
         assert_eq!((now.session_id, now.epoch, now.state.is_connected()), (session, 1, true));
         cache.close().await;
-        for fw in [&fw, &writer] {
+        for fw in [&fw, &strict, &writer] {
             fw.close().await;
         }
     })
