@@ -125,7 +125,7 @@ const MAX_PAUSE: Duration = Duration::from_secs(5);
 
 /// The reads of one driver. A load's (or resync's) reads wait in `queue` for one of
 /// [`Config::concurrency`] places; an event's read goes out at once (the mirror keeps at most
-/// one in flight per node, so they are bounded by the nodes held).
+/// two in flight per node, so they are bounded by the nodes held).
 struct ReadQueue<T> {
     queue: VecDeque<Request>,
     in_flight: FuturesUnordered<InFlight<T>>,
@@ -191,6 +191,15 @@ impl<T: Send + Sync + 'static> ReadQueue<T> {
         } else {
             self.in_flight.push(read_many(client, config, requests));
         }
+    }
+
+    /// A new generation: the reads asked for before it, waiting or out, are of no use (the
+    /// view drops their replies). Those out are let go too: on a client the session has moved
+    /// away from, they would hold a load's places until that client gives the session up.
+    fn restart(&mut self) {
+        self.queue.clear();
+        self.in_flight = FuturesUnordered::new();
+        self.loading = 0;
     }
 
     fn answered(&mut self, answer: &Answered<T>) {
@@ -319,7 +328,7 @@ pub(crate) async fn run<V, H>(
                 pause = (pause * 2).min(MAX_PAUSE);
                 resync_at = None;
                 config.report.resyncs.resync();
-                reads.queue.clear();
+                reads.restart();
                 host.update(&mut |v| {
                     v.resync();
                     requests.extend(v.take_requests());
@@ -347,7 +356,7 @@ pub(crate) async fn run<V, H>(
                         config.report.resyncs.resync();
                     }
                     // A new generation: the reads asked for before it are of no use.
-                    reads.queue.clear();
+                    reads.restart();
                     requests.clear();
                 }
                 apply(v, &config, item);

@@ -607,12 +607,21 @@ fn a_node_changed_again_and_again_has_at_most_two_reads_out() {
     mirror.event(EventKind::Created, "");
     let after = mirror.take_requests();
     assert_eq!(after.len(), 1, "a create after a deletion reads at once");
+    // A change while the create's read is out sends a second read: the two dropped replies
+    // before it count for nothing (they used to be taken off the new reads' count, which let
+    // more and more reads out after each deletion).
+    mirror.event(EventKind::DataChanged, "");
+    let second_after = mirror.take_requests();
+    assert_eq!(second_after.len(), 1, "the change while the create's read is out");
     for request in &out {
         mirror.reply(request, found(9));
     }
     assert!(mirror.take_requests().is_empty());
+    mirror.event(EventKind::DataChanged, "");
+    assert!(mirror.take_requests().is_empty(), "two reads of the created node out: the change shares them");
     let recreated = stat_of(&ServerNode { czxid: 20, mzxid: 20, version: 0, data: 0 });
     mirror.reply(&after[0], Reply::Found { stat: recreated, data: Some(Arc::new(0)), children: None });
+    assert_eq!(mirror.take_requests().len(), 1, "the read owed to the last change");
     let tail: Vec<&str> = mirror
         .take_changes()
         .iter()

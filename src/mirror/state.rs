@@ -145,10 +145,13 @@ struct Touch {
     deleted: u64,
 }
 
-/// A node's reads in flight: when the latest was sent, how many are out, and whether events
-/// came for the node that no read sent after them will show.
+/// A node's reads in flight since `since` (when the first of them was sent): when the latest
+/// was sent, how many are out, and whether events came for the node that no read sent after
+/// them will show. Reads sent before `since` (before a deletion that made their replies
+/// useless) count for nothing here.
 #[derive(Debug, Clone, Copy)]
 struct Reading {
+    since: u64,
     sent_at: u64,
     out: u8,
     again: bool,
@@ -264,9 +267,14 @@ impl<T> Mirror<T> {
         }
         *self.in_flight.entry(self.seq).or_default() += 1;
         if op != Op::List {
-            let reading =
-                self.reading.entry(path.as_str().into()).or_insert(Reading { sent_at: 0, out: 0, again: false });
-            *reading = Reading { sent_at: self.seq, out: reading.out.saturating_add(1), again: false };
+            let seq = self.seq;
+            let reading = self.reading.entry(path.as_str().into()).or_insert(Reading {
+                since: seq,
+                sent_at: seq,
+                out: 0,
+                again: false,
+            });
+            *reading = Reading { sent_at: seq, out: reading.out.saturating_add(1), again: false, ..*reading };
         }
         self.requests.push(Request { ticket, path, op });
     }
@@ -352,7 +360,7 @@ impl<T> Mirror<T> {
         let again = request.op != Op::List
             && match self.reading.get_mut(rel) {
                 Some(reading) if reading.sent_at == ticket.sent_at => self.reading.remove(rel).is_some_and(|r| r.again),
-                Some(reading) if reading.sent_at > ticket.sent_at => {
+                Some(reading) if (reading.since..reading.sent_at).contains(&ticket.sent_at) => {
                     reading.out = reading.out.saturating_sub(1).max(1);
                     std::mem::take(&mut reading.again)
                 }

@@ -318,12 +318,34 @@ impl Emulated {
         } else if snapshot.epoch != self.epoch && snapshot.epoch != 0 && self.session.is_some() {
             self.session_over();
         } else if snapshot.epoch == self.epoch && snapshot.state.is_connected() {
-            let now = framework.session().ok().filter(|now| {
-                now.epoch == self.epoch && self.session.as_ref().is_some_and(|own| !now.same_client(own))
-            });
-            if let Some(now) = now {
+            if let Some(now) = self.moved_to(&framework) {
                 self.moved(now);
             }
+        }
+    }
+
+    /// The session serving the watches' epoch now, when it is no longer the client they
+    /// were set through.
+    fn moved_to(&self, framework: &Framework) -> Option<Session> {
+        let own = self.session.as_ref()?;
+        framework.session().ok().filter(|now| now.epoch == self.epoch && !now.same_client(own))
+    }
+
+    /// The client of the watches said their session is over (a watcher ended, a read failed
+    /// with `SessionExpired`): so it is, unless the session moved to another client, which
+    /// the client it left does not know (it gives the session up by itself).
+    fn session_lost(&mut self) {
+        let Some(framework) = self.weak.upgrade() else {
+            self.end();
+            return;
+        };
+        if let Some(now) = self.moved_to(&framework) {
+            self.moved(now);
+        } else if framework.session_gone(self.epoch) {
+            self.session_over();
+        } else {
+            // The framework has not switched yet: read again once it has.
+            self.failed(&ZkError::ConnectionLoss);
         }
     }
 
@@ -372,7 +394,7 @@ impl Emulated {
     /// A read failed (its watch is not set): walk again after a pause.
     fn failed(&mut self, error: &ZkError) {
         if is_zk_session_lost(error) {
-            self.session_over();
+            self.session_lost();
             return;
         }
         tracing::debug!(path = %self.root, %error, "watch: a read of the one-shot emulation failed");
@@ -517,14 +539,14 @@ impl Emulated {
         }
         self.disarm(&fired.path, fired.kind);
         let Some(event) = fired.event else {
-            self.session_over();
+            self.session_lost();
             return;
         };
         let path = fired.path;
         match (event.event_type, fired.kind) {
             (EventType::Session, _) => {
                 if event.session_state.is_terminated() {
-                    self.session_over();
+                    self.session_lost();
                 } else {
                     // Not seen from zookeeper-client 0.11; a watch gone all the same.
                     self.failed(&ZkError::ConnectionLoss);
