@@ -356,17 +356,9 @@ impl Emulated {
     /// session is the same).
     fn moved(&mut self, now: Session) {
         tracing::debug!(path = %self.root, epoch = self.epoch, "watch: the session of the one-shot watches moved to another client");
-        if matches!(self.phase, Phase::Live | Phase::Loading { .. }) {
-            self.out.push_back(WatchItem::Interrupted);
-        }
+        self.forget();
         self.round += 1;
         self.session = Some(now);
-        self.nodes.clear();
-        self.armed.clear();
-        self.watchers = FuturesUnordered::new();
-        self.reads = FuturesUnordered::new();
-        self.waiting.clear();
-        self.repair = None;
         self.phase = Phase::Loading { reason: Some(ResyncReason::Reconnected) };
         self.walk();
     }
@@ -377,18 +369,25 @@ impl Emulated {
             return;
         }
         tracing::debug!(path = %self.root, epoch = self.epoch, "watch: the session of the one-shot watches ended");
+        self.forget();
+        self.dead = Some(self.epoch);
+        self.session = None;
+        self.phase = Phase::Need { reason: Some(ResyncReason::NewSession) };
+    }
+
+    /// The watches and reads out are of no use any more (their client no longer serves the
+    /// session): says `Interrupted` if anything was reported, and forgets them and what they
+    /// showed.
+    fn forget(&mut self) {
         if matches!(self.phase, Phase::Live | Phase::Loading { .. }) {
             self.out.push_back(WatchItem::Interrupted);
         }
-        self.dead = Some(self.epoch);
-        self.session = None;
         self.nodes.clear();
         self.armed.clear();
         self.watchers = FuturesUnordered::new();
         self.reads = FuturesUnordered::new();
         self.waiting.clear();
         self.repair = None;
-        self.phase = Phase::Need { reason: Some(ResyncReason::NewSession) };
     }
 
     /// A read failed (its watch is not set): walk again after a pause.

@@ -255,28 +255,16 @@ async fn locks_of_a_moved_session_are_released_and_waited_for_through_its_new_cl
         // Long enough for the move (a quarter of it `Suspended`, then an attach through the
         // current members) to finish well before the framework's own `Lost`, on a loaded
         // machine.
-        const SESSION: Duration = Duration::from_secs(15);
-        let mut cluster = TestingCluster::builder().dynamic_reconfig(true).start().await.unwrap();
-        cluster.settle(STEP).await.unwrap();
-        // The client is given a follower's own address (a client follows the ensemble only
-        // when it was given one member's address) and the other two members through proxies,
-        // so that it can be cut off from all three while the ensemble keeps its quorum.
-        let leader = cluster.leader().await.expect("a leader");
-        let direct = (0..3).find(|&i| i != leader).expect("a follower");
-        let mut proxies = Vec::new();
-        for i in (0..3).filter(|&i| i != direct) {
-            proxies.push(FaultProxy::start(&cluster.server_connect_string(i)).await.unwrap());
-        }
-        let mut given = proxies.iter().map(FaultProxy::connect_string).collect::<Vec<_>>();
-        given.push(cluster.server_connect_string(direct));
-        // A fourth member, which the client was not given: a session suspended for a quarter
-        // of its timeout moves to the members the ensemble names.
-        let four = cluster.add_server(MemberRole::Participant).await.unwrap();
-        let fw = Framework::builder(&given.join(",")).session_timeout(SESSION).start().await.unwrap();
-        let ids: Vec<u64> = (0..4).map(|i| cluster.server_id(i) as u64).collect();
+        const SESSION: Duration = MOVED_SESSION;
+        let mut moving = Moving::start(TestingCluster::builder()).await;
+        let (given, ids) = (moving.given.clone(), moving.ids.clone());
+        let fw = Framework::builder(&given).session_timeout(SESSION).start().await.unwrap();
         tracks(&fw, &ids).await;
-        let observer =
-            Framework::builder(&cluster.server_connect_string(four)).session_timeout(SESSION).start().await.unwrap();
+        let observer = Framework::builder(&moving.cluster.server_connect_string(moving.four))
+            .session_timeout(SESSION)
+            .start()
+            .await
+            .unwrap();
 
         let path = unique_path("ensemble", "moved-release");
         let mutex = InterProcessMutex::new(&fw, &path).unwrap();
@@ -288,7 +276,7 @@ async fn locks_of_a_moved_session_are_released_and_waited_for_through_its_new_cl
         let dropped_node = dropped.lock_path().to_owned();
         // Two more locks, held elsewhere, each with a waiter queued behind it: one waiting on
         // its session's mirror (the default), one watching the node ahead (Curator's way).
-        let classic = Framework::builder(&given.join(","))
+        let classic = Framework::builder(&given)
             .session_timeout(SESSION)
             .wait_strategy(WaitStrategy::PerWaiterWatch)
             .start()
@@ -313,8 +301,9 @@ async fn locks_of_a_moved_session_are_released_and_waited_for_through_its_new_cl
         // Waiting, with its watch set (a read still queued on the old client when it is cut
         // off waits for that client to give up: a request in flight may still be applied).
         eventually(SESSION, "the barrier's watch set", || async {
-            for i in (0..cluster.len()).filter(|&i| cluster.is_running(i)) {
-                let wchp = four_letter_word(&cluster.server_connect_string(i), "wchp", Duration::from_secs(2)).await;
+            for i in (0..moving.cluster.len()).filter(|&i| moving.cluster.is_running(i)) {
+                let wchp =
+                    four_letter_word(&moving.cluster.server_connect_string(i), "wchp", Duration::from_secs(2)).await;
                 if wchp.is_ok_and(|w| w.lines().any(|l| l.trim() == barrier_path)) {
                     return Ok(());
                 }
@@ -336,14 +325,9 @@ async fn locks_of_a_moved_session_are_released_and_waited_for_through_its_new_cl
         let session = fw.snapshot().session_id;
         let mut events = fw.state_changes();
 
-        // Cut off: the proxies drop everything, the direct member stops (three of four keep
-        // the quorum). The guard is told at `Suspended`, and its release queues the delete on
-        // the cut-off client.
-        for proxy in &proxies {
-            proxy.set_mode(ProxyMode::BlackHole);
-            proxy.drop_connections();
-        }
-        cluster.stop(direct).await.unwrap();
+        // Cut off. The guard is told at `Suspended`, and its release queues the delete on the
+        // cut-off client.
+        moving.cut_off().await;
         wait_for_event(&mut events, ConnectionState::Suspended, SESSION).await;
         within(SESSION, "the guard told of the suspended connection", guard.lost()).await;
         let release = tokio::spawn(guard.release());
@@ -424,8 +408,8 @@ async fn locks_of_a_moved_session_are_released_and_waited_for_through_its_new_cl
         .await;
         // The ensemble changes again: the moved sessions' frameworks hear of it (their
         // configuration watches were the old clients', and are set again through the new ones).
-        let five = cluster.add_server(MemberRole::Participant).await.unwrap();
-        let ids: Vec<u64> = (0..=five).map(|i| cluster.server_id(i) as u64).collect();
+        let five = moving.cluster.add_server(MemberRole::Participant).await.unwrap();
+        let ids: Vec<u64> = (0..=five).map(|i| moving.cluster.server_id(i) as u64).collect();
         tracks(&fw, &ids).await;
         tracks(&classic, &ids).await;
         for fw in [&fw, &classic, &observer] {
@@ -448,35 +432,25 @@ async fn locks_of_a_moved_session_are_released_and_waited_for_through_its_new_cl
 async fn a_moved_sessions_cache_and_queued_operations_go_through_its_new_client() {
     init_tracing();
     bounded(LIMIT, async {
-        const SESSION: Duration = Duration::from_secs(15);
-        let mut cluster = TestingCluster::builder()
-            .dynamic_reconfig(true)
-            .system_property("zookeeper.watchManagerName", "org.apache.zookeeper.server.watch.WatchManagerOptimized")
-            .start()
-            .await
-            .unwrap();
-        cluster.settle(STEP).await.unwrap();
-        let leader = cluster.leader().await.expect("a leader");
-        let direct = (0..3).find(|&i| i != leader).expect("a follower");
-        let mut proxies = Vec::new();
-        for i in (0..3).filter(|&i| i != direct) {
-            proxies.push(FaultProxy::start(&cluster.server_connect_string(i)).await.unwrap());
-        }
-        let mut given = proxies.iter().map(FaultProxy::connect_string).collect::<Vec<_>>();
-        given.push(cluster.server_connect_string(direct));
-        let four = cluster.add_server(MemberRole::Participant).await.unwrap();
-        let fw = Framework::builder(&given.join(",")).session_timeout(SESSION).start().await.unwrap();
-        let ids: Vec<u64> = (0..4).map(|i| cluster.server_id(i) as u64).collect();
+        const SESSION: Duration = MOVED_SESSION;
+        let without_persistent_watches = TestingCluster::builder()
+            .system_property("zookeeper.watchManagerName", "org.apache.zookeeper.server.watch.WatchManagerOptimized");
+        let mut moving = Moving::start(without_persistent_watches).await;
+        let (given, ids) = (moving.given.clone(), moving.ids.clone());
+        let fw = Framework::builder(&given).session_timeout(SESSION).start().await.unwrap();
         tracks(&fw, &ids).await;
-        let strict = Framework::builder(&given.join(","))
+        let strict = Framework::builder(&given)
             .session_timeout(SESSION)
             .session_failure_policy(SessionFailurePolicy::Fail)
             .start()
             .await
             .unwrap();
         tracks(&strict, &ids).await;
-        let writer =
-            Framework::builder(&cluster.server_connect_string(four)).session_timeout(SESSION).start().await.unwrap();
+        let writer = Framework::builder(&moving.cluster.server_connect_string(moving.four))
+            .session_timeout(SESSION)
+            .start()
+            .await
+            .unwrap();
 
         let root = unique_path("ensemble", "moved-cache");
         writer.create(&root).await.unwrap();
@@ -493,12 +467,8 @@ async fn a_moved_sessions_cache_and_queued_operations_go_through_its_new_client(
         let strict_session = strict.snapshot().session_id;
         let mut strict_states = strict.state_changes();
 
-        // Cut off (see the test above): the session moves to the members the ensemble names.
-        for proxy in &proxies {
-            proxy.set_mode(ProxyMode::BlackHole);
-            proxy.drop_connections();
-        }
-        cluster.stop(direct).await.unwrap();
+        // Cut off: the sessions move to the members the ensemble names.
+        moving.cut_off().await;
         wait_for_event(&mut states, ConnectionState::Suspended, SESSION).await;
         wait_for_event(&mut strict_states, ConnectionState::Suspended, SESSION).await;
         // Queued on the clients that are cut off.
@@ -554,6 +524,54 @@ async fn a_moved_sessions_cache_and_queued_operations_go_through_its_new_client(
         }
     })
     .await;
+}
+
+/// Session timeout of the clients whose sessions move: long enough for the move (2/5 of it
+/// `Suspended`, then an attach through the current members) to finish well before the
+/// framework's own `Lost`, on a loaded machine.
+const MOVED_SESSION: Duration = Duration::from_secs(15);
+
+/// A 3-member dynamic ensemble grown to four, and the connect string of clients whose sessions
+/// move when cut off: they are given a follower's own address (a client follows the ensemble
+/// only when it was given one member's address) and the other two original members through
+/// proxies, so that they can be cut off from all three while the ensemble keeps its quorum;
+/// the fourth member, which they were not given, is where their sessions move.
+struct Moving {
+    cluster: TestingCluster,
+    proxies: Vec<FaultProxy>,
+    direct: usize,
+    given: String,
+    four: usize,
+    /// The server ids of the four members.
+    ids: Vec<u64>,
+}
+
+impl Moving {
+    async fn start(builder: zk_recipes::testing::TestingClusterBuilder) -> Moving {
+        let mut cluster = builder.dynamic_reconfig(true).start().await.unwrap();
+        cluster.settle(STEP).await.unwrap();
+        let leader = cluster.leader().await.expect("a leader");
+        let direct = (0..3).find(|&i| i != leader).expect("a follower");
+        let mut proxies = Vec::new();
+        for i in (0..3).filter(|&i| i != direct) {
+            proxies.push(FaultProxy::start(&cluster.server_connect_string(i)).await.unwrap());
+        }
+        let mut given = proxies.iter().map(FaultProxy::connect_string).collect::<Vec<_>>();
+        given.push(cluster.server_connect_string(direct));
+        let four = cluster.add_server(MemberRole::Participant).await.unwrap();
+        let ids = (0..4).map(|i| cluster.server_id(i) as u64).collect();
+        Moving { cluster, proxies, direct, given: given.join(","), four, ids }
+    }
+
+    /// Cuts the clients off: the proxies drop everything and the direct member stops (three of
+    /// four keep the quorum). A session suspended for 2/5 of its timeout moves.
+    async fn cut_off(&mut self) {
+        for proxy in &self.proxies {
+            proxy.set_mode(ProxyMode::BlackHole);
+            proxy.drop_connections();
+        }
+        self.cluster.stop(self.direct).await.unwrap();
+    }
 }
 
 /// A lock at a fresh path (named after `name`) held through `holder`, and a task of `waiter`
