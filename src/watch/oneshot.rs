@@ -206,11 +206,12 @@ impl Emulated {
         self.epoch
     }
 
-    /// Whether the watches are all set and report every change.
+    /// Whether the watches are all set and report every change (not while their session has
+    /// moved away from the client they were set through).
     pub(crate) fn is_live(&self) -> bool {
         matches!(self.phase, Phase::Live)
             && self.repair.is_none()
-            && self.weak.upgrade().is_some_and(|fw| fw.epoch() == self.epoch)
+            && self.weak.upgrade().is_some_and(|fw| fw.epoch() == self.epoch && self.moved_to(&fw).is_none())
     }
 
     /// Reads everything again (reporting what differs), as after a failed read.
