@@ -13,7 +13,7 @@ use zk_recipes::testing::{expire_session, four_letter_word, FaultProxy, MemberRo
 use zk_recipes::zk::CreateMode;
 use zk_recipes::{
     ConnectionState, ConnectionStateErrorPolicy, CuratorCache, DistributedBarrier, Ensemble, Error, FastPathFallback,
-    Framework, InterProcessMutex, InterProcessSemaphore, MutexGuard, ReconfigRefusal, SemaphoreLease,
+    Framework, FrameworkBuilder, InterProcessMutex, InterProcessSemaphore, MutexGuard, ReconfigRefusal, SemaphoreLease,
     SessionFailurePolicy, StateSnapshot, WaitStrategy,
 };
 
@@ -252,19 +252,10 @@ async fn an_ensemble_without_dynamic_reconfiguration_refuses_it() {
 async fn locks_of_a_moved_session_are_released_and_waited_for_through_its_new_client() {
     init_tracing();
     bounded(LIMIT, async {
-        // Long enough for the move (a quarter of it `Suspended`, then an attach through the
-        // current members) to finish well before the framework's own `Lost`, on a loaded
-        // machine.
         const SESSION: Duration = MOVED_SESSION;
         let mut moving = Moving::start(TestingCluster::builder()).await;
-        let (given, ids) = (moving.given.clone(), moving.ids.clone());
-        let fw = Framework::builder(&given).session_timeout(SESSION).start().await.unwrap();
-        tracks(&fw, &ids).await;
-        let observer = Framework::builder(&moving.cluster.server_connect_string(moving.four))
-            .session_timeout(SESSION)
-            .start()
-            .await
-            .unwrap();
+        let fw = moving.moving_client(Framework::builder).await;
+        let observer = moving.fourth_member_client().await;
 
         let path = unique_path("ensemble", "moved-release");
         let mutex = InterProcessMutex::new(&fw, &path).unwrap();
@@ -276,13 +267,8 @@ async fn locks_of_a_moved_session_are_released_and_waited_for_through_its_new_cl
         let dropped_node = dropped.lock_path().to_owned();
         // Two more locks, held elsewhere, each with a waiter queued behind it: one waiting on
         // its session's mirror (the default), one watching the node ahead (Curator's way).
-        let classic = Framework::builder(&given)
-            .session_timeout(SESSION)
-            .wait_strategy(WaitStrategy::PerWaiterWatch)
-            .start()
-            .await
-            .unwrap();
-        tracks(&classic, &ids).await;
+        let classic =
+            moving.moving_client(|given| Framework::builder(given).wait_strategy(WaitStrategy::PerWaiterWatch)).await;
         let queues = [
             ("on the mirror", queue_behind(&observer, &fw, "moved-wait-mirror").await),
             ("watching the node ahead", queue_behind(&observer, &classic, "moved-wait-classic").await),
@@ -436,21 +422,11 @@ async fn a_moved_sessions_cache_and_queued_operations_go_through_its_new_client(
         let without_persistent_watches = TestingCluster::builder()
             .system_property("zookeeper.watchManagerName", "org.apache.zookeeper.server.watch.WatchManagerOptimized");
         let mut moving = Moving::start(without_persistent_watches).await;
-        let (given, ids) = (moving.given.clone(), moving.ids.clone());
-        let fw = Framework::builder(&given).session_timeout(SESSION).start().await.unwrap();
-        tracks(&fw, &ids).await;
-        let strict = Framework::builder(&given)
-            .session_timeout(SESSION)
-            .session_failure_policy(SessionFailurePolicy::Fail)
-            .start()
-            .await
-            .unwrap();
-        tracks(&strict, &ids).await;
-        let writer = Framework::builder(&moving.cluster.server_connect_string(moving.four))
-            .session_timeout(SESSION)
-            .start()
-            .await
-            .unwrap();
+        let fw = moving.moving_client(Framework::builder).await;
+        let strict = moving
+            .moving_client(|given| Framework::builder(given).session_failure_policy(SessionFailurePolicy::Fail))
+            .await;
+        let writer = moving.fourth_member_client().await;
 
         let root = unique_path("ensemble", "moved-cache");
         writer.create(&root).await.unwrap();
@@ -561,6 +537,23 @@ impl Moving {
         let four = cluster.add_server(MemberRole::Participant).await.unwrap();
         let ids = (0..4).map(|i| cluster.server_id(i) as u64).collect();
         Moving { cluster, proxies, direct, given: given.join(","), four, ids }
+    }
+
+    /// A framework given `given` (as `builder` makes it, with [`MOVED_SESSION`]), once it
+    /// tracks the four members.
+    async fn moving_client(&self, builder: impl FnOnce(&str) -> FrameworkBuilder) -> Framework {
+        let fw = builder(&self.given).session_timeout(MOVED_SESSION).start().await.unwrap();
+        tracks(&fw, &self.ids).await;
+        fw
+    }
+
+    /// A framework on the fourth member alone: it is not cut off.
+    async fn fourth_member_client(&self) -> Framework {
+        Framework::builder(&self.cluster.server_connect_string(self.four))
+            .session_timeout(MOVED_SESSION)
+            .start()
+            .await
+            .unwrap()
     }
 
     /// Cuts the clients off: the proxies drop everything and the direct member stops (three of
