@@ -31,6 +31,9 @@ pub(crate) enum Contender {
         semaphore: InterProcessSemaphore,
     },
     RawMutex(RawMutex),
+    /// The experiment of [`raw::acquire_two_ahead`]: Curator's layout, a listing off the
+    /// handoff's chain.
+    RawTwoAhead(RawMutex),
     /// create, then delete; with `listed`, a getChildren is sent right behind the create.
     RawCreateDelete {
         raw: RawMutex,
@@ -174,6 +177,13 @@ impl Contender {
                 raw.client.delete(&node, None).await?;
                 Ok(CycleTimes { acquire, cycle: started.elapsed(), write: None })
             }
+            Contender::RawTwoAhead(raw) => {
+                let node = stall_guard(crate::raw::acquire_two_ahead(raw)).await??;
+                let acquire = started.elapsed();
+                exclusion.critical_section(hold).await?;
+                raw.client.delete(&node, None).await?;
+                Ok(CycleTimes { acquire, cycle: started.elapsed(), write: None })
+            }
             Contender::RawCreateDelete { raw, listed } => {
                 let node = if *listed { raw.create_listed().await? } else { raw.create().await? };
                 let acquire = started.elapsed();
@@ -282,6 +292,7 @@ impl Contender {
             }
             Contender::RawMutex(_)
             | Contender::RawCreateDelete { .. }
+            | Contender::RawTwoAhead(_)
             | Contender::RawSemaphore(_)
             | Contender::RawReadWrite { .. } => {}
         }

@@ -49,6 +49,73 @@ impl RawMutex {
     }
 }
 
+/// An experiment, not Curator's algorithm: a waiter whose listing shows two or more nodes
+/// ahead watches the node ahead *and* the one before it (both `exists` watches, sent
+/// together) and lists again as soon as the one before it goes, while the node ahead holds;
+/// a listing with one node ahead, whose deletion it already watches, then lets that deletion
+/// alone hand it the lock. Every node ahead of ours was created before it, so the set ahead
+/// only shrinks: a listing after our create that shows one node ahead, and that node gone,
+/// leaves none. The listing is sent while the node ahead holds rather than after it let go,
+/// so it is off the handoff's chain; it costs a request and an event more per cycle than
+/// Curator's wait.
+pub(crate) async fn acquire_two_ahead(raw: &RawMutex) -> BenchResult<String> {
+    use futures::future::{BoxFuture, FutureExt as _};
+    type Change = BoxFuture<'static, zk::WatchedEvent>;
+    let node = raw.create().await?;
+    let (client, dir) = (&raw.client, raw.dir.as_str());
+    let ours = &node[dir.len() + 1..];
+    // An `exists` watch: `None` if the node is gone already.
+    let watch = |path: String| async move {
+        match client.check_and_watch_stat(&path).await? {
+            (None, _) => Ok::<_, BenchError>(None),
+            (Some(_), watcher) => Ok(Some(watcher.changed().boxed())),
+        }
+    };
+    // The node ahead whose deletion is watched already, and that watch.
+    let mut watched: Option<(String, Change)> = None;
+    loop {
+        let mut children = client.list_children(dir).await?;
+        children.sort_unstable();
+        let Some(index) = children.iter().position(|c| c == ours) else {
+            return Err(BenchError::Failed(format!("raw two-ahead: our node {node} vanished")));
+        };
+        if index == 0 {
+            return Ok(node);
+        }
+        let ahead = format!("{dir}/{}", children[index - 1]);
+        let kept = watched.take().filter(|(name, _)| *name == ahead).map(|(_, change)| change);
+        if index == 1 {
+            let change = match kept {
+                Some(change) => change,
+                None => match watch(ahead).await? {
+                    None => return Ok(node),
+                    Some(change) => change,
+                },
+            };
+            if change.await.event_type == zk::EventType::NodeDeleted {
+                return Ok(node);
+            }
+            continue;
+        }
+        let before = format!("{dir}/{}", children[index - 2]);
+        let (ahead_change, before_change) = match kept {
+            Some(change) => (Some(change), watch(before).await?),
+            None => {
+                let (a, b) = futures::join!(watch(ahead.clone()), watch(before));
+                (a?, b?)
+            }
+        };
+        let Some(mut ahead_change) = ahead_change else { continue };
+        if let Some(before_change) = before_change {
+            tokio::select! {
+                _ = before_change => {}
+                _ = &mut ahead_change => continue,
+            }
+        }
+        watched = Some((ahead, ahead_change));
+    }
+}
+
 /// The wait loop of Curator's `LockInternals` for a mutex whose children are all `lock-<seq>`.
 async fn wait_until_first(client: &zk::Client, dir: &str, node: &str) -> BenchResult<()> {
     let ours = &node[dir.len() + 1..];

@@ -434,6 +434,22 @@ pub(crate) async fn run_workload(env: &Env, workload: Workload) -> BenchResult<V
             results.push(run(env, plan("raw-floor"), raw.into_iter().map(Contender::RawMutex).collect()).await?);
             env.remove_tree(&dir).await;
 
+            // No lock at all: every session creates its node and deletes it at once, without
+            // waiting for anyone. Each acquisition of a lock on Curator's layout costs these
+            // two writes, and a release cannot wait for the next acquisition to share a
+            // request with it, so no lock on this server runs faster than this line.
+            let dir = env.dir(workload, "write-ceiling");
+            let raw = env.raw_mutexes(o.clients, &dir).await?;
+            let contenders = raw.into_iter().map(|raw| Contender::RawCreateDelete { raw, listed: false }).collect();
+            let ceiling = Plan { max_holders: usize::MAX, ..plan("write-ceiling") };
+            results.push(run(env, ceiling, contenders).await?);
+            env.remove_tree(&dir).await;
+
+            let dir = env.dir(workload, "raw-two-ahead");
+            let raw = env.raw_mutexes(o.clients, &dir).await?;
+            results.push(run(env, plan("raw-two-ahead"), raw.into_iter().map(Contender::RawTwoAhead).collect()).await?);
+            env.remove_tree(&dir).await;
+
             let dir = env.dir(workload, "zk-recipes");
             let contenders = env.mutex_contenders(o.clients, &dir, ReleaseStyle::Await).await?;
             results.push(run(env, plan("zk-recipes"), contenders).await?);

@@ -26,7 +26,7 @@
 /// | | requests | notifications sent |
 /// | --- | --- | --- |
 /// | `Mirror` | 2 (create, delete) | `2S`: each create and each delete reaches every mirroring session |
-/// | `PerWaiterWatch` | 4-5 (create, listing, watch on the predecessor, listing after the wake-up, delete) | 1 (the successor's watch) |
+/// | `PerWaiterWatch` | 4-5 (create, listing, watch on the predecessor, listing after the wake-up, delete); a mutex waiter two or more places back 7 (below) | 1; a mutex waiter two or more places back 3 |
 ///
 /// Fixed costs of a mirror: one `addWatch` and one listing per session and directory, again
 /// after every reconnect (after a leader change every mirroring session lists at once). On
@@ -43,9 +43,21 @@
 ///   waiters there wait on the node ahead as `PerWaiterWatch` does, and the session's mirror
 ///   lets go at once (without the linger described below, in which it would go on hearing
 ///   every change of the crowd); after three listings in a row show at most 6 nodes per node
-///   of its own, it mirrors again. Measured per handoff, 2 sessions: 2 requests and 4
-///   notifications; 16 to 64 sessions: 5 requests and 1 notification (a mirror at 16 costs
-///   about 16 notifications, at 64 about 64).
+///   of its own, it mirrors again. Measured per cycle, 2 sessions: 2 requests and 4
+///   notifications; 16 to 64 sessions: 7 requests in 4 round trips and 3 notifications
+///   (a mirror at 16 costs about 32 notifications, at 64 about 128).
+/// - **A mutex waiter two or more places back lists before its turn.** Curator's waiter lists
+///   the children after the node ahead is deleted, so every handoff of a queue waits for a
+///   listing after the holder's delete. A mutex waiter (either strategy) with two or more
+///   nodes ahead also watches the node ahead of the node ahead, and its own node, in the same
+///   round trip; when that node goes (usually: it held the lock and let go), it lists the
+///   children while the node ahead holds, keeping its watches. The listing then shows only
+///   the holder ahead, and the holder's deletion alone hands it the lock: every node ahead
+///   of ours was created before it, so the nodes ahead only go, and our own node's watch,
+///   quiet on the same connection, proves our node still exists (the shortcut the waiter
+///   right behind the holder always took). Nodes deleted without having held (waits given
+///   up) only make it list again. It costs two requests and two notifications more per
+///   cycle than Curator's wait, and saves that listing's round trip on every handoff.
 /// - **A lock taken free costs no mirror.** A handle's first acquire uses a mirror only if one
 ///   already runs; when none does, its create goes with a listing of the directory behind it
 ///   (one round trip), and only an acquire that must wait starts the session's mirror (its
@@ -57,8 +69,9 @@
 /// of 3 rounds against a JIT-warmed Curator 5.4 in the same run), the default ran at 1.56x
 /// and 1.60x the per-waiter watch with 2 and 4 sessions per lock (its mirror) and at
 /// 1.01-1.05x from 8 to 128 (from 13 sessions on, the directory counts as crowded and it
-/// waits as the per-waiter watch does), and at 1.3-2.1x Curator's rate at every point; the
-/// sweep's table and command are in `benches/README.md`. With 4 sessions, the mirror also ran
+/// waits as the per-waiter watch does); with the listing before its turn, the default ran at
+/// 1.74x Curator's rate with 8 sessions, 2.01x with 16 and 2.03x with 32; the sweep's tables
+/// and commands are in `benches/README.md`. With 4 sessions, the mirror also ran
 /// the read-write lock at 2.3-3.0x and the semaphore (3 leases) at 1.5-1.6x Curator's rate
 /// (1.85-2.0x with
 /// [`InterProcessSemaphore::pipelined_admission`](crate::InterProcessSemaphore::pipelined_admission)).

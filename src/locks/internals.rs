@@ -15,7 +15,15 @@
 //! a reconnect, missed events are replayed in the server's order, so the predecessor's
 //! deletion can arrive before our own node's. The waiter lists the children again instead.
 //!
-//! No listing outlives the decision it served: a waiter keeps only its predecessor's name.
+//! A mutex waiter with two or more nodes ahead watches, in one round trip, its own node, the
+//! node ahead and the node ahead of that one, and lists the children again as soon as that
+//! last one goes, keeping the first two watches: the listing, sent while the node ahead holds
+//! the lock, usually shows only that node ahead, and then its deletion alone hands us the
+//! lock, with no listing after the handoff (see `LockInternals::wait_two_ahead`). The
+//! shortcut's conditions are the same: our node's watch quiet, and no change of the
+//! connection's state since the watches were sent.
+//!
+//! No listing outlives the decision it served: a waiter keeps only the names it watches.
 //!
 //! Cancellation is the node lifecycle's business: a dropped acquire drops its
 //! [`CreatedNode`] (or pending create), which deletes it.
@@ -46,6 +54,18 @@ use crate::protocol::driver::{Driver, Verdict};
 
 /// The watch on our own node while we wait, kept armed when it proves the lock is ours.
 type OwnWatch = BoxFuture<'static, WatchedEvent>;
+
+/// The watches of a wait on the node ahead: that node's, and our own node's when the
+/// shortcut may be taken, with the connection's state as it was before they were sent.
+struct Armed {
+    /// The session (and client) they were set through.
+    session: Session,
+    /// The node ahead (a name).
+    ahead: String,
+    ahead_change: BoxFuture<'static, WatchedEvent>,
+    own_change: Option<OwnWatch>,
+    connection: Option<zookeeper_client::StateWatcher>,
+}
 
 /// A lock directory and the rule for who holds it.
 #[derive(Debug, Clone)]
@@ -347,9 +367,14 @@ impl LockInternals {
         let framework = self.framework();
         let mut current = session.clone();
         let mut listed = listed.filter(|children| children.iter().any(|c| c == node.name()));
+        // The watches on the node ahead and on ours, set before the listing below and kept
+        // for it (see `wait_two_ahead`).
+        let mut kept: Option<Armed> = None;
         loop {
             framework.follow_move(&mut current);
             let session = &current;
+            // Watches set through a client the session has left prove nothing.
+            kept = kept.filter(|armed| armed.session.same_client(session));
             let sorted = match listed.take() {
                 Some(children) => children,
                 None => retry_request(framework, || self.listing(session)).await?,
@@ -363,14 +388,27 @@ impl LockInternals {
             }
             let verdict = self.driver.verdict(&sorted, node.name());
             let alone = sorted.len() == 1;
-            // The listing served this decision only: a waiter keeps its predecessor's name,
+            // The node ahead of the node ahead, for a mutex waiter two or more places back.
+            let before = match &verdict {
+                Verdict::Watch { index, .. } if *index > 0 && self.driver.first_after_holder_leaves() => {
+                    Some(sorted[*index - 1].clone())
+                }
+                _ => None,
+            };
+            // The listing served this decision only: a waiter keeps the names it watches,
             // not the whole queue (thousands of names per waiter on a long queue).
             drop(sorted);
             let (ahead, index) = match verdict {
                 Verdict::Missing => return Err(Failure::NodeMissing),
                 Verdict::Acquired => {
                     let revocation = watch_revocation(&node);
-                    return Ok(M::held(self.hold(session, node, alone, revocation)));
+                    let mut held = self.hold(session, node, alone, revocation);
+                    if let Some(own_watch) = kept.and_then(|armed| armed.own_change) {
+                        // Kept until the release, whose deletion fires it: dropped unfired, it
+                        // would cost a RemoveWatches request.
+                        held.keep_watch(own_watch);
+                    }
+                    return Ok(M::held(held));
                 }
                 Verdict::Watch { node, index } => (node, index),
             };
@@ -378,10 +416,21 @@ impl LockInternals {
                 return Ok(busy); // our node is dropped, which deletes it
             }
             watch_revocation(&node);
+            // The watches on `ahead` and on our node, when the last wait set them already.
+            let armed = kept.take().filter(|armed| armed.ahead == ahead);
+            if let Some(before) = before {
+                kept = self.wait_two_ahead(session, armed, &ahead, &before, node.name()).await?;
+                continue;
+            }
             // Taking the lock without listing again needs proof that our node still exists.
             let shortcut = index == 0 && self.driver.first_after_holder_leaves();
             let own = shortcut.then_some(node.name());
-            if let Some(own_watch) = self.wait_for_change(session, &ahead, own).await? {
+            let armed = match armed {
+                Some(armed) => Some(armed),
+                None => self.arm(session, &ahead, own).await?,
+            };
+            let Some(armed) = armed else { continue }; // already gone: look again
+            if let Some(own_watch) = self.wait_armed(armed).await? {
                 // We saw the whole queue ahead of us: only the holder. It is gone.
                 let revocation = watch_revocation(&node);
                 let mut held = self.hold(session, node, false, revocation);
@@ -389,6 +438,72 @@ impl LockInternals {
                 return Ok(M::held(held));
             }
         }
+    }
+
+    /// The wait of a mutex waiter with two or more nodes ahead: it watches the node ahead
+    /// and its own node (as the shortcut needs) and also the node ahead of that one,
+    /// `before`, all in one round trip, and returns once `before` is gone, keeping the first
+    /// two watches for the listing that follows. That listing usually shows `ahead` holding
+    /// the lock with nothing else ahead of us, and the watch on `ahead`, set before it, then
+    /// hands us the lock when `ahead` is deleted: the listing went out while `ahead` held,
+    /// not after it let go, so a handoff costs the holder's delete and its event, without a
+    /// listing after them. Curator's waiter lists after the event; a crowd of waiters each
+    /// waiting on the node ahead pays that round trip on every handoff. The cost: one
+    /// request and one event more per acquisition.
+    ///
+    /// `armed`: the watches on `ahead` and our node, set by the last wait. `None` returned:
+    /// something other than `before` changed, so nothing is kept.
+    async fn wait_two_ahead(
+        &self,
+        session: &Session,
+        armed: Option<Armed>,
+        ahead: &str,
+        before: &str,
+        own: &str,
+    ) -> Result<Option<Armed>, Failure> {
+        let before_path = path::join(self.dir(), before);
+        let before_watch = retry_request(self.framework(), || async {
+            session.sent(Op::GetData);
+            match session.client.get_and_watch_data(&before_path).await {
+                Ok((_, _, watcher)) => Ok(Some(watcher)),
+                Err(ZkError::NoNode) => Ok(None),
+                Err(e) => Err(e),
+            }
+        });
+        let (armed, before_watch) = match armed {
+            Some(armed) => (Some(armed), before_watch.await?),
+            None => {
+                let (armed, before_watch) = futures::join!(self.arm(session, ahead, Some(own)), before_watch);
+                (armed?, before_watch?)
+            }
+        };
+        let Some(mut armed) = armed else { return Ok(None) }; // `ahead` is gone: look again
+        let Some(before_watch) = before_watch else { return Ok(Some(armed)) }; // so is `before`
+        let epoch = session.epoch;
+        let mut state = self.framework().state_watch();
+        let session_ended = state.wait_for(|s| s.session_over(epoch));
+        let Armed { ahead_change, own_change, .. } = &mut armed;
+        let own_changed = async {
+            match own_change.as_mut() {
+                Some(watch) => drop(watch.await),
+                None => std::future::pending().await,
+            }
+        };
+        // The deletion may be held back by a server (see `framework::stall`).
+        let before_gone = session.unstalled(async {
+            tokio::select! {
+                biased;
+                () = own_changed => Ok(false), // our node changed or went: look again
+                // Before `ahead`'s: when both went, the listing shows it, and our node's
+                // watch is kept with the lock rather than dropped.
+                _ = before_watch.changed() => Ok(true),
+                _ = ahead_change => Ok(false), // `ahead` changed or went: look again
+                _ = session_ended => Err(Failure::NodeMissing),
+                // Our watches are the old client's: look again through the new one.
+                () = self.framework().session_moved(session) => Ok(false),
+            }
+        });
+        Ok(before_gone.await?.then_some(armed))
     }
 
     /// Lists the children, sorted. Concurrent listings of this directory on one session are
@@ -435,21 +550,12 @@ impl LockInternals {
         held
     }
 
-    /// Watches `ahead` (getData watch) until it changes or goes away; wakes early when the
-    /// session ends.
-    ///
-    /// With `own` (our node's name), our node is watched as well, in the same round trip.
-    /// `Some` then means `ahead` was deleted while our node still existed (had ours been
-    /// deleted first, we would have heard first), and carries our node's watch, still armed.
-    async fn wait_for_change(
-        &self,
-        session: &Session,
-        ahead: &str,
-        own: Option<&str>,
-    ) -> Result<Option<OwnWatch>, Failure> {
+    /// Watches `ahead` (getData watch) until it changes or goes away, and with `own` (our
+    /// node's name) our node as well, in the same round trip. `None`: `ahead` is gone already.
+    async fn arm(&self, session: &Session, ahead: &str, own: Option<&str>) -> Result<Option<Armed>, Failure> {
         // Taken before anything is sent: any change of the connection's state after it (a
         // disconnect, then a reconnect) makes the wake-up unfit for the shortcut.
-        let mut connection = own.map(|_| session.client.state_watcher());
+        let connection = own.map(|_| session.client.state_watcher());
         // Sent now, ahead of the predecessor's watch; both are answered in one round trip.
         let own_reply = own.map(|name| {
             session.sent(Op::GetData);
@@ -473,16 +579,33 @@ impl LockInternals {
         // Our node's reply comes before the predecessor's, whose wait (`retry_request`) nudges
         // a server that holds them back.
         let (own_reply, ahead_watch) = futures::join!(own_reply, ahead_watch);
-        let mut own_watch: Option<OwnWatch> = match own_reply {
+        let own_change: Option<OwnWatch> = match own_reply {
             Some(Ok((_, _, watcher))) => Some(watcher.changed().boxed()),
             Some(Err(ZkError::NoNode)) => return Err(Failure::NodeMissing),
             Some(Err(_)) | None => None, // not watched: nothing is proven below
         };
-        let Some(ahead_watch) = ahead_watch? else { return Ok(None) }; // already gone: look again
+        let Some(ahead_watch) = ahead_watch? else { return Ok(None) };
+        Ok(Some(Armed {
+            session: session.clone(),
+            ahead: ahead.to_owned(),
+            ahead_change: ahead_watch.changed().boxed(),
+            own_change,
+            connection,
+        }))
+    }
+
+    /// Waits until the armed node ahead changes or goes away; wakes early when the session
+    /// ends.
+    ///
+    /// With our node watched, `Some` means the node ahead was deleted while our node still
+    /// existed (had ours been deleted first, we would have heard first), and carries our
+    /// node's watch, still armed.
+    async fn wait_armed(&self, armed: Armed) -> Result<Option<OwnWatch>, Failure> {
+        let Armed { session, ahead, ahead_change, mut own_change, mut connection } = armed;
         let epoch = session.epoch;
         let mut state = self.framework().state_watch();
         let own_changed = async {
-            match own_watch.as_mut() {
+            match own_change.as_mut() {
                 Some(watch) => drop(watch.await),
                 None => std::future::pending().await,
             }
@@ -493,10 +616,10 @@ impl LockInternals {
             tokio::select! {
                 biased;
                 () = own_changed => Ok(None), // our node changed or went: look again
-                event = ahead_watch.changed() => Ok(Some(event.event_type)),
+                event = ahead_change => Ok(Some(event.event_type)),
                 _ = session_ended => Err(Failure::NodeMissing),
                 // Our watches are the old client's: look again through the new one.
-                () = self.framework().session_moved(session) => Ok(None),
+                () = self.framework().session_moved(&session) => Ok(None),
             }
         });
         let Some(event) = event.await? else { return Ok(None) };
@@ -507,12 +630,12 @@ impl LockInternals {
             // be reported after the predecessor's. Only a wake-up on the connection the
             // watches were set on proves anything: otherwise, list again.
             EventType::NodeDeleted if connection.as_mut().is_some_and(|c| c.changed().now_or_never().is_some()) => {
-                tracing::debug!(node = ahead, "predecessor deleted across a reconnect: listing again");
+                tracing::debug!(node = %ahead, "predecessor deleted across a reconnect: listing again");
                 Ok(None)
             }
             // Proven only if our node's watch is still quiet now that `ahead` is gone.
             EventType::NodeDeleted => {
-                Ok(own_watch.and_then(|mut watch| watch.as_mut().now_or_never().is_none().then_some(watch)))
+                Ok(own_change.and_then(|mut watch| watch.as_mut().now_or_never().is_none().then_some(watch)))
             }
             _ => Ok(None),
         }

@@ -601,8 +601,8 @@ impl DirHost {
     /// than it saves: the view's children per node of this session's in it above
     /// [`CROWDED`]. Every create and delete in a mirrored directory is sent to every session
     /// that mirrors it, so a handoff costs two notifications per mirroring session; a waiter
-    /// that watches only the node ahead of it costs one notification and a listing or two,
-    /// whatever the number of sessions. The children a session holds itself (its own waiters)
+    /// that waits on the node ahead of it costs one to three notifications and a listing or
+    /// two, whatever the number of sessions. The children a session holds itself (its own waiters)
     /// are its benefit: one session with eight waiters in a queue of 32 shares the directory
     /// with about three others, not 31.
     pub(crate) fn crowded(&self) -> bool {

@@ -4,8 +4,10 @@
 //! each waiter lists the directory and watches the node ahead of it (Curator's way), or each
 //! session keeps one mirror of the directory (one persistent recursive watch and one listing,
 //! shared by every handle and waiter of the session) and waiters decide from it: two requests
-//! per contended cycle instead of four or five, paid for with one notification per change per
-//! mirroring session (the cost model and the crossover are on `WaitStrategy`).
+//! per contended cycle instead of four to seven, paid for with one notification per change per
+//! mirroring session (the cost model and the crossover are on `WaitStrategy`). Waiting on the
+//! node ahead, a mutex waiter two or more places back lists the children while the node ahead
+//! holds, so that the holder's deletion alone hands it the lock (`internals.rs`).
 //!
 //! Who holds (sort keys and predicates over the children) is Curator's protocol and lives in
 //! `protocol/driver.rs`; a node's life as types and the protected create live in

@@ -63,6 +63,8 @@ mod locks {
     mod semaphore_mutex;
     /// `SessionOnly` reports `Lost` in time though its runtime stalled.
     mod session_only_stall;
+    /// A mutex waiter two places back lists while the node ahead holds; waits given up ahead hand it nothing.
+    mod two_ahead;
     /// Memory of a long queue of waiters.
     mod waiter_memory;
 }

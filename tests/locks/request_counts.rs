@@ -250,13 +250,14 @@ async fn waiters_queueing_on_one_session_share_listings() {
                 })
             })
             .collect();
-        // Every waiter is queued once the server holds a watch on each node but the last.
+        // Every waiter is queued once the server holds a watch on every node: each waiter
+        // watches its own node, the node ahead and the one before that (the first two waiters
+        // the holder's).
         let server = server().await;
         eventually(LIMIT, "every waiter watching its predecessor", || async {
             let watches = four_letter_word(&server, "wchp", LIMIT).await.map_err(|e| e.to_string())?;
             let watched = watches.lines().filter(|line| line.trim().starts_with(&format!("{path}/"))).count();
-            // The first waiter watches its own node too: WAITERS nodes in all.
-            if watched == WAITERS {
+            if watched == WAITERS + 1 {
                 Ok(())
             } else {
                 Err(format!("{watched} nodes watched"))
@@ -767,7 +768,11 @@ async fn default_wait_per_cycle(sessions: usize, cycles: u64, crowded: bool) -> 
 /// mirror (two requests per cycle, each create and delete told to both: four notifications);
 /// with 64, mirroring would tell every create and delete to 64 sessions (128 notifications
 /// per cycle), so each session waits on the node ahead of it instead, and the notifications
-/// per cycle do not grow with the sessions.
+/// per cycle do not grow with the sessions: each node's deletion is told to its owner and to
+/// the two waiters behind it (the one two places back lists again then, while the one right
+/// behind holds the lock). Seven requests: the create and a listing in one round trip, the
+/// watches on our node, the node ahead and the one before it in one, the listing after that
+/// one goes, the delete.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_default_wait_per_cycle_at_two_and_at_sixty_four_sessions() {
     init_tracing();
@@ -782,8 +787,9 @@ async fn the_default_wait_per_cycle_at_two_and_at_sixty_four_sessions() {
 
         let (requests, notifications, per_op) = default_wait_per_cycle(64, 10, true).await;
         println!("64 sessions: {per_op}");
-        assert!(requests <= 6.0, "64 sessions: {requests:.2} requests per cycle ({per_op})");
-        assert!(notifications <= 3.0, "64 sessions: {notifications:.2} notifications per cycle ({per_op})");
+        assert!(requests <= 7.1, "64 sessions: {requests:.2} requests per cycle ({per_op})");
+        assert!(notifications <= 3.1, "64 sessions: {notifications:.2} notifications per cycle ({per_op})");
+        assert!(!per_op.contains("removeWatches"), "64 sessions: no watch dropped unfired ({per_op})");
     })
     .await;
 }

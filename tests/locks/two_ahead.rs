@@ -1,0 +1,137 @@
+//! A mutex waiter two or more places back watches the node ahead, its own node and the node
+//! ahead of the node ahead; when that one goes it lists the children while the node ahead
+//! holds, and then the holder's deletion alone hands it the lock (no listing after the
+//! handoff). Nodes ahead that are deleted without having held (abandoned waits) must never
+//! hand it the lock. Against a real ZooKeeper 3.8 server, every waiter through
+//! `WaitStrategy::PerWaiterWatch` (the default waits the same way in a crowded directory).
+
+use crate::common;
+
+use common::fixtures::reaperless_connect as server;
+use common::fixtures::*;
+use common::timing::{COUNTING_SESSION as SESSION, EVENT, LIMIT, QUIET};
+use zk_recipes::testing::CountingProxy;
+use zk_recipes::{Framework, InterProcessMutex, MutexGuard};
+
+/// Polls until the proxy has counted at least `at_least` requests of `kind`; returns the count.
+async fn counted(proxy: &CountingProxy, kind: &'static str, at_least: u64) -> u64 {
+    eventually(EVENT, &format!("{at_least} {kind} requests"), || async {
+        let n = proxy.counts().get(kind);
+        if n >= at_least {
+            Ok(n)
+        } else {
+            Err(format!("{n}"))
+        }
+    })
+    .await
+}
+
+/// Polls until our waiter has listed the children again (a `getChildren` past `listings`)
+/// or has taken the lock; returns the listings counted.
+async fn listed_again(proxy: &CountingProxy, listings: u64, waiter: &tokio::task::JoinHandle<MutexGuard>) -> u64 {
+    eventually(EVENT, "our waiter listing again", || async {
+        let n = proxy.counts().get("getChildren");
+        if n > listings || waiter.is_finished() {
+            Ok(n)
+        } else {
+            Err(format!("{n} listings"))
+        }
+    })
+    .await
+}
+
+/// Starts an acquire of `path` on `fw` in a task, and returns once its node is the
+/// `nodes`-th child of `path`.
+async fn queue(fw: &Framework, path: &str, nodes: usize) -> tokio::task::JoinHandle<MutexGuard> {
+    let mutex = InterProcessMutex::new(fw, path).unwrap();
+    let waiting = tokio::spawn(async move { mutex.acquire().await.unwrap() });
+    children_count_becomes(fw, path, nodes, EVENT).await;
+    waiting
+}
+
+/// The holder, a waiter, and our waiter behind it: our waiter lists again when the holder
+/// lets go (the waiter ahead of it then holds), and takes the lock on that waiter's
+/// deletion without another listing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_listing_goes_out_while_the_node_ahead_holds_and_the_handoff_needs_none() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let path = unique_path("two-ahead", "handoff");
+        let others = plain_classic_framework(&server().await, SESSION).await;
+        let proxy = CountingProxy::start(&server().await).await.expect("counting proxy");
+        let ours = plain_classic_framework(&proxy.connect_string(), SESSION).await;
+        let holder = InterProcessMutex::new(&others, &path).unwrap().acquire().await.unwrap();
+        let next = queue(&others, &path, 2).await;
+        let before = proxy.counts();
+        let last = queue(&ours, &path, 3).await;
+        // Its own node, the node ahead and the holder's.
+        counted(&proxy, "getData+watch", before.get("getData+watch") + 3).await;
+        let listings = proxy.counts().get("getChildren");
+
+        holder.release().await.unwrap();
+        let next = within(EVENT, "the next waiter's lock", next).await.unwrap();
+        let listings = listed_again(&proxy, listings, &last).await;
+        tokio::time::sleep(QUIET).await;
+        assert!(!last.is_finished(), "our waiter took the lock while the waiter ahead of it held it");
+
+        next.release().await.unwrap();
+        let guard = within(EVENT, "our waiter's lock", last).await.unwrap();
+        assert_eq!(
+            proxy.counts().get("getChildren"),
+            listings,
+            "the handoff from the waiter ahead needed no listing: {}",
+            proxy.counts().since(&before)
+        );
+        assert!(ours.exists(guard.lock_path()).await.unwrap().is_some(), "the guard's node exists");
+        guard.release().await.unwrap();
+        assert!(children(&others, &path).await.is_empty());
+        ours.close().await;
+        others.close().await;
+    })
+    .await;
+}
+
+/// Waiters ahead of ours that give up (their nodes deleted without ever holding) while the
+/// holder holds: first the one two places ahead (the node our waiter lists again for), then
+/// the one right ahead (whose watch our waiter kept through that listing). Neither deletion
+/// hands our waiter the lock; the holder's does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waits_given_up_ahead_of_ours_hand_it_nothing() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let path = unique_path("two-ahead", "given-up");
+        let others = plain_classic_framework(&server().await, SESSION).await;
+        let proxy = CountingProxy::start(&server().await).await.expect("counting proxy");
+        let ours = plain_classic_framework(&proxy.connect_string(), SESSION).await;
+        let holder = InterProcessMutex::new(&others, &path).unwrap().acquire().await.unwrap();
+        let first = queue(&others, &path, 2).await;
+        let second = queue(&others, &path, 3).await;
+        let before = proxy.counts();
+        let last = queue(&ours, &path, 4).await;
+        counted(&proxy, "getData+watch", before.get("getData+watch") + 3).await;
+        let listings = proxy.counts().get("getChildren");
+
+        // The waiter two places ahead of ours gives up: its node goes (the dropped acquire
+        // deletes it), and our waiter lists again.
+        first.abort();
+        children_count_becomes(&others, &path, 3, EVENT).await;
+        let listings = listed_again(&proxy, listings, &last).await;
+        tokio::time::sleep(QUIET).await;
+        assert!(!last.is_finished(), "our waiter took the lock while the holder held it (one waiter gone)");
+
+        // The waiter right ahead gives up too: our waiter lists again, and waits on the holder.
+        second.abort();
+        children_count_becomes(&others, &path, 2, EVENT).await;
+        listed_again(&proxy, listings, &last).await;
+        tokio::time::sleep(QUIET).await;
+        assert!(!last.is_finished(), "our waiter took the lock while the holder held it (both waiters gone)");
+
+        holder.release().await.unwrap();
+        let guard = within(EVENT, "our waiter's lock", last).await.unwrap();
+        assert_eq!(children(&others, &path).await.len(), 1, "only our node is left");
+        guard.release().await.unwrap();
+        ours.close().await;
+        others.close().await;
+    })
+    .await;
+}
