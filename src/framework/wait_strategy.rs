@@ -48,7 +48,8 @@
 ///   (a mirror at 16 costs about 32 notifications, at 64 about 128).
 /// - **A mutex waiter two or more places back lists before its turn.** Curator's waiter lists
 ///   the children after the node ahead is deleted, so every handoff of a queue waits for a
-///   listing after the holder's delete. A mutex waiter (either strategy) with two or more
+///   listing after the holder's delete. A waiter of a one-holder lock (a mutex, the internal
+///   lock of a semaphore, a leader latch or selector; either strategy) with two or more
 ///   nodes ahead also watches the node ahead of the node ahead, and its own node, in the same
 ///   round trip; when that node goes (usually: it held the lock and let go), it lists the
 ///   children while the node ahead holds, keeping its watches. The listing then shows only
@@ -56,8 +57,9 @@
 ///   of ours was created before it, so the nodes ahead only go, and our own node's watch,
 ///   quiet on the same connection, proves our node still exists (the shortcut the waiter
 ///   right behind the holder always took). Nodes deleted without having held (waits given
-///   up) only make it list again. It costs two requests and two notifications more per
-///   cycle than Curator's wait, and saves that listing's round trip on every handoff.
+///   up) only make it list again, and a node two ahead the session may not read (`NoAuth`)
+///   leaves Curator's wait. It costs two requests and two notifications more per cycle than
+///   Curator's wait, and saves that listing's round trip on every handoff.
 /// - **A lock taken free costs no mirror.** A handle's first acquire uses a mirror only if one
 ///   already runs; when none does, its create goes with a listing of the directory behind it
 ///   (one round trip), and only an acquire that must wait starts the session's mirror (its
@@ -75,7 +77,8 @@
 /// the read-write lock at 2.3-3.0x and the semaphore (3 leases) at 1.5-1.6x Curator's rate
 /// (1.85-2.0x with
 /// [`InterProcessSemaphore::pipelined_admission`](crate::InterProcessSemaphore::pipelined_admission)).
-/// Choose `PerWaiterWatch` to behave exactly as Curator does.
+/// Choose `PerWaiterWatch` to wait as Curator does everywhere (with the listing before its
+/// turn described above, which Curator's waiter does not send).
 ///
 /// A mirror lives while some handle of the session uses the directory, and 2 s after the
 /// last one goes, so that a recipe made afresh for every acquire (a new latch per term, say)

@@ -55,6 +55,13 @@ use crate::protocol::driver::{Driver, Verdict};
 /// The watch on our own node while we wait, kept armed when it proves the lock is ours.
 type OwnWatch = BoxFuture<'static, WatchedEvent>;
 
+/// The node ahead of the node ahead, as its watch found it.
+enum Before {
+    Watched(zookeeper_client::OneshotWatcher),
+    Gone,
+    Unreadable,
+}
+
 /// The watches of a wait on the node ahead: that node's, and our own node's when the
 /// shortcut may be taken, with the connection's state as it was before they were sent.
 struct Armed {
@@ -448,8 +455,10 @@ impl LockInternals {
     /// hands us the lock when `ahead` is deleted: the listing went out while `ahead` held,
     /// not after it let go, so a handoff costs the holder's delete and its event, without a
     /// listing after them. Curator's waiter lists after the event; a crowd of waiters each
-    /// waiting on the node ahead pays that round trip on every handoff. The cost: one
-    /// request and one event more per acquisition.
+    /// waiting on the node ahead pays that round trip on every handoff. The cost: two
+    /// requests (the watches on `before` and on our node) and two events (`before`'s deletion,
+    /// and our own node's at the release) more per acquisition. A `before` we may not read
+    /// (a `NoAuth` from its ACL) leaves the wait as Curator's: on `ahead`, then a listing.
     ///
     /// `armed`: the watches on `ahead` and our node, set by the last wait. `None` returned:
     /// something other than `before` changed, so nothing is kept.
@@ -465,8 +474,10 @@ impl LockInternals {
         let before_watch = retry_request(self.framework(), || async {
             session.sent(Op::GetData);
             match session.client.get_and_watch_data(&before_path).await {
-                Ok((_, _, watcher)) => Ok(Some(watcher)),
-                Err(ZkError::NoNode) => Ok(None),
+                Ok((_, _, watcher)) => Ok(Before::Watched(watcher)),
+                Err(ZkError::NoNode) => Ok(Before::Gone),
+                // Its ACL keeps it from us; Curator's wait never reads it.
+                Err(ZkError::NoAuth) => Ok(Before::Unreadable),
                 Err(e) => Err(e),
             }
         });
@@ -478,7 +489,15 @@ impl LockInternals {
             }
         };
         let Some(mut armed) = armed else { return Ok(None) }; // `ahead` is gone: look again
-        let Some(before_watch) = before_watch else { return Ok(Some(armed)) }; // so is `before`
+        let before_watch = match before_watch {
+            Before::Watched(watch) => watch,
+            Before::Gone => return Ok(Some(armed)),
+            Before::Unreadable => {
+                // Wait as Curator's waiter does: until `ahead` changes, then list again.
+                self.wait_armed(Armed { own_change: None, ..armed }).await?;
+                return Ok(None);
+            }
+        };
         let epoch = session.epoch;
         let mut state = self.framework().state_watch();
         let session_ended = state.wait_for(|s| s.session_over(epoch));

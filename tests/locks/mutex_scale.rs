@@ -61,23 +61,41 @@ fn parse_cons(text: &str) -> HashMap<i64, u64> {
     received
 }
 
+/// The data watches of a queue waiting on its nodes ahead (`queue` in lock order, with each
+/// node's owning session; its first node the holder's): each node is watched by the two
+/// sessions behind it (the next waiter's, which takes the lock when it goes, and the one
+/// after, which then lists the children while the new holder holds) and, but for the
+/// holder's, by its own session (a waiter takes the lock on its predecessor's deletion only
+/// while its own node's watch is quiet).
+fn queue_watches(queue: &[(String, i64)]) -> BTreeMap<String, BTreeSet<i64>> {
+    let mut watches: BTreeMap<String, BTreeSet<i64>> = BTreeMap::new();
+    for (i, (node, owner)) in queue.iter().enumerate() {
+        let watchers = watches.entry(node.clone()).or_default();
+        if i > 0 {
+            watchers.insert(*owner);
+        }
+        watchers.extend(queue.iter().skip(i + 1).take(2).map(|(_, behind)| *behind));
+    }
+    watches
+}
+
 /// No herd: 50 waiters, each in its own session, queue behind a holder.
 ///
 /// Two observable, falsifiable measures:
-/// 1. The server's data-watch table (`wchp`): every node of the queue except the last is
-///    watched by exactly one session, the session that owns the node right behind it, and
-///    nobody holds a data watch on the directory. An implementation where waiters watch the
-///    holder (or anything but their predecessor) fails this; one that uses child watches on
-///    the directory sets no data watches at all and fails it too.
+/// 1. The server's data-watch table (`wchp`): every node of the queue is watched by the
+///    sessions of the two nodes right behind it and (but for the holder's) by its own, and
+///    nobody holds a data watch on the directory (see [`queue_watches`]). An implementation
+///    where waiters watch the holder (or anything further ahead) fails this; one that uses
+///    child watches on the directory sets no data watches at all and fails it too.
 /// 2. Wake-ups on a release, counted by the server (`cons`: packets received per session): a
-///    woken waiter re-reads the children and sets a new watch, so it sends at least one
-///    request. Right before the release every session sends one request, so that no ping
-///    falls into the measurement (the client pings only after 3/20 of the 60 s session
-///    timeout of silence). After the holder releases and the next waiter reports the lock,
-///    plus a short quiet period for any other woken waiter to show itself, the 49 other
-///    waiters must have sent nothing.
+///    woken waiter re-reads the children, so it sends at least one request. Right before the
+///    release every session sends one request, so that no ping falls into the measurement
+///    (the client pings only after 3/20 of the 60 s session timeout of silence). After the
+///    holder releases and the next waiter reports the lock, plus a short quiet period for any
+///    other woken waiter to show itself, the next waiter must have sent nothing (its watches
+///    hand it the lock), the one behind it one listing, and the 48 others nothing.
 #[tokio::test]
-async fn one_release_wakes_only_the_next_waiter() {
+async fn one_release_wakes_only_the_next_two_waiters() {
     init_tracing();
     bounded(LIMIT, async {
         let connect = shared_connect().await;
@@ -116,21 +134,10 @@ async fn one_release_wakes_only_the_next_waiter() {
         queue.sort_by_key(|(node, _)| sequence_of(node));
         assert_eq!(queue[0].0, holder.lock_path());
 
-        // Measure 1: each node is watched by its successor's session only. The first waiter
-        // also watches its own node: it takes the lock when the holder's node goes, without
-        // listing again, which is only safe because it would hear first of its own node's
-        // deletion. Waiters further back set that watch once they are first.
-        let expected = |queue: &[(String, i64)], first_watches_itself: bool| {
-            let mut watches: BTreeMap<String, BTreeSet<i64>> =
-                queue.windows(2).map(|w| (w[0].0.clone(), BTreeSet::from([w[1].1]))).collect();
-            if first_watches_itself {
-                watches.entry(queue[1].0.clone()).or_default().insert(queue[1].1);
-            }
-            watches
-        };
-        eventually(EVENT, "each waiter watching only its predecessor", || async {
+        // Measure 1: each node is watched by the two sessions behind it and its own only.
+        eventually(EVENT, "each waiter watching only its own node and the two ahead of it", || async {
             let watches = parse_wchp(&flw(&connect, "wchp").await, &path);
-            if watches == expected(&queue, true) {
+            if watches == queue_watches(&queue) {
                 Ok(())
             } else {
                 Err(format!("{watches:?}"))
@@ -138,7 +145,7 @@ async fn one_release_wakes_only_the_next_waiter() {
         })
         .await;
 
-        // Measure 2: one release, one wake-up.
+        // Measure 2: one release, one listing.
         for fw in &frameworks {
             fw.exists("/").await.unwrap();
         }
@@ -148,19 +155,19 @@ async fn one_release_wakes_only_the_next_waiter() {
         assert_eq!((first_sid, first_node.as_str()), (queue[1].1, queue[1].0.as_str()), "the next in line holds");
         tokio::time::sleep(Duration::from_millis(300)).await; // let any other woken waiter show itself
         let after = parse_cons(&flw(&connect, "cons").await);
-        let woken: Vec<(usize, u64)> = queue[2..]
+        let woken: Vec<(usize, u64)> = queue[1..]
             .iter()
             .enumerate()
             .filter_map(|(i, (_, sid))| {
                 let delta = after.get(sid).copied().unwrap_or(0).saturating_sub(before.get(sid).copied().unwrap_or(0));
-                (delta > 0).then_some((i + 2, delta))
+                (delta > 0).then_some((i + 1, delta))
             })
             .collect();
-        assert!(woken.is_empty(), "waiters other than the next one sent requests (queue index, packets): {woken:?}");
+        assert_eq!(woken, [(2, 1)], "only the waiter behind the next one lists again (queue index, packets)");
         assert!(acquired.try_recv().is_err(), "only one waiter holds");
         // The new holder keeps the watch on its own node until it releases (dropping it unfired
         // would cost a RemoveWatches request); the rest of the queue kept its watches.
-        let mut kept = expected(&queue[1..], false);
+        let mut kept = queue_watches(&queue[1..]);
         kept.entry(queue[1].0.clone()).or_default().insert(queue[1].1);
         let watches = parse_wchp(&flw(&connect, "wchp").await, &path);
         assert_eq!(watches, kept, "the new holder and the rest of the queue kept their watches");
@@ -262,11 +269,11 @@ async fn received(connect: &str, sessions: &[i64]) -> Vec<u64> {
 
 /// `waiters` tasks over `sessions` sessions queue on one mutex behind a gate holder, then all
 /// acquire in turn. Measured and checked:
-/// - the data-watch table (`wchp`) with the whole queue waiting: each node watched by its
-///   successor's session only (no herd is armed);
+/// - the data-watch table (`wchp`) with the whole queue waiting: each node watched by its own
+///   session and the two sessions behind it only (no herd is armed; see [`queue_watches`]);
 /// - `CONTROLLED` single handoffs, each released by the test: the server receives packets only
-///   from the releasing session and the next holder's session, and a handful of them (no herd
-///   is woken);
+///   from the releasing session, the next holder's and the one behind it (which lists while
+///   the next one holds), and a handful of them (no herd is woken);
 /// - then the free drain: packets per handoff over all sessions stay a small constant
 ///   (independent of the queue's length), the handoff rate, and the client's memory (RSS) at
 ///   the full queue, printed as a JSON line.
@@ -317,7 +324,7 @@ async fn waiters_acquire_in_turn(waiters: usize, sessions: usize, limit: Duratio
         let queued = queued_from.elapsed();
         let rss_full = rss_kib();
 
-        // No herd armed: each node is watched by its successor's session only.
+        // No herd armed: each node is watched by its own session and the two behind it only.
         let mut queue: Vec<(String, i64)> = Vec::with_capacity(names.len());
         for chunk in names.chunks(500) {
             let owners = futures::future::join_all(chunk.iter().map(|name| {
@@ -332,11 +339,8 @@ async fn waiters_acquire_in_turn(waiters: usize, sessions: usize, limit: Duratio
             queue.extend(owners);
         }
         queue.sort_by_key(|(node, _)| sequence_of(node));
-        // The first waiter also watches its own node (as in `one_release_wakes_only_the_next_waiter`).
-        let mut expected: BTreeMap<String, BTreeSet<i64>> =
-            queue.windows(2).map(|w| (w[0].0.clone(), BTreeSet::from([w[1].1]))).collect();
-        expected.entry(queue[1].0.clone()).or_default().insert(queue[1].1);
-        eventually(EVENT, "each waiter watching only its predecessor's node", || async {
+        let expected = queue_watches(&queue);
+        eventually(EVENT, "each waiter watching only its own node and the two ahead of it", || async {
             let watches = parse_wchp(&flw(&connect, "wchp").await, &path);
             if watches == expected {
                 return Ok(());
@@ -352,11 +356,11 @@ async fn waiters_acquire_in_turn(waiters: usize, sessions: usize, limit: Duratio
         })
         .await;
 
-        // Single handoffs: only the releaser's and the next holder's sessions speak.
+        // Single handoffs: only the releaser's, the next holder's and the one behind it speak.
         let mut releaser = gate_sid;
         let mut gate = Some(gate);
         let mut handoff_packets = Vec::new();
-        for _ in 0..CONTROLLED {
+        for handoff in 0..CONTROLLED {
             for fw in &frameworks {
                 fw.exists("/").await.unwrap(); // nobody pings inside the window
             }
@@ -375,10 +379,10 @@ async fn waiters_acquire_in_turn(waiters: usize, sessions: usize, limit: Duratio
                 .filter(|(_, (b, a))| a > b)
                 .map(|(sid, (b, a))| (*sid, a - b))
                 .collect();
-            let allowed = BTreeSet::from([releaser, next]);
+            let allowed = BTreeSet::from([releaser, next, queue[handoff + 2].1]);
             assert!(
                 spoke.keys().all(|sid| allowed.contains(sid)),
-                "a handoff from {releaser:#x} to {next:#x} made other sessions speak: {spoke:x?}"
+                "a handoff from {releaser:#x} to {next:#x} made sessions other than theirs and the one behind speak: {spoke:x?}"
             );
             let packets: u64 = spoke.values().sum();
             assert!(packets <= PACKETS_PER_HANDOFF, "one handoff cost {packets} packets: {spoke:x?}");

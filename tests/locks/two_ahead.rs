@@ -11,6 +11,7 @@ use common::fixtures::reaperless_connect as server;
 use common::fixtures::*;
 use common::timing::{COUNTING_SESSION as SESSION, EVENT, LIMIT, QUIET};
 use zk_recipes::testing::CountingProxy;
+use zk_recipes::zk::{Acls, CreateMode};
 use zk_recipes::{Framework, InterProcessMutex, MutexGuard};
 
 /// Polls until the proxy has counted at least `at_least` requests of `kind`; returns the count.
@@ -132,6 +133,48 @@ async fn waits_given_up_ahead_of_ours_hand_it_nothing() {
         guard.release().await.unwrap();
         ours.close().await;
         others.close().await;
+    })
+    .await;
+}
+
+/// A node two places ahead that our session may not read (its ACL) is not watched: the
+/// waiter waits on the node ahead as Curator's does, instead of failing with `NoAuth`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_two_ahead_we_may_not_read_leaves_curators_wait() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let path = unique_path("two-ahead", "unreadable");
+        let private = Framework::builder(&server().await)
+            .session_timeout(SESSION)
+            .auth("digest", b"two-ahead-private:secret")
+            .wait_strategy(zk_recipes::WaitStrategy::PerWaiterWatch)
+            .start()
+            .await
+            .expect("the private identity's framework");
+        let ours = plain_classic_framework(&server().await, SESSION).await;
+        // The directory, made by a first cycle.
+        InterProcessMutex::new(&ours, &path).unwrap().acquire().await.unwrap().release().await.unwrap();
+        // A lock node only its creator may read, first in line.
+        let only_creator = CreateMode::EphemeralSequential.with_acls(Acls::creator_all());
+        let prefix = format!("{path}/_c_00000000-0000-0000-0000-000000000000-lock-");
+        let client = private.zk_client().unwrap();
+        let (_, sequence) = client.create(&prefix, &[], &only_creator).await.unwrap();
+        let first = format!("{prefix}{sequence}");
+        // A waiter of the same identity behind it (it may read it), then ours.
+        let next = queue(&private, &path, 2).await;
+        let last = queue(&ours, &path, 3).await;
+        tokio::time::sleep(QUIET).await;
+        assert!(!last.is_finished(), "our waiter ended while the private node was first: {:?}", last.await);
+
+        client.delete(&first, None).await.unwrap();
+        let next = within(EVENT, "the next waiter's lock", next).await.unwrap();
+        tokio::time::sleep(QUIET).await;
+        assert!(!last.is_finished(), "our waiter ended while the waiter ahead held the lock");
+        next.release().await.unwrap();
+        let guard = within(EVENT, "our waiter's lock", last).await.unwrap();
+        guard.release().await.unwrap();
+        ours.close().await;
+        private.close().await;
     })
     .await;
 }
