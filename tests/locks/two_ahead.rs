@@ -41,6 +41,17 @@ async fn listed_again(proxy: &CountingProxy, listings: u64, waiter: &tokio::task
     .await
 }
 
+/// A lock at a new path, held by a session of the others', with our session behind a counting
+/// proxy: `(path, others, proxy, ours, holder)`.
+async fn held_lock(name: &str) -> (String, Framework, CountingProxy, Framework, MutexGuard) {
+    let path = unique_path("two-ahead", name);
+    let others = plain_classic_framework(&server().await, SESSION).await;
+    let proxy = CountingProxy::start(&server().await).await.expect("counting proxy");
+    let ours = plain_classic_framework(&proxy.connect_string(), SESSION).await;
+    let holder = InterProcessMutex::new(&others, &path).unwrap().acquire().await.unwrap();
+    (path, others, proxy, ours, holder)
+}
+
 /// Starts an acquire of `path` on `fw` in a task, and returns once its node is the
 /// `nodes`-th child of `path`.
 async fn queue(fw: &Framework, path: &str, nodes: usize) -> tokio::task::JoinHandle<MutexGuard> {
@@ -57,11 +68,7 @@ async fn queue(fw: &Framework, path: &str, nodes: usize) -> tokio::task::JoinHan
 async fn the_listing_goes_out_while_the_node_ahead_holds_and_the_handoff_needs_none() {
     init_tracing();
     bounded(LIMIT, async {
-        let path = unique_path("two-ahead", "handoff");
-        let others = plain_classic_framework(&server().await, SESSION).await;
-        let proxy = CountingProxy::start(&server().await).await.expect("counting proxy");
-        let ours = plain_classic_framework(&proxy.connect_string(), SESSION).await;
-        let holder = InterProcessMutex::new(&others, &path).unwrap().acquire().await.unwrap();
+        let (path, others, proxy, ours, holder) = held_lock("handoff").await;
         let next = queue(&others, &path, 2).await;
         let before = proxy.counts();
         let last = queue(&ours, &path, 3).await;
@@ -100,11 +107,7 @@ async fn the_listing_goes_out_while_the_node_ahead_holds_and_the_handoff_needs_n
 async fn waits_given_up_ahead_of_ours_hand_it_nothing() {
     init_tracing();
     bounded(LIMIT, async {
-        let path = unique_path("two-ahead", "given-up");
-        let others = plain_classic_framework(&server().await, SESSION).await;
-        let proxy = CountingProxy::start(&server().await).await.expect("counting proxy");
-        let ours = plain_classic_framework(&proxy.connect_string(), SESSION).await;
-        let holder = InterProcessMutex::new(&others, &path).unwrap().acquire().await.unwrap();
+        let (path, others, proxy, ours, holder) = held_lock("given-up").await;
         let first = queue(&others, &path, 2).await;
         let second = queue(&others, &path, 3).await;
         let before = proxy.counts();
