@@ -72,7 +72,8 @@
 /// and 1.60x the per-waiter watch with 2 and 4 sessions per lock (its mirror) and at
 /// 1.01-1.05x from 8 to 128 (from 13 sessions on, the directory counts as crowded and it
 /// waits as the per-waiter watch does); with the listing before its turn, the default ran at
-/// 1.74x Curator's rate with 8 sessions, 2.01x with 16 and 2.03x with 32; the sweep's tables
+/// 1.74x Curator's rate with 8 sessions, 2.01x with 16 and 2.03x with 32 in one sitting, and
+/// at 1.68x, 1.77x and 1.61x in another (1.68x and 1.86x at 64 and 128); the sweep's tables
 /// and commands are in `benches/README.md`. With 4 sessions, the mirror also ran
 /// the read-write lock at 2.3-3.0x and the semaphore (3 leases) at 1.5-1.6x Curator's rate
 /// (1.85-2.0x with
