@@ -32,7 +32,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::future::{BoxFuture, FutureExt};
-use zookeeper_client::{EventType, WatchedEvent};
+use zookeeper_client::{EventType, OneshotWatcher, WatchedEvent};
 
 use super::acquire::Mode;
 use super::dir_mirror::{Ask, Asker, DirMirror, WaitOn};
@@ -54,13 +54,6 @@ use crate::protocol::driver::{Driver, Verdict};
 
 /// The watch on our own node while we wait, kept armed when it proves the lock is ours.
 type OwnWatch = BoxFuture<'static, WatchedEvent>;
-
-/// The node ahead of the node ahead, as its watch found it.
-enum Before {
-    Watched(zookeeper_client::OneshotWatcher),
-    Gone,
-    Unreadable,
-}
 
 /// The watches of a wait on the node ahead: that node's, and our own node's when the
 /// shortcut may be taken, with the connection's state as it was before they were sent.
@@ -470,17 +463,7 @@ impl LockInternals {
         before: &str,
         own: &str,
     ) -> Result<Option<Armed>, Failure> {
-        let before_path = path::join(self.dir(), before);
-        let before_watch = retry_request(self.framework(), || async {
-            session.sent(Op::GetData);
-            match session.client.get_and_watch_data(&before_path).await {
-                Ok((_, _, watcher)) => Ok(Before::Watched(watcher)),
-                Err(ZkError::NoNode) => Ok(Before::Gone),
-                // Its ACL keeps it from us; Curator's wait never reads it.
-                Err(ZkError::NoAuth) => Ok(Before::Unreadable),
-                Err(e) => Err(e),
-            }
-        });
+        let before_watch = self.watch_child(session, before);
         let (armed, before_watch) = match armed {
             Some(armed) => (Some(armed), before_watch.await?),
             None => {
@@ -490,13 +473,14 @@ impl LockInternals {
         };
         let Some(mut armed) = armed else { return Ok(None) }; // `ahead` is gone: look again
         let before_watch = match before_watch {
-            Before::Watched(watch) => watch,
-            Before::Gone => return Ok(Some(armed)),
-            Before::Unreadable => {
-                // Wait as Curator's waiter does: until `ahead` changes, then list again.
+            Ok(watch) => watch,
+            Err(ZkError::NoAuth) => {
+                // Its ACL keeps it from us (Curator's wait never reads it): wait as Curator's
+                // waiter does, until `ahead` changes, then list again.
                 self.wait_armed(Armed { own_change: None, ..armed }).await?;
                 return Ok(None);
             }
+            Err(_) => return Ok(Some(armed)), // `before` is gone too
         };
         let epoch = session.epoch;
         let mut state = self.framework().state_watch();
@@ -580,15 +564,7 @@ impl LockInternals {
             session.sent(Op::GetData);
             session.client.get_and_watch_data(&path::join(self.dir(), name))
         });
-        let ahead_path = path::join(self.dir(), ahead);
-        let ahead_watch = retry_request(self.framework(), || async {
-            session.sent(Op::GetData);
-            match session.client.get_and_watch_data(&ahead_path).await {
-                Ok((_, _, watcher)) => Ok(Some(watcher)),
-                Err(ZkError::NoNode) => Ok(None),
-                Err(e) => Err(e),
-            }
-        });
+        let ahead_watch = self.watch_child(session, ahead);
         let own_reply = async move {
             match own_reply {
                 Some(reply) => Some(reply.await),
@@ -603,7 +579,11 @@ impl LockInternals {
             Some(Err(ZkError::NoNode)) => return Err(Failure::NodeMissing),
             Some(Err(_)) | None => None, // not watched: nothing is proven below
         };
-        let Some(ahead_watch) = ahead_watch? else { return Ok(None) };
+        let ahead_watch = match ahead_watch? {
+            Ok(watch) => watch,
+            Err(ZkError::NoNode) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
         Ok(Some(Armed {
             session: session.clone(),
             ahead: ahead.to_owned(),
@@ -611,6 +591,22 @@ impl LockInternals {
             own_change,
             connection,
         }))
+    }
+
+    /// A data watch on the child `name`, set through `session` under the retry policy. The two
+    /// refusals a waiter decides on stay with the caller: `Err(NoNode)` when the child is
+    /// gone, `Err(NoAuth)` when its ACL keeps it from us.
+    async fn watch_child(&self, session: &Session, name: &str) -> Result<Result<OneshotWatcher, ZkError>, Failure> {
+        let path = path::join(self.dir(), name);
+        retry_request(self.framework(), || async {
+            session.sent(Op::GetData);
+            match session.client.get_and_watch_data(&path).await {
+                Ok((_, _, watcher)) => Ok(Ok(watcher)),
+                Err(e @ (ZkError::NoNode | ZkError::NoAuth)) => Ok(Err(e)),
+                Err(e) => Err(e),
+            }
+        })
+        .await
     }
 
     /// Waits until the armed node ahead changes or goes away; wakes early when the session

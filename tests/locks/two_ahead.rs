@@ -52,6 +52,25 @@ async fn held_lock(name: &str) -> (String, Framework, CountingProxy, Framework, 
     (path, others, proxy, ours, holder)
 }
 
+/// `waiter`'s acquire gives up (its node goes, deleted by the dropped acquire), leaving
+/// `nodes` children; `last`, waiting behind, lists again and still waits. Returns the listings
+/// counted.
+async fn gives_up(
+    waiter: tokio::task::JoinHandle<MutexGuard>,
+    nodes: usize,
+    (fw, path): (&Framework, &str),
+    (proxy, listings): (&CountingProxy, u64),
+    last: &tokio::task::JoinHandle<MutexGuard>,
+    what: &str,
+) -> u64 {
+    waiter.abort();
+    children_count_becomes(fw, path, nodes, EVENT).await;
+    let listings = listed_again(proxy, listings, last).await;
+    tokio::time::sleep(QUIET).await;
+    assert!(!last.is_finished(), "our waiter took the lock while the holder held it ({what})");
+    listings
+}
+
 /// Starts an acquire of `path` on `fw` in a task, and returns once its node is the
 /// `nodes`-th child of `path`.
 async fn queue(fw: &Framework, path: &str, nodes: usize) -> tokio::task::JoinHandle<MutexGuard> {
@@ -115,20 +134,10 @@ async fn waits_given_up_ahead_of_ours_hand_it_nothing() {
         counted(&proxy, "getData+watch", before.get("getData+watch") + 3).await;
         let listings = proxy.counts().get("getChildren");
 
-        // The waiter two places ahead of ours gives up: its node goes (the dropped acquire
-        // deletes it), and our waiter lists again.
-        first.abort();
-        children_count_becomes(&others, &path, 3, EVENT).await;
-        let listings = listed_again(&proxy, listings, &last).await;
-        tokio::time::sleep(QUIET).await;
-        assert!(!last.is_finished(), "our waiter took the lock while the holder held it (one waiter gone)");
-
-        // The waiter right ahead gives up too: our waiter lists again, and waits on the holder.
-        second.abort();
-        children_count_becomes(&others, &path, 2, EVENT).await;
-        listed_again(&proxy, listings, &last).await;
-        tokio::time::sleep(QUIET).await;
-        assert!(!last.is_finished(), "our waiter took the lock while the holder held it (both waiters gone)");
+        // The waiter two places ahead of ours gives up, then the one right ahead: each time
+        // our waiter lists again, and in the end waits on the holder.
+        let listings = gives_up(first, 3, (&others, &path), (&proxy, listings), &last, "one waiter gone").await;
+        gives_up(second, 2, (&others, &path), (&proxy, listings), &last, "both waiters gone").await;
 
         holder.release().await.unwrap();
         let guard = within(EVENT, "our waiter's lock", last).await.unwrap();
