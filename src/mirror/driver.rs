@@ -27,6 +27,7 @@ use crate::framework::stall::{nudge, Nudges};
 use crate::framework::{BackgroundErrorKind, Framework, Observer};
 use crate::watch::probe::{probe, Ablations};
 use crate::watch::{SessionWatch, WatchItem};
+use crate::ResyncReason;
 
 /// Turns a node's bytes into what the mirror keeps (`None`: keep the stat only).
 pub(crate) type Decode<T> = Arc<dyn Fn(&str, Vec<u8>) -> Option<T> + Send + Sync>;
@@ -215,9 +216,11 @@ enum Item {
     Interrupted,
     /// The watch is being added: the view reads again (its reads go behind the add).
     Adding,
-    /// The watch is in place (no read needed when `Adding` came first).
+    /// The watch is in place (no read needed when `Adding` came first); `after_break`: added
+    /// again after its connection broke or on a new session.
     Added {
         read: bool,
+        after_break: bool,
     },
     Refused,
 }
@@ -257,6 +260,7 @@ pub(crate) async fn run<V, H>(
     // When to resync without the watch asking: a read failed, or the framework was
     // suspended and is back while the watch saw no gap (it held).
     let mut resync_at: Option<Instant> = None;
+    let mut late = LateSuspension::default();
     let mut items: Vec<Item> = Vec::new();
     let mut answers: Vec<Answered<V::Data>> = Vec::new();
     let mut requests: Vec<Request> = Vec::new();
@@ -308,7 +312,7 @@ pub(crate) async fn run<V, H>(
                 if changed.is_err() {
                     return;
                 }
-                if !state.borrow().state.is_connected() {
+                if late.framework_state(state.borrow().state.is_connected()) {
                     host.update(&mut |v| v.interrupt());
                 }
             }
@@ -346,12 +350,13 @@ pub(crate) async fn run<V, H>(
         }
         for item in &items {
             note(item, &mut watch_gap, &mut pause);
+            late.watch_item(item);
         }
         let mut wants = false;
         let mut rearm = false;
         host.update(&mut |v| {
             for item in items.drain(..) {
-                if matches!(item, Item::Adding | Item::Added { read: true }) {
+                if matches!(item, Item::Adding | Item::Added { read: true, .. }) {
                     if std::mem::replace(&mut loaded, true) {
                         config.report.resyncs.resync();
                     }
@@ -414,7 +419,8 @@ fn push<T>(config: &Config<T>, item: WatchItem, items: &mut Vec<Item>, adding: &
         WatchItem::Resync(reason) => {
             tracing::debug!(root = %config.root, ?reason, "mirror: the watch is in place");
             let read = !std::mem::take(adding);
-            Item::Added { read }
+            let after_break = matches!(reason, Some(ResyncReason::Reconnected | ResyncReason::NewSession));
+            Item::Added { read, after_break }
         }
         WatchItem::Refused(error) => {
             tracing::info!(root = %config.root, %error, "mirror: the watch was refused");
@@ -444,6 +450,44 @@ fn drain<T>(watch: &mut SessionWatch, config: &Config<T>, items: &mut Vec<Item>,
     }
 }
 
+/// Whether the framework's suspension tells the view anything its watch has not.
+///
+/// zookeeper-client hands a connection's break to every watcher before it publishes the
+/// client's state, and the framework's state follows the client's; the driver takes the
+/// watch's items before the framework's state. So a break the framework reports is already
+/// known from the watch, which adds itself again on the new connection (the view reads
+/// behind that add). The framework can report it late, though: its state manager, busy, may
+/// read the client's `Disconnected` and `SyncConnected` as one change, and report the flap as
+/// `Suspended` then `Reconnected` once it has confirmed the connection, by which time the
+/// watch may be added again and the view read. Interrupting the view then would read it all
+/// a second time after the `Reconnected`. A suspension that comes after the watch was added
+/// again following a break, with no connected state read since, is that break: the view is
+/// left to the watch. Any other suspension (the framework's own stall detection, while the
+/// watch held) interrupts the view, which then reads again once the framework is back.
+#[derive(Debug, Default)]
+struct LateSuspension {
+    /// The watch was added again after a break, and the framework has not read connected since.
+    readded: bool,
+}
+
+impl LateSuspension {
+    fn watch_item(&mut self, item: &Item) {
+        if let Item::Added { after_break: true, .. } = item {
+            self.readded = true;
+        }
+    }
+
+    /// The framework's state changed (to a connected one or not): whether the view is to be
+    /// interrupted.
+    fn framework_state(&mut self, connected: bool) -> bool {
+        if connected {
+            self.readded = false;
+            return false;
+        }
+        !self.readded
+    }
+}
+
 /// Tracks the watch's gaps: between `Interrupted` and the add, the watch will resync.
 fn note(item: &Item, watch_gap: &mut bool, pause: &mut Duration) {
     match item {
@@ -465,8 +509,8 @@ fn apply<V: View>(v: &mut V, config: &Config<V::Data>, item: Item) {
             }
         }
         Item::Interrupted => v.interrupt(),
-        Item::Adding | Item::Added { read: true } => v.resync(),
-        Item::Added { read: false } => v.watch_confirmed(),
+        Item::Adding | Item::Added { read: true, .. } => v.resync(),
+        Item::Added { read: false, .. } => v.watch_confirmed(),
         Item::Refused => v.refused(),
     }
 }
@@ -638,5 +682,36 @@ fn failure<T>(e: ZkError) -> Reply<T> {
             tracing::debug!(error = %e, "mirror: a read failed");
             Reply::Failed
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Item, LateSuspension};
+
+    const READDED: Item = Item::Added { read: false, after_break: true };
+
+    #[test]
+    fn a_suspension_interrupts_the_view_unless_the_watch_was_added_again_since_the_last_connected_state() {
+        // The framework's own stall detection: the watch held.
+        let mut late = LateSuspension::default();
+        assert!(late.framework_state(false));
+        assert!(!late.framework_state(true));
+        // A flap the framework reports after the watch was added again on the new connection.
+        late.watch_item(&Item::Interrupted);
+        late.watch_item(&Item::Adding);
+        late.watch_item(&READDED);
+        assert!(!late.framework_state(false), "the break the watch already handled");
+        assert!(!late.framework_state(true));
+        // Once the framework read connected, the next suspension is news again.
+        assert!(late.framework_state(false));
+    }
+
+    #[test]
+    fn an_add_on_the_same_connection_is_no_break() {
+        let mut late = LateSuspension::default();
+        late.watch_item(&Item::Added { read: true, after_break: false });
+        late.watch_item(&Item::Added { read: false, after_break: false });
+        assert!(late.framework_state(false));
     }
 }
