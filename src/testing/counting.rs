@@ -4,10 +4,11 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
@@ -324,6 +325,8 @@ async fn forward(client: TcpStream, shared: Arc<Shared>) {
         listings: Mutex::default(),
         requests: AtomicU64::new(0),
         requested: Notify::new(),
+        caught_up: AtomicBool::new(false),
+        caught_up_signal: Notify::new(),
     };
     let (queue, queued) = tokio::sync::mpsc::unbounded_channel();
     let up = pump(client_read, Outlet::Queued(queue), &connection, Direction::Requests);
@@ -394,6 +397,10 @@ struct Connection<'a> {
     /// Requests (pings too) the client has sent so far, and their signal.
     requests: AtomicU64,
     requested: Notify,
+    /// The requests' side has read every byte the client had sent when it last looked (it
+    /// waits for more), and its signal.
+    caught_up: AtomicBool,
+    caught_up_signal: Notify,
 }
 
 impl Connection<'_> {
@@ -404,6 +411,21 @@ impl Connection<'_> {
             let mut next = std::pin::pin!(next);
             next.as_mut().enable();
             if self.requests.load(Ordering::SeqCst) > seen {
+                return;
+            }
+            next.await;
+        }
+    }
+
+    /// Returns once the requests' side has read all the client had sent: a request the client
+    /// wrote before now (one it sent together with the request whose reply is held, say) is
+    /// counted by then, however late that side was scheduled.
+    async fn requests_caught_up(&self) {
+        loop {
+            let next = self.caught_up_signal.notified();
+            let mut next = std::pin::pin!(next);
+            next.as_mut().enable();
+            if self.caught_up.load(Ordering::SeqCst) {
                 return;
             }
             next.await;
@@ -434,8 +456,18 @@ async fn pump(
     let mut buffer = Vec::new();
     loop {
         let mut length = [0u8; 4];
+        if direction == Direction::Requests {
+            let mut byte = [0u8; 1];
+            if !matches!(from.peek(&mut byte).now_or_never(), Some(Ok(n)) if n > 0) {
+                connection.caught_up.store(true, Ordering::SeqCst);
+                connection.caught_up_signal.notify_waiters();
+            }
+        }
         if from.read_exact(&mut length).await.is_err() {
             return to.shutdown().await;
+        }
+        if direction == Direction::Requests {
+            connection.caught_up.store(false, Ordering::SeqCst);
         }
         let n = usize::try_from(i32::from_be_bytes(length)).unwrap_or(0);
         buffer.clear();
@@ -482,6 +514,7 @@ async fn pump(
         };
         if held {
             // Every request sent so far came before this frame: wait for one more.
+            connection.requests_caught_up().await;
             connection.request_after(connection.requests.load(Ordering::SeqCst)).await;
         }
         if !first && answered {

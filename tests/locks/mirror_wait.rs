@@ -310,12 +310,20 @@ async fn without_the_barrier_a_one_shot_watch_on_the_directory_grants_a_held_loc
 /// is cut; B takes the lock meanwhile; A reconnects (same session) and must wait; B's release
 /// must reach A promptly (the watch was added again). Returns (granted while B held, got the
 /// lock within a short bound after B's release).
+///
+/// The directory is a persistent node, made before the locks use it: an empty lock directory
+/// is a container the server reaps within 100 ms here, and a reap during the break restarts
+/// the create count that the witness checks (B's create is then the new directory's first,
+/// A's its second, and a kept view whose count stood at one before the break matches A's
+/// sequence). Only the listing after a break catches that; the witness is for events a
+/// connected session does not get.
 async fn reconnect_scenario(hooks: MirrorHooks) -> (bool, bool) {
     let server = FaultyServer::start().await;
     let path = path("reconnect");
     set_mirror_hooks(&path, hooks);
     let a = mirror_framework(&server.proxied(), FAULT_SESSION).await;
     let b = classic_framework(&server.direct(), SESSION).await;
+    b.create(&path).await.unwrap();
     let mutex_a = InterProcessMutex::new(&a, &path).unwrap();
     let mutex_b = InterProcessMutex::new(&b, &path).unwrap();
     warm(&mutex_a, &path).await;

@@ -842,13 +842,19 @@ async fn a_reply_the_server_holds_back_is_let_go_by_one_read() {
     init_tracing();
     bounded(LIMIT, async {
         let (proxy, fw) = counted_without_fast_path().await;
-        let mutex = InterProcessMutex::new(&fw, &unique_path("counts", "held-reply")).unwrap();
-        // The first cycle creates the parent.
+        let path = unique_path("counts", "held-reply");
+        // A persistent directory: an empty lock directory is a container the server reaps
+        // within 100 ms here, and an acquire that finds it gone sends more than the create.
+        fw.create(&path).await.unwrap();
+        let mutex = InterProcessMutex::new(&fw, &path).unwrap();
         mutex.acquire().await.unwrap().release().await.unwrap();
         // Well inside the 9 s the client stays silent before it pings.
         let before_a_ping = SESSION / 20;
         let before = proxy.counts();
-        proxy.hold_reply_to("create2");
+        // The acquire sends its create and its listing together, and then nothing until a
+        // reply: the listing's reply is held (a held create's reply would be let go by the
+        // listing whenever the client writes the two apart).
+        proxy.hold_reply_to("getChildren");
         let guard = within(before_a_ping, "the acquire", mutex.acquire()).await.unwrap();
         let during = proxy.counts().since(&before);
         assert_eq!((during.get("exists"), during.get("ping")), (1, 0), "acquire: {during}");
@@ -857,6 +863,7 @@ async fn a_reply_the_server_holds_back_is_let_go_by_one_read() {
         within(before_a_ping, "the release", guard.release()).await.unwrap();
         let during = proxy.counts().since(&before);
         assert_eq!((during.get("exists"), during.get("ping")), (1, 0), "release: {during}");
+        fw.delete(&path).await.unwrap();
         fw.close().await;
     })
     .await;

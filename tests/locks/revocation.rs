@@ -377,7 +377,12 @@ async fn a_fast_path_hold_is_revocable_too() {
         // create alone in its own way).
         let other = fw().await;
         let fw = classic_framework(&shared_connect().await, SESSION).await;
-        let mutex = InterProcessMutex::new(&fw, &path("fast-path")).unwrap();
+        // A persistent directory: an empty lock directory is a container the server may reap
+        // between two holds (within 100 ms here), and its watch firing rightly turns the fast
+        // path down.
+        let path = path("fast-path");
+        fw.create(&path).await.unwrap();
+        let mutex = InterProcessMutex::new(&fw, &path).unwrap();
         for _ in 0..2 {
             mutex.revocable().acquire().await.unwrap().release().await.unwrap();
         }
@@ -388,6 +393,7 @@ async fn a_fast_path_hold_is_revocable_too() {
         Revoker::attempt_revoke(&other, guard.lock_path()).await.unwrap();
         assert!(within(EVENT, "the request to a fast-path hold", guard.revocation_requested()).await);
         guard.release().await.unwrap();
+        fw.delete(&path).await.unwrap();
         fw.close().await;
         other.close().await;
     })
