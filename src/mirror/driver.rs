@@ -350,7 +350,7 @@ pub(crate) async fn run<V, H>(
         }
         for item in &items {
             note(item, &mut watch_gap, &mut pause);
-            late.watch_item(item);
+            late.watch_item(item, state.borrow().state.is_connected());
         }
         let mut wants = false;
         let mut rearm = false;
@@ -419,8 +419,7 @@ fn push<T>(config: &Config<T>, item: WatchItem, items: &mut Vec<Item>, adding: &
         WatchItem::Resync(reason) => {
             tracing::debug!(root = %config.root, ?reason, "mirror: the watch is in place");
             let read = !std::mem::take(adding);
-            let after_break = matches!(reason, Some(ResyncReason::Reconnected | ResyncReason::NewSession));
-            Item::Added { read, after_break }
+            Item::Added { read, after_break: after_break(reason) }
         }
         WatchItem::Refused(error) => {
             tracing::info!(root = %config.root, %error, "mirror: the watch was refused");
@@ -452,40 +451,59 @@ fn drain<T>(watch: &mut SessionWatch, config: &Config<T>, items: &mut Vec<Item>,
 
 /// Whether the framework's suspension tells the view anything its watch has not.
 ///
-/// zookeeper-client hands a connection's break to every watcher before it publishes the
-/// client's state, and the framework's state follows the client's; the driver takes the
-/// watch's items before the framework's state. So a break the framework reports is already
-/// known from the watch, which adds itself again on the new connection (the view reads
-/// behind that add). The framework can report it late, though: its state manager, busy, may
-/// read the client's `Disconnected` and `SyncConnected` as one change, and report the flap as
-/// `Suspended` then `Reconnected` once it has confirmed the connection, by which time the
-/// watch may be added again and the view read. Interrupting the view then would read it all
-/// a second time after the `Reconnected`. A suspension that comes after the watch was added
-/// again following a break, with no connected state read since, is that break: the view is
-/// left to the watch. Any other suspension (the framework's own stall detection, while the
-/// watch held) interrupts the view, which then reads again once the framework is back.
+/// zookeeper-client hands a connection's break to every persistent watcher before it
+/// publishes the client's state, and the framework's state follows the client's; the driver
+/// takes the watch's items before the framework's state. So a break the client reports is
+/// known from the watch first (`Interrupted`), and the watch adds itself again on the new
+/// connection (the view reads behind that add). The framework still owes its `Suspended` for
+/// that break, and can pay it late: its state manager, busy, may read the client's
+/// `Disconnected` and `SyncConnected` as one change, and report the flap as `Suspended` then
+/// `Reconnected` once it has confirmed the connection, by which time the watch may be added
+/// again and the view read. Interrupting the view then would read it all a second time after
+/// the `Reconnected`.
+///
+/// So one suspension is skipped, and only that one: the first state the driver reads after
+/// the watch said `Interrupted` while the framework read connected, when that state is not
+/// connected and the watch has been added again after the break meanwhile. Every read of the
+/// framework's state settles what was owed. Any other suspension interrupts the view, which
+/// reads again once the framework is back: the framework's own stall detection (the watch
+/// held and says nothing), a session given up, and every break under the one-shot emulation
+/// (zookeeper-client tells one-shot watchers of no break, so it says no `Interrupted`).
 #[derive(Debug, Default)]
 struct LateSuspension {
-    /// The watch was added again after a break, and the framework has not read connected since.
+    /// The watch said `Interrupted` while the framework read connected: a suspension is owed.
+    owed: bool,
+    /// And the watch was added again after that break.
     readded: bool,
 }
 
 impl LateSuspension {
-    fn watch_item(&mut self, item: &Item) {
-        if let Item::Added { after_break: true, .. } = item {
-            self.readded = true;
+    /// One of the watch's items; `framework_connected`: the framework's state as it reads now.
+    fn watch_item(&mut self, item: &Item, framework_connected: bool) {
+        match item {
+            Item::Interrupted if framework_connected => {
+                self.owed = true;
+                self.readded = false;
+            }
+            Item::Added { after_break: true, .. } if self.owed => self.readded = true,
+            _ => {}
         }
     }
 
     /// The framework's state changed (to a connected one or not): whether the view is to be
     /// interrupted.
     fn framework_state(&mut self, connected: bool) -> bool {
-        if connected {
-            self.readded = false;
-            return false;
-        }
-        !self.readded
+        let late = self.owed && self.readded;
+        self.owed = false;
+        self.readded = false;
+        !connected && !late
     }
+}
+
+/// Whether a watch added for `reason` was added after a break of its connection or on a new
+/// session (not again on the same connection, nor the first time).
+fn after_break(reason: Option<ResyncReason>) -> bool {
+    matches!(reason, Some(ResyncReason::Reconnected | ResyncReason::NewSession))
 }
 
 /// Tracks the watch's gaps: between `Interrupted` and the add, the watch will resync.
@@ -687,31 +705,74 @@ fn failure<T>(e: ZkError) -> Reply<T> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Item, LateSuspension};
+    use super::{after_break, Item, LateSuspension};
+    use crate::ResyncReason;
 
     const READDED: Item = Item::Added { read: false, after_break: true };
 
+    /// The watch's items of a break it saw while the framework read `connected`.
+    fn flap(late: &mut LateSuspension, connected: bool) {
+        for item in [Item::Interrupted, Item::Adding, READDED] {
+            late.watch_item(&item, connected);
+        }
+    }
+
     #[test]
-    fn a_suspension_interrupts_the_view_unless_the_watch_was_added_again_since_the_last_connected_state() {
-        // The framework's own stall detection: the watch held.
+    fn the_suspension_owed_for_a_break_the_watch_already_handled_is_skipped_once() {
+        let mut late = LateSuspension::default();
+        flap(&mut late, true);
+        assert!(!late.framework_state(false), "the break the watch already handled");
+        assert!(!late.framework_state(true));
+        // The next suspension is news again: a stall, say.
+        assert!(late.framework_state(false));
+    }
+
+    #[test]
+    fn a_suspension_reported_before_the_watch_is_back_interrupts_the_view() {
+        let mut late = LateSuspension::default();
+        late.watch_item(&Item::Interrupted, true);
+        assert!(late.framework_state(false));
+        late.watch_item(&Item::Adding, false);
+        late.watch_item(&READDED, false);
+        assert!(!late.framework_state(true));
+        assert!(late.framework_state(false), "a later stall");
+    }
+
+    #[test]
+    fn an_add_after_the_framework_read_connected_again_owes_nothing() {
+        // A new session: the watch waits for it, and its add comes back after the framework
+        // published it (the break was paid for with `Lost`).
+        let mut late = LateSuspension::default();
+        late.watch_item(&Item::Interrupted, true);
+        assert!(late.framework_state(false));
+        assert!(!late.framework_state(true));
+        late.watch_item(&Item::Adding, true);
+        late.watch_item(&READDED, true);
+        assert!(late.framework_state(false), "a stall later on the new session");
+    }
+
+    #[test]
+    fn without_an_interrupted_no_suspension_is_skipped() {
+        // The framework's own stall detection, and every break under the one-shot emulation
+        // (which hears of none): the watch says nothing, or adds again without `Interrupted`.
         let mut late = LateSuspension::default();
         assert!(late.framework_state(false));
         assert!(!late.framework_state(true));
-        // A flap the framework reports after the watch was added again on the new connection.
-        late.watch_item(&Item::Interrupted);
-        late.watch_item(&Item::Adding);
-        late.watch_item(&READDED);
-        assert!(!late.framework_state(false), "the break the watch already handled");
-        assert!(!late.framework_state(true));
-        // Once the framework read connected, the next suspension is news again.
+        late.watch_item(&READDED, true);
+        assert!(late.framework_state(false));
+        late.watch_item(&Item::Added { read: true, after_break: false }, true);
         assert!(late.framework_state(false));
     }
 
     #[test]
     fn an_add_on_the_same_connection_is_no_break() {
         let mut late = LateSuspension::default();
-        late.watch_item(&Item::Added { read: true, after_break: false });
-        late.watch_item(&Item::Added { read: false, after_break: false });
+        late.watch_item(&Item::Interrupted, true);
+        late.watch_item(&Item::Added { read: false, after_break: false }, true);
         assert!(late.framework_state(false));
+        assert!(!after_break(None));
+        assert!(!after_break(Some(ResyncReason::Rearmed)));
+        assert!(after_break(Some(ResyncReason::Reconnected)));
+        assert!(after_break(Some(ResyncReason::NewSession)));
     }
 }
