@@ -1659,6 +1659,9 @@ async fn run(seed: u64, steps: Vec<Step>, strategy: WaitStrategy, crowd: usize) 
     for problem in &problems {
         eprintln!("  {problem}");
     }
+    if !(report.is_ok() && problems.is_empty()) {
+        keep_member_logs(&cluster, seed);
+    }
     // The verdicts again in the panic's message: a CI log that keeps only the head and the
     // tail of a long output still shows why.
     let verdicts: Vec<String> =
@@ -1669,6 +1672,23 @@ async fn run(seed: u64, steps: Vec<Step>, strategy: WaitStrategy, crowd: usize) 
         report.violations.len(),
         problems.len()
     );
+}
+
+/// Copies every member's server log (removed members' too) out of the cluster's directory,
+/// which goes with the cluster: what the ensemble did (elections, syncs, truncations) is
+/// the first thing to read when a run fails on what the servers kept.
+fn keep_member_logs(cluster: &TestingCluster, seed: u64) {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("chaos-logs-{seed}"));
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        eprintln!("keeping the members' logs: {e}");
+        return;
+    }
+    for i in 0..cluster.len() {
+        if let Ok(log) = cluster.log_file(i) {
+            let _ = std::fs::copy(log, dir.join(format!("member{i}.log")));
+        }
+    }
+    eprintln!("the members' logs are in {}", dir.display());
 }
 
 fn per_resource(holds: &[Hold]) -> String {
