@@ -348,9 +348,10 @@ pub(crate) async fn run<V, H>(
                 config.report.denied(&config.full_path(&answer.request.path));
             }
         }
+        let framework_connected = state.borrow().state.is_connected();
         for item in &items {
             note(item, &mut watch_gap, &mut pause);
-            late.watch_item(item, state.borrow().state.is_connected());
+            late.watch_item(item, framework_connected);
         }
         let mut wants = false;
         let mut rearm = false;
