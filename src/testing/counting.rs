@@ -406,30 +406,28 @@ struct Connection<'a> {
 impl Connection<'_> {
     /// Returns once the client has sent more than `seen` requests.
     async fn request_after(&self, seen: u64) {
-        loop {
-            let next = self.requested.notified();
-            let mut next = std::pin::pin!(next);
-            next.as_mut().enable();
-            if self.requests.load(Ordering::SeqCst) > seen {
-                return;
-            }
-            next.await;
-        }
+        until(&self.requested, || self.requests.load(Ordering::SeqCst) > seen).await;
     }
 
     /// Returns once the requests' side has read all the client had sent: a request the client
     /// wrote before now (one it sent together with the request whose reply is held, say) is
     /// counted by then, however late that side was scheduled.
     async fn requests_caught_up(&self) {
-        loop {
-            let next = self.caught_up_signal.notified();
-            let mut next = std::pin::pin!(next);
-            next.as_mut().enable();
-            if self.caught_up.load(Ordering::SeqCst) {
-                return;
-            }
-            next.await;
+        until(&self.caught_up_signal, || self.caught_up.load(Ordering::SeqCst)).await;
+    }
+}
+
+/// Returns once `ready` holds, looking again at each of `signal`'s notifications (taken
+/// before each look, so none between the look and the wait is missed).
+async fn until(signal: &Notify, ready: impl Fn() -> bool) {
+    loop {
+        let next = signal.notified();
+        let mut next = std::pin::pin!(next);
+        next.as_mut().enable();
+        if ready() {
+            return;
         }
+        next.await;
     }
 }
 
