@@ -596,6 +596,15 @@ async fn server_fault(cluster: &mut TestingCluster, fault: ServerFault, pick: u6
     }
     match fault {
         ServerFault::KillFollower | ServerFault::KillLeader => {
+            // A kill waits until the ensemble serves with every member and has written through
+            // each. ZooKeeper 3.8.0 can lose committed transactions when a member that has
+            // just synced with a leader is killed before it has logged what the sync sent it
+            // (ZOOKEEPER-4646, ZOOKEEPER-4643, ZOOKEEPER-4785). That is the servers' own
+            // history going back, which no client can prevent, and it would hide what this run
+            // checks: the library. The elections, re-syncs and kills themselves are unchanged.
+            if let Err(e) = cluster.settle(Duration::from_secs(90)).await {
+                return format!("{fault:?}: skipped (the ensemble did not settle: {e})");
+            }
             let member = match fault {
                 ServerFault::KillLeader => leader(cluster, SESSION * 2).await,
                 _ => follower(cluster, pick).await,
