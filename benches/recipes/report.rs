@@ -252,6 +252,17 @@ impl Measured {
     }
 }
 
+/// The CPU time this process has used so far (user and system, every thread), from
+/// `/proc/self/stat`, in its 10 ms ticks (Linux reports them in `USER_HZ`, 100 per second).
+/// `None` where there is no such file. The servers and Curator's JVM are other processes.
+pub(crate) fn process_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
+
 /// The nearest-rank percentile of sorted samples: the smallest sample with at least `p`
 /// percent of the samples at or below it.
 fn nearest_rank(sorted: &[Duration], p: f64) -> Duration {

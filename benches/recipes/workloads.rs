@@ -106,6 +106,7 @@ async fn run<C: Cycle>(env: &Env, plan: Plan, contenders: Vec<C>) -> BenchResult
     warm.wait().await;
     let counters_before = ServerCounters::read(&env.server);
     let counts_before = env.proxy.as_ref().map(|p| p.counts());
+    let cpu_before = crate::report::process_cpu();
     go.wait().await;
     let started = Instant::now();
     let mut samples = Vec::with_capacity(tasks_count * plan.cycles);
@@ -139,6 +140,7 @@ async fn run<C: Cycle>(env: &Env, plan: Plan, contenders: Vec<C>) -> BenchResult
         }
     }
     let secs = (last_end - started).as_secs_f64();
+    let cpu = cpu_before.zip(crate::report::process_cpu()).map(|(before, after)| after.saturating_sub(before));
     let counters_after = ServerCounters::read(&env.server);
     let counts_after = env.proxy.as_ref().map(|p| p.counts());
     for contender in finished {
@@ -186,7 +188,11 @@ async fn run<C: Cycle>(env: &Env, plan: Plan, contenders: Vec<C>) -> BenchResult
         breakdown,
         halves,
         ops: None,
-        extra: String::new(),
+        // The bench's own CPU while the contenders ran: the client's cost of an op.
+        extra: match cpu {
+            Some(cpu) if ops > 0 => format!(",\"client_cpu_us_per_op\":{:.1}", cpu.as_secs_f64() * 1e6 / ops as f64),
+            _ => String::new(),
+        },
     })
 }
 
@@ -675,7 +681,7 @@ async fn typed_cas(env: &Env) -> BenchResult<Vec<Measured>> {
         }
         eprintln!("[locks]   {implementation:<20} {}; final revision {revision} = writes applied", attempts.summary());
         // As the counter lines' (a typed write has no retry policy: `gave_up` stays 0).
-        line.extra = attempts.json_fields(applied);
+        line.extra.push_str(&attempts.json_fields(applied));
         results.push(line);
         drop(checker);
         env.remove_tree(&dir).await;
@@ -749,7 +755,7 @@ async fn counters(env: &Env, workload: Workload) -> BenchResult<Vec<Measured>> {
             )));
         }
         eprintln!("[locks]   {implementation:<20} {}; final value {value} = increments applied", attempts.summary());
-        line.extra = attempts.json_fields(applied);
+        line.extra.push_str(&attempts.json_fields(applied));
         results.push(line);
         drop(checker);
         env.remove_tree(&dir).await;
@@ -824,7 +830,7 @@ async fn cached_counters(env: &Env) -> BenchResult<Vec<Measured>> {
             attempts.summary(),
             value / factor
         );
-        line.extra = format!(",\"cache_factor\":{},\"blocks\":{}", o.cache_factor, value / factor);
+        line.extra.push_str(&format!(",\"cache_factor\":{},\"blocks\":{}", o.cache_factor, value / factor));
         results.push(line);
         drop(checker);
         env.remove_tree(&dir).await;
