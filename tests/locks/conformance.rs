@@ -124,13 +124,15 @@ async fn killed_session(kind: Kind) {
     let waiter = tokio::spawn(async move { waiter_lock.lock().await });
     tokio::time::sleep(QUIET).await;
     assert!(!waiter.is_finished(), "the waiter must wait while the lock is held");
-    server.expire(&fw, EVENT * 2).await;
-    let acquired = within(EVENT * 2, "the waiter acquiring after the expiry", waiter).await.unwrap().unwrap();
+    // Every stage has a bound of its own, together well inside the test's: a stage that
+    // hangs is named.
+    server.expire(&fw, EVENT).await;
+    let acquired = within(EVENT, "the waiter acquiring after the expiry", waiter).await.unwrap().unwrap();
     assert!(!held.is_held(), "the expired hold is not trusted");
     assert!(acquired.is_held());
     drop(held);
-    acquired.release().await.unwrap();
-    fw.close().await;
+    within(EVENT / 2, "releasing the waiter's hold", acquired.release()).await.unwrap();
+    within(EVENT / 2, "closing the framework", fw.close()).await;
 }
 
 /// testContainerCleanup: ten tasks take turns; afterwards the parents, created as containers,
