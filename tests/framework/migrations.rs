@@ -3,10 +3,11 @@
 
 use crate::common;
 
-use common::fixtures::{bounded, framework, init_tracing, shared_connect, unique_path};
-use common::timing::{LIMIT, SESSION};
+use common::fixtures::{bounded, framework, init_tracing, shared_connect, unique_path, within};
+use common::timing::{EVENT, LIMIT, SESSION};
+use futures::StreamExt;
 use zk_recipes::migrations::{Migration, MigrationManager, MigrationSet};
-use zk_recipes::{CreateMode, Error};
+use zk_recipes::{CreateMode, Error, NodeEventKind, WatchEvent, WatchMode};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_set_runs_once_across_two_racing_frameworks_and_a_changed_set_is_refused() {
@@ -26,6 +27,10 @@ async fn a_set_runs_once_across_two_racing_frameworks_and_a_changed_set_is_refus
         let manager_one = MigrationManager::new(&one, &locks, &meta, SESSION).unwrap();
         let manager_two = MigrationManager::new(&two, &locks, &meta, SESSION).unwrap();
 
+        // The lock's directories are containers, which the server removes once they are
+        // empty: the lock's place is read from the creates a watch saw, not from what is left.
+        let watcher = framework(&connect, SESSION).await;
+        let mut lock_events = watcher.watch(&locks, WatchMode::PersistentRecursive).await.unwrap();
         let (a, b) = tokio::join!(manager_one.migrate(&set), manager_two.migrate(&set));
         let mut applied = [a.unwrap(), b.unwrap()];
         applied.sort_unstable();
@@ -43,7 +48,20 @@ async fn a_set_runs_once_across_two_racing_frameworks_and_a_changed_set_is_refus
             assert_eq!(hash.len(), 32);
             assert_eq!(stat.ephemeral_owner, 0);
         }
-        assert!(one.exists(&format!("{locks}/app")).await.unwrap().is_some(), "the set's lock lives at <locks>/<id>");
+        let lock_dir = format!("{locks}/app/");
+        within(EVENT, "the set's lock node created under <locks>/<id>", async {
+            while let Some(item) = lock_events.next().await {
+                if let Ok(WatchEvent::Node(event)) = item {
+                    if event.kind == NodeEventKind::Created && event.path.starts_with(&lock_dir) {
+                        return;
+                    }
+                }
+            }
+            panic!("the watch ended");
+        })
+        .await;
+        drop(lock_events);
+        watcher.close().await;
 
         // Again, from either side: nothing to do.
         assert_eq!(manager_two.migrate(&set).await.unwrap(), 0);

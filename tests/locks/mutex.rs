@@ -333,7 +333,11 @@ async fn many_tasks_over_four_frameworks() {
 async fn reacquire_gets_a_new_node() {
     bounded(LIMIT, async {
         let fw = fw().await;
-        let mutex = InterProcessMutex::new(&fw, &path("reacquire")).unwrap();
+        let path = path("reacquire");
+        // A persistent directory: an empty lock directory is a container the server may reap
+        // between the two holds, and a new directory numbers its children from 0 again.
+        fw.create(&path).await.unwrap();
+        let mutex = InterProcessMutex::new(&fw, &path).unwrap();
         let first = mutex.acquire().await.unwrap();
         let (node1, token1) = (first.lock_path().to_owned(), first.fencing_token());
         first.release().await.unwrap();
@@ -342,6 +346,7 @@ async fn reacquire_gets_a_new_node() {
         assert!(sequence_of(second.lock_path()) > sequence_of(&node1));
         assert!(second.fencing_token() > token1);
         second.release().await.unwrap();
+        fw.delete(&path).await.unwrap();
         fw.close().await;
     })
     .await;
