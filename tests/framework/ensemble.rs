@@ -300,6 +300,9 @@ async fn locks_of_a_moved_session_are_released_and_waited_for_through_its_new_cl
         // A mutex taken alone until the create alone takes it (the fast path): its next acquire
         // may do the same, trusting the directory watch armed before its last delete.
         let fast_path = unique_path("ensemble", "moved-fast");
+        // A persistent directory: an empty lock directory is a container the servers may reap
+        // between two holds, and its watch firing rightly turns the fast path down.
+        classic.create(&fast_path).await.unwrap();
         let fast = InterProcessMutex::new(&classic, &fast_path).unwrap();
         for _ in 0..3 {
             fast.acquire().await.unwrap().release().await.unwrap();
