@@ -99,11 +99,9 @@ impl GroupMember {
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid membership path, [`Error::InvalidArgument`] for an
-    /// empty id or one that is not a node name (`/`, `.`, `..`, control characters),
-    /// [`Error::TooLarge`] for a payload over the request size. Nothing is created then.
-    ///
-    /// # Panics
-    /// Outside a Tokio runtime.
+    /// empty id or one that is not a node name (`/`, `.`, `..`, control characters), or a call
+    /// outside a Tokio runtime (the node is kept by a task); [`Error::TooLarge`] for a payload
+    /// over the request size. Nothing is created then.
     pub fn new(framework: &Framework, membership_path: &str, id: &str, payload: Vec<u8>) -> Result<GroupMember> {
         path::validate_recipe_path(membership_path)?;
         validate_name("id", id)?;

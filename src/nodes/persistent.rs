@@ -166,13 +166,13 @@ impl PersistentNodeBuilder {
     /// # Errors
     /// [`Error::InvalidPath`] (also for the root and `/zookeeper`), [`Error::InvalidArgument`]
     /// for a TTL on another mode, a zero TTL or one over ZooKeeper's 2^40 - 1 ms, or a
-    /// sequential mode without protection; [`Error::TooLarge`] for data (or a path) over the
-    /// request size; [`Error::Closed`]. Nothing is created then.
-    ///
-    /// # Panics
-    /// Outside a Tokio runtime.
+    /// sequential mode without protection, or a call outside a Tokio runtime (the task needs
+    /// one); [`Error::TooLarge`] for data (or a path) over the request size; [`Error::Closed`].
+    /// Nothing is created then.
     pub fn start(self) -> Result<PersistentNode> {
         let protected = self.check()?;
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| Error::invalid_argument("start", "must be called inside a Tokio runtime"))?;
         let found_by_name = self.by_sequence_name() && !protected;
         let (status_tx, status_rx) = watch::channel(Status::default());
         let status_tx = Arc::new(status_tx);
@@ -196,8 +196,9 @@ impl PersistentNodeBuilder {
             found_by_name,
             watch_node: self.watch_node,
         };
-        tokio::spawn(engine.run());
+        runtime.spawn(engine.run());
         Ok(PersistentNode {
+            runtime,
             framework: self.framework,
             base: self.path,
             status: status_rx,
@@ -269,6 +270,9 @@ struct Gate {
 /// section on ZooKeeper 3.6 to 3.8).
 #[derive(Debug)]
 pub struct PersistentNode {
+    /// The runtime the node's task runs on, which [`registered`](Self::registered)'s follower
+    /// joins (it may be called from any thread).
+    runtime: tokio::runtime::Handle,
     framework: Framework,
     base: String,
     status: watch::Receiver<Status>,
@@ -317,7 +321,7 @@ impl PersistentNode {
     pub fn registered(&self) -> watch::Receiver<bool> {
         let mut status = self.status.clone();
         let (tx, rx) = watch::channel(status.borrow().registered);
-        tokio::spawn(async move {
+        self.runtime.spawn(async move {
             loop {
                 tokio::select! {
                     changed = status.changed() => {
@@ -336,18 +340,20 @@ impl PersistentNode {
     }
 
     /// Waits until the node has been created the first time (Curator's `waitForInitialCreate`):
-    /// true when it was, false when `timeout` passed first.
+    /// true when it was, false when `timeout` passed first. [`actual_path`](Self::actual_path)
+    /// tells without waiting.
     ///
     /// # Errors
-    /// The refusal that stopped the task (`NoAuth`, `NoNode` with [`Parents::MustExist`],
-    /// [`Error::Unsupported`] for a TTL on a server without extended types), or
-    /// [`Error::Closed`] when the node was closed first.
+    /// [`Error::InvalidArgument`] for a zero timeout; the refusal that stopped the task
+    /// (`NoAuth`, `NoNode` with [`Parents::MustExist`], [`Error::Unsupported`] for a TTL on a
+    /// server without extended types), or [`Error::Closed`] when the node was closed first.
     ///
     /// # Cancel safety
     /// Cancel-safe: it only waits.
     pub async fn wait_for_initial_create(&self, timeout: Duration) -> Result<bool> {
+        let deadline = crate::deadline::of_wait(timeout)?;
         let mut status = self.status.clone();
-        let waited = tokio::time::timeout(timeout, status.wait_for(|s| s.path.is_some() || s.stopped)).await;
+        let waited = tokio::time::timeout_at(deadline, status.wait_for(|s| s.path.is_some() || s.stopped)).await;
         match waited {
             Err(_) => Ok(false),
             Ok(Err(_)) => Err(self.stop_reason()),

@@ -80,14 +80,14 @@ impl PersistentTtlNodeBuilder {
     /// # Errors
     /// [`Error::InvalidPath`] for the path (also the root and `/zookeeper`),
     /// [`Error::InvalidArgument`] for a child name that is not one node name, a TTL below
-    /// 2 ms or beyond the server's limit (2^40 - 1 ms), or a factor below 2 or above the TTL in
-    /// milliseconds, [`Error::Closed`]. Nothing is created then. A server without TTL nodes is
-    /// found out by the first touch ([`Error::Unsupported`], from
+    /// 2 ms or beyond the server's limit (2^40 - 1 ms), a factor below 2 or above the TTL in
+    /// milliseconds, or a call outside a Tokio runtime (the toucher is a task);
+    /// [`Error::Closed`]. Nothing is created then. A server without TTL nodes is found out by
+    /// the first touch ([`Error::Unsupported`], from
     /// [`wait_for_initial_create`](PersistentTtlNode::wait_for_initial_create)).
-    ///
-    /// # Panics
-    /// Outside a Tokio runtime.
     pub fn start(self) -> Result<PersistentTtlNode> {
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| Error::invalid_argument("start", "must be called inside a Tokio runtime"))?;
         path::validate_recipe_path(&self.path)?;
         validate_child_name(&self.child_name)?;
         let interval = touch_interval(self.ttl, self.touch_schedule_factor)?;
@@ -114,7 +114,7 @@ impl PersistentTtlNodeBuilder {
             stop: stop_rx,
             failure: failure.clone(),
         };
-        tokio::spawn(toucher.run());
+        runtime.spawn(toucher.run());
         Ok(PersistentTtlNode {
             framework: self.framework,
             node,
@@ -229,15 +229,17 @@ impl PersistentTtlNode {
     /// `timeout` passed first.
     ///
     /// # Errors
-    /// The refusal that stopped the node: [`Error::Unsupported`] when the server has no TTL
-    /// nodes (`zookeeper.extendedTypesEnabled` is off; the node is deleted again), `NoAuth`,
-    /// `NoNode` with [`Parents::MustExist`]; [`Error::Closed`] when the node was closed first.
+    /// [`Error::InvalidArgument`] for a zero timeout; the refusal that stopped the node:
+    /// [`Error::Unsupported`] when the server has no TTL nodes (`zookeeper.extendedTypesEnabled`
+    /// is off; the node is deleted again), `NoAuth`, `NoNode` with [`Parents::MustExist`];
+    /// [`Error::Closed`] when the node was closed first.
     ///
     /// # Cancel safety
     /// Cancel-safe: it only waits.
     pub async fn wait_for_initial_create(&self, timeout: Duration) -> Result<bool> {
+        let deadline = crate::deadline::of_wait(timeout)?;
         let mut status = self.status.clone();
-        let waited = tokio::time::timeout(timeout, status.wait_for(|s| s.touched || s.stopped)).await;
+        let waited = tokio::time::timeout_at(deadline, status.wait_for(|s| s.touched || s.stopped)).await;
         match waited.map(|r| r.map(|s| *s)) {
             Err(_) => Ok(false),
             Ok(Ok(s)) if s.touched && !s.stopped => Ok(true),

@@ -524,7 +524,7 @@ impl TestingCluster {
     /// behind.
     pub async fn settle(&self, timeout: Duration) -> Result<(), TestingError> {
         let started = tokio::time::Instant::now();
-        let deadline = started + timeout;
+        let deadline = crate::deadline::after(timeout);
         let running: Vec<usize> = (0..self.len()).filter(|&i| self.is_running(i)).collect();
         // 1. One leader, the rest followers.
         loop {

@@ -348,7 +348,7 @@ impl Outlet {
         match self {
             Outlet::Direct(to) => to.write_all(frame).await,
             Outlet::Queued(queue) => queue
-                .send((tokio::time::Instant::now() + delay, frame.to_vec()))
+                .send((crate::deadline::after(delay), frame.to_vec()))
                 .map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe)),
         }
     }

@@ -331,7 +331,7 @@ pub(crate) async fn wait_for_srvr(
     timeout: Duration,
     accept: impl Fn(&str) -> bool,
 ) -> Result<(), TestingError> {
-    let deadline = tokio::time::Instant::now() + timeout;
+    let deadline = crate::deadline::after(timeout);
     loop {
         let exited = match slot.as_mut() {
             Some(process) => process.poll_exit(),

@@ -70,7 +70,7 @@ pub(crate) fn member_line_on(
 /// paused or electing a leader every one of them can refuse or stay silent for a while.
 pub(crate) async fn super_client(connect_string: &str, within: Duration) -> Result<Client, TestingError> {
     let (scheme, auth) = super_auth();
-    let deadline = tokio::time::Instant::now() + within;
+    let deadline = crate::deadline::after(within);
     loop {
         let connecting = Client::connector()
             .with_session_timeout(Duration::from_secs(10))
@@ -105,7 +105,7 @@ pub(crate) async fn reconfigure(
     leaving: &[String],
     timeout: Duration,
 ) -> Result<(), TestingError> {
-    let deadline = tokio::time::Instant::now() + timeout;
+    let deadline = crate::deadline::after(timeout);
     loop {
         let update = EnsembleUpdate::Incremental {
             joinings: joining.iter().map(String::as_str),

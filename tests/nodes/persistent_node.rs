@@ -247,7 +247,25 @@ async fn bad_input_is_refused_and_creates_nothing() {
         assert!(refused(GroupMember::new(&fw, &parent, "a/b", Vec::new())).is_invalid_argument());
         assert!(refused(GroupMember::new(&fw, &parent, "", Vec::new())).is_invalid_argument());
         assert!(refused(GroupMember::new(&fw, &parent, "..", Vec::new())).is_invalid_argument());
+        // The node's keeper is a task: outside a runtime, a typed refusal rather than a panic.
+        let outside = std::thread::spawn({
+            let (fw, parent) = (fw.clone(), parent.clone());
+            move || {
+                let node = PersistentNode::builder(&fw, &format!("{parent}/a")).start().map(drop);
+                let member = GroupMember::new(&fw, &parent, "a", Vec::new()).map(drop);
+                (node, member)
+            }
+        });
+        let (node, member) = outside.join().expect("no panic outside a runtime");
+        assert!(refused(node).is_invalid_argument());
+        assert!(refused(member).is_invalid_argument());
         assert!(fw.exists(&parent).await.unwrap().is_none(), "nothing created");
+        // A wait that cannot wait is refused (`actual_path` tells without waiting); the
+        // longest one waits as long as it takes.
+        let node = PersistentNode::builder(&fw, &format!("{parent}/timed")).start().unwrap();
+        assert!(node.wait_for_initial_create(Duration::ZERO).await.unwrap_err().is_invalid_argument());
+        assert!(node.wait_for_initial_create(Duration::MAX).await.unwrap());
+        node.close().await.unwrap();
         fw.close().await;
     })
     .await;

@@ -368,7 +368,16 @@ async fn bad_input_is_refused_and_creates_nothing() {
             let r = PersistentTtlNode::builder(&fw, &path, TTL).touch_schedule_factor(factor).start();
             assert!(refused(r).is_invalid_argument(), "factor {factor}");
         }
+        let outside = std::thread::spawn({
+            let (fw, path) = (fw.clone(), path.clone());
+            move || PersistentTtlNode::builder(&fw, &path, TTL).start().map(drop)
+        });
+        let outside = outside.join().expect("no panic outside a runtime");
+        assert!(outside.unwrap_err().is_invalid_argument(), "outside a runtime");
         assert!(fw.exists(&parent).await.unwrap().is_none(), "nothing created");
+        let node = PersistentTtlNode::builder(&fw, &path, TTL).start().unwrap();
+        assert!(node.wait_for_initial_create(Duration::ZERO).await.unwrap_err().is_invalid_argument());
+        node.close().await.unwrap();
         fw.close().await;
     })
     .await;

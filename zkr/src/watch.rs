@@ -130,7 +130,8 @@ async fn watch(cache: &CuratorCache, args: &Args, connect: &str) -> Result<(), F
     with_progress(&format!("adding a watch on {}", args.path), cache.start())
         .await
         .map_err(|e| Failure::from_error(e, &format!("watching {}", args.path), connect))?;
-    let deadline = args.duration.map(|d| tokio::time::Instant::now() + d);
+    // A duration past the clock's range watches for ever, as no duration does.
+    let deadline = args.duration.and_then(|d| tokio::time::Instant::now().checked_add(d));
     let until = async {
         match deadline {
             Some(at) => tokio::time::sleep_until(at).await,

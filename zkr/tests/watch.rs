@@ -145,6 +145,21 @@ async fn table_lines_for_a_path_created_later_and_for_ends() {
         assert_eq!(exit_code(child).await, 0);
         assert!(started.elapsed() >= Duration::from_secs(1));
 
+        // A duration past the clock's range watches for ever (here: until --count).
+        let (child, mut lines) = spawn(&[
+            "--connect",
+            &connect,
+            "watch",
+            &root,
+            "--stats-only",
+            "--for",
+            "3000000000000000h",
+            "--count",
+            "1",
+        ]);
+        assert!(next_line(&mut lines).await.contains(&format!("created      {root}")));
+        assert_eq!(exit_code(child).await, 0);
+
         // A path that is not a valid path: usage error (2), before connecting.
         let (child, _lines) = spawn(&["--connect", &connect, "watch", "no-slash"]);
         assert_eq!(exit_code(child).await, 2);
