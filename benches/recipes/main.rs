@@ -230,7 +230,7 @@ async fn run_round(env: &Env, curator: &Curator, workload: Workload) -> Result<R
     let mut ours = Vec::new();
     match run_workload(env, workload).await {
         Ok(results) => {
-            for result in results {
+            for result in results.into_iter().filter(|result| env.options.measures(result.implementation)) {
                 if result.implementation.starts_with("zk-recipes")
                     || ["write-ceiling", "raw-two-ahead"].contains(&result.implementation)
                 {

@@ -59,6 +59,10 @@ usage: locks [options]
   --query-warmup N          discovery-query: unmeasured queries first, per line (default 3)
   --cache-queries N         discovery-query: measured reads of a ServiceCache (default 500)
   --label TEXT              copied into every JSON line (default \"\")
+  --only LINES              print only these lines (`impl` names, comma-separated); the other
+                            lines a workload runs through contenders (locks, counters,
+                            discovery) run two cycles each, so that a profiler or a CPU count
+                            sees one line alone
   --rounds N                run each workload's lines N times in turn (raw, zk-recipes,
                             Curator, raw, ...) and print the median ratio (default 1)
   --curator MODE            also run each workload through Apache Curator (java, javac and the
@@ -125,6 +129,8 @@ pub(crate) struct Options {
     pub(crate) query_warmup: usize,
     pub(crate) cache_queries: usize,
     pub(crate) label: String,
+    /// `--only`: the lines measured and printed; `None`: every line.
+    pub(crate) only: Option<Vec<String>>,
     pub(crate) rounds: usize,
     pub(crate) count_ops: bool,
     pub(crate) curator: CuratorMode,
@@ -169,6 +175,7 @@ impl Default for Options {
             query_warmup: 3,
             cache_queries: 500,
             label: String::new(),
+            only: None,
             rounds: 1,
             count_ops: false,
             curator: CuratorMode::Auto,
@@ -249,6 +256,16 @@ impl Workload {
     }
 }
 
+impl Options {
+    /// Whether `implementation`'s line is measured and printed (see `--only`).
+    pub(crate) fn measures(&self, implementation: &str) -> bool {
+        match &self.only {
+            None => true,
+            Some(only) => only.iter().any(|line| line == implementation),
+        }
+    }
+}
+
 pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Option<Options>, String> {
     let mut options = Options::default();
     let mut args = args.into_iter();
@@ -316,6 +333,7 @@ pub(crate) fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Optio
             "--query-warmup" => options.query_warmup = number(&flag, &value()?)?,
             "--cache-queries" => options.cache_queries = number(&flag, &value()?)?,
             "--label" => options.label = value()?,
+            "--only" => options.only = Some(value()?.split(',').map(str::to_owned).collect()),
             "--rounds" => options.rounds = number(&flag, &value()?)?,
             "--curator" => {
                 options.curator = match value()?.as_str() {

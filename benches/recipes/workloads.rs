@@ -63,6 +63,11 @@ impl Plan {
 /// Runs `contenders` (one task each) through `plan.warmup` unmeasured cycles, then, from a
 /// common start, through `plan.cycles` measured cycles each.
 async fn run<C: Cycle>(env: &Env, plan: Plan, contenders: Vec<C>) -> BenchResult<Measured> {
+    // A line left out by `--only` still runs (its setup is the others'), for two cycles.
+    let plan = match env.options.measures(plan.implementation) {
+        true => plan,
+        false => Plan { warmup: 0, cycles: 2, ..plan },
+    };
     let tasks_count = contenders.len();
     let exclusion = Exclusion::new(plan.max_holders);
     // Everyone warms up, then waits at `warm` while the server's counters are read, then
