@@ -1354,7 +1354,8 @@ public final class CuratorPeer {
      *                                      | schema_op ID failed <KeeperException code>
      *       OP: create_persistent, create_ephemeral, create_persistent_sequential,
      *           create_ephemeral_sequential, create_container, set, delete, get, get_watched,
-     *           exists, exists_watched, children, children_watched
+     *           exists, exists_watched, children, children_watched, tx_check and tx_delete
+     *           (a transaction of that one operation)
      *   schema_close ID                 -> schema_close ID ok
      */
     private static final class Schemas {
@@ -1410,6 +1411,8 @@ public final class CuratorPeer {
                             case "create_container": c.create().withMode(CreateMode.CONTAINER).forPath(path, data); break;
                             case "set": c.setData().forPath(path, data); break;
                             case "delete": c.delete().forPath(path); break;
+                            case "tx_check": c.transaction().forOperations(c.transactionOp().check().forPath(path)); break;
+                            case "tx_delete": c.transaction().forOperations(c.transactionOp().delete().forPath(path)); break;
                             case "get": c.getData().forPath(path); break;
                             case "get_watched": c.getData().watched().forPath(path); break;
                             case "exists": c.checkExists().forPath(path); break;

@@ -80,8 +80,8 @@ impl<N: AtomicNumber> CachedAtomicNumber<N> {
     /// When the reservation did not succeed (the counter's retry policy gave up under
     /// contention) the result has [`succeeded`](AtomicValue::succeeded) false and values
     /// 0; the next call tries again. The stats are the reservation's, or the defaults when
-    /// the value came from the block. Calls from several tasks take turns (as Curator's
-    /// `synchronized` method does): a reservation is made by one of them for all.
+    /// the value came from the block. Calls from several tasks take turns (Curator's
+    /// `next()` is not thread-safe; this one is): a reservation is made by one of them for all.
     ///
     /// # Errors
     /// As the counter's [`add`](DistributedAtomicNumber::add):

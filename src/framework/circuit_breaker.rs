@@ -114,9 +114,9 @@ impl Breaker {
 /// state goes through if it differs from the one that went through last (the session and epoch
 /// included), so the consumer ends up with the current state.
 ///
-/// Differences from Curator: when the policy grants no period at all, the bad state goes
-/// through and the circuit stays closed (Curator drops that state); states are
-/// [`StateSnapshot`]s, so a new session (a new epoch) is never mistaken for the old one.
+/// When the policy grants no period at all, the bad state goes through and the circuit stays
+/// closed, as in Curator. The difference from Curator: states are [`StateSnapshot`]s, so a
+/// new session (a new epoch) is never mistaken for the old one.
 ///
 /// ```no_run
 /// # async fn example(framework: zk_recipes::Framework) {

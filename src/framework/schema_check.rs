@@ -11,11 +11,20 @@ use crate::error::Result;
 #[derive(Debug, Clone, Copy)]
 #[cfg_attr(not(feature = "schema"), allow(dead_code))]
 pub(crate) enum SchemaOp<'a> {
-    Create { mode: CreateMode, data: &'a [u8], acl: &'a [Acl] },
+    Create {
+        mode: CreateMode,
+        data: &'a [u8],
+        acl: &'a [Acl],
+    },
     SetData(&'a [u8]),
     SetAcl(&'a [Acl]),
     Delete,
-    Read { watched: bool },
+    Read {
+        watched: bool,
+    },
+    /// A transaction's version check: only looked up (a path no schema covers is refused),
+    /// as Curator's transaction looks up the schema of every operation.
+    Check,
 }
 
 impl Framework {
@@ -34,6 +43,7 @@ impl Framework {
                 SchemaOp::SetAcl(acl) => schema.check_data(path, None, Some(acl)),
                 SchemaOp::Delete => schema.check_delete(path),
                 SchemaOp::Read { watched } => schema.check_read(path, watched),
+                SchemaOp::Check => Ok(()),
             };
         }
         Ok(())

@@ -267,7 +267,8 @@ impl<'a> Transaction<'a> {
         for op in &self.ops {
             let full = fw.full_path(op.path())?;
             let schema_op = match op {
-                Op::Create { .. } | Op::Check { .. } => None,
+                Op::Create { .. } => None,
+                Op::Check { .. } => Some(SchemaOp::Check),
                 Op::SetData { data, .. } => Some(SchemaOp::SetData(data)),
                 Op::Delete { .. } => Some(SchemaOp::Delete),
             };

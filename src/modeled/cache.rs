@@ -265,17 +265,31 @@ impl<T: Send + Sync + 'static, C> ModeledCache<T, C> {
     /// Waits until the initial load is applied (at once if it is).
     ///
     /// # Errors
-    /// [`Error::Closed`] when the cache closes first.
+    /// [`Error::NotStarted`] when the cache was not started (or its start failed);
+    /// [`Error::Closed`] when the cache is closed first, or its framework (the load then never
+    /// completes).
     ///
     /// # Cancel safety
     /// Cancel-safe: it only observes.
     pub async fn initialized(&self) -> Result<()> {
         let mut phase = self.phase.subscribe();
-        let result = match phase.wait_for(|p| *p != Phase::Loading).await.map(|p| *p) {
-            Ok(Phase::Initialized) => Ok(()),
-            _ => Err(Error::Closed),
+        let applied = phase.wait_for(|p| *p != Phase::Loading);
+        // What ends the underlying load before it completes (no start, a failed one, a closed
+        // framework) ends this wait; a load it completed is applied here next.
+        let ended = async {
+            match self.cache.initialized().await {
+                Ok(()) => std::future::pending().await,
+                Err(error) => error,
+            }
         };
-        result
+        tokio::select! {
+            biased;
+            applied = applied => match applied.map(|p| *p) {
+                Ok(Phase::Initialized) => Ok(()),
+                _ => Err(Error::Closed),
+            },
+            error = ended => Err(error),
+        }
     }
 
     /// Stops the cache (as dropping it does); event streams end.
@@ -425,6 +439,14 @@ impl<T: Send + Sync + 'static> Applier<T> {
                 }
             }
         }
+        // The underlying cache ended before its load: no wait for it is left hanging.
+        self.phase.send_if_modified(|phase| {
+            let loading = *phase == Phase::Loading;
+            if loading {
+                *phase = Phase::Closed;
+            }
+            loading
+        });
     }
 
     fn upsert(&self, node: &ChildData<Decoded<T>>) {

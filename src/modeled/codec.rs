@@ -124,7 +124,18 @@ fn java_notation(value: f64, scientific: String, plain: bool) -> String {
     };
     let Some((mantissa, exponent)) = rest.split_once('e') else { return scientific };
     let Ok(exponent) = exponent.parse::<i32>() else { return scientific };
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let mut digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    // Java writes two significant digits where the shortest is one that is not the value
+    // itself: the two closest to it (`Double.MIN_VALUE`, shortest `5e-324`, is `4.9E-324`).
+    if digits.len() == 1 {
+        let two = format!("{:.1e}", value.abs());
+        if let Some((two, two_exponent)) = two.split_once('e') {
+            let two: String = two.chars().filter(char::is_ascii_digit).collect();
+            if !two.ends_with('0') && two_exponent.parse() == Ok(exponent) {
+                digits = two;
+            }
+        }
+    }
     if !plain {
         let fraction = if digits.len() > 1 { &digits[1..] } else { "0" };
         return format!("{sign}{}.{fraction}E{exponent}", &digits[..1]);
@@ -170,8 +181,22 @@ mod tests {
             (12_345_678.9, "1.23456789E7"),
             (0.1, "0.1"),
             (1e300, "1.0E300"),
+            (f64::from_bits(1), "4.9E-324"),
+            (f64::from_bits(2), "1.0E-323"),
+            (f64::from_bits(3), "1.5E-323"),
+            (2e22, "2.0E22"),
+            (4e-320, "4.0E-320"),
         ] {
             assert_eq!(java(value), text, "{value:e}");
+        }
+    }
+
+    #[test]
+    fn floats_in_java_notation() {
+        for (value, text) in [(f32::from_bits(1), "1.4E-45"), (f32::from_bits(3), "4.2E-45"), (0.5f32, "0.5")] {
+            let mut out = Vec::new();
+            JacksonFormatter.write_f32(&mut out, value).unwrap();
+            assert_eq!(String::from_utf8(out).unwrap(), text, "{value:e}");
         }
     }
 

@@ -73,11 +73,12 @@ impl ZPath {
         Self::parse_as(path, false)
     }
 
-    /// A path whose `{name}` segments are parameters (Curator's `ZPath.parseWithIds`).
+    /// A path whose `{name}` segments are parameters (Curator's `ZPath.parseWithIds`). Values
+    /// go to parameters by position; a name may repeat, as in Curator's own `/foo/{id}/bar/{id}`
+    /// (where the name only documents).
     ///
     /// # Errors
-    /// [`Error::InvalidPath`] for a path ZooKeeper would refuse (parameters aside), or two
-    /// parameters with the same name.
+    /// [`Error::InvalidPath`] for a path ZooKeeper would refuse (parameters aside).
     pub fn parse_with_ids(path: &str) -> Result<ZPath> {
         Self::parse_as(path, true)
     }
@@ -89,12 +90,6 @@ impl ZPath {
             for segment in full[1..].split('/') {
                 if ids && is_parameter(segment) {
                     let name = &segment[1..segment.len() - 1];
-                    if segments.contains(&Segment::Parameter(name.to_owned())) {
-                        return Err(Error::InvalidPath {
-                            path: full.to_owned(),
-                            reason: "a parameter name is used twice",
-                        });
-                    }
                     segments.push(Segment::Parameter(name.to_owned()));
                 } else {
                     segments.push(Segment::Name(segment.to_owned()));
@@ -116,16 +111,13 @@ impl ZPath {
         Ok(ZPath { segments })
     }
 
-    /// This path with a child that is a parameter named `name` (`{name}`).
+    /// This path with a child that is a parameter named `name` (`{name}`; the name may repeat
+    /// one the path has).
     ///
     /// # Errors
-    /// [`Error::InvalidPath`] when the path has a parameter of that name already, or the name
-    /// is not a valid node name.
+    /// [`Error::InvalidPath`] when the name is not a valid node name.
     pub fn child_parameter(&self, name: &str) -> Result<ZPath> {
         check_name(name)?;
-        if self.parameters().contains(&name) {
-            return Err(Error::InvalidPath { path: self.to_string(), reason: "a parameter name is used twice" });
-        }
         let mut segments = self.segments.clone();
         segments.push(Segment::Parameter(name.to_owned()));
         Ok(ZPath { segments })
@@ -207,7 +199,8 @@ impl ZPath {
         Ok(ZPath { segments })
     }
 
-    /// This path with the parameters named in `values` resolved; the others stay.
+    /// This path with the parameters named in `values` resolved; the others stay. Where a name
+    /// repeats, each value goes to the first parameter of that name still unresolved.
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for a value that is not a valid node name;
@@ -308,7 +301,18 @@ mod tests {
         assert_eq!(t.ids("/a/1/b/2"), Some(vec!["1".into(), "2".into()]));
         assert_eq!(t.ids("/a/1/b"), None);
         assert_eq!(t.ids("/a/1/c/2"), None);
-        assert!(ZPath::parse_with_ids("/a/{x}/{x}").is_err());
+        // A repeated name, as Curator's templates write every parameter `{id}`: by position.
+        let twice = ZPath::parse_with_ids("/foo/{id}/bar/{id}").unwrap();
+        assert_eq!(twice.parameters(), ["id", "id"]);
+        assert_eq!(twice.resolved(["a", "b"]).unwrap().full_path().unwrap(), "/foo/a/bar/b");
+        assert_eq!(twice.resolved_named([("id", "a")]).unwrap().to_string(), "/foo/a/bar/{id}");
+        assert_eq!(twice.resolved_named([("id", "a"), ("id", "b")]).unwrap().full_path().unwrap(), "/foo/a/bar/b");
+        assert!(twice.resolved_named([("id", "a"), ("id", "b"), ("id", "c")]).is_err());
+        assert_eq!(twice.ids("/foo/a/bar/b"), Some(vec!["a".into(), "b".into()]));
+        assert_eq!(
+            ZPath::parse("/x").unwrap().child_parameter("id").unwrap().child_parameter("id").unwrap().to_string(),
+            "/x/{id}/{id}"
+        );
         assert!(ZPath::parse("/a/{x}").unwrap().is_resolved());
         assert_eq!(ZPath::root().to_string(), "/");
         assert_eq!(ZPath::parse("/").unwrap(), ZPath::root());

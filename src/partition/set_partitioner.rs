@@ -130,7 +130,8 @@ impl SetPartitionerBuilder {
     /// # Errors
     /// [`Error::InvalidPath`] (the root and `/zookeeper` too); [`Error::InvalidArgument`] for
     /// an item that is not a node name (empty, `.`, `..`, containing `/`), an identifier that
-    /// is empty or contains `/`, or a zero `max_reaction_time`; a connection error the retry
+    /// is not the end of a node name (empty, `.`, `..`, containing `/` or a character ZooKeeper
+    /// refuses), or a zero `max_reaction_time`; nothing is written then; a connection error the retry
     /// policy gave up on; the server's refusal.
     ///
     /// # Cancel safety
@@ -148,12 +149,8 @@ impl SetPartitionerBuilder {
             fw.full_path(&path::join(&self.path, item))?;
         }
         let identifier = self.identifier.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        if identifier.is_empty() || identifier.contains('/') {
-            return Err(Error::InvalidArgument {
-                name: "identifier",
-                reason: format!("{identifier:?}: empty or with a `/`"),
-            });
-        }
+        // It ends the party node's name: refused here, before anything is written.
+        crate::nodes::validate_name("identifier", &identifier)?;
         if self.max_reaction_time.is_zero() {
             return Err(Error::InvalidArgument { name: "max_reaction_time", reason: "zero".into() });
         }

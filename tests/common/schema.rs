@@ -51,6 +51,10 @@ pub const OPERATIONS: &[(&str, &str, Expect)] = &[
     ("delete", "/eph/a", Expect::Ok),
     ("delete", "/missing", Expect::Violation("No schema found for: ")),
     ("get", "/eph/zzz", Expect::Failed),
+    // A transaction looks up every operation's schema, a check's too.
+    ("tx_check", "/config", Expect::Ok),
+    ("tx_check", "/missing", Expect::Violation("No schema found for: ")),
+    ("tx_delete", "/config", Expect::Violation("Cannot be deleted")),
 ];
 
 /// Runs operation `op` at `path` on `fw`, as the Java peer's `schema_op` does.
@@ -71,6 +75,8 @@ pub async fn run_rust(fw: &zk_recipes::Framework, op: &str, path: &str) -> zk_re
         "exists_watched" => fw.exists(path).watch().await.map(drop),
         "children" => fw.get_children(path).await.map(drop),
         "children_watched" => fw.get_children(path).watch().await.map(drop),
+        "tx_check" => fw.transaction().check(path).commit().await.map(drop),
+        "tx_delete" => fw.transaction().delete(path).commit().await.map(drop),
         other => panic!("unknown operation {other}"),
     }
 }

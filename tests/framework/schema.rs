@@ -77,6 +77,9 @@ async fn a_violation_is_refused_before_any_request_is_sent() {
         assert!(matches!(refused, Err(Error::SchemaViolation { .. })), "{refused:?}");
         let unknown = within(EVENT, "a path without schema", fw.delete("/elsewhere").into_future()).await;
         assert!(matches!(unknown, Err(Error::SchemaViolation { schema: None, .. })), "{unknown:?}");
+        // A transaction's check is looked up too (Curator's transaction looks up every op).
+        let checked = within(EVENT, "a refused check", fw.transaction().check("/elsewhere").commit()).await;
+        assert!(matches!(checked, Err(Error::SchemaViolation { schema: None, .. })), "{checked:?}");
         proxy.set_mode(ProxyMode::Pass);
         fw.close().await;
     })

@@ -135,8 +135,14 @@ async fn members_divide_the_items_on_kazoos_layout() {
             let started = SetPartitioner::builder(&checker, &bad, bad_items).start().await;
             assert!(matches!(started, Err(Error::InvalidArgument { name: "items", .. })), "{started:?}");
         }
-        let started = SetPartitioner::builder(&checker, &bad, ["x"]).identifier("a/b").start().await;
-        assert!(matches!(started, Err(Error::InvalidArgument { name: "identifier", .. })));
+        // The identifier ends the party node's name: refused before anything is written.
+        for identifier in ["a/b", "", "..", "a\u{1}b"] {
+            let started = SetPartitioner::builder(&checker, &bad, ["x"]).identifier(identifier).start().await;
+            assert!(
+                matches!(started, Err(Error::InvalidArgument { name: "identifier", .. })),
+                "{identifier:?}: {started:?}"
+            );
+        }
         assert!(checker.exists(&bad).await.unwrap().is_none());
         for reserved in ["/", "/zookeeper"] {
             let started = SetPartitioner::builder(&checker, reserved, ["x"]).start().await;

@@ -168,6 +168,30 @@ async fn next_change(events: &mut ModeledCacheEvents<Order>) -> ModeledCacheEven
     .await
 }
 
+/// A wait for a load that cannot come ends with the reason, as `CuratorCache::initialized`
+/// does: a cache never started, and one whose framework closed before its start.
+#[tokio::test]
+async fn waiting_for_a_load_that_cannot_come_is_refused() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
+        let orders = orders_at(&fw, &unique_path("typed", "never-loaded"));
+        let unstarted = orders.cached().unwrap();
+        let waited = within(EVENT, "an unstarted cache's wait", unstarted.initialized()).await;
+        assert!(matches!(waited, Err(Error::NotStarted)), "{waited:?}");
+
+        let closing = orders.cached().unwrap();
+        fw.close().await;
+        assert!(closing.start().await.is_err(), "a start on a closed framework fails");
+        let waited = within(EVENT, "the wait after a failed start", closing.initialized()).await;
+        assert!(waited.is_err(), "{waited:?}");
+        closing.close().await;
+        let waited = within(EVENT, "the wait after close", closing.initialized()).await;
+        assert!(matches!(waited, Err(Error::Closed)), "{waited:?}");
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn the_cache_keeps_the_last_good_value_and_reports_every_bad_one() {
     init_tracing();
