@@ -335,6 +335,9 @@ mod tests {
         assert_eq!(classify(&["config", "users"]), None);
         assert_eq!(classify(&["qn-0000000001", "qn-0000000002"]), Some(Recipe::SimpleQueue));
         assert_eq!(classify(&["queue-0000000001", "queue-|id|0000000002"]), Some(Recipe::DistributedQueue));
+        // A sharder's shards also begin with `queue-`; a UUID after it tells them from items.
+        let shards = ["queue-3f1c2b9e-8d6a-4e1f-9b0a-1c2d3e4f5a6b", "queue-0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"];
+        assert_eq!(classify(&shards), Some(Recipe::QueueSharder));
         assert_eq!(classify(&["3f1c2b9e-8d6a-4e1f-9b0a-1c2d3e4f5a6b", "ready"]), Some(Recipe::DoubleBarrier));
         assert_eq!(classify(&["ready"]), Some(Recipe::DoubleBarrier));
         let kazoo = ["0f1e2d3c4b5a69788796a5b4c3d2e1f0__lock__0000000002", "lease_holder"];
@@ -523,6 +526,7 @@ mod tests {
                 "leader-latch",
                 "leases",
                 "simple-queue",
+                "queue-sharder",
                 "distributed-queue",
                 "double-barrier",
                 "kazoo-lock",

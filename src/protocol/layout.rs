@@ -34,6 +34,9 @@ pub enum Recipe {
     /// `queue-` nodes: a Curator `DistributedQueue`'s items (or its id, priority or delay
     /// variant's), each in Curator's item framing ([`values::decode_queue_items`](super::values::decode_queue_items)).
     DistributedQueue,
+    /// `queue-<uuid>` children: a [`QueueSharder`](crate::QueueSharder)'s shards, each a
+    /// directory holding one distributed queue ([`queue_names::is_shard_name`](super::queue_names::is_shard_name)).
+    QueueSharder,
     /// UUID-named ephemeral members and perhaps `ready`: a
     /// [`DistributedDoubleBarrier`](crate::DistributedDoubleBarrier).
     DoubleBarrier,
@@ -73,6 +76,8 @@ pub enum Signature {
     Contains(&'static [&'static str]),
     /// Its name is a UUID (`8-4-4-4-12` hex digits) or one of these.
     UuidOr(&'static [&'static str]),
+    /// Its name is a queue shard's, `queue-<uuid>`.
+    Shard,
     /// Nothing: the layout has no children.
     Childless,
 }
@@ -93,6 +98,7 @@ impl Signature {
             Signature::Named(names) => names.contains(&child),
             Signature::Contains(markers) => markers.iter().any(|m| child.contains(m)),
             Signature::UuidOr(names) => names.contains(&child) || is_uuid(child),
+            Signature::Shard => super::queue_names::is_shard_name(child),
             Signature::Childless => false,
         }
     }
@@ -191,6 +197,15 @@ const DISTRIBUTED_QUEUE: Layout = Layout {
     sections: &[Section { dir: None, queue: Queue::Items(QUEUE_ITEM_NAME) }],
 };
 
+const QUEUE_SHARDER: Layout = Layout {
+    recipe: Recipe::QueueSharder,
+    id: "queue-sharder",
+    description: "queue sharder (QueueSharder): each queue-<uuid> child is a shard holding one distributed queue",
+    signature: Signature::Shard,
+    // The shards are directories of their own, each read as a distributed queue.
+    sections: &[],
+};
+
 const DOUBLE_BARRIER: Layout = Layout {
     recipe: Recipe::DoubleBarrier,
     id: "double-barrier",
@@ -225,6 +240,7 @@ impl Recipe {
         Recipe::LeaderLatch,
         Recipe::Leases,
         Recipe::SimpleQueue,
+        Recipe::QueueSharder,
         Recipe::DistributedQueue,
         Recipe::DoubleBarrier,
         Recipe::KazooLock,
@@ -242,6 +258,7 @@ impl Recipe {
             Recipe::Leases => &LEASES,
             Recipe::SimpleQueue => &SIMPLE_QUEUE,
             Recipe::DistributedQueue => &DISTRIBUTED_QUEUE,
+            Recipe::QueueSharder => &QUEUE_SHARDER,
             Recipe::DoubleBarrier => &DOUBLE_BARRIER,
             Recipe::KazooLock => &KAZOO_LOCK,
             Recipe::Empty => &EMPTY,
@@ -249,7 +266,8 @@ impl Recipe {
     }
 
     /// The layout's stable identifier (`mutex`, `semaphore`, `read-write`, `leader-latch`,
-    /// `leases`, `simple-queue`, `distributed-queue`, `double-barrier`, `kazoo-lock`, `empty`).
+    /// `leases`, `simple-queue`, `distributed-queue`, `queue-sharder`, `double-barrier`,
+    /// `kazoo-lock`, `empty`).
     pub fn id(self) -> &'static str {
         self.layout().id
     }

@@ -174,6 +174,8 @@ enum Command {
     /// given with --variant. It orders the nodes as its consumer takes them (an id queue by
     /// sequence, a priority queue lowest first, a delay queue by due time) and adds a column:
     /// ID, PRIORITY, or DUE (UTC, and due in or overdue by, from this machine's clock).
+    ///
+    /// A QueueSharder's path (queue-<uuid> children) is shown shard by shard, each as a queue.
     #[command(after_help = EXIT_CODES)]
     Queue(queue::Args),
 

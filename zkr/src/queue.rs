@@ -63,7 +63,7 @@ impl Variant {
 pub struct Report {
     /// The queue path (without the namespace).
     pub path: String,
-    /// `simple-queue`, `distributed-queue` or `empty`.
+    /// `simple-queue`, `distributed-queue`, `queue-sharder` or `empty`.
     pub recipe: &'static str,
     pub description: &'static str,
     /// A distributed queue's variant, which orders `nodes`: `fifo`, `id`, `priority` or
@@ -80,8 +80,13 @@ pub struct Report {
     /// The item node created first, and its age.
     pub oldest: Option<String>,
     pub oldest_age_ms: Option<i64>,
-    /// Every child in queue order (the variant's order, as Curator's consumer takes them).
+    /// Every child in queue order (the variant's order, as Curator's consumer takes them);
+    /// none for a sharder, whose items are in its shards.
     pub nodes: Vec<NodeReport>,
+    /// A `QueueSharder`'s shards (its `queue-<uuid>` children), each read as a queue of its own,
+    /// in name order; absent for a queue.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<Report>,
 }
 
 /// One child of the queue.
@@ -175,6 +180,9 @@ impl From<zk_recipes::Error> for ReadError {
 async fn read(framework: &Framework, path: &str, variant: Option<QueueOrder>) -> Result<Report, ReadError> {
     let children = framework.get_children(path).await?;
     let recipe = protocol::classify(&children);
+    if recipe == Some(Recipe::QueueSharder) {
+        return read_shards(framework, path, children, variant).await;
+    }
     let queue = match recipe {
         Some(recipe @ (Recipe::SimpleQueue | Recipe::DistributedQueue)) => recipe.layout().sections[0].queue,
         Some(Recipe::Empty) => Queue::Items(SIMPLE_QUEUE_PREFIX),
@@ -264,6 +272,45 @@ async fn read(framework: &Framework, path: &str, variant: Option<QueueOrder>) ->
         oldest: oldest.map(|n| n.name.clone()),
         oldest_age_ms: oldest.map(|n| n.age_ms),
         nodes,
+        shards: Vec::new(),
+    })
+}
+
+/// A sharder's report: each `queue-<uuid>` shard read as a queue (a shard deleted since the
+/// listing is left out), the counts summed; no one item is next across shards.
+async fn read_shards(
+    framework: &Framework,
+    path: &str,
+    mut children: Vec<String>,
+    variant: Option<QueueOrder>,
+) -> Result<Report, ReadError> {
+    children.retain(|name| queue_names::is_shard_name(name));
+    children.sort();
+    let shard_paths: Vec<String> = children.iter().map(|name| path::join(path, name)).collect();
+    let read = join_all(shard_paths.iter().map(|shard| Box::pin(read(framework, shard, variant)))).await;
+    let mut shards = Vec::with_capacity(read.len());
+    for shard in read {
+        match shard {
+            Ok(shard) => shards.push(shard),
+            Err(ReadError::Zk(e)) if e.is_no_node() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let oldest = shards.iter().filter(|s| s.oldest.is_some()).max_by_key(|s| s.oldest_age_ms);
+    let recipe = Recipe::QueueSharder;
+    Ok(Report {
+        path: path.to_owned(),
+        recipe: recipe.id(),
+        description: recipe.describe(),
+        variant: None,
+        variant_source: None,
+        count: shards.iter().map(|s| s.count).sum(),
+        items: shards.iter().map(|s| s.items).sum(),
+        next: None,
+        oldest: oldest.and_then(|s| Some(path::join(&s.path, s.oldest.as_deref()?))),
+        oldest_age_ms: oldest.and_then(|s| s.oldest_age_ms),
+        nodes: Vec::new(),
+        shards,
     })
 }
 
@@ -296,6 +343,14 @@ fn table(report: &Report) -> String {
         out.push_str(&format!("; {variant} order ({source})"));
     }
     out.push_str("\n\n");
+    if report.recipe == Recipe::QueueSharder.id() {
+        out.push_str(&format!("{} shard{}\n\n", report.shards.len(), plural(report.shards.len())));
+        for shard in &report.shards {
+            out.push_str(&table(shard));
+            out.push('\n');
+        }
+        return out;
+    }
     if report.nodes.is_empty() {
         out.push_str("  (none)\n");
         return out;
@@ -416,6 +471,7 @@ mod tests {
             variant: Some("fifo"),
             variant_source: Some("detected"),
             nodes: vec![node(1, "framed", &["a"]), node(2, "framed", &["b", ""])],
+            shards: Vec::new(),
         };
         let text = table(&report);
         let lines: Vec<&str> = text.lines().collect();
@@ -447,6 +503,7 @@ mod tests {
             variant: Some("delay"),
             variant_source: Some("given"),
             nodes: vec![due, overdue, node(3, "foreign", &[])],
+            shards: Vec::new(),
         };
         let text = table(&report);
         let lines: Vec<&str> = text.lines().collect();

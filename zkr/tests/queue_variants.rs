@@ -245,3 +245,45 @@ async fn curators_priority_delay_and_id_queues() {
     })
     .await;
 }
+
+/// A `QueueSharder`'s root: its `queue-<uuid>` children are shards, each read as a queue (not
+/// as items of one queue, which their names also begin like).
+#[tokio::test(flavor = "multi_thread")]
+async fn queue_shows_a_sharders_shards_each_as_a_queue() {
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let fw = plain_framework(&connect, SESSION).await;
+        let root = unique_path("zkr-queue", "sharder");
+        let full = format!("{root}/queue-3f1c2b9e-8d6a-4e1f-9b0a-1c2d3e4f5a6b");
+        let empty = format!("{root}/queue-0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d");
+        let queue = DistributedQueue::new(&fw, &full).unwrap();
+        queue.put(b"one").await.unwrap();
+        queue.put(b"two").await.unwrap();
+        fw.create(&empty).await.unwrap();
+
+        let json = zkr(&connect, &["queue", &root, "--json"]).await.json();
+        assert_eq!(json["recipe"], "queue-sharder", "{json}");
+        assert_eq!((json["count"].as_u64(), json["items"].as_u64()), (Some(2), Some(2)));
+        assert!(nodes(&json).is_empty(), "{json}");
+        let shards = json["shards"].as_array().expect("shards");
+        let mut paths: Vec<&str> = shards.iter().map(|s| s["path"].as_str().unwrap()).collect();
+        paths.sort();
+        let mut expected = [full.as_str(), empty.as_str()];
+        expected.sort();
+        assert_eq!(paths, expected);
+        let with_items = shards.iter().find(|s| s["path"] == full.as_str()).unwrap();
+        assert_eq!(with_items["recipe"], "distributed-queue");
+        assert_eq!(payloads(with_items), [items(&["one"]), items(&["two"])]);
+        assert!(
+            shards.iter().flat_map(|s| nodes(s).iter()).all(|n| n["kind"] == "framed"),
+            "no shard or item read as corrupt: {json}"
+        );
+
+        let table = zkr(&connect, &["queue", &root]).await.stdout;
+        assert!(table.contains("2 shards"), "{table}");
+        assert!(!table.contains("corrupt"), "{table}");
+        fw.delete(&root).recursive().await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
