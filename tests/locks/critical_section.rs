@@ -127,6 +127,76 @@ async fn a_session_expired_mid_section_stops_it() {
     .await;
 }
 
+/// The same for the other holds: a multi-lock (its own watch over every lock it holds), the
+/// write and the read half of a read-write lock, and a semaphore mutex.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_expired_mid_section_stops_it_on_the_other_holds() {
+    bounded(LIMIT, async {
+        let direct = shared_connect().await;
+        let proxy = FaultProxy::start(&direct).await.unwrap();
+        let fw = plain_framework(&proxy.connect_string(), FAULT_SESSION).await;
+        let path = unique_path("critical", "expired-others");
+        let multi = MultiLock::of_mutexes(&fw, [format!("{path}/m1"), format!("{path}/m2")]).unwrap();
+        let multi_guard = multi.acquire().await.unwrap();
+        let write = InterProcessReadWriteLock::new(&fw, &format!("{path}/rw-write")).unwrap().write_lock();
+        let write_guard = write.acquire().await.unwrap();
+        let read = InterProcessReadWriteLock::new(&fw, &format!("{path}/rw-read")).unwrap().read_lock();
+        let read_guard = read.acquire().await.unwrap();
+        let semaphore_mutex = InterProcessSemaphoreMutex::new(&fw, &format!("{path}/sem-mutex")).unwrap();
+        let semaphore_guard = semaphore_mutex.acquire().await.unwrap();
+
+        let (multi_section, multi_dropped, multi_started) = endless_work();
+        let (write_section, write_dropped, write_started) = endless_work();
+        let (read_section, read_dropped, read_started) = endless_work();
+        let (semaphore_section, semaphore_dropped, semaphore_started) = endless_work();
+        let expire = async {
+            for started in [multi_started, write_started, read_started, semaphore_started] {
+                started.await.unwrap();
+            }
+            let began = Instant::now();
+            let session = fw.zk_client().unwrap().session().clone();
+            expire_session(&proxy, &direct, session).await.unwrap();
+            began
+        };
+        let runs = async {
+            let outcomes = tokio::join!(
+                multi_guard.run(multi_section),
+                write_guard.run(write_section),
+                read_guard.run(read_section),
+                semaphore_guard.run(semaphore_section)
+            );
+            (outcomes, Instant::now())
+        };
+        let (began, ((multi_run, write_run, read_run, semaphore_run), stopped)) = tokio::join!(expire, runs);
+
+        // A multi-lock does not tell which of its locks went.
+        let multi_lost = multi_run.expect_err("the multi-lock section cannot finish");
+        assert_eq!(multi_lost.path(), None, "{multi_lost}");
+        assert_eq!(write_run.expect_err("the write section cannot finish").path(), Some(write_guard.lock_path()));
+        assert_eq!(read_run.expect_err("the read section cannot finish").path(), Some(read_guard.lock_path()));
+        let semaphore_lost = semaphore_run.expect_err("the semaphore mutex section cannot finish");
+        assert_eq!(semaphore_lost.path(), Some(semaphore_guard.lock_path()));
+        assert!(
+            stopped.saturating_duration_since(began) < FAULT_SESSION,
+            "stopped {:?} after the expiry began",
+            stopped - began
+        );
+        for (flag, what) in [
+            (&multi_dropped, "multi-lock"),
+            (&write_dropped, "write"),
+            (&read_dropped, "read"),
+            (&semaphore_dropped, "semaphore mutex"),
+        ] {
+            assert!(flag.load(Ordering::SeqCst), "the {what} section was not dropped");
+        }
+        assert!(!multi_guard.is_held() && !write_guard.is_held() && !read_guard.is_held());
+        assert!(!semaphore_guard.is_held());
+        drop((multi_guard, write_guard, read_guard, semaphore_guard));
+        fw.close().await;
+    })
+    .await;
+}
+
 /// A caller that stops waiting (drops the `run` future) drops the section with it; the guard
 /// stays held (another client cannot take the lock) and runs the next section.
 #[tokio::test]
