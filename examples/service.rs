@@ -1,18 +1,23 @@
-//! One service using the recipes together: it follows its configuration through a cache,
-//! registers itself for discovery, counts the jobs it runs in a shared counter, runs a job
-//! under a lock (stopped if the lock is lost, its result written fenced), runs the leader's
-//! job while its latch leads, and shuts down cleanly.
+//! One service using the recipes together: it follows its typed configuration through a
+//! cache (which keeps the last good one when a bad one is written), registers itself for
+//! discovery, counts the jobs it runs in a shared counter, runs a job under a lock (stopped if
+//! the lock is lost, its result written fenced), runs the leader's job while its latch leads,
+//! and shuts down cleanly.
 //!
-//! `cargo run --features testing,discovery --example service [-- --connect host:port]`
+//! `cargo run --features testing,discovery,serde --example service [-- --connect host:port]`
 //! (without `--connect` it starts an embedded ZooKeeper server).
 
 use std::time::Duration;
 
 use futures::StreamExt;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use zk_recipes::discovery::{JsonInstanceSerializer, ServiceDiscovery, ServiceInstance};
 use zk_recipes::retry::RetryNTimes;
-use zk_recipes::{CacheEvent, CuratorCache, DistributedAtomicLong, Framework, InterProcessMutex, LeaderLatch};
+use zk_recipes::{
+    DistributedAtomicLong, Framework, InterProcessMutex, LeaderLatch, ModelSpec, ModeledCache, ModeledCacheEvent,
+    ModeledFramework, Parents, ZPath,
+};
 
 mod common;
 use common::{server_or_connect, Error};
@@ -20,23 +25,47 @@ use common::{server_or_connect, Error};
 /// Bound on each wait of this program, so that it always ends.
 const WAIT: Duration = Duration::from_secs(20);
 
+/// The service's configuration: one JSON node, as a Java service's `ModeledFramework` with
+/// Jackson writes and reads it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+struct Config {
+    batch_size: u32,
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let (_server, connect) = server_or_connect().await?;
     let framework = Framework::builder(&connect).session_timeout(Duration::from_secs(10)).start().await?;
     let root = "/examples/service";
 
-    // Configuration: written by an operator (here: by us), followed through a cache.
-    framework.create(&format!("{root}/config/batch-size")).data(b"40").or_set().await?;
-    let config = CuratorCache::builder(&framework, &format!("{root}/config")).build()?;
-    let mut events = config.events();
+    // Configuration: written by an operator (here: by us), followed through a typed cache.
+    let configs: ModeledFramework<Config> = ModeledFramework::new(
+        &framework,
+        ModelSpec::new(ZPath::parse(&format!("{root}/config"))?).parents(Parents::Containers),
+    );
+    let wanted = Config { batch_size: 40 };
+    match configs.create(&wanted).await {
+        Err(e) if e.is_node_exists() => drop(configs.set(&wanted).await?),
+        created => drop(created?),
+    }
+    let config = configs.cached()?;
+    let mut changes = config.events();
     config.start().await?;
-    while !matches!(tokio::time::timeout(WAIT, events.next()).await?, Some(CacheEvent::Initialized) | None) {}
-    let batch_size = |cache: &CuratorCache| {
-        let node = cache.get(&format!("{root}/config/batch-size"));
-        node.and_then(|n| String::from_utf8(n.data()?.clone()).ok()).unwrap_or_default()
-    };
+    tokio::time::timeout(WAIT, config.initialized()).await??;
+    let batch_size = |cache: &ModeledCache<Config>| cache.models().first().map_or(0, |m| m.value.batch_size);
     println!("config: batch-size = {}", batch_size(&config));
+    // A write that is not a configuration: reported once, and the last good one stays.
+    framework.set_data(&format!("{root}/config"), b"batch_size=80").await?;
+    loop {
+        match tokio::time::timeout(WAIT, changes.next()).await? {
+            Some(ModeledCacheEvent::DecodeFailed(bad)) => {
+                println!("config: version {} does not decode; batch-size stays {}", bad.version, batch_size(&config));
+                break;
+            }
+            Some(_) => {}
+            None => break,
+        }
+    }
 
     // Discovery: this instance, as curator-x-discovery's readers see it.
     let discovery: ServiceDiscovery =

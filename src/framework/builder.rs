@@ -394,6 +394,7 @@ impl FrameworkBuilder {
     /// uncompressed, as Curator 5.4 to 5.7 do; a Curator 5.8 fleet that compresses every
     /// recipe's data with this option shares its typed nodes and data plane with this crate,
     /// not its recipes.
+    #[doc(alias = "enableCompression")]
     pub fn enable_compression(mut self) -> Self {
         self.compression = true;
         self

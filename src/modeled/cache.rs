@@ -166,6 +166,7 @@ struct State<T> {
 /// }
 /// # Ok(()) }
 /// ```
+#[doc(alias = "CachedModeledFramework")]
 pub struct ModeledCache<T, C = JsonCodec> {
     cache: CuratorCache<Decoded<T>>,
     template: ZPath,

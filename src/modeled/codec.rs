@@ -33,6 +33,7 @@ pub type CodecError = Box<dyn std::error::Error + Send + Sync>;
 /// }
 /// assert_eq!(Decimal.decode(b"42").unwrap(), 42);
 /// ```
+#[doc(alias = "ModelSerializer")]
 pub trait Codec<T>: Send + Sync + 'static {
     /// The bytes of `value`.
     ///
@@ -63,6 +64,7 @@ pub trait Codec<T>: Send + Sync + 'static {
 /// in serde (use a base64 string field); Java dates are numbers by default; `NaN` and the
 /// infinities are written `null` here and `"NaN"` by Jackson.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[doc(alias = "JacksonModelSerializer")]
 pub struct JsonCodec;
 
 impl<T> Codec<T> for JsonCodec

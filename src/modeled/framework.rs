@@ -101,6 +101,7 @@ impl<T, C> fmt::Debug for ModeledFramework<T, C> {
 impl<T, C: Codec<T>> ModeledFramework<T, C> {
     /// Typed operations on `spec`'s nodes through `framework` (Curator's
     /// `ModeledFramework.wrap`). Does no I/O.
+    #[doc(alias = "wrap")]
     pub fn new(framework: &Framework, spec: ModelSpec<T, C>) -> Self {
         ModeledFramework { framework: framework.clone(), spec }
     }
@@ -178,6 +179,7 @@ impl<T, C: Codec<T>> ModeledFramework<T, C> {
     /// # Cancel safety
     /// As [`Framework::create`]: a protected create is cancel-safe; another may still happen
     /// on the server.
+    #[doc(alias = "set")]
     pub async fn create(&self, value: &T) -> Result<Created> {
         let path = self.node_path()?;
         let data = self.encode(value)?;
@@ -203,6 +205,7 @@ impl<T, C: Codec<T>> ModeledFramework<T, C> {
     ///
     /// # Cancel safety
     /// Cancel-safe: a read changes nothing.
+    #[doc(alias = "readAsZNode")]
     pub async fn read(&self) -> Result<ZNode<T>> {
         let path = self.node_path()?;
         let (data, stat) = self.framework.get_data(&path).undecompressed().await?;
@@ -218,6 +221,7 @@ impl<T, C: Codec<T>> ModeledFramework<T, C> {
     ///
     /// # Cancel safety
     /// A cancelled write may still happen on the server.
+    #[doc(alias = "update")]
     pub async fn set(&self, value: &T) -> Result<Stat> {
         self.write(value, -1).await
     }
@@ -233,6 +237,7 @@ impl<T, C: Codec<T>> ModeledFramework<T, C> {
     ///
     /// # Cancel safety
     /// A cancelled write may still happen on the server.
+    #[doc(alias = "update")]
     pub async fn compare_and_set(&self, value: &T, version: i32) -> Result<Stat> {
         self.write(value, version).await
     }
@@ -389,6 +394,7 @@ impl<T, C: Codec<T>> ModeledFramework<T, C> {
     ///
     /// # Cancel safety
     /// Cancel-safe: a read changes nothing.
+    #[doc(alias = "checkExists")]
     pub async fn exists(&self) -> Result<Option<Stat>> {
         self.framework.exists(&self.node_path()?).await
     }

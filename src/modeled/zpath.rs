@@ -79,6 +79,7 @@ impl ZPath {
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for a path ZooKeeper would refuse (parameters aside).
+    #[doc(alias = "parseWithIds")]
     pub fn parse_with_ids(path: &str) -> Result<ZPath> {
         Self::parse_as(path, true)
     }

@@ -115,8 +115,15 @@ async fn every_example_runs() {
         // The schema example needs its feature (on in every test build through the
         // dev-dependency on this package).
         for name in names.iter().filter(|n| *n != "schema" || cfg!(feature = "schema")) {
-            if let Err(failure) = run_example(&dir, name, &["--connect", &connect]).await {
-                failures.push(failure);
+            match run_example(&dir, name, &["--connect", &connect]).await {
+                // The whole service follows a typed configuration and keeps it through a bad write.
+                Ok(stdout) if name == "service" => {
+                    assert!(stdout.contains("config: batch-size = 40"), "{stdout}");
+                    assert!(stdout.contains("does not decode; batch-size stays 40"), "{stdout}");
+                    assert!(stdout.contains("with batch-size 40"), "{stdout}");
+                }
+                Ok(_) => {}
+                Err(failure) => failures.push(failure),
             }
         }
         // Without --connect, an example starts its own server.
