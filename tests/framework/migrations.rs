@@ -124,3 +124,31 @@ async fn a_set_runs_once_across_two_racing_frameworks_and_a_changed_set_is_refus
     })
     .await;
 }
+
+/// The migration's commit loses its reply: the outcome is unknown (it was applied, and is not
+/// sent again), and the next `migrate` learns from the metadata that the set is applied.
+#[tokio::test]
+async fn a_commit_whose_reply_is_lost_is_unknown_and_the_next_migrate_finds_it_applied() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let proxy = zk_recipes::testing::CountingProxy::start(&shared_connect().await).await.unwrap();
+        let fw = framework(&proxy.connect_string(), SESSION).await;
+        let base = unique_path("migrations", "lost-reply");
+        let (locks, meta, app) = (format!("{base}/locks"), format!("{base}/meta"), format!("{base}/app"));
+        // Not idempotent: applied twice, the create would fail with NodeExists.
+        let set = MigrationSet::new("app", vec![Migration::new().create(&app, b"v1", CreateMode::Persistent)]).unwrap();
+        let manager = MigrationManager::new(&fw, &locks, &meta, SESSION).unwrap();
+
+        let before = proxy.counts();
+        proxy.lose_reply_to("multi");
+        let unknown = manager.migrate(&set).await;
+        assert!(matches!(unknown, Err(Error::OutcomeUnknown { .. })), "{unknown:?}");
+        assert_eq!(proxy.counts().since(&before).get("multi"), 1, "the commit is not sent again");
+        assert_eq!(manager.migrate(&set).await.unwrap(), 0, "the metadata tells it was applied");
+        assert_eq!(fw.get_data(&app).await.unwrap().0, b"v1");
+        assert_eq!(fw.get_children(&format!("{meta}/app")).await.unwrap().len(), 1, "one record per migration");
+        fw.delete(&base).recursive().await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
