@@ -2,9 +2,11 @@
 //! (`queue-|<epoch ms>|<sequence>` nodes), none taken before it.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::engine::{Engine, QueueStream};
+use super::puts::{Producers, PutEvents};
 use crate::deadline;
 use crate::error::{Error, Result};
 use crate::framework::Framework;
@@ -47,6 +49,7 @@ use crate::protocol::queue_names::{delay_name, QueueOrder};
 #[derive(Debug, Clone)]
 pub struct DistributedDelayQueue {
     engine: Engine,
+    producers: Arc<Producers>,
 }
 
 /// The item name of `until`, or the reason it has none.
@@ -66,7 +69,8 @@ impl DistributedDelayQueue {
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid path, the root or a path under `/zookeeper`.
     pub fn new(framework: &Framework, path: &str) -> Result<Self> {
-        Ok(DistributedDelayQueue { engine: Engine::new(framework, path, None, QueueOrder::Delay)? })
+        let engine = Engine::new(framework, path, None, QueueOrder::Delay)?;
+        Ok(DistributedDelayQueue { engine, producers: Producers::new() })
     }
 
     /// A lock-safe delay queue at `path` whose consumers lock items under `lock_path`. Does
@@ -75,7 +79,8 @@ impl DistributedDelayQueue {
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid queue or lock path.
     pub fn lock_safe(framework: &Framework, path: &str, lock_path: &str) -> Result<Self> {
-        Ok(DistributedDelayQueue { engine: Engine::new(framework, path, Some(lock_path), QueueOrder::Delay)? })
+        let engine = Engine::new(framework, path, Some(lock_path), QueueOrder::Delay)?;
+        Ok(DistributedDelayQueue { engine, producers: Producers::new() })
     }
 
     /// The queue's path.
@@ -83,8 +88,29 @@ impl DistributedDelayQueue {
         self.engine.path()
     }
 
+    /// This queue with puts that wait while it holds `max_items` nodes or more (Curator's
+    /// `QueueBuilder.maxItems`), as [`DistributedQueue::with_max_items`](crate::DistributedQueue::with_max_items).
+    /// Shares the put events of the handle it was made from.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for 0.
+    pub fn with_max_items(self, max_items: usize) -> Result<Self> {
+        Ok(DistributedDelayQueue { producers: self.producers.with_max_items(max_items)?, engine: self.engine })
+    }
+
+    /// The item limit, if one was set.
+    pub fn max_items(&self) -> Option<usize> {
+        self.producers.max_items
+    }
+
+    /// The outcome of every background put of this handle and its clones, as they complete
+    /// (Curator's `getPutListenerContainer()`): only those that complete after this call.
+    pub fn put_events(&self) -> PutEvents {
+        self.producers.events()
+    }
+
     /// Adds one item due at `until` (Curator's `put(item, delayUntilEpoch)`); returns the
-    /// node's path.
+    /// node's path. Under [`with_max_items`](Self::with_max_items) it first waits for room.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a time at or before the Unix epoch or beyond a Java
@@ -94,7 +120,32 @@ impl DistributedDelayQueue {
     /// # Cancel safety
     /// A cancelled put may still add the item.
     pub async fn put(&self, item: &[u8], until: SystemTime) -> Result<String> {
-        self.engine.put(&code_of(until)?, &[item]).await
+        self.producers.put(&self.engine, &code_of(until)?, &[item]).await
+    }
+
+    /// [`put`](Self::put), waiting at most `timeout` for room under
+    /// [`with_max_items`](Self::with_max_items) (Curator's `put(item, delayUntilEpoch,
+    /// maxWait, unit)`); `None` when the queue was still full (nothing was put).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zero timeout; otherwise as [`put`](Self::put).
+    ///
+    /// # Cancel safety
+    /// As [`put`](Self::put).
+    pub async fn put_timeout(&self, item: &[u8], until: SystemTime, timeout: Duration) -> Result<Option<String>> {
+        let (name, deadline) = (code_of(until)?, deadline::of_wait(timeout)?);
+        self.producers.put_until(&self.engine, &name, &[item], deadline).await
+    }
+
+    /// Puts `items` as one node due at `until` in a task of its own and returns at once
+    /// (Curator's default background puts); the outcome is told to
+    /// [`put_events`](Self::put_events) readers.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for no items, a due time [`put`](Self::put) refuses, or a
+    /// call outside a Tokio runtime.
+    pub fn put_in_background<I: AsRef<[u8]>>(&self, items: &[I], until: SystemTime) -> Result<()> {
+        self.producers.put_in_background(&self.engine, code_of(until)?, items)
     }
 
     /// Adds several items as one node due at `until` (Curator's `putMulti(items,
@@ -106,7 +157,7 @@ impl DistributedDelayQueue {
     /// # Cancel safety
     /// A cancelled put may still add the items.
     pub async fn put_multi<I: AsRef<[u8]>>(&self, items: &[I], until: SystemTime) -> Result<String> {
-        self.engine.put(&code_of(until)?, items).await
+        self.producers.put(&self.engine, &code_of(until)?, items).await
     }
 
     /// Removes the earliest due node and returns its items, waiting until one is due; as

@@ -5,12 +5,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use super::engine::{Engine, QueueStream};
-use super::puts::{room, Producers, PutEvents};
+use super::puts::{Producers, PutEvents};
 use crate::deadline;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::framework::Framework;
 use crate::protocol::queue_names::QueueOrder;
 use crate::protocol::QUEUE_ITEM_NAME;
@@ -77,7 +75,7 @@ impl DistributedQueue {
     /// A normal-mode queue at `path`. Does no I/O.
     ///
     /// # Errors
-    /// [`Error::InvalidPath`] for an invalid path, the root or a path under `/zookeeper`.
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) for an invalid path, the root or a path under `/zookeeper`.
     pub fn new(framework: &Framework, path: &str) -> Result<Self> {
         Ok(DistributedQueue {
             engine: Engine::new(framework, path, None, QueueOrder::Fifo)?,
@@ -88,7 +86,7 @@ impl DistributedQueue {
     /// A lock-safe queue at `path` whose consumers lock items under `lock_path`. Does no I/O.
     ///
     /// # Errors
-    /// [`Error::InvalidPath`] for an invalid queue or lock path.
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) for an invalid queue or lock path.
     pub fn lock_safe(framework: &Framework, path: &str, lock_path: &str) -> Result<Self> {
         Ok(DistributedQueue {
             engine: Engine::new(framework, path, Some(lock_path), QueueOrder::Fifo)?,
@@ -102,12 +100,9 @@ impl DistributedQueue {
     /// their number). Shares the put events of the handle it was made from.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for 0.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for 0.
     pub fn with_max_items(self, max_items: usize) -> Result<Self> {
-        if max_items == 0 {
-            return Err(Error::invalid_argument("max_items", "a queue must hold at least one item"));
-        }
-        Ok(DistributedQueue { producers: self.producers.with_max_items(max_items), engine: self.engine })
+        Ok(DistributedQueue { producers: self.producers.with_max_items(max_items)?, engine: self.engine })
     }
 
     /// The item limit, if one was set.
@@ -124,16 +119,15 @@ impl DistributedQueue {
     /// [`with_max_items`](Self::with_max_items) it first waits for room.
     ///
     /// # Errors
-    /// [`Error::TooLarge`] for an item over the request limit (nothing is sent);
-    /// [`Error::OutcomeUnknown`] when the connection broke while the create was in flight (it
+    /// [`Error::TooLarge`](crate::Error::TooLarge) for an item over the request limit (nothing is sent);
+    /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) when the connection broke while the create was in flight (it
     /// is not sent again: that could add the item twice); the server's refusal; a connection
     /// error the retry policy gave up on.
     ///
     /// # Cancel safety
     /// A cancelled put may still add the item.
     pub async fn put(&self, item: &[u8]) -> Result<String> {
-        self.wait_for_room(None).await?;
-        self.engine.put(QUEUE_ITEM_NAME, &[item]).await
+        self.producers.put(&self.engine, QUEUE_ITEM_NAME, &[item]).await
     }
 
     /// [`put`](Self::put), waiting at most `timeout` for room under
@@ -141,15 +135,13 @@ impl DistributedQueue {
     /// when the queue was still full (nothing was put).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a zero timeout; otherwise as [`put`](Self::put).
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero timeout; otherwise as [`put`](Self::put).
     ///
     /// # Cancel safety
     /// As [`put`](Self::put).
     pub async fn put_timeout(&self, item: &[u8], timeout: Duration) -> Result<Option<String>> {
-        if !self.wait_for_room(Some(deadline::of_wait(timeout)?)).await? {
-            return Ok(None);
-        }
-        self.engine.put(QUEUE_ITEM_NAME, &[item]).await.map(Some)
+        let deadline = deadline::of_wait(timeout)?;
+        self.producers.put_until(&self.engine, QUEUE_ITEM_NAME, &[item], deadline).await
     }
 
     /// Puts `items` as one node in a task of its own and returns at once (Curator's default
@@ -157,23 +149,9 @@ impl DistributedQueue {
     /// The put waits for room under [`with_max_items`](Self::with_max_items).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for no items, or outside a Tokio runtime.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for no items, or outside a Tokio runtime.
     pub fn put_in_background<I: AsRef<[u8]>>(&self, items: &[I]) -> Result<()> {
-        if items.is_empty() {
-            return Err(Error::invalid_argument("items", "a multi-item put needs at least one item"));
-        }
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|_| Error::invalid_argument("put_in_background", "must be called inside a Tokio runtime"))?;
-        let items: Vec<Vec<u8>> = items.iter().map(|i| i.as_ref().to_vec()).collect();
-        let queue = self.clone();
-        runtime.spawn(async move {
-            let outcome = match queue.wait_for_room(None).await {
-                Ok(_) => queue.engine.put(QUEUE_ITEM_NAME, &items).await,
-                Err(e) => Err(e),
-            };
-            queue.producers.publish(items, outcome);
-        });
-        Ok(())
+        self.producers.put_in_background(&self.engine, QUEUE_ITEM_NAME.to_owned(), items)
     }
 
     /// The outcome of every background put of this handle and its clones, as they complete
@@ -182,33 +160,25 @@ impl DistributedQueue {
         self.producers.events()
     }
 
-    async fn wait_for_room(&self, deadline: Option<Instant>) -> Result<bool> {
-        match self.producers.max_items {
-            None => Ok(true),
-            Some(max) => room(self.engine.framework(), self.engine.path(), max, deadline).await,
-        }
-    }
-
     /// Adds several items as one node (Curator's `putMulti`): a consumer gets them together.
     ///
     /// # Errors
-    /// As [`put`](Self::put); [`Error::InvalidArgument`] for no items.
+    /// As [`put`](Self::put); [`Error::InvalidArgument`](crate::Error::InvalidArgument) for no items.
     ///
     /// # Cancel safety
     /// A cancelled put may still add the items.
     pub async fn put_multi<I: AsRef<[u8]>>(&self, items: &[I]) -> Result<String> {
-        self.wait_for_room(None).await?;
-        self.engine.put(QUEUE_ITEM_NAME, items).await
+        self.producers.put(&self.engine, QUEUE_ITEM_NAME, items).await
     }
 
     /// Removes the first node and returns its items, waiting for one. In lock-safe mode the
     /// node is locked first, so an item another consumer is working on is never taken.
     ///
     /// # Errors
-    /// [`Error::CorruptData`] for a node that is not in the item framing (it is deleted, as
-    /// Curator's consumers delete it); [`Error::OutcomeUnknown`] when the delete broke
+    /// [`Error::CorruptData`](crate::Error::CorruptData) for a node that is not in the item framing (it is deleted, as
+    /// Curator's consumers delete it); [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) when the delete broke
     /// mid-flight and the node then was gone (this consumer or another took it; its items are
-    /// not returned); [`Error::Closed`]; the server's refusal; a connection error the retry
+    /// not returned); [`Error::Closed`](crate::Error::Closed); the server's refusal; a connection error the retry
     /// policy gave up on.
     ///
     /// # Cancel safety
@@ -220,7 +190,7 @@ impl DistributedQueue {
     /// [`take`](Self::take) for at most `timeout`; `None` when the time ran out.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a zero timeout; otherwise as [`take`](Self::take).
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero timeout; otherwise as [`take`](Self::take).
     ///
     /// # Cancel safety
     /// As [`take`](Self::take).

@@ -2,9 +2,11 @@
 //! nodes), taken in FIFO order and removable by id.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::engine::{Engine, QueueStream};
+use super::puts::{Producers, PutEvents};
 use crate::deadline;
 use crate::error::{Error, Result};
 use crate::framework::Framework;
@@ -38,6 +40,7 @@ use crate::protocol::queue_names::{id_name, id_of, QueueOrder, SEPARATOR};
 #[derive(Debug, Clone)]
 pub struct DistributedIdQueue {
     engine: Engine,
+    producers: Arc<Producers>,
 }
 
 /// Refuses an id Curator would refuse or rewrite.
@@ -74,7 +77,8 @@ impl DistributedIdQueue {
         if path.contains(SEPARATOR) {
             return Err(Error::InvalidPath { path: path.to_owned(), reason: "an id queue's path cannot contain `|`" });
         }
-        Ok(DistributedIdQueue { engine: Engine::new(framework, path, lock_path, QueueOrder::Id)? })
+        let engine = Engine::new(framework, path, lock_path, QueueOrder::Id)?;
+        Ok(DistributedIdQueue { engine, producers: Producers::new() })
     }
 
     /// The queue's path.
@@ -82,8 +86,30 @@ impl DistributedIdQueue {
         self.engine.path()
     }
 
+    /// This queue with puts that wait while it holds `max_items` nodes or more (Curator's
+    /// `QueueBuilder.maxItems`), as [`DistributedQueue::with_max_items`](crate::DistributedQueue::with_max_items).
+    /// Shares the put events of the handle it was made from.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for 0.
+    pub fn with_max_items(self, max_items: usize) -> Result<Self> {
+        Ok(DistributedIdQueue { producers: self.producers.with_max_items(max_items)?, engine: self.engine })
+    }
+
+    /// The item limit, if one was set.
+    pub fn max_items(&self) -> Option<usize> {
+        self.producers.max_items
+    }
+
+    /// The outcome of every background put of this handle and its clones, as they complete
+    /// (Curator's `getPutListenerContainer()`): only those that complete after this call.
+    pub fn put_events(&self) -> PutEvents {
+        self.producers.events()
+    }
+
     /// Adds one item with `id` (Curator's `put(item, itemId)`); returns the node's path.
-    /// Several items may share an id.
+    /// Several items may share an id. Under [`with_max_items`](Self::with_max_items) it first
+    /// waits for room.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for an empty id or one containing `/` or `|` (nothing is
@@ -93,7 +119,33 @@ impl DistributedIdQueue {
     /// A cancelled put may still add the item.
     pub async fn put(&self, item: &[u8], id: &str) -> Result<String> {
         check_id(id)?;
-        self.engine.put(&id_name(id), &[item]).await
+        self.producers.put(&self.engine, &id_name(id), &[item]).await
+    }
+
+    /// [`put`](Self::put), waiting at most `timeout` for room under
+    /// [`with_max_items`](Self::with_max_items) (Curator's `put(item, itemId, maxWait,
+    /// unit)`); `None` when the queue was still full (nothing was put).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zero timeout; otherwise as [`put`](Self::put).
+    ///
+    /// # Cancel safety
+    /// As [`put`](Self::put).
+    pub async fn put_timeout(&self, item: &[u8], id: &str, timeout: Duration) -> Result<Option<String>> {
+        check_id(id)?;
+        let deadline = deadline::of_wait(timeout)?;
+        self.producers.put_until(&self.engine, &id_name(id), &[item], deadline).await
+    }
+
+    /// Puts `item` with `id` in a task of its own and returns at once (Curator's default
+    /// background puts); the outcome is told to [`put_events`](Self::put_events) readers.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an id [`put`](Self::put) refuses, or a call outside a
+    /// Tokio runtime.
+    pub fn put_in_background(&self, item: &[u8], id: &str) -> Result<()> {
+        check_id(id)?;
+        self.producers.put_in_background(&self.engine, id_name(id), &[item])
     }
 
     /// Removes every item with `id` that no consumer has locked (Curator's `remove`); returns

@@ -2,9 +2,11 @@
 //! (`queue-<priority code><sequence>` nodes), lowest priority number first.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::engine::{Engine, QueueStream};
+use super::puts::{Producers, PutEvents};
 use crate::deadline;
 use crate::error::Result;
 use crate::framework::Framework;
@@ -42,6 +44,7 @@ use crate::protocol::queue_names::{priority_name, QueueOrder};
 #[derive(Debug, Clone)]
 pub struct DistributedPriorityQueue {
     engine: Engine,
+    producers: Arc<Producers>,
 }
 
 impl DistributedPriorityQueue {
@@ -51,7 +54,8 @@ impl DistributedPriorityQueue {
     /// [`Error::InvalidPath`](crate::Error::InvalidPath) for an invalid path, the root or a
     /// path under `/zookeeper`.
     pub fn new(framework: &Framework, path: &str) -> Result<Self> {
-        Ok(DistributedPriorityQueue { engine: Engine::new(framework, path, None, QueueOrder::Priority)? })
+        let engine = Engine::new(framework, path, None, QueueOrder::Priority)?;
+        Ok(DistributedPriorityQueue { engine, producers: Producers::new() })
     }
 
     /// A lock-safe priority queue at `path` whose consumers lock items under `lock_path`.
@@ -60,7 +64,8 @@ impl DistributedPriorityQueue {
     /// # Errors
     /// [`Error::InvalidPath`](crate::Error::InvalidPath) for an invalid queue or lock path.
     pub fn lock_safe(framework: &Framework, path: &str, lock_path: &str) -> Result<Self> {
-        Ok(DistributedPriorityQueue { engine: Engine::new(framework, path, Some(lock_path), QueueOrder::Priority)? })
+        let engine = Engine::new(framework, path, Some(lock_path), QueueOrder::Priority)?;
+        Ok(DistributedPriorityQueue { engine, producers: Producers::new() })
     }
 
     /// The queue's path.
@@ -68,7 +73,23 @@ impl DistributedPriorityQueue {
         self.engine.path()
     }
 
+    /// This queue with puts that wait while it holds `max_items` nodes or more (Curator's
+    /// `QueueBuilder.maxItems`), as [`DistributedQueue::with_max_items`](crate::DistributedQueue::with_max_items).
+    /// Shares the put events of the handle it was made from.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for 0.
+    pub fn with_max_items(self, max_items: usize) -> Result<Self> {
+        Ok(DistributedPriorityQueue { producers: self.producers.with_max_items(max_items)?, engine: self.engine })
+    }
+
+    /// The item limit, if one was set.
+    pub fn max_items(&self) -> Option<usize> {
+        self.producers.max_items
+    }
+
     /// Adds one item at `priority` (Curator's `put(item, priority)`); returns the node's path.
+    /// Under [`with_max_items`](Self::with_max_items) it first waits for room.
     ///
     /// # Errors
     /// As [`DistributedQueue::put`](crate::DistributedQueue::put).
@@ -76,7 +97,39 @@ impl DistributedPriorityQueue {
     /// # Cancel safety
     /// A cancelled put may still add the item.
     pub async fn put(&self, item: &[u8], priority: i32) -> Result<String> {
-        self.engine.put(&priority_name(priority), &[item]).await
+        self.producers.put(&self.engine, &priority_name(priority), &[item]).await
+    }
+
+    /// [`put`](Self::put), waiting at most `timeout` for room under
+    /// [`with_max_items`](Self::with_max_items) (Curator's `put(item, priority, maxWait,
+    /// unit)`); `None` when the queue was still full (nothing was put).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero timeout; otherwise
+    /// as [`put`](Self::put).
+    ///
+    /// # Cancel safety
+    /// As [`put`](Self::put).
+    pub async fn put_timeout(&self, item: &[u8], priority: i32, timeout: Duration) -> Result<Option<String>> {
+        let deadline = deadline::of_wait(timeout)?;
+        self.producers.put_until(&self.engine, &priority_name(priority), &[item], deadline).await
+    }
+
+    /// Puts `items` as one node at `priority` in a task of its own and returns at once
+    /// (Curator's default background puts); the outcome is told to
+    /// [`put_events`](Self::put_events) readers.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for no items, or outside a
+    /// Tokio runtime.
+    pub fn put_in_background<I: AsRef<[u8]>>(&self, items: &[I], priority: i32) -> Result<()> {
+        self.producers.put_in_background(&self.engine, priority_name(priority), items)
+    }
+
+    /// The outcome of every background put of this handle and its clones, as they complete
+    /// (Curator's `getPutListenerContainer()`): only those that complete after this call.
+    pub fn put_events(&self) -> PutEvents {
+        self.producers.events()
     }
 
     /// Adds several items as one node at `priority` (Curator's `putMulti(items, priority)`):
@@ -89,7 +142,7 @@ impl DistributedPriorityQueue {
     /// # Cancel safety
     /// A cancelled put may still add the items.
     pub async fn put_multi<I: AsRef<[u8]>>(&self, items: &[I], priority: i32) -> Result<String> {
-        self.engine.put(&priority_name(priority), items).await
+        self.producers.put(&self.engine, &priority_name(priority), items).await
     }
 
     /// Removes the node with the lowest priority and returns its items, waiting for one; as

@@ -1,5 +1,6 @@
-//! What a `DistributedQueue`'s producers share besides the engine: the item limit
-//! (Curator's `maxItems`), put events (Curator's `QueuePutListener`) and background puts.
+//! What a distributed queue's producers share besides the engine (every variant: plain, id,
+//! priority, delay): the item limit (Curator's `maxItems`), put events (Curator's
+//! `QueuePutListener`) and background puts.
 
 use std::fmt;
 use std::pin::Pin;
@@ -11,6 +12,7 @@ use futures::{Stream, StreamExt};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
+use super::engine::Engine;
 use crate::error::{Error, Result, ZkError};
 use crate::framework::Framework;
 
@@ -76,8 +78,64 @@ impl Producers {
         Arc::new(Producers { max_items: None, events: broadcast::channel(EVENT_CAPACITY).0 })
     }
 
-    pub(super) fn with_max_items(&self, max_items: usize) -> Arc<Self> {
-        Arc::new(Producers { max_items: Some(max_items), events: self.events.clone() })
+    /// The same producers (their put events shared) under an item limit.
+    pub(super) fn with_max_items(&self, max_items: usize) -> Result<Arc<Self>> {
+        if max_items == 0 {
+            return Err(Error::invalid_argument("max_items", "a queue must hold at least one item"));
+        }
+        Ok(Arc::new(Producers { max_items: Some(max_items), events: self.events.clone() }))
+    }
+
+    /// Waits for room under the item limit (at once without one), until `deadline`; false
+    /// when the queue was still full then.
+    pub(super) async fn room(&self, engine: &Engine, deadline: Option<Instant>) -> Result<bool> {
+        match self.max_items {
+            None => Ok(true),
+            Some(max) => room(engine.framework(), engine.path(), max, deadline).await,
+        }
+    }
+
+    /// Puts `items` as one node named `name` once there is room, in the foreground.
+    pub(super) async fn put<I: AsRef<[u8]>>(&self, engine: &Engine, name: &str, items: &[I]) -> Result<String> {
+        self.room(engine, None).await?;
+        engine.put(name, items).await
+    }
+
+    /// As [`put`](Self::put), waiting for room until `deadline` only: `None` when the queue
+    /// was still full (nothing was put).
+    pub(super) async fn put_until<I: AsRef<[u8]>>(
+        &self,
+        engine: &Engine,
+        name: &str,
+        items: &[I],
+        deadline: Instant,
+    ) -> Result<Option<String>> {
+        if !self.room(engine, Some(deadline)).await? {
+            return Ok(None);
+        }
+        engine.put(name, items).await.map(Some)
+    }
+
+    /// Puts `items` as one node named `name` in a task of its own (after waiting for room)
+    /// and returns at once; the outcome goes to the put events.
+    pub(super) fn put_in_background<I: AsRef<[u8]>>(
+        self: &Arc<Self>,
+        engine: &Engine,
+        name: String,
+        items: &[I],
+    ) -> Result<()> {
+        if items.is_empty() {
+            return Err(Error::invalid_argument("items", "a multi-item put needs at least one item"));
+        }
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| Error::invalid_argument("put_in_background", "must be called inside a Tokio runtime"))?;
+        let items: Vec<Vec<u8>> = items.iter().map(|i| i.as_ref().to_vec()).collect();
+        let (producers, engine) = (Arc::clone(self), engine.clone());
+        runtime.spawn(async move {
+            let outcome = producers.put(&engine, &name, &items).await;
+            producers.publish(items, outcome);
+        });
+        Ok(())
     }
 
     pub(super) fn publish(&self, items: Vec<Vec<u8>>, outcome: Result<String>) {
@@ -105,7 +163,7 @@ impl Producers {
 
 /// Waits until the queue at `path` has fewer than `max` children, until `deadline`; false
 /// when it is still full then. A missing queue node counts as empty.
-pub(super) async fn room(fw: &Framework, path: &str, max: usize, deadline: Option<Instant>) -> Result<bool> {
+async fn room(fw: &Framework, path: &str, max: usize, deadline: Option<Instant>) -> Result<bool> {
     loop {
         let (count, watch) = match fw.get_children(path).watch().await {
             Ok((children, _, watch)) => (children.len(), watch),

@@ -15,7 +15,10 @@ use common::fixtures::*;
 use common::timing::{back_within, EVENT, FAULT_SESSION, LIMIT, QUIET, SESSION};
 use futures::StreamExt;
 use zk_recipes::protocol::queue_names::is_shard_name;
-use zk_recipes::{DistributedQueue, Error, QueueSharder, QueueSharderPolicies};
+use zk_recipes::{
+    DistributedDelayQueue, DistributedIdQueue, DistributedPriorityQueue, DistributedQueue, Error, QueueSharder,
+    QueueSharderPolicies,
+};
 
 #[tokio::test]
 async fn a_full_queue_holds_puts_back_until_a_take() {
@@ -49,6 +52,60 @@ async fn a_full_queue_holds_puts_back_until_a_take() {
         }
         assert_eq!(rest, [b"item-1".to_vec(), b"item-2".to_vec(), b"item-3".to_vec()]);
         fw.delete(&path).recursive().await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
+
+/// The id, priority and delay queues have the limit, the timed put and the background puts
+/// too (Curator's `QueueBuilder` gives them to every variant): a full queue refuses a timed
+/// put, and a background put waits for room and is told as an event.
+#[tokio::test]
+async fn every_variant_has_the_limit_the_timed_put_and_background_puts() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
+        let base = unique_path("queue-extras", "variants-max");
+        let soon = std::time::SystemTime::now() + Duration::from_millis(1);
+
+        let priority =
+            DistributedPriorityQueue::new(&fw, &format!("{base}/priority")).unwrap().with_max_items(1).unwrap();
+        assert_eq!(priority.max_items(), Some(1));
+        assert!(matches!(priority.clone().with_max_items(0), Err(Error::InvalidArgument { .. })));
+        priority.put(b"first", 5).await.unwrap();
+        assert_eq!(priority.put_timeout(b"late", 1, QUIET).await.unwrap(), None, "full: nothing put");
+        let mut events = priority.put_events();
+        priority.put_in_background(&[b"waits"], -1).unwrap();
+        tokio::time::sleep(QUIET).await; // a put that must not happen while the queue is full
+        assert_eq!(children(&fw, &format!("{base}/priority")).await.len(), 1, "the background put waits for room");
+        assert_eq!(priority.take().await.unwrap(), [b"first".to_vec()]);
+        let event = within(EVENT, "the background put's event", events.next()).await.unwrap();
+        assert!(event.path().is_some_and(|p| p.contains("/queue-0")), "priority -1's name: {event:?}");
+        assert_eq!(priority.take().await.unwrap(), [b"waits".to_vec()]);
+
+        let delay = DistributedDelayQueue::new(&fw, &format!("{base}/delay")).unwrap().with_max_items(1).unwrap();
+        delay.put(b"first", soon).await.unwrap();
+        assert_eq!(delay.put_timeout(b"late", soon, QUIET).await.unwrap(), None, "full: nothing put");
+        let mut events = delay.put_events();
+        assert!(matches!(delay.put_in_background::<&[u8]>(&[], soon), Err(Error::InvalidArgument { .. })));
+        assert_eq!(delay.take().await.unwrap(), [b"first".to_vec()]);
+        delay.put_in_background(&[b"second"], soon).unwrap();
+        let event = within(EVENT, "the background put's event", events.next()).await.unwrap();
+        assert_eq!((event.items(), event.error().is_none()), (&[b"second".to_vec()][..], true));
+        assert_eq!(delay.take().await.unwrap(), [b"second".to_vec()]);
+
+        let ids = DistributedIdQueue::new(&fw, &format!("{base}/id")).unwrap().with_max_items(1).unwrap();
+        ids.put(b"first", "a").await.unwrap();
+        assert_eq!(ids.put_timeout(b"late", "b", QUIET).await.unwrap(), None, "full: nothing put");
+        assert!(matches!(ids.put_in_background(b"x", "a/b"), Err(Error::InvalidArgument { .. })));
+        let mut events = ids.put_events();
+        assert_eq!(ids.take().await.unwrap(), [b"first".to_vec()]);
+        ids.put_in_background(b"second", "c").unwrap();
+        let event = within(EVENT, "the background put's event", events.next()).await.unwrap();
+        assert!(event.path().is_some_and(|p| p.contains("|c|")), "{event:?}");
+        assert_eq!(ids.take().await.unwrap(), [b"second".to_vec()]);
+
+        fw.delete(&base).recursive().await.unwrap();
         fw.close().await;
     })
     .await;
