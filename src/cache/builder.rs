@@ -7,6 +7,7 @@ use super::mode::CacheMode;
 use crate::error::{Error, Result};
 use crate::framework::Framework;
 use crate::mirror::driver::Decode;
+use crate::protocol::gzip;
 
 impl CuratorCache<Vec<u8>> {
     /// A builder for a cache of `path` (and, by default, everything below it).
@@ -22,6 +23,8 @@ pub struct CuratorCacheBuilder<T = Vec<u8>> {
     pub(super) mode: CacheMode,
     pub(super) stats_only: bool,
     pub(super) decode: Decode<T>,
+    /// Gunzip each node's bytes before the decoder (Curator's `COMPRESSED_DATA`).
+    pub(super) decompressed: bool,
     pub(super) max_reads_in_flight: usize,
     pub(super) event_capacity: usize,
 }
@@ -32,6 +35,7 @@ impl<T> std::fmt::Debug for CuratorCacheBuilder<T> {
             .field("path", &self.path)
             .field("mode", &self.mode)
             .field("stats_only", &self.stats_only)
+            .field("decompressed", &self.decompressed)
             .field("max_reads_in_flight", &self.max_reads_in_flight)
             .finish_non_exhaustive()
     }
@@ -54,6 +58,7 @@ impl CuratorCacheBuilder<Vec<u8>> {
             mode: CacheMode::Tree,
             stats_only: false,
             decode: Arc::new(|_, bytes| Some(bytes)),
+            decompressed: false,
             max_reads_in_flight: DEFAULT_READS_IN_FLIGHT,
             event_capacity: DEFAULT_EVENT_CAPACITY,
         }
@@ -72,6 +77,18 @@ impl<T: Send + Sync + 'static> CuratorCacheBuilder<T> {
     /// Curator, events carry no data either.
     pub fn stats_only(mut self) -> Self {
         self.stats_only = true;
+        self
+    }
+
+    /// Gunzip each node's data when read, before the [`decoder`](Self::decoder) (Curator's
+    /// `CuratorCache.Options.COMPRESSED_DATA`), for nodes written compressed (Curator's
+    /// `compressed()` creates and sets, [`protocol::gzip`](crate::protocol::gzip)). Empty data
+    /// (a directory created without data) is passed on empty; other data that is not gzip, or
+    /// that inflates past the request size, leaves the node cached with its stat and no data,
+    /// as a decoder's refusal does (logged at `warn`).
+    #[doc(alias = "COMPRESSED_DATA")]
+    pub fn decompressed(mut self) -> Self {
+        self.decompressed = true;
         self
     }
 
@@ -96,6 +113,7 @@ impl<T: Send + Sync + 'static> CuratorCacheBuilder<T> {
             mode: self.mode,
             stats_only: self.stats_only,
             decode,
+            decompressed: self.decompressed,
             max_reads_in_flight: self.max_reads_in_flight,
             event_capacity: self.event_capacity,
         }
@@ -130,7 +148,20 @@ impl<T: Send + Sync + 'static> CuratorCacheBuilder<T> {
             return Err(Error::invalid_argument("event_capacity", "must be at least 1"));
         }
         let full = self.framework.full_path(&self.path)?;
-        let Self { framework, path, mode, stats_only, decode, max_reads_in_flight, event_capacity } = self;
+        let Self { framework, path, mode, stats_only, mut decode, decompressed, max_reads_in_flight, event_capacity } =
+            self;
+        if decompressed {
+            let inner = decode;
+            decode = Arc::new(move |path, bytes| match gzip::decompress(&bytes) {
+                Ok(plain) => inner(path, plain),
+                // Nothing to inflate: a directory created without data.
+                Err(_) if bytes.is_empty() => inner(path, bytes),
+                Err(e) => {
+                    tracing::warn!(path, error = %e, "cache: the node's data is not gzip; caching its stat only");
+                    None
+                }
+            });
+        }
         let settings =
             Settings { path, full, mode, stats_only, decode, concurrency: max_reads_in_flight, event_capacity };
         Ok(CuratorCache::from_settings(framework, settings))

@@ -9,7 +9,7 @@ use common::curator::CuratorPeer;
 use common::fixtures::{bounded, framework, init_tracing, shared_connect, unique_path};
 use common::timing::{INTEROP_SESSION, SLOW_LIMIT};
 use zk_recipes::protocol::gzip;
-use zk_recipes::Framework;
+use zk_recipes::{CuratorCache, Framework};
 
 fn hex(data: &[u8]) -> String {
     if data.is_empty() {
@@ -77,6 +77,26 @@ async fn rust_and_curator_read_each_others_compressed_data() {
                 format!("raw_get {path} {}", hex(&stored))
             );
         }
+
+        // A cache reading them decompressed (Curator's `CuratorCache.Options.COMPRESSED_DATA`):
+        // both sides' nodes as plain bytes; the root, created without data, empty; a node not
+        // in gzip kept with its stat only.
+        let plain_node = format!("{root}/plain");
+        fw.create(&plain_node).uncompressed().data(b"not gzip").await.unwrap();
+        let cache = CuratorCache::builder(&fw, &root).decompressed().build().unwrap();
+        cache.start().await.unwrap();
+        cache.initialized().await.unwrap();
+        for (i, data) in payloads().into_iter().enumerate() {
+            let changed = [&data[..], b"+"].concat();
+            let rust = cache.get(&format!("{root}/rust-{i}")).expect("cached");
+            assert_eq!(rust.data().map(Vec::as_slice), Some(&changed[..]), "rust-{i}");
+            let java_node = cache.get(&format!("{root}/java-{i}")).expect("cached");
+            assert_eq!(java_node.data().map(Vec::as_slice), Some(&data[..]), "java-{i}");
+        }
+        assert_eq!(cache.get(&root).expect("the root").data().map(Vec::len), Some(0));
+        let plain = cache.get(&plain_node).expect("cached with its stat");
+        assert!(plain.data().is_none(), "not gzip: no data");
+        cache.close().await;
         fw.delete(&root).recursive().await.unwrap();
         fw.close().await;
         java.quit().await.unwrap();
