@@ -13,9 +13,26 @@ use common::timing::{FAULT_SESSION, LIMIT, PROMPT};
 use tokio::time::Instant;
 use zk_recipes::testing::{expire_session, FaultProxy};
 use zk_recipes::{
-    Error, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, InterProcessSemaphoreMutex, LockLost,
-    MultiLock, SemaphoreLease,
+    Error, Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, InterProcessSemaphoreMutex,
+    LockLost, MultiLock, SemaphoreLease,
 };
+
+/// Expires `fw`'s session on the server once every section has started; returns when the
+/// expiry began.
+async fn expire_once_started<const N: usize>(
+    fw: &Framework,
+    proxy: &FaultProxy,
+    direct: &str,
+    started: [tokio::sync::oneshot::Receiver<()>; N],
+) -> Instant {
+    for section in started {
+        section.await.unwrap();
+    }
+    let began = Instant::now();
+    let session = fw.zk_client().unwrap().session().clone();
+    expire_session(proxy, direct, session).await.unwrap();
+    began
+}
 
 /// Every guard's and lease's `run` returns the section's value, and the hold stays held after
 /// it.
@@ -82,15 +99,7 @@ async fn a_session_expired_mid_section_stops_it() {
         let (section, dropped, started) = endless_work();
         let (lease_section, lease_dropped, lease_started) = endless_work();
         let (many_section, many_dropped, many_started) = endless_work();
-        let expire = async {
-            started.await.unwrap();
-            lease_started.await.unwrap();
-            many_started.await.unwrap();
-            let began = Instant::now();
-            let session = fw.zk_client().unwrap().session().clone();
-            expire_session(&proxy, &direct, session).await.unwrap();
-            began
-        };
+        let expire = expire_once_started(&fw, &proxy, &direct, [started, lease_started, many_started]);
         let runs = async {
             let outcomes = tokio::join!(
                 guard.run(section),
@@ -149,15 +158,8 @@ async fn a_session_expired_mid_section_stops_it_on_the_other_holds() {
         let (write_section, write_dropped, write_started) = endless_work();
         let (read_section, read_dropped, read_started) = endless_work();
         let (semaphore_section, semaphore_dropped, semaphore_started) = endless_work();
-        let expire = async {
-            for started in [multi_started, write_started, read_started, semaphore_started] {
-                started.await.unwrap();
-            }
-            let began = Instant::now();
-            let session = fw.zk_client().unwrap().session().clone();
-            expire_session(&proxy, &direct, session).await.unwrap();
-            began
-        };
+        let started = [multi_started, write_started, read_started, semaphore_started];
+        let expire = expire_once_started(&fw, &proxy, &direct, started);
         let runs = async {
             let outcomes = tokio::join!(
                 multi_guard.run(multi_section),
