@@ -29,6 +29,7 @@ pub mod path;
 pub mod protocol;
 mod queue;
 pub mod retry;
+mod runtime;
 #[cfg(feature = "schema")]
 #[cfg_attr(docsrs, doc(cfg(feature = "schema")))]
 pub mod schema;

@@ -247,6 +247,8 @@ async fn run_round(env: &Env, curator: &Curator, workload: Workload) -> Result<R
     }
     let bench = match curator {
         Curator::Off => return Ok(round),
+        // `--only` without `curator`: its JVM would run beside the lines measured alone.
+        _ if !env.options.measures("curator") => return Ok(round),
         Curator::Missing(why) => {
             println!(
                 "{{\"impl\":\"curator\",\"workload\":{},\"skipped\":{}}}",

@@ -59,10 +59,11 @@ usage: locks [options]
   --query-warmup N          discovery-query: unmeasured queries first, per line (default 3)
   --cache-queries N         discovery-query: measured reads of a ServiceCache (default 500)
   --label TEXT              copied into every JSON line (default \"\")
-  --only LINES              print only these lines (`impl` names, comma-separated); the other
-                            lines a workload runs through contenders (locks, counters,
-                            discovery) run two cycles each, so that a profiler or a CPU count
-                            sees one line alone
+  --only LINES              print only these lines (`impl` names, comma-separated; `curator`
+                            for Curator's, which runs only when named); the other lines a
+                            workload runs through contenders (locks, counters, discovery) run
+                            two cycles each, so that a profiler or a CPU count sees one line
+                            alone
   --rounds N                run each workload's lines N times in turn (raw, zk-recipes,
                             Curator, raw, ...) and print the median ratio (default 1)
   --curator MODE            also run each workload through Apache Curator (java, javac and the

@@ -84,7 +84,7 @@ impl<T: Send + Sync + 'static> CuratorCacheBuilder<T> {
     /// `CuratorCache.Options.COMPRESSED_DATA`), for nodes written compressed (Curator's
     /// `compressed()` creates and sets, [`protocol::gzip`](crate::protocol::gzip)). Empty data
     /// (a directory created without data) is passed on empty; other data that is not gzip, or
-    /// that inflates past the request size, leaves the node cached with its stat and no data,
+    /// that inflates past [`gzip::MAX_DECOMPRESSED`], leaves the node cached with its stat and no data,
     /// as a decoder's refusal does (logged at `warn`).
     #[doc(alias = "COMPRESSED_DATA")]
     pub fn decompressed(mut self) -> Self {

@@ -190,8 +190,7 @@ impl Task {
             Phase::Started => return Ok(false),
             Phase::Closed => return Phase::Closed.check(path).map(|()| false),
         }
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|_| Error::invalid_argument("start", "must be called inside a Tokio runtime"))?;
+        let runtime = crate::runtime::current("start")?;
         let replaced = self.0.lock().replace(runtime.spawn(task()));
         if let Some(old) = replaced {
             old.abort();

@@ -87,8 +87,7 @@ impl LeaderObserver {
     /// [`Error::InvalidPath`]; [`Error::InvalidArgument`] outside a Tokio runtime.
     pub fn start(framework: &Framework, path: &str, kind: ElectionKind) -> Result<Self> {
         framework.full_path(path)?;
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|_| Error::invalid_argument("start", "must be called inside a Tokio runtime"))?;
+        let runtime = crate::runtime::current("start")?;
         let (tx, observed) = watch::channel(None);
         let task = runtime.spawn(follow(framework.clone(), path.to_owned(), kind.driver(), tx)).abort_handle();
         Ok(LeaderObserver { path: path.to_owned(), observed, task })

@@ -440,14 +440,6 @@ impl<T: Send + Sync + 'static> Applier<T> {
                 }
             }
         }
-        // The underlying cache ended before its load: no wait for it is left hanging.
-        self.phase.send_if_modified(|phase| {
-            let loading = *phase == Phase::Loading;
-            if loading {
-                *phase = Phase::Closed;
-            }
-            loading
-        });
     }
 
     fn upsert(&self, node: &ChildData<Decoded<T>>) {

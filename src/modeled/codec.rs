@@ -129,7 +129,9 @@ fn java_notation(value: f64, scientific: String, plain: bool) -> String {
     let mut digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
     // Java writes two significant digits where the shortest is one that is not the value
     // itself: the two closest to it (`Double.MIN_VALUE`, shortest `5e-324`, is `4.9E-324`).
-    if digits.len() == 1 {
+    // Only a subnormal (of f64, or of f32 whose values come here widened) lacks the precision
+    // for its one digit to be the value's closest two.
+    if digits.len() == 1 && value.abs() < f64::from(f32::MIN_POSITIVE) {
         let two = format!("{:.1e}", value.abs());
         if let Some((two, two_exponent)) = two.split_once('e') {
             let two: String = two.chars().filter(char::is_ascii_digit).collect();

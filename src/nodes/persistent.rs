@@ -171,8 +171,7 @@ impl PersistentNodeBuilder {
     /// Nothing is created then.
     pub fn start(self) -> Result<PersistentNode> {
         let protected = self.check()?;
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|_| Error::invalid_argument("start", "must be called inside a Tokio runtime"))?;
+        let runtime = crate::runtime::current("start")?;
         let found_by_name = self.by_sequence_name() && !protected;
         let (status_tx, status_rx) = watch::channel(Status::default());
         let status_tx = Arc::new(status_tx);

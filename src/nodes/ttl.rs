@@ -86,8 +86,7 @@ impl PersistentTtlNodeBuilder {
     /// the first touch ([`Error::Unsupported`], from
     /// [`wait_for_initial_create`](PersistentTtlNode::wait_for_initial_create)).
     pub fn start(self) -> Result<PersistentTtlNode> {
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|_| Error::invalid_argument("start", "must be called inside a Tokio runtime"))?;
+        let runtime = crate::runtime::current("start")?;
         path::validate_recipe_path(&self.path)?;
         validate_child_name(&self.child_name)?;
         let interval = touch_interval(self.ttl, self.touch_schedule_factor)?;

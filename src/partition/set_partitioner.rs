@@ -130,8 +130,8 @@ impl SetPartitionerBuilder {
     /// # Errors
     /// [`Error::InvalidPath`] (the root and `/zookeeper` too); [`Error::InvalidArgument`] for
     /// an item that is not a node name (empty, `.`, `..`, containing `/`), an identifier that
-    /// is not the end of a node name (empty, `.`, `..`, containing `/` or a character ZooKeeper
-    /// refuses), or a zero `max_reaction_time`; nothing is written then; a connection error the retry
+    /// cannot end a node name (empty, containing `/` or a character ZooKeeper refuses), or a
+    /// zero `max_reaction_time`; nothing is written then; a connection error the retry
     /// policy gave up on; the server's refusal.
     ///
     /// # Cancel safety
@@ -149,8 +149,12 @@ impl SetPartitionerBuilder {
             fw.full_path(&path::join(&self.path, item))?;
         }
         let identifier = self.identifier.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        // It ends the party node's name: refused here, before anything is written.
-        crate::nodes::validate_name("identifier", &identifier)?;
+        // It ends the party node's name (`<uuid>-<identifier>`): refused here, before anything
+        // is written, when that name is not one.
+        let name = format!("{}-{identifier}", uuid::Uuid::new_v4().simple());
+        if identifier.is_empty() || identifier.contains('/') || path::validate(&format!("/{name}")).is_err() {
+            return Err(Error::invalid_argument("identifier", format!("{identifier:?} cannot end a node name")));
+        }
         if self.max_reaction_time.is_zero() {
             return Err(Error::InvalidArgument { name: "max_reaction_time", reason: "zero".into() });
         }
@@ -161,7 +165,6 @@ impl SetPartitionerBuilder {
         fw.ensure_persistent(&fw.full_path(&locks)?, true).await?;
         fw.ensure_persistent(&full_party, true).await?;
         let epoch = fw.epoch();
-        let name = format!("{}-{identifier}", uuid::Uuid::new_v4().simple());
         let pending = PendingCreate::new(&fw, epoch, &full_party, name.clone(), "");
         let created = fw
             .create(&path::join(&party, &name))

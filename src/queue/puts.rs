@@ -88,10 +88,10 @@ impl Producers {
 
     /// Waits for room under the item limit (at once without one), until `deadline`; false
     /// when the queue was still full then.
-    pub(super) async fn room(&self, engine: &Engine, deadline: Option<Instant>) -> Result<bool> {
+    async fn room(&self, engine: &Engine, deadline: Option<Instant>) -> Result<bool> {
         match self.max_items {
             None => Ok(true),
-            Some(max) => room(engine.framework(), engine.path(), max, deadline).await,
+            Some(max) => room_below(engine.framework(), engine.path(), max, deadline).await,
         }
     }
 
@@ -127,8 +127,7 @@ impl Producers {
         if items.is_empty() {
             return Err(Error::invalid_argument("items", "a multi-item put needs at least one item"));
         }
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|_| Error::invalid_argument("put_in_background", "must be called inside a Tokio runtime"))?;
+        let runtime = crate::runtime::current("put_in_background")?;
         let items: Vec<Vec<u8>> = items.iter().map(|i| i.as_ref().to_vec()).collect();
         let (producers, engine) = (Arc::clone(self), engine.clone());
         runtime.spawn(async move {
@@ -163,7 +162,7 @@ impl Producers {
 
 /// Waits until the queue at `path` has fewer than `max` children, until `deadline`; false
 /// when it is still full then. A missing queue node counts as empty.
-async fn room(fw: &Framework, path: &str, max: usize, deadline: Option<Instant>) -> Result<bool> {
+async fn room_below(fw: &Framework, path: &str, max: usize, deadline: Option<Instant>) -> Result<bool> {
     loop {
         let (count, watch) = match fw.get_children(path).watch().await {
             Ok((children, _, watch)) => (children.len(), watch),

@@ -136,7 +136,7 @@ async fn members_divide_the_items_on_kazoos_layout() {
             assert!(matches!(started, Err(Error::InvalidArgument { name: "items", .. })), "{started:?}");
         }
         // The identifier ends the party node's name: refused before anything is written.
-        for identifier in ["a/b", "", "..", "a\u{1}b"] {
+        for identifier in ["a/b", "", "a\u{1}b"] {
             let started = SetPartitioner::builder(&checker, &bad, ["x"]).identifier(identifier).start().await;
             assert!(
                 matches!(started, Err(Error::InvalidArgument { name: "identifier", .. })),

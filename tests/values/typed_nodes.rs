@@ -184,7 +184,7 @@ async fn waiting_for_a_load_that_cannot_come_is_refused() {
         fw.close().await;
         assert!(closing.start().await.is_err(), "a start on a closed framework fails");
         let waited = within(EVENT, "the wait after a failed start", closing.initialized()).await;
-        assert!(waited.is_err(), "{waited:?}");
+        assert!(matches!(waited, Err(Error::NotStarted)), "a failed start leaves it unstarted: {waited:?}");
         closing.close().await;
         let waited = within(EVENT, "the wait after close", closing.initialized()).await;
         assert!(matches!(waited, Err(Error::Closed)), "{waited:?}");
