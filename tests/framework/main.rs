@@ -37,7 +37,7 @@ mod framework {
     mod metrics;
     /// `MigrationManager`: sets applied once across racing frameworks; changed sets refused.
     mod migrations;
-    /// `using_namespace`: several namespaces on one session, recipes under each.
+    /// `using_namespace`: several namespaces on one session, recipes under each, a new session.
     mod namespaces;
     /// Creates, reads, one-shot watches, versioned writes, deletes, ACLs.
     mod operations;
@@ -50,7 +50,7 @@ mod framework {
     mod schema;
     /// Every public type and future is `Send` and `Sync` (compile time).
     mod send_sync;
-    /// `TempFramework`: a session opened on use, closed when idle.
+    /// `TempFramework`: a session opened on use, closed when idle; a dead server, a lost session.
     mod temp_framework;
     /// TLS connections (feature `tls`).
     mod tls;

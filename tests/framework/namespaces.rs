@@ -1,11 +1,15 @@
-//! `Framework::using_namespace`: several namespaces on one session.
+//! `Framework::using_namespace`: several namespaces on one session, and a view through a new
+//! session.
 
 use crate::common;
 
-use common::fixtures::{bounded, shared_framework, unique_path, within};
-use common::timing::{EVENT, LIMIT};
+use common::fixtures::{bounded, framework, shared_framework, unique_path, within};
+use common::timing::{back_within, EVENT, FAULT_SESSION, LIMIT, SESSION};
 use futures::StreamExt;
-use zk_recipes::{CacheEvent, CuratorCache, Error, InterProcessMutex};
+use zk_recipes::testing::{expire_session, shared_server, FaultProxy};
+use zk_recipes::{
+    CacheEvent, CuratorCache, Error, InterProcessMutex, NodeEventKind, ResyncReason, WatchEvent, WatchMode,
+};
 
 #[tokio::test]
 async fn two_namespaces_share_one_session_with_a_lock_and_a_cache_under_each() {
@@ -84,4 +88,58 @@ async fn two_namespaces_share_one_session_with_a_lock_and_a_cache_under_each() {
         assert!(root.is_closed() && a.is_closed());
     })
     .await;
+}
+
+/// A namespace view through a new session: its lock's guard reports the loss, its persistent
+/// watch says `Resync` with the new session and goes on with paths inside the namespace, and
+/// its lock works again on the new session, under the namespace.
+#[tokio::test]
+async fn a_view_loses_its_lock_and_keeps_its_watch_across_a_new_session() {
+    bounded(LIMIT, async {
+        let server = shared_server().await.unwrap();
+        let direct = server.connect_string();
+        let proxy = FaultProxy::start(&direct).await.unwrap();
+        let root = framework(&proxy.connect_string(), FAULT_SESSION).await;
+        let base = unique_path("fw", "ns-faults");
+        let view = root.using_namespace(Some(&base)).unwrap();
+        let observer = framework(&direct, SESSION).await;
+
+        let lock = InterProcessMutex::new(&view, "/locks/one").unwrap();
+        let guard = within(EVENT, "the lock under the view", lock.acquire()).await.unwrap();
+        let mut watch = view.watch("/config", WatchMode::PersistentRecursive).await.unwrap();
+        let first = root.snapshot().session_id;
+
+        let info = root.zk_client().unwrap().session().clone();
+        expire_session(&proxy, &direct, info).await.unwrap();
+        within(back_within(FAULT_SESSION), "the guard reports the lost session", guard.lost()).await;
+        drop(guard);
+
+        // The watch's next item is the Resync, then events of the new session by view paths.
+        match within(back_within(FAULT_SESSION), "the Resync", watch.next()).await {
+            Some(Ok(WatchEvent::Resync { reason: ResyncReason::NewSession })) => {}
+            other => panic!("expected a NewSession resync, got {other:?}"),
+        }
+        assert_ne!(root.snapshot().session_id, first);
+        observer.create(&format!("{base}/config")).await.unwrap();
+        match within(EVENT, "the create on the new session", watch.next()).await {
+            Some(Ok(WatchEvent::Node(event))) => {
+                assert_eq!((event.kind, event.path.as_str()), (NodeEventKind::Created, "/config"));
+            }
+            other => panic!("expected /config created, got {other:?}"),
+        }
+
+        // The lock again, on the new session: one node, under the namespace, this session's.
+        let again = within(EVENT, "the lock on the new session", lock.acquire()).await.unwrap();
+        let held = observer.get_children(&format!("{base}/locks/one")).await.unwrap();
+        assert_eq!(held.len(), 1, "{held:?}");
+        let (_, stat) = observer.get_data(&format!("{base}{}", again.lock_path())).await.unwrap();
+        assert_eq!(stat.ephemeral_owner, root.snapshot().session_id);
+        again.release().await.unwrap();
+
+        drop(watch);
+        root.close().await;
+        observer.delete(&base).recursive().await.unwrap();
+        observer.close().await;
+    })
+    .await
 }
