@@ -28,7 +28,7 @@ for feature in "" $features; do
     cargo clippy "${flags[@]}" -- -D warnings
 done
 echo "== documentation links"
-RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links" cargo doc -p zk-recipes --no-deps --features testing
+RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links" cargo doc -p zk-recipes --no-deps --features testing,discovery,serde,schema
 
 # A missing Curator or kazoo must fail the interop tests rather than skip them.
 export ZKR_REQUIRE_CURATOR=1
@@ -36,7 +36,7 @@ export ZKR_REQUIRE_KAZOO=1
 export RUST_TEST_THREADS="${RUST_TEST_THREADS:-8}"
 # `sasl-gssapi` brings in the Kerberos test (framework::kerberos), which starts an MIT KDC
 # (setup.sh installs it and the GSSAPI library the feature builds against).
-test_args=(--features testing,tls,sasl,discovery,serde,sasl-gssapi "$@")
+test_args=(--features testing,tls,sasl,discovery,serde,schema,sasl-gssapi "$@")
 
 echo "== tests"
 cargo test "${test_args[@]}" --no-run

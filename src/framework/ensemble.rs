@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use zookeeper_client::{EnsembleUpdate, EventType, OneshotWatcher};
 
 use super::inner::Inner;
+use super::metrics::Op;
 use super::reaper::Sessions;
 use super::Framework;
 use crate::error::{is_zk_retryable, is_zk_session_lost, Error, ReconfigRefusal, Result, ZkError};
@@ -246,6 +247,7 @@ pub(crate) fn has_others(hosts: &str, ensemble: &Ensemble) -> bool {
 /// after the framework is started and idle); `None` when it failed (the tracking task reads
 /// again).
 pub(crate) async fn first_read(inner: &Inner, client: &zookeeper_client::Client) -> Option<OneshotWatcher> {
+    inner.observer.request(Op::GetConfig);
     let read = tokio::time::timeout(inner.config.connection_timeout, client.get_and_watch_config()).await;
     match read {
         Ok(Ok((data, _, watcher))) => {
@@ -290,6 +292,7 @@ pub(crate) async fn track(weak: Weak<Inner>, initial: Option<OneshotWatcher>) {
                     }
                     let Some(session) = inner.session().ok().filter(|s| s.epoch == epoch) else { continue };
                     let key = session.client_key();
+                    inner.observer.request(Op::GetConfig);
                     let read = session.client.get_and_watch_config();
                     async move { read.await.map(|read| (read, key)) }
                 };
@@ -436,6 +439,7 @@ impl Reconfig {
             return Err(Error::invalid_argument("reconfig", "an empty server entry"));
         }
         let session = self.framework.session()?;
+        self.framework.observer().request(Op::Reconfig);
         let sent = match &self.members {
             Some(members) => {
                 let update = EnsembleUpdate::New { ensemble: members.iter().map(String::as_str) };

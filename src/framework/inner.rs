@@ -310,7 +310,8 @@ impl Inner {
             self.heartbeat.beat(vouched_for);
         }
         tracing::info!(state = ?state, session = format_args!("{session_id:#x}"), epoch, "connection state changed");
-        self.observer.metrics.state_changed(state);
+        let previous = *self.state_tx.borrow();
+        self.observer.metrics.state_changed(state, epoch, (previous.state, previous.epoch));
         self.state_tx.send_replace(snapshot);
         if !state.is_connected() {
             self.heartbeat.beat(vouched_for);

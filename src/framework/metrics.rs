@@ -12,12 +12,15 @@
 //! or event kind; and `path` only where the framework opted in with
 //! [`FrameworkBuilder::metrics_path_labels`](crate::FrameworkBuilder::metrics_path_labels).
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use metrics::{Counter, Gauge, Histogram, Label, SharedString};
 use tokio::time::Instant;
 
 use super::ConnectionState;
+use crate::sync::Mutex;
 
 /// The label settings of one framework.
 #[derive(Debug, Clone)]
@@ -69,10 +72,13 @@ pub(crate) enum Op {
     AddWatch,
     GetAcl,
     SetAcl,
+    GetConfig,
+    Reconfig,
+    GetEphemerals,
 }
 
 impl Op {
-    const ALL: [Op; 12] = [
+    const ALL: [Op; 15] = [
         Op::Create,
         Op::Delete,
         Op::GetData,
@@ -85,6 +91,9 @@ impl Op {
         Op::AddWatch,
         Op::GetAcl,
         Op::SetAcl,
+        Op::GetConfig,
+        Op::Reconfig,
+        Op::GetEphemerals,
     ];
 
     fn name(self) -> &'static str {
@@ -101,6 +110,9 @@ impl Op {
             Op::AddWatch => "add_watch",
             Op::GetAcl => "get_acl",
             Op::SetAcl => "set_acl",
+            Op::GetConfig => "get_config",
+            Op::Reconfig => "reconfig",
+            Op::GetEphemerals => "get_ephemerals",
         }
     }
 }
@@ -132,6 +144,8 @@ pub(crate) struct FrameworkMetrics {
     reconnects: Counter,
     requests: Vec<Counter>,
     retries: Counter,
+    /// The holds of every lock handle on this framework, by session.
+    pub(crate) holds: Arc<HoldBook>,
 }
 
 impl std::fmt::Debug for FrameworkMetrics {
@@ -164,19 +178,30 @@ impl FrameworkMetrics {
             reconnects: metrics::counter!("zk_recipes_reconnects_total", fw()),
             requests,
             retries: metrics::counter!("zk_recipes_retries_total", fw()),
+            holds: Arc::default(),
             labels,
         }
     }
 
-    /// A published connection state.
-    pub(crate) fn state_changed(&self, state: ConnectionState) {
+    /// A published connection state of session `epoch`, after `previous` (the published
+    /// snapshot's state and epoch before it). `Reconnected` on a new session is no reconnect
+    /// (its session was counted opened); a session that ended, `Lost` or replaced by a new
+    /// one, ends its holds as lost.
+    pub(crate) fn state_changed(&self, state: ConnectionState, epoch: u64, previous: (ConnectionState, u64)) {
         if let Some(i) = STATES.iter().position(|s| *s == state) {
             self.states[i].increment(1);
         }
+        let (previous_state, previous_epoch) = previous;
         match state {
             ConnectionState::Lost => self.expirations.increment(1),
-            ConnectionState::Reconnected => self.reconnects.increment(1),
+            ConnectionState::Reconnected if epoch == previous_epoch => self.reconnects.increment(1),
             _ => {}
+        }
+        if state == ConnectionState::Lost {
+            self.holds.session_ended(epoch);
+        }
+        if epoch != previous_epoch && previous_state != ConnectionState::Lost {
+            self.holds.session_ended(previous_epoch);
         }
     }
 
@@ -244,10 +269,67 @@ impl LockMetrics {
         self.timeouts.increment(1);
     }
 
-    /// A node held from now until the token is dropped.
-    pub(crate) fn hold(&self) -> HoldToken {
+    /// A node of session `epoch` held from now until the token is dropped, or the session
+    /// ends (recorded in `book`), whichever comes first.
+    pub(crate) fn hold(&self, book: &Arc<HoldBook>, epoch: u64) -> HoldToken {
         self.holds.increment(1.0);
-        HoldToken { metrics: self.clone() }
+        let entry = Arc::new(HoldEntry { metrics: self.clone(), epoch, ended: AtomicBool::new(false) });
+        let id = book.enter(entry.clone());
+        HoldToken { entry, book: Arc::downgrade(book), id }
+    }
+}
+
+/// The holds in `zk_recipes_lock_holds` of one framework, so that its session's end counts
+/// them lost when it happens (as the guards' `lost()` would report it), not when their guards
+/// are dropped.
+#[derive(Default)]
+pub(crate) struct HoldBook {
+    entries: Mutex<(u64, HashMap<u64, Arc<HoldEntry>>)>,
+}
+
+impl std::fmt::Debug for HoldBook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HoldBook").field("holds", &self.entries.lock().1.len()).finish()
+    }
+}
+
+impl HoldBook {
+    fn enter(&self, entry: Arc<HoldEntry>) -> u64 {
+        let mut entries = self.entries.lock();
+        entries.0 += 1;
+        let id = entries.0;
+        entries.1.insert(id, entry);
+        id
+    }
+
+    fn leave(&self, id: u64) {
+        self.entries.lock().1.remove(&id);
+    }
+
+    /// Session `epoch` ended: its holds end, lost.
+    fn session_ended(&self, epoch: u64) {
+        let ended: Vec<_> = self.entries.lock().1.values().filter(|e| e.epoch == epoch).cloned().collect();
+        for entry in ended {
+            entry.end(true);
+        }
+    }
+}
+
+/// One hold in the book; ended once, by its session's end or its token.
+struct HoldEntry {
+    metrics: LockMetrics,
+    epoch: u64,
+    ended: AtomicBool,
+}
+
+impl HoldEntry {
+    fn end(&self, lost: bool) {
+        if !self.ended.swap(true, Ordering::SeqCst) {
+            if lost {
+                self.metrics.lost.increment(1);
+            }
+            self.metrics.holds.decrement(1.0);
+        }
     }
 }
 
@@ -273,7 +355,9 @@ impl Drop for Waiting<'_> {
 /// A held node (counted in `zk_recipes_lock_holds`); [`lost`](HoldToken::lost) when it ended
 /// by its session's end rather than a release.
 pub(crate) struct HoldToken {
-    metrics: LockMetrics,
+    entry: Arc<HoldEntry>,
+    book: std::sync::Weak<HoldBook>,
+    id: u64,
 }
 
 impl std::fmt::Debug for HoldToken {
@@ -285,13 +369,16 @@ impl std::fmt::Debug for HoldToken {
 impl HoldToken {
     /// The hold ended because its session (or its node) was lost.
     pub(crate) fn lost(&self) {
-        self.metrics.lost.increment(1);
+        self.entry.end(true);
     }
 }
 
 impl Drop for HoldToken {
     fn drop(&mut self) {
-        self.metrics.holds.decrement(1.0);
+        self.entry.end(false);
+        if let Some(book) = self.book.upgrade() {
+            book.leave(self.id);
+        }
     }
 }
 

@@ -16,6 +16,7 @@
 
 use std::time::Duration;
 
+use super::metrics::Op;
 use super::{ConnectionState, Framework};
 use crate::error::{is_zk_connection_error, is_zk_session_lost, Error, Result, ZkError};
 
@@ -243,6 +244,7 @@ impl Framework {
     async fn probe_server(&self) -> Option<ServerFeatures> {
         let client = self.session().ok()?.client;
         let bound = self.config().session_timeout.max(Duration::from_secs(1));
+        self.observer().request(Op::GetEphemerals);
         let answer = tokio::time::timeout(bound, client.list_ephemerals(PROBE_PREFIX)).await.ok()?;
         let features = from_probe(answer.as_ref().map(drop));
         tracing::debug!(?features, "learned what the server supports");

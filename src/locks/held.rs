@@ -17,7 +17,7 @@ use super::fast_path::SoleHold;
 use super::node_watch::{watch_node, End, MirrorSeat};
 use super::revocation::NodeRevocation;
 use crate::error::{is_zk_retryable, is_zk_session_lost, Result, ZkError};
-use crate::framework::metrics::HoldToken;
+use crate::framework::metrics::{HoldToken, LockMetrics};
 use crate::framework::node::{Cleanup, CreatedNode, DeleteReply, SendDelete};
 use crate::framework::stall::unstalled;
 use crate::framework::{ConnectionState, Framework};
@@ -77,9 +77,11 @@ impl HeldNode {
         self.watch.seat = Some(seat);
     }
 
-    /// Counts the hold in its recipe's metrics while the node is held.
-    pub(crate) fn count_hold(&mut self, hold: Option<HoldToken>) {
-        self.hold = hold;
+    /// Counts the hold in its recipe's metrics while the node is held (until it is released
+    /// or its session ends).
+    pub(crate) fn count_hold(&mut self, metrics: Option<&LockMetrics>) {
+        let book = &self.watch.framework.observer().metrics.holds;
+        self.hold = metrics.map(|metrics| metrics.hold(book, self.watch.epoch));
     }
 
     /// Counts a hold that ends lost: its session is over or its node was seen deleted, and

@@ -549,7 +549,7 @@ impl LockInternals {
         if let Some(sole) = sole {
             held.held_alone(sole);
         }
-        held.count_hold(self.metrics.as_ref().map(LockMetrics::hold));
+        held.count_hold(self.metrics.as_ref());
         held
     }
 

@@ -14,7 +14,6 @@ use super::internals::LockInternals;
 use super::reentrant::{Guarded, Holds, Owner, Parts, Reentrant, TicketGuard, Turns};
 use super::revocation::{NodeRevocation, Revocable, Signal};
 use crate::error::{Error, Result};
-use crate::framework::metrics::LockMetrics;
 use crate::framework::metrics::Op;
 use crate::framework::node::{retry_request, Failure};
 use crate::framework::Framework;
@@ -219,7 +218,7 @@ impl Shared {
         let revocation = revocable
             .map(|signal| NodeRevocation::start(framework, session.epoch, node.full_path(), None, signal.clone()));
         let mut held = HeldNode::with_revocation(node, revocation);
-        held.count_hold(self.read.metrics().map(LockMetrics::hold));
+        held.count_hold(self.read.metrics());
         Ok(held)
     }
 }

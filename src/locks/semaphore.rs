@@ -336,7 +336,10 @@ impl InterProcessSemaphore {
     /// released.
     pub async fn acquire_many(&self, n: usize) -> Result<Vec<SemaphoreLease>> {
         self.check_count(n)?;
-        Ok(self.acquire_leases::<Block>(n).await?.into_vec())
+        let waiting = self.shared.metrics.waiting();
+        let granted = self.acquire_leases::<Block>(n).await?;
+        waiting.acquired();
+        Ok(granted.into_vec())
     }
 
     /// Takes a lease if one is free right now; never waits for one.
@@ -392,7 +395,17 @@ impl InterProcessSemaphore {
     /// Cancel-safe, as [`acquire`](Self::acquire).
     pub async fn acquire_many_timeout(&self, n: usize, timeout: Duration) -> Result<Option<Vec<SemaphoreLease>>> {
         self.check_count(n)?;
-        Ok(acquire::within(timeout, self.acquire_leases::<Block>(n)).await?.map(Granted::into_vec))
+        let waiting = self.shared.metrics.waiting();
+        match acquire::within(timeout, self.acquire_leases::<Block>(n)).await? {
+            Some(granted) => {
+                waiting.acquired();
+                Ok(Some(granted.into_vec()))
+            }
+            None => {
+                self.shared.metrics.timed_out();
+                Ok(None)
+            }
+        }
     }
 
     /// True when a lease acquired through this handle (or a clone) is still held by this
@@ -698,7 +711,7 @@ impl InterProcessSemaphore {
     }
 
     fn lease(&self, mut node: HeldNode) -> SemaphoreLease {
-        node.count_hold(Some(self.shared.metrics.hold()));
+        node.count_hold(Some(&self.shared.metrics));
         self.shared.held.fetch_add(1, Ordering::SeqCst);
         SemaphoreLease { node, count: HoldCount(self.shared.held.clone()) }
     }

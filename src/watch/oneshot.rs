@@ -45,6 +45,7 @@ use zookeeper_client::{Client, EventType, OneshotWatcher, Stat, WatchedEvent};
 
 use super::session::{ResyncReason, WatchItem, PAUSE};
 use crate::error::{is_zk_session_lost, ZkError};
+use crate::framework::metrics::Op;
 use crate::framework::{Framework, Session, StateSnapshot, WeakFramework};
 use crate::retry::RetryPolicy;
 
@@ -204,6 +205,13 @@ impl Emulated {
     /// The epoch of that session (0 before the first).
     pub(crate) fn epoch(&self) -> u64 {
         self.epoch
+    }
+
+    /// Counts a request in the framework's metrics.
+    fn count(&self, op: Op) {
+        if let Some(framework) = self.weak.upgrade() {
+            framework.observer().request(op);
+        }
     }
 
     /// Whether the watches are all set and report every change (not while their session has
@@ -466,6 +474,7 @@ impl Emulated {
     /// Sends an `exists` on `path`, with a watch unless one is set (or being set) there.
     fn send_stat(&mut self, path: &str, walk: bool) {
         let Some(client) = self.client().cloned() else { return };
+        self.count(Op::Exists);
         let armed = self.armed.entry(path.to_owned()).or_default();
         let watched = armed.data == 0;
         if watched {
@@ -486,6 +495,7 @@ impl Emulated {
     /// Sends a `getChildren` on `path`, with a watch unless one is set (or being set) there.
     fn send_children(&mut self, path: &str, walk: bool) {
         let Some(client) = self.client().cloned() else { return };
+        self.count(Op::GetChildren);
         let armed = self.armed.entry(path.to_owned()).or_default();
         let watched = armed.children == 0;
         if watched {

@@ -2,7 +2,7 @@
 //! events, modes, convergence through faults, and requests per event.
 //!
 //! Every test here is named `caches::<module>::<test>`, so
-//! `cargo test --features testing,tls,sasl,discovery,serde -- caches::` runs them.
+//! `cargo test --features testing,tls,sasl,discovery,serde,schema -- caches::` runs them.
 //! `tests/README.md` maps behaviours to binaries and modules.
 
 #[path = "../common/mod.rs"]

@@ -5,7 +5,7 @@
 //! replays one.
 //!
 //! Every test here is named `chaos::<module>::<test>`, so
-//! `cargo test --features testing,tls,sasl,discovery,serde -- chaos::` runs them.
+//! `cargo test --features testing,tls,sasl,discovery,serde,schema -- chaos::` runs them.
 //! `tests/README.md` maps behaviours to binaries and modules.
 
 #[path = "../common/mod.rs"]

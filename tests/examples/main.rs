@@ -1,7 +1,7 @@
 //! Every program in `examples/` runs to completion against a real server.
 //!
 //! Every test here is named `examples::<module>::<test>`, so
-//! `cargo test --features testing,tls,sasl,discovery,serde -- examples::` runs them.
+//! `cargo test --features testing,tls,sasl,discovery,serde,schema -- examples::` runs them.
 //! `tests/README.md` maps behaviours to binaries and modules.
 
 #[path = "../common/mod.rs"]

@@ -4,7 +4,7 @@
 //! that the public types cross threads.
 //!
 //! Every test here is named `framework::<module>::<test>`, so
-//! `cargo test --features testing,tls,sasl,discovery,serde -- framework::` runs them and the unit
+//! `cargo test --features testing,tls,sasl,discovery,serde,schema -- framework::` runs them and the unit
 //! tests of `src/framework/` (the same room).
 //! `tests/README.md` maps behaviours to binaries and modules.
 

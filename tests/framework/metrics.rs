@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use metrics::Key;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
-use zk_recipes::{Framework, InterProcessMutex};
+use zk_recipes::{Framework, InterProcessMutex, InterProcessSemaphore};
 
 use crate::common::fixtures::*;
 use crate::common::timing::*;
@@ -176,19 +176,52 @@ async fn a_lost_session_counts_an_expiry_a_new_session_and_a_lost_hold_alone() {
         let path = unique_path("metrics", "lost");
         let mutex = InterProcessMutex::new(&fw, &path).unwrap();
         let guard = mutex.acquire().await.unwrap();
+        // Two leases taken together count as two holds and one wait.
+        let leases_path = unique_path("metrics", "leases");
+        let semaphore = InterProcessSemaphore::new(&fw, &leases_path, 3).unwrap();
+        let leases = semaphore.acquire_many(2).await.unwrap();
+        let leased = [("framework", name.as_str()), ("path", leases_path.as_str())];
+        assert_eq!(read("zk_recipes_lock_holds", &leased).gauge, 2.0);
+        assert_eq!(read("zk_recipes_lock_acquire_wait_seconds", &leased).histogram.len(), 1);
+        let lock = [("framework", name.as_str()), ("path", path.as_str())];
+        assert_eq!(read("zk_recipes_lock_holds", &lock).gauge, 1.0);
+
         faulty.expire(&fw, EVENT).await;
         within(EVENT, "the guard learns it lost the lock", guard.lost()).await;
+        // Counted when the session ended, while the guards are still alive.
+        assert_eq!(read("zk_recipes_lock_lost_total", &lock).counter, 1);
+        assert_eq!(read("zk_recipes_lock_holds", &lock).gauge, 0.0);
+        assert_eq!(read("zk_recipes_lock_lost_total", &leased).counter, 2);
+        assert_eq!(read("zk_recipes_lock_holds", &leased).gauge, 0.0);
         drop(guard);
+        drop(leases);
 
         assert_eq!(read("zk_recipes_session_expirations_total", &framework).counter, 1);
         assert_eq!(read("zk_recipes_sessions_opened_total", &framework).counter, 2);
+        // The new session's first `Reconnected` is no reconnection.
+        assert_eq!(read("zk_recipes_reconnects_total", &framework).counter, 0);
         let lost = [("framework", name.as_str()), ("state", "lost")];
         assert_eq!(read("zk_recipes_connection_state_changes_total", &lost).counter, 1);
         let suspended = [("framework", name.as_str()), ("state", "suspended")];
         assert!(read("zk_recipes_connection_state_changes_total", &suspended).counter >= 1);
-        let lock = [("framework", name.as_str()), ("path", path.as_str())];
+        // Dropping the lost guards counts nothing again.
         assert_eq!(read("zk_recipes_lock_lost_total", &lock).counter, 1);
         assert_eq!(read("zk_recipes_lock_holds", &lock).gauge, 0.0);
+        assert_eq!(read("zk_recipes_lock_lost_total", &leased).counter, 2);
+        assert_eq!(read("zk_recipes_lock_holds", &leased).gauge, 0.0);
+
+        // A cut connection that comes back on the same session is a reconnection.
+        let epoch = fw.snapshot().epoch;
+        faulty.proxy.drop_connections();
+        eventually(EVENT, "one reconnection counted", || async {
+            match read("zk_recipes_reconnects_total", &framework).counter {
+                1 => Ok(()),
+                n => Err(format!("{n} reconnections")),
+            }
+        })
+        .await;
+        assert_eq!(fw.snapshot().epoch, epoch, "the same session");
+        assert_eq!(read("zk_recipes_sessions_opened_total", &framework).counter, 2);
         fw.close().await;
     })
     .await;

@@ -3,7 +3,7 @@
 //! `ZKR_REQUIRE_CURATOR=1`, so a missing Curator fails these tests instead of skipping them.
 //!
 //! Every test here is named `interop::<module>::<test>`, so
-//! `cargo test --features testing,tls,sasl,discovery,serde -- interop::` runs them (the typed
+//! `cargo test --features testing,tls,sasl,discovery,serde,schema -- interop::` runs them (the typed
 //! nodes need `serde`).
 //! `tests/README.md` maps behaviours to binaries and modules.
 

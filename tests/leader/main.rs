@@ -2,7 +2,7 @@
 //! healthy server and under faults, requests per term, and a latch on a `current_thread` runtime.
 //!
 //! Every test here is named `leader::<module>::<test>`, so
-//! `cargo test --features testing,tls,sasl,discovery,serde -- leader::` runs them and the unit
+//! `cargo test --features testing,tls,sasl,discovery,serde,schema -- leader::` runs them and the unit
 //! tests of `src/leader/` (the same room).
 //! `tests/README.md` maps behaviours to binaries and modules.
 

@@ -4,7 +4,7 @@
 //! hardening, safety, request counts, scale and memory).
 //!
 //! Every test here is named `locks::<module>::<test>`, so
-//! `cargo test --features testing,tls,sasl,discovery,serde -- locks::` runs them and the unit
+//! `cargo test --features testing,tls,sasl,discovery,serde,schema -- locks::` runs them and the unit
 //! tests of `src/locks/` (the same room).
 //! `tests/README.md` maps behaviours to binaries and modules.
 

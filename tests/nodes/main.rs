@@ -3,7 +3,7 @@
 //! `discovery`).
 //!
 //! Every test here is named `nodes::<module>::<test>`, so
-//! `cargo test --features testing,tls,sasl,discovery,serde -- nodes::` runs them and the unit
+//! `cargo test --features testing,tls,sasl,discovery,serde,schema -- nodes::` runs them and the unit
 //! tests of `src/nodes/` (the same room).
 //! `tests/README.md` maps behaviours to binaries and modules.
 

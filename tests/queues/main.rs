@@ -1,7 +1,7 @@
 //! Queues and barriers against real ZooKeeper servers.
 //!
 //! Every test here is named `queues::<module>::<test>`, so
-//! `cargo test --features testing,tls,sasl,discovery,serde -- queues::` runs them.
+//! `cargo test --features testing,tls,sasl,discovery,serde,schema -- queues::` runs them.
 //! `tests/README.md` maps behaviours to binaries and modules.
 
 #[path = "../common/mod.rs"]

@@ -2,7 +2,7 @@
 //! fault proxies, session expiry, the installation lookup, and cleanup when a test process dies.
 //!
 //! Every test here is named `testing::<module>::<test>`, so
-//! `cargo test --features testing,tls,sasl,discovery,serde -- testing::` runs them and the unit
+//! `cargo test --features testing,tls,sasl,discovery,serde,schema -- testing::` runs them and the unit
 //! tests of `src/testing/` (the same room).
 //! `tests/README.md` maps behaviours to binaries and modules.
 

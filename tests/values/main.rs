@@ -3,7 +3,7 @@
 //! barriers and queues) cross threads.
 //!
 //! Every test here is named `values::<module>::<test>`, so
-//! `cargo test --features testing,tls,sasl,discovery,serde -- values::` runs them (the typed
+//! `cargo test --features testing,tls,sasl,discovery,serde,schema -- values::` runs them (the typed
 //! nodes need `serde`).
 //! `tests/README.md` maps behaviours to binaries and modules.
 
