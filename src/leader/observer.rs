@@ -15,6 +15,8 @@ use crate::error::{Error, Result, ZkError};
 use crate::framework::Framework;
 use crate::path;
 use crate::protocol::driver::{Driver, StandardDriver};
+use crate::watch::{Depth, SessionWatch, WatchItem};
+use crate::WatchMode;
 
 /// Which recipe's election an observer reads: the candidates' node names and so their order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -44,9 +46,11 @@ type Observed = Option<Option<Participant>>;
 /// candidate whose node is first in the election's order, the lowest sequence, with the id
 /// its node holds, exactly as the candidates themselves (Rust or Curator) decide it.
 ///
-/// The observer lists the election's directory with a children watch, reads the first
-/// candidate's id, and lists again whenever the children change, the connection comes back or
-/// a new session starts, so after any fault it converges on the current leader. It creates
+/// The observer follows the election's directory with a persistent watch (one-shot watches on
+/// a server without persistent watches), reads the first candidate's id, and lists again
+/// whenever the children change, the connection comes back or a new session starts, so after
+/// any fault it converges on the current leader. A candidate of the same election on the same
+/// framework shares the watch (its lock mirror watches the directory in the same mode). It creates
 /// nothing on the server and never takes part. Between a leader's departure and the next
 /// listing the observer may still name it: an observer tells who leads as of its last read,
 /// not a lease on the answer (a candidate learns its own leadership from its own handle).
@@ -174,71 +178,104 @@ impl Stream for LeaderChanges {
     }
 }
 
-/// The observer's task: list with a watch, read the leader, publish it when it changed, wait.
+/// The observer's task: a persistent watch on the election's directory (one-shot watches
+/// standing in on a server without them), and a read of the leader at every resync and after
+/// every change, published when the leader changed.
+///
+/// The watch is a [`SessionWatch`] in the mode the session's own lock mirror of a directory
+/// uses, so a candidate waiting on the same framework (whose mirror watches the directory)
+/// shares it rather than being refused; the reads set no watch of their own.
 async fn follow(framework: Framework, path: String, driver: StandardDriver, tx: watch::Sender<Observed>) {
     let mut pause = rejoin_pause();
     loop {
         if !wait_until_usable(&framework).await {
             return;
         }
-        let watched = match read(&framework, &path, &driver).await {
-            Ok((leader, watch)) => {
-                pause = rejoin_pause();
-                tx.send_if_modified(|o| {
-                    let node = |o: &Observed| o.as_ref().map(|l| l.as_ref().map(|p| p.node.clone()));
-                    let changed = node(o) != Some(leader.as_ref().map(|p| p.node.clone()));
-                    if changed {
-                        *o = Some(leader);
-                    }
-                    changed
-                });
-                watch
-            }
+        let Ok(full) = framework.full_path(&path) else { return };
+        let mut watch = match SessionWatch::add_or_emulate(
+            &framework,
+            &full,
+            WatchMode::PersistentRecursive,
+            Depth::Children,
+        )
+        .await
+        {
+            Ok(watch) => watch,
             Err(Error::Closed) => return,
             Err(e) => {
-                tracing::debug!(path = %path, error = %e, "leader observer: reading again after a pause");
+                tracing::debug!(path = %path, error = %e, "leader observer: watching again after a pause");
                 pause.backoff().await;
                 continue;
             }
         };
-        // A watch that ended with its session counts as a change: read again.
-        if let Err(Error::Closed) = watched.await {
-            return;
+        loop {
+            match watch.next().await {
+                None => {
+                    if framework.is_closed() {
+                        return;
+                    }
+                    break;
+                }
+                Some(WatchItem::Refused(e)) => {
+                    tracing::debug!(path = %path, error = %e, "leader observer: the watch was refused");
+                    pause.backoff().await;
+                    break;
+                }
+                Some(WatchItem::Interrupted | WatchItem::Adding) => continue,
+                Some(WatchItem::Resync(_) | WatchItem::Event(_)) => {
+                    // Changes that came meanwhile are covered by the read that follows.
+                    drop(watch.queued());
+                    loop {
+                        match read(&framework, &path, &driver).await {
+                            Ok(leader) => {
+                                pause = rejoin_pause();
+                                publish(&tx, leader);
+                                break;
+                            }
+                            Err(Error::Closed) => return,
+                            Err(e) => {
+                                tracing::debug!(path = %path, error = %e, "leader observer: reading again after a pause");
+                                pause.backoff().await;
+                            }
+                        }
+                    }
+                }
+            }
         }
     }
 }
 
-/// What one read found: the leader, and the change to wait for next.
-type Read = (Option<Participant>, futures::future::BoxFuture<'static, Result<()>>);
-
-/// Lists the election with a watch (an existence watch when the directory is missing) and
-/// reads the first candidate's id.
-async fn read(framework: &Framework, dir: &str, driver: &StandardDriver) -> Result<Read> {
-    let (mut children, watch) = loop {
-        match framework.get_children(dir).watch().await {
-            Ok((children, _, watch)) => break (children, watch),
-            Err(Error::ZooKeeper(ZkError::NoNode)) => {
-                let (stat, watch) = framework.exists(dir).watch().await?;
-                if stat.is_some() {
-                    continue; // made meanwhile: list it
-                }
-                return Ok((None, Box::pin(async move { watch.changed().await.map(drop) })));
-            }
-            Err(e) => return Err(e),
+/// Publishes `leader` when it is not the one published (by node).
+fn publish(tx: &watch::Sender<Observed>, leader: Option<Participant>) {
+    tx.send_if_modified(|o| {
+        let node = |o: &Observed| o.as_ref().map(|l| l.as_ref().map(|p| p.node.clone()));
+        let changed = node(o) != Some(leader.as_ref().map(|p| p.node.clone()));
+        if changed {
+            *o = Some(leader);
         }
+        changed
+    });
+}
+
+/// Lists the election and reads the first candidate's id (no watch: the directory's
+/// persistent watch reports the changes).
+async fn read(framework: &Framework, dir: &str, driver: &StandardDriver) -> Result<Option<Participant>> {
+    let mut children = match framework.get_children(dir).await {
+        Ok(children) => children,
+        Err(Error::ZooKeeper(ZkError::NoNode)) => return Ok(None),
+        Err(e) => return Err(e),
     };
-    let change = Box::pin(async move { watch.changed().await.map(drop) });
     driver.sort(&mut children);
     for child in children {
         let node = path::join(dir, &child);
         match framework.get_data(&node).await {
             Ok((data, _)) => {
                 let id = String::from_utf8_lossy(&data).into_owned();
-                return Ok((Some(Participant { id, is_leader: true, node }), change));
+                return Ok(Some(Participant { id, is_leader: true, node }));
             }
             Err(Error::ZooKeeper(ZkError::NoNode)) => continue,
             Err(e) => return Err(e),
         }
     }
-    Ok((None, change))
+    Ok(None)
 }

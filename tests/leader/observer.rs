@@ -1,7 +1,8 @@
 //! `LeaderObserver`: a process that is no candidate follows who leads a latch or a selector
 //! election: handovers in queue order, an empty election, a directory made later, and the
 //! observer's own connection black-holed (a handover during the outage is seen after it)
-//! and its session expired.
+//! and its session expired, an observer beside a waiting candidate on one framework, and a
+//! server without persistent watches.
 
 use crate::common;
 
@@ -98,6 +99,88 @@ async fn an_observer_follows_a_selector_election() {
         selector.close().await.unwrap();
         eventually(EVENT, "no leader", || async { observer.leader().map_or(Ok(()), |p| Err(p.id)) }).await;
         fw.close().await;
+    })
+    .await;
+}
+
+/// An observer on the framework of a waiting candidate: the candidate's wait watches the
+/// election's directory on its session's mirror, and the observer shares that watch, whether
+/// it starts after the candidate waits or before; it follows the handover to that candidate.
+#[tokio::test]
+async fn an_observer_beside_a_waiting_candidate_on_its_framework_follows_the_handover() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        for observer_first in [false, true] {
+            let path = unique_path("observer", "beside");
+            let leading = plain_framework(&connect, SESSION).await;
+            let shared = mirror_framework(&connect, SESSION).await;
+            // The mirror waits only on a server known to have persistent watches.
+            assert!(shared.server_info().await.unwrap().persistent_watches);
+            let early = observer_first.then(|| LeaderObserver::start(&shared, &path, ElectionKind::Latch).unwrap());
+            let a = latch(&leading, &path, "a").await;
+            let _term = within(EVENT, "a leads", a.await_leadership()).await.unwrap();
+            let b = latch(&shared, &path, "b").await;
+            eventually(EVENT, "b waits", || async {
+                let n = a.participants().await.map_err(|e| e.to_string())?.len();
+                if n == 2 {
+                    Ok(())
+                } else {
+                    Err(n.to_string())
+                }
+            })
+            .await;
+            let observer = match early {
+                Some(observer) => observer,
+                None => LeaderObserver::start(&shared, &path, ElectionKind::Latch).unwrap(),
+            };
+            leads(&observer, "a", EVENT).await;
+            a.close().await.unwrap();
+            let _term = within(EVENT, "b leads", b.await_leadership()).await.unwrap();
+            leads(&observer, "b", EVENT).await;
+            b.close().await.unwrap();
+            eventually(EVENT, "no leader", || async { observer.leader().map_or(Ok(()), |p| Err(p.id)) }).await;
+            drop(observer);
+            shared.delete(&path).await.ok();
+            shared.close().await;
+            leading.close().await;
+        }
+    })
+    .await;
+}
+
+/// On a server without persistent watches (ZooKeeper 3.5's answer to `addWatch`), the
+/// observer follows the election on one-shot watches.
+#[tokio::test]
+async fn an_observer_follows_a_handover_on_a_server_without_persistent_watches() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let server = server_without_persistent_watches().await;
+        let path = unique_path("observer", "oneshot");
+        let observing = plain_framework(&server.connect_string(), SESSION).await;
+        let fw = plain_framework(&server.connect_string(), SESSION).await;
+        let observer = LeaderObserver::start(&observing, &path, ElectionKind::Latch).unwrap();
+        assert_eq!(observer.current().await.unwrap(), None, "no directory, no leader");
+        let a = latch(&fw, &path, "a").await;
+        leads(&observer, "a", EVENT).await;
+        assert!(!observing.server_info().await.unwrap().persistent_watches, "the server refused addWatch");
+        let b = latch(&fw, &path, "b").await;
+        eventually(EVENT, "b waits", || async {
+            let n = a.participants().await.map_err(|e| e.to_string())?.len();
+            if n == 2 {
+                Ok(())
+            } else {
+                Err(n.to_string())
+            }
+        })
+        .await;
+        a.close().await.unwrap();
+        leads(&observer, "b", EVENT).await;
+        b.close().await.unwrap();
+        eventually(EVENT, "no leader", || async { observer.leader().map_or(Ok(()), |p| Err(p.id)) }).await;
+        drop(observer);
+        fw.close().await;
+        observing.close().await;
     })
     .await;
 }
