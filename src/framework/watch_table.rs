@@ -224,6 +224,12 @@ impl Framework {
         Ok(Registered { table: table_arc, id, rearm: Arc::new(Notify::new()), oneshot: true })
     }
 
+    /// The mode of this framework's persistent watches on `full_path`, if it has one there: a
+    /// recipe whose one-shot watch the table refuses can share a persistent watch in that mode.
+    pub(crate) fn persistent_watch_mode(&self, full_path: &str) -> Option<WatchMode> {
+        self.registry().watches.lock().persistent.iter().find(|e| e.full_path == full_path).map(|e| e.mode)
+    }
+
     /// Whether this framework may set a one-shot watch on `full_path` with the raw client (for
     /// recipe code that does, such as the lock fast path's watch on its directory): false when
     /// a persistent watch of this framework holds the path.

@@ -1,7 +1,8 @@
 //! `PersistentNode` and `GroupMember` against real servers: the node deleted by another
 //! client, the session expired, the connection black-holed past the session timeout (the node
 //! is back within a bound derived from the session timeout, one node per registration, data
-//! current), close through a connection loss, bad input.
+//! current), close through a connection loss, bad input, a node whose path the framework
+//! watches persistently.
 
 use crate::common;
 
@@ -10,10 +11,12 @@ use std::time::Duration;
 use common::fixtures::{
     bounded, children, eventually, framework, init_tracing, shared_connect, unique_path, within, FaultyServer,
 };
-use common::timing::{back_within, EVENT, FAULT_SESSION, LIMIT, SESSION};
+use common::timing::{back_within, EVENT, FAULT_SESSION, LIMIT, QUIET, SESSION};
 use futures::StreamExt;
-use zk_recipes::testing::ProxyMode;
-use zk_recipes::{CreateMode, Error, Framework, GroupMember, MembershipEvent, PersistentNode};
+use zk_recipes::testing::{CountingProxy, ProxyMode};
+use zk_recipes::{
+    CreateMode, Error, Framework, GroupMember, MembershipEvent, NodeEventKind, PersistentNode, WatchEvent, WatchMode,
+};
 
 /// Waits until the node is registered at `path`, with `data`, as the only child of `parent`.
 async fn one_node_with(fw: &Framework, node: &PersistentNode, parent: &str, data: &[u8], limit: Duration) -> String {
@@ -361,6 +364,66 @@ async fn data_set_while_the_first_create_is_cut_off_is_the_data_created() {
         assert!(children(&observer, &parent).await.is_empty());
         fw.close().await;
         observer.close().await;
+    })
+    .await;
+}
+
+/// A persistent node whose own path this framework already watches persistently (a watch or a
+/// cache on the node itself), which refuses a one-shot watch there: the node shares that watch,
+/// sends nothing while it stands, and comes back when another client deletes it.
+#[tokio::test]
+async fn a_node_whose_path_the_framework_watches_shares_the_watch_and_comes_back() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let proxy = CountingProxy::start(&connect).await.unwrap();
+        let fw = framework(&proxy.connect_string(), SESSION).await;
+        let other = framework(&connect, SESSION).await;
+        let parent = unique_path("pnode", "watched");
+        let path = format!("{parent}/me");
+        let mut watch = fw.watch(&path, WatchMode::Persistent).await.unwrap();
+        let node = PersistentNode::builder(&fw, &path)
+            .mode(CreateMode::Ephemeral)
+            .protected(false)
+            .data(b"one".to_vec())
+            .start()
+            .unwrap();
+        assert!(node.wait_for_initial_create(EVENT).await.unwrap());
+        assert_eq!(one_node_with(&fw, &node, &parent, b"one", EVENT).await, path);
+
+        // Standing, the node costs nothing: no create, no read, no watch sent again.
+        let before = proxy.counts();
+        tokio::time::sleep(QUIET * 3).await;
+        let quiet = proxy.counts().since(&before);
+        assert_eq!(quiet.requests(), 0, "requests while the node stands: {}", quiet.per_op(1));
+
+        // Deleted by another client: made again, and the user's watch still reports.
+        let (_, first) = other.get_data(&path).await.unwrap();
+        other.delete(&path).await.unwrap();
+        eventually(EVENT, "the node made again", || async {
+            match other.get_data(&path).await {
+                Ok((_, stat)) if stat.czxid > first.czxid => Ok(()),
+                read => Err(format!("{read:?}")),
+            }
+        })
+        .await;
+        one_node_with(&fw, &node, &parent, b"one", EVENT).await;
+        let mut seen = Vec::new();
+        while seen.len() < 3 {
+            match within(EVENT, "the user's watch", watch.next()).await {
+                Some(Ok(WatchEvent::Node(event))) => seen.push(event.kind),
+                Some(Ok(WatchEvent::Resync { .. })) => {}
+                other => panic!("the user's watch ended: {other:?}"),
+            }
+        }
+        // The first creation (the watch came first), the delete, the creation again.
+        assert_eq!(seen, [NodeEventKind::Created, NodeEventKind::Deleted, NodeEventKind::Created]);
+
+        node.close().await.unwrap();
+        assert!(children(&other, &parent).await.is_empty());
+        drop(watch);
+        fw.close().await;
+        other.close().await;
     })
     .await;
 }
