@@ -75,10 +75,11 @@ pub(crate) enum Op {
     GetConfig,
     Reconfig,
     GetEphemerals,
+    RemoveWatches,
 }
 
 impl Op {
-    const ALL: [Op; 15] = [
+    const ALL: [Op; 16] = [
         Op::Create,
         Op::Delete,
         Op::GetData,
@@ -94,6 +95,7 @@ impl Op {
         Op::GetConfig,
         Op::Reconfig,
         Op::GetEphemerals,
+        Op::RemoveWatches,
     ];
 
     fn name(self) -> &'static str {
@@ -113,6 +115,7 @@ impl Op {
             Op::GetConfig => "get_config",
             Op::Reconfig => "reconfig",
             Op::GetEphemerals => "get_ephemerals",
+            Op::RemoveWatches => "remove_watches",
         }
     }
 }

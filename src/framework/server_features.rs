@@ -3,8 +3,10 @@
 //!
 //! The probe is one `getEphemerals` request (ZooKeeper 3.6+) for a prefix under which the
 //! session has no nodes: a read, allowed on read-only servers, with no effect on the server
-//! and no watch to clean up (an `addWatch` probe would leave one, and removing it again could
-//! remove other watches of the session on 3.6-3.8). A 3.5 server answers `Unimplemented`.
+//! and no watch to clean up. A 3.5 server answers `Unimplemented`. The recipes send only this
+//! probe; `Framework::server_info` also confirms persistent watches once per session with an
+//! `addWatch` on a probe path of its own (removed again: no other watch of the session is on
+//! that path, so the removal cannot take one with it, as it could on a shared path on 3.6-3.8).
 //! The answer holds for the session it was asked on; a session that started read-only and
 //! moved to a read-write server asks again.
 //!
@@ -16,9 +18,12 @@
 
 use std::time::Duration;
 
+use zookeeper_client::AddWatchMode;
+
 use super::metrics::Op;
 use super::{ConnectionState, Framework};
 use crate::error::{is_zk_connection_error, is_zk_session_lost, Error, Result, ZkError};
+use crate::watch::session::refuses_persistent_watches;
 
 /// A path under which no session has ephemeral nodes (nothing may be created under
 /// `/zookeeper`).
@@ -52,11 +57,12 @@ pub struct ServerInfo {
     /// The connection is to a read-only server (writes are refused there).
     pub read_only: bool,
     /// Persistent and persistent-recursive watches (`addWatch`, ZooKeeper 3.6+): caches,
-    /// [`Framework::watch`] and the lock mirror need them. False on ZooKeeper 3.5, and on a
-    /// server whose watch manager refuses them (`WatchManagerOptimized`: known once an
-    /// `addWatch` of the session was refused, by a cache's start or a watch; asking with an
-    /// `addWatch` of its own would leave a watch to remove, and removing it can remove other
-    /// watches of the session on 3.6-3.8).
+    /// [`Framework::watch`] and the lock mirror need them (and fall back to one-shot watches,
+    /// or refuse, without them). False on ZooKeeper 3.5, and on a server whose watch manager
+    /// refuses them (`WatchManagerOptimized`, which answers the version probe as 3.6+):
+    /// `server_info` asks once per session with an `addWatch` on a probe path of its own under
+    /// `/zookeeper`, removed again (no other watch of the session is on that path, so the
+    /// removal touches none).
     pub persistent_watches: bool,
     /// ZooKeeper 3.6 or later: the one request the probe sends (`getEphemerals`) exists
     /// there, and a directory's child count survives restarts exactly (what the lock fast
@@ -100,6 +106,8 @@ pub(crate) struct Knowledge {
     learned: Learned,
     /// An `addWatch` was refused on the session (whatever the probe says or will say).
     refused: bool,
+    /// `server_info()` asked with an `addWatch` of its own, and the server accepted it.
+    confirmed: bool,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -114,7 +122,7 @@ impl Knowledge {
     /// What is known for session `key` (forgetting what was known for another).
     fn for_session(&mut self, key: (u64, bool)) -> Learned {
         if self.key != key {
-            *self = Knowledge { key, learned: Learned::Unknown, refused: false };
+            *self = Knowledge { key, learned: Learned::Unknown, refused: false, confirmed: false };
         }
         match self.learned {
             Learned::Known(features) if self.refused => {
@@ -139,6 +147,18 @@ impl Knowledge {
     fn note_refused(&mut self, key: (u64, bool)) {
         self.for_session(key);
         self.refused = true;
+    }
+
+    /// Whether session `key`'s persistent watches are settled: confirmed by an `addWatch` of
+    /// `server_info()`'s, or known refused.
+    fn settled(&mut self, key: (u64, bool)) -> bool {
+        self.for_session(key);
+        self.confirmed || self.refused
+    }
+
+    fn note_confirmed(&mut self, key: (u64, bool)) {
+        self.for_session(key);
+        self.confirmed = true;
     }
 }
 
@@ -197,16 +217,18 @@ impl Framework {
     }
 
     /// What the framework knows of the server of its current session, asking it first if
-    /// that is not known yet (one `getEphemerals` per session; no four-letter word, which
-    /// servers often refuse).
+    /// that is not known yet (one `getEphemerals` per session, and one `addWatch` on a probe
+    /// path, removed again, to confirm persistent watches; no four-letter word, which servers
+    /// often refuse).
     ///
     /// # Errors
     /// [`Error::NotStarted`](crate::Error::NotStarted) or [`Error::Closed`](crate::Error::Closed);
     /// a connection error when the server does not answer within the session timeout.
     ///
     /// # Cancel safety
-    /// Cancel-safe: the question changes nothing on the server; a cancelled call leaves the
-    /// answer unknown, and the next call asks again.
+    /// Cancel-safe: the questions change nothing on the server but the probe path's watch; a
+    /// cancelled call leaves the answer unknown, and the next call asks again (a watch on the
+    /// probe path left by a cancelled `addWatch` goes with the session).
     pub async fn server_info(&self) -> Result<ServerInfo> {
         let key = self.server_key();
         let known = match self.registry().server.lock().for_session(key) {
@@ -231,13 +253,49 @@ impl Framework {
                 }
             }
         };
+        let persistent_watches = features.persistent_watches && self.confirm_persistent_watches(key).await;
         Ok(ServerInfo {
             epoch: key.0,
             read_only: key.1,
-            persistent_watches: features.persistent_watches,
+            persistent_watches,
             since_3_6: features.exact_child_count,
             min_version: if features.exact_child_count { (3, 6) } else { (3, 5) },
         })
+    }
+
+    /// Whether the server of session `key` keeps persistent watches, asked once per session
+    /// with an `addWatch` on a path of its own under `/zookeeper` (nothing else of the session
+    /// watches it, so removing the watch again touches no other; the server refuses it when
+    /// its watch manager has no persistent watches, as `WatchManagerOptimized` does, though it
+    /// answers the version probe as 3.6+). No answer leaves the version probe's word.
+    async fn confirm_persistent_watches(&self, key: (u64, bool)) -> bool {
+        if self.registry().server.lock().settled(key) {
+            return !self.registry().server.lock().refused(key);
+        }
+        let Ok(session) = self.session() else { return true };
+        if session.epoch != key.0 {
+            return true;
+        }
+        let path = format!("{PROBE_PREFIX}-watch-{:x}-{}", session.id(), key.0);
+        let bound = self.config().session_timeout.max(Duration::from_secs(1));
+        self.observer().request(Op::AddWatch);
+        let added = tokio::time::timeout(bound, session.client.watch(&path, AddWatchMode::Persistent)).await;
+        let mut knowledge = self.registry().server.lock();
+        match added {
+            Ok(Ok(watcher)) => {
+                knowledge.note_confirmed(key);
+                drop(knowledge);
+                // Dropped, the watcher is removed from the server (the probe's path only).
+                self.observer().request(Op::RemoveWatches);
+                drop(watcher);
+                true
+            }
+            Ok(Err(e)) if refuses_persistent_watches(&e) => {
+                knowledge.note_refused(key);
+                false
+            }
+            _ => !knowledge.refused(key),
+        }
     }
 
     /// Asks the current session's server; `None` without an answer.

@@ -101,7 +101,8 @@ async fn one_shot_and_persistent_watches_of_one_framework_never_silence_each_oth
 }
 
 /// The server of each session is asked once what it supports (one `getEphemerals`, no
-/// four-letter word); these servers are 3.8.
+/// four-letter word, and `server_info` confirms persistent watches with one `addWatch`);
+/// these servers are 3.8.
 #[tokio::test]
 async fn the_server_is_asked_once_per_session_what_it_supports() {
     init_tracing();
@@ -117,6 +118,16 @@ async fn the_server_is_asked_once_per_session_what_it_supports() {
         assert_eq!(fw.server_info().await.unwrap(), info);
         let sent = proxy.counts().since(&before);
         assert!(sent.get("getEphemerals") <= 1 && sent.errors() == 0, "{sent:?}");
+        // Persistent watches confirmed once, with an `addWatch` on a probe path of its own
+        // (removed again).
+        assert_eq!(sent.get("addWatch"), 1, "{sent:?}");
+        eventually(EVENT, "the probe's watch removed", || async {
+            match proxy.counts().since(&before).get("removeWatches") {
+                1 => Ok(()),
+                n => Err(format!("{n} removeWatches")),
+            }
+        })
+        .await;
         let total = proxy.counts().get("getEphemerals");
         assert_eq!(total, 1, "one question for the session, whoever asked first");
         fw.close().await;

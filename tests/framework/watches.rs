@@ -457,6 +457,12 @@ async fn a_server_without_persistent_watches_refuses_them_with_a_typed_error() {
         let proxy = CountingProxy::start(&server.connect_string()).await.unwrap();
         let fw = Framework::connect(&proxy.connect_string()).await.unwrap();
         let path = unique_path("watch", "refused");
+        // A fresh session, before any watch of its own: `server_info` asks with an `addWatch`
+        // on a probe path, which this server refuses, though it serves 3.6's `getEphemerals`.
+        let fresh = Framework::connect(&server.connect_string()).await.unwrap();
+        let info = fresh.server_info().await.unwrap();
+        assert!(!info.persistent_watches && info.since_3_6, "{info:?}");
+        fresh.close().await;
         let before = proxy.counts();
         let refused = fw.watch(&path, WatchMode::PersistentRecursive).await;
         // The server answers MarshallingError; the framework reports the missing feature and
