@@ -628,9 +628,14 @@ impl Emulated {
                 if watched {
                     self.disarm(&path, Kind::Children);
                 }
-                // Gone since: its data watch reports it.
-                if e != ZkError::NoNode {
-                    self.failed(&e);
+                match e {
+                    // Gone since: its data watch reports it.
+                    ZkError::NoNode => {}
+                    // Not ours to list (its ACL grants us no READ): its children stay out, as
+                    // they do on a persistent watch's load; the owner's own read of the node is
+                    // refused too and reports it. Walking again would be refused for ever.
+                    ZkError::NoAuth => {}
+                    e => self.failed(&e),
                 }
             }
             Reply::Children(Ok((names, watcher))) => {

@@ -130,3 +130,46 @@ async fn a_persistent_node_that_may_not_be_made_again_is_reported() {
     })
     .await;
 }
+
+/// The same on a server without persistent watches, where the cache runs on one-shot watches
+/// (a listing of each node): a node it may not read is left out and reported, and the cache
+/// still completes its load.
+#[tokio::test]
+async fn a_cache_on_one_shot_watches_reports_a_node_it_may_not_read_and_loads_the_rest() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let server = server_without_persistent_watches().await;
+        let fw = framework(&server.connect_string(), SESSION).await;
+        let mut errors = fw.errors();
+        let root = unique_path("errors", "oneshot-cache");
+        fw.create(&root).await.unwrap();
+        fw.create(&format!("{root}/open")).data(b"o").await.unwrap();
+        let secret = format!("{root}/secret");
+        fw.create(&secret).acl(anyone(Permission::WRITE | Permission::DELETE | Permission::ADMIN)).await.unwrap();
+        let cache = CuratorCache::builder(&fw, &root).build().unwrap();
+        cache.start().await.unwrap();
+        assert!(!fw.server_info().await.unwrap().persistent_watches, "the server refused addWatch");
+        within(EVENT, "the cache's load", cache.initialized()).await.unwrap();
+        assert_eq!(cache.len(), 2, "the root and the open node");
+        assert_eq!(cache.get(&format!("{root}/open")).unwrap().data().unwrap().as_slice(), b"o");
+        let error = next_error(&mut errors).await;
+        assert_eq!(
+            (error.recipe, error.kind, error.path.as_str()),
+            ("cache", BackgroundErrorKind::CacheReadRefused, secret.as_str())
+        );
+        assert!(is_no_auth(&error), "{error}");
+
+        // Changes still reach the cache.
+        fw.create(&format!("{root}/later")).data(b"l").await.unwrap();
+        eventually(EVENT, "the new node cached", || async {
+            match cache.get(&format!("{root}/later")) {
+                Some(node) => Ok(node),
+                None => Err("not yet".to_owned()),
+            }
+        })
+        .await;
+        cache.close().await;
+        fw.close().await;
+    })
+    .await;
+}
