@@ -603,6 +603,11 @@ impl SessionWatch {
             return None;
         }
         if framework.server_refuses_persistent_watches() && !self.ablations.ignore_refusal {
+            if self.fallback.is_none() && self.added_once {
+                // A watch that was in place cannot be had again, with no one-shot stand-in.
+                let kind = BackgroundErrorKind::WatchNotReAdded;
+                framework.observer().error("watch", kind, &self.full_path, ZkError::Unimplemented);
+            }
             drop(framework);
             if self.emulate(reason) {
                 return None;
@@ -758,6 +763,10 @@ impl SessionWatch {
             Err(e) if refuses_persistent_watches(&e) => {
                 if let Some(framework) = self.weak.upgrade() {
                     framework.note_persistent_watches_refused(epoch);
+                    if self.fallback.is_none() && self.added_once {
+                        let kind = BackgroundErrorKind::WatchNotReAdded;
+                        framework.observer().error("watch", kind, &self.full_path, e.clone());
+                    }
                 }
                 tracing::info!(path = %self.full_path, error = %e, "the server refused the persistent watch");
                 if self.emulate(reason) {

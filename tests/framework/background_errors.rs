@@ -1,12 +1,14 @@
 //! Background errors, provoked for real with ACLs: a guaranteed delete the server refuses, a
-//! node a cache may not read, a persistent node that may not be made again. Each arrives on
+//! node a cache may not read (on persistent and on one-shot watches), a persistent node that
+//! may not be made again; and a watch that a new server cannot take again. Each arrives on
 //! `Framework::errors()` (and at an `on_error` listener) with its recipe and path; a reader
 //! that falls behind learns how many it missed.
 
 use futures::StreamExt;
+use zk_recipes::testing::TestingServer;
 use zk_recipes::{
     Acl, AuthId, BackgroundError, BackgroundErrorKind, BackgroundErrors, BackgroundEvent, CuratorCache, Framework,
-    InterProcessMutex, Permission, PersistentNode,
+    InterProcessMutex, Permission, PersistentNode, WatchMode,
 };
 
 use crate::common::fixtures::*;
@@ -169,6 +171,46 @@ async fn a_cache_on_one_shot_watches_reports_a_node_it_may_not_read_and_loads_th
         })
         .await;
         cache.close().await;
+        fw.close().await;
+    })
+    .await;
+}
+
+/// A persistent watch that a new session cannot have again (the ensemble now runs servers
+/// without persistent watches, as after a move back to 3.5): the stream ends with
+/// `Unsupported`, and the framework reports the watch it could not add again.
+#[tokio::test]
+async fn a_watch_the_next_server_refuses_is_reported() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let mut first = TestingServer::start().await.unwrap();
+        let port = first.port();
+        let fw = framework(&first.connect_string(), FAULT_SESSION).await;
+        let mut errors = fw.errors();
+        let path = unique_path("errors", "rewatch");
+        let mut watch = fw.watch(&path, WatchMode::Persistent).await.unwrap();
+        first.stop().await.unwrap();
+        // A server of a fresh ensemble on the same address: the session is unknown there, and
+        // the framework's new session asks for the watch again.
+        let _second = TestingServer::builder()
+            .port(port)
+            .system_property("zookeeper.watchManagerName", "org.apache.zookeeper.server.watch.WatchManagerOptimized")
+            .start()
+            .await
+            .unwrap();
+        let error = next_error(&mut errors).await;
+        assert_eq!((error.recipe, error.kind), ("watch", BackgroundErrorKind::WatchNotReAdded));
+        assert_eq!(error.path, path);
+        let ended = within(back_within(FAULT_SESSION), "the stream's error", async {
+            loop {
+                match watch.next().await {
+                    Some(Ok(_)) => continue,
+                    other => return other,
+                }
+            }
+        })
+        .await;
+        assert!(matches!(ended, Some(Err(zk_recipes::Error::Unsupported { .. }))), "{ended:?}");
         fw.close().await;
     })
     .await;
