@@ -190,8 +190,17 @@ impl Tracked {
     /// given only other addresses (a proxy, a load balancer, NAT, DNS names of its own) keeps
     /// them, since the members' own addresses may not be reachable from it.
     pub(crate) fn offer(&self, ensemble: Ensemble, configured: &str) {
-        if !has_left(configured, &ensemble) && ensemble.members.iter().any(|m| m.client_address().is_some()) {
+        let addressed = ensemble.members.iter().any(|m| m.client_address().is_some());
+        if addressed && !has_left(configured, &ensemble) {
             self.followed.store(true, std::sync::atomic::Ordering::Release);
+        } else if addressed && !self.followed() && !configured.contains("tcp+tls://") {
+            // Compared as written: `localhost:2181` is not the member `127.0.0.1:2181`.
+            tracing::info!(
+                configured,
+                members = %ensemble.connect_string(),
+                "ensemble tracking: no configured host is a member's client address as the configuration writes it; \
+                 new connections keep the configured hosts"
+            );
         }
         self.tx.send_if_modified(|known| {
             let newer = !known.as_ref().is_some_and(|k| ensemble.version < k.version || (ensemble.version == k.version && *k == ensemble));
@@ -328,7 +337,7 @@ pub(crate) async fn track(weak: Weak<Inner>, initial: Option<OneshotWatcher>) {
         // gone must not be polled (zookeeper-client panics then): the session's end is
         // looked at first, and a panic is caught all the same.
         let mut moves = states.clone();
-        let over = states.wait_for(|s| s.epoch != epoch || s.state == super::ConnectionState::Lost);
+        let over = states.wait_for(|s| s.session_over(epoch));
         // The session moved to another client: this watch is the old one's, which hears nothing.
         let moved = moves.wait_for(|s| weak.upgrade().is_some_and(|inner| inner.left(s, &key)));
         let changed = std::panic::AssertUnwindSafe(watcher.changed()).catch_unwind();

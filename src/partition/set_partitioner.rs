@@ -12,7 +12,7 @@ use tokio::task::AbortHandle;
 use crate::deadline;
 use crate::error::{Error, Result};
 use crate::framework::node::{CreatedNode, PendingCreate};
-use crate::framework::{ConnectionState, Framework};
+use crate::framework::Framework;
 use crate::locks::kazoo::{KazooHold, KazooLock};
 use crate::path;
 use crate::protocol::kazoo::{party_member, PARTITION_LOCKS, PARTITION_PARTY};
@@ -489,7 +489,7 @@ impl Engine {
     fn connection_interrupt(&self, event: Option<crate::framework::StateSnapshot>) -> Interrupt {
         match event {
             None => Interrupt::Closed,
-            Some(s) => Interrupt::Connection(s.state == ConnectionState::Lost || s.epoch != self.epoch),
+            Some(s) => Interrupt::Connection(s.session_over(self.epoch)),
         }
     }
 
