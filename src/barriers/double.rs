@@ -248,7 +248,7 @@ impl Drop for Undo<'_> {
             let inner = &self.framework;
             let epoch = inner.epoch();
             if epoch != 0 {
-                inner.reap(ReaperCmd::Delete { path, epoch });
+                inner.reap(ReaperCmd::Delete { path, epoch, recipe: "double_barrier" });
             }
         }
     }

@@ -40,8 +40,12 @@ pub enum BackgroundErrorKind {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct BackgroundError {
-    /// The recipe or part of the framework whose work failed: `reaper` (guaranteed deletes),
-    /// `cache`, `lock_mirror`, `watch`, `persistent_node`, `persistent_ttl_node`.
+    /// The recipe or part of the framework whose work failed. A guaranteed delete names the
+    /// recipe whose node it is: `mutex`, `read_lock`, `write_lock`, `semaphore`, `leader`,
+    /// `lock` (an internal lock: a semaphore's, a semaphore mutex's), `kazoo_lock`, `queue`,
+    /// `double_barrier`, `set_partitioner`, or `framework` (a delete of the framework's own, a
+    /// protected create's); the others: `cache`, `lock_mirror`, `watch`, `persistent_node`,
+    /// `persistent_ttl_node`.
     pub recipe: &'static str,
     /// The node's full server path (namespace included).
     pub path: String,

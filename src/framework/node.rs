@@ -67,6 +67,8 @@ pub(crate) struct Cleanup {
     /// The session (epoch) that created the node: deletes go only to that session.
     epoch: u64,
     target: Target,
+    /// The recipe whose node it is, for a background error.
+    recipe: &'static str,
 }
 
 enum Target {
@@ -139,6 +141,7 @@ impl Drop for Cleanup {
                 parent: std::mem::take(dir),
                 prefix: std::mem::take(prefix),
                 epoch: self.epoch,
+                recipe: self.recipe,
             }),
             Target::Node(_) | Target::Kept => {}
             Target::Deleting { path, reply } => match reply.peek() {
@@ -153,6 +156,7 @@ impl Drop for Cleanup {
                     path: std::mem::take(path),
                     epoch: self.epoch,
                     reply: Box::pin(reply.clone()),
+                    recipe: self.recipe,
                 }),
             },
         }
@@ -169,15 +173,28 @@ pub(crate) struct PendingCreate {
 }
 
 impl PendingCreate {
-    /// A create of a node named `<prefix><marker>…` in `dir`, sent on session `epoch`.
-    pub(crate) fn new(framework: &Framework, epoch: u64, dir: &str, prefix: String, marker: &'static str) -> Self {
+    /// A create of a node named `<prefix><marker>…` in `dir` by `recipe`, sent on session
+    /// `epoch`.
+    pub(crate) fn new(
+        framework: &Framework,
+        epoch: u64,
+        dir: &str,
+        prefix: String,
+        marker: &'static str,
+        recipe: &'static str,
+    ) -> Self {
         let target = Target::Prefix { dir: dir.to_owned(), prefix: prefix.clone() };
-        let cleanup = Cleanup { framework: framework.clone(), epoch, target };
+        let cleanup = Cleanup { framework: framework.clone(), epoch, target, recipe };
         Self { cleanup, dir: dir.to_owned(), prefix, marker }
     }
 
     pub(crate) fn framework(&self) -> &Framework {
         self.cleanup.framework()
+    }
+
+    /// The recipe whose node it is.
+    pub(crate) fn cleanup_recipe(&self) -> &'static str {
+        self.cleanup.recipe
     }
 
     /// The directory's full path.
@@ -194,7 +211,7 @@ impl PendingCreate {
     /// until [`disarm`](Self::disarm), dropping it deletes every child of `dir` with the prefix
     /// (Curator deletes a protected node in the background when its create fails).
     pub(crate) fn protected(framework: &Framework, epoch: u64, dir: &str, prefix: String) -> Self {
-        Self::new(framework, epoch, dir, prefix, "")
+        Self::new(framework, epoch, dir, prefix, "", "framework")
     }
 
     /// The caller takes over (the node was made and is kept, or the server refused the

@@ -29,6 +29,8 @@ pub(crate) struct NodeDir {
     dir: String,
     marker: &'static str,
     data: Vec<u8>,
+    /// The recipe whose nodes these are (`lock` unless told), for background errors.
+    recipe: &'static str,
 }
 
 impl NodeDir {
@@ -43,7 +45,13 @@ impl NodeDir {
         // A node's name adds the protected prefix and the 10-digit sequence to the marker.
         let name_len = path::PROTECTED_PREFIX_LEN + marker.len() + 10;
         framework.check_create(&path::join(&dir, marker), name_len, &data)?;
-        Ok(Self { framework: framework.clone(), path: path.to_owned(), dir, marker, data })
+        Ok(Self { framework: framework.clone(), path: path.to_owned(), dir, marker, data, recipe: "lock" })
+    }
+
+    /// Names `recipe` as the owner of these nodes in background errors.
+    pub(crate) fn owned_by(mut self, recipe: &'static str) -> Self {
+        self.recipe = recipe;
+        self
     }
 
     pub(crate) fn framework(&self) -> &Framework {
@@ -62,7 +70,13 @@ impl NodeDir {
 
     /// What this directory's nodes are created as.
     pub(crate) fn spec(&self) -> NodeSpec<'_> {
-        NodeSpec { framework: &self.framework, dir: &self.dir, marker: self.marker, data: &self.data }
+        NodeSpec {
+            framework: &self.framework,
+            dir: &self.dir,
+            marker: self.marker,
+            data: &self.data,
+            recipe: self.recipe,
+        }
     }
 
     /// Full paths of all children (namespace stripped), in the order `sort` puts them; empty
@@ -92,6 +106,7 @@ pub(crate) struct NodeSpec<'a> {
     pub(crate) dir: &'a str,
     pub(crate) marker: &'static str,
     pub(crate) data: &'a [u8],
+    pub(crate) recipe: &'static str,
 }
 
 /// A fresh protected name to create a node under: `<dir>/_c_<uuid>-<marker>`, and its ACL.
@@ -134,7 +149,7 @@ impl NodeSpec<'_> {
     }
 
     fn pending(&self, session: &Session, name: &ProtectedName) -> PendingCreate {
-        PendingCreate::new(self.framework, session.epoch, self.dir, name.prefix.clone(), self.marker)
+        PendingCreate::new(self.framework, session.epoch, self.dir, name.prefix.clone(), self.marker, self.recipe)
     }
 
     /// Sends one create of `name` now, with no listing and no retry, and returns its cleanup
@@ -315,7 +330,7 @@ impl PendingCreate {
                 }
             }
             // Another create under our prefix (or a stale session's): never a second node of ours.
-            framework.reap(ReaperCmd::Delete { path: full, epoch: session.epoch });
+            framework.reap(ReaperCmd::Delete { path: full, epoch: session.epoch, recipe: self.cleanup_recipe() });
         }
         Ok(adopted)
     }

@@ -45,20 +45,22 @@ pub(crate) type Reply = Pin<Box<dyn Future<Output = Result<(), ZkError>> + Send>
 /// Work for the reaper. Paths are full server paths (namespace included).
 pub(crate) enum ReaperCmd {
     /// A delete already sent on the session of `epoch`: see it through.
-    Sent { path: String, epoch: u64, reply: Reply },
+    Sent { path: String, epoch: u64, reply: Reply, recipe: &'static str },
     /// Delete `path`, a node of the session of `epoch`.
-    Delete { path: String, epoch: u64 },
+    Delete { path: String, epoch: u64, recipe: &'static str },
     /// Delete every child of `parent` whose name starts with `prefix` (an acquire that was
     /// cancelled before it learned its node's name).
-    DeleteByPrefix { parent: String, prefix: String, epoch: u64 },
+    DeleteByPrefix { parent: String, prefix: String, epoch: u64, recipe: &'static str },
 }
 
 impl std::fmt::Debug for ReaperCmd {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Sent { path, epoch, .. } => f.debug_struct("Sent").field("path", path).field("epoch", epoch).finish(),
-            Self::Delete { path, epoch } => f.debug_struct("Delete").field("path", path).field("epoch", epoch).finish(),
-            Self::DeleteByPrefix { parent, prefix, epoch } => f
+            Self::Delete { path, epoch, .. } => {
+                f.debug_struct("Delete").field("path", path).field("epoch", epoch).finish()
+            }
+            Self::DeleteByPrefix { parent, prefix, epoch, .. } => f
                 .debug_struct("DeleteByPrefix")
                 .field("parent", parent)
                 .field("prefix", prefix)
@@ -146,10 +148,12 @@ const REAPER_BACKOFF: Doubling = Doubling { first: Duration::from_millis(50), ma
 /// Sees one delete through. Returns when the node is gone, its session is gone, the framework
 /// is gone, or the server refuses for a reason retrying cannot fix (logged with the path).
 async fn reap(weak: Weak<dyn Sessions>, cmd: ReaperCmd, observer: &Observer) {
-    let (target, epoch, mut sent) = match cmd {
-        ReaperCmd::Sent { path, epoch, reply } => (Target::Node(path), epoch, Some(reply)),
-        ReaperCmd::Delete { path, epoch } => (Target::Node(path), epoch, None),
-        ReaperCmd::DeleteByPrefix { parent, prefix, epoch } => (Target::Prefix { parent, prefix }, epoch, None),
+    let (target, epoch, mut sent, recipe) = match cmd {
+        ReaperCmd::Sent { path, epoch, reply, recipe } => (Target::Node(path), epoch, Some(reply), recipe),
+        ReaperCmd::Delete { path, epoch, recipe } => (Target::Node(path), epoch, None, recipe),
+        ReaperCmd::DeleteByPrefix { parent, prefix, epoch, recipe } => {
+            (Target::Prefix { parent, prefix }, epoch, None, recipe)
+        }
     };
     let (target, weak) = (&target, &weak);
     let attempt = || {
@@ -179,7 +183,7 @@ async fn reap(weak: Weak<dyn Sessions>, cmd: ReaperCmd, observer: &Observer) {
         Ok(()) => tracing::trace!(?target, epoch, "background delete done"),
         Err(error) => {
             tracing::warn!(?target, %error, "background delete refused; the node stays until its session ends");
-            observer.error("reaper", BackgroundErrorKind::GuaranteedDelete, &target.path(), error);
+            observer.error(recipe, BackgroundErrorKind::GuaranteedDelete, &target.path(), error);
         }
     }
 }

@@ -399,7 +399,7 @@ impl Drop for Handover<'_> {
             let epoch = inner.epoch();
             if epoch != 0 {
                 tracing::debug!(node = %self.path, "guaranteed delete handed to the reaper");
-                inner.reap(ReaperCmd::Delete { path: std::mem::take(&mut self.path), epoch });
+                inner.reap(ReaperCmd::Delete { path: std::mem::take(&mut self.path), epoch, recipe: "framework" });
             }
         }
     }

@@ -151,6 +151,7 @@ impl LockInternals {
     pub(crate) fn counted(mut self, recipe: &'static str) -> Self {
         let labels = &self.framework().observer().metrics.labels;
         self.metrics = Some(LockMetrics::new(labels, recipe, self.nodes.path()));
+        self.nodes = self.nodes.owned_by(recipe);
         self
     }
 

@@ -52,7 +52,7 @@ impl KazooLock {
         let mut unknown = 0;
         loop {
             let prefix = format!("{}{KAZOO_LOCK_NAME}", uuid::Uuid::new_v4().simple());
-            let pending = PendingCreate::new(fw, fw.epoch(), &self.full_dir, prefix.clone(), "");
+            let pending = PendingCreate::new(fw, fw.epoch(), &self.full_dir, prefix.clone(), "", "kazoo_lock");
             let create =
                 fw.create(&path::join(&self.path, &prefix)).mode(CreateMode::EphemeralSequential).data(data).await;
             let created = match create {

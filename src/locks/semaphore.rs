@@ -232,7 +232,7 @@ impl InterProcessSemaphore {
         let mutex = Arc::new(StandardDriver::MUTEX);
         // The internal lock is a plain mutex: uncontended, its fast path saves a request.
         let lock = LockInternals::new(framework, &path::join(path, LOCKS), mutex, Vec::new())?.with_fast_path();
-        let leases = NodeDir::new(framework, &path::join(path, LEASES), LEASE_NAME, data)?;
+        let leases = NodeDir::new(framework, &path::join(path, LEASES), LEASE_NAME, data)?.owned_by("semaphore");
         let leases_mirror = (framework.config().wait_strategy == WaitStrategy::Mirror).then(MirrorSlot::default);
         let metrics = LockMetrics::new(&framework.observer().metrics.labels, "semaphore", path);
         let shared = Shared {

@@ -165,7 +165,7 @@ impl SetPartitionerBuilder {
         fw.ensure_persistent(&fw.full_path(&locks)?, true).await?;
         fw.ensure_persistent(&full_party, true).await?;
         let epoch = fw.epoch();
-        let pending = PendingCreate::new(&fw, epoch, &full_party, name.clone(), "");
+        let pending = PendingCreate::new(&fw, epoch, &full_party, name.clone(), "", "set_partitioner");
         let created = fw
             .create(&path::join(&party, &name))
             .mode(CreateMode::Ephemeral)

@@ -145,7 +145,7 @@ impl Drop for Claim<'_> {
             let inner = &self.framework;
             let epoch = inner.epoch();
             if epoch != 0 {
-                inner.reap(ReaperCmd::Delete { path: lock, epoch });
+                inner.reap(ReaperCmd::Delete { path: lock, epoch, recipe: "queue" });
             }
         }
     }

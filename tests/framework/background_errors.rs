@@ -50,7 +50,7 @@ async fn a_refused_guaranteed_delete_is_reported_with_its_path() {
         drop(guard);
 
         let error = next_error(&mut errors).await;
-        assert_eq!((error.recipe, error.kind), ("reaper", BackgroundErrorKind::GuaranteedDelete));
+        assert_eq!((error.recipe, error.kind), ("mutex", BackgroundErrorKind::GuaranteedDelete));
         assert_eq!(error.path, node);
         assert!(is_no_auth(&error), "{error}");
         match within(EVENT, "the listener hears it", heard.recv()).await {
