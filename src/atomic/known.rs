@@ -31,6 +31,15 @@
 //!
 //! A server that refuses the watch (ZooKeeper 3.5, or a watch manager that cannot keep
 //! persistent watches) is asked once per session; every try then reads first, as Curator's.
+//!
+//! Between operations a small task of the handle's reads the watch's events as they come
+//! (under the same lock, so each event is read once, by it or by the operation): a handle
+//! left idle while other sessions change the node keeps no queue of their events, only the
+//! fact that its knowledge is gone and the highest zxid those events carried.
+
+use std::future::poll_fn;
+use std::sync::{Arc, Weak};
+use std::task::Poll;
 
 use zookeeper_client::Stat;
 
@@ -56,17 +65,60 @@ struct State {
     refused: Option<u64>,
     /// Operations that asked for the watch; the first does not get it.
     asked: u32,
+    /// The highest zxid of the events the reading task took off the watch.
+    read_zxid: Option<i64>,
+    /// The task that reads the current watch's events between operations.
+    reader: Option<tokio::task::AbortHandle>,
+    /// Wakes that task: an operation's own read of the queue (without waiting) takes the
+    /// queue's one waker slot, so the task is woken to take it back.
+    reader_waker: Option<std::task::Waker>,
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        if let Some(reader) = self.reader.take() {
+            reader.abort();
+        }
+    }
 }
 
 /// See the module docs.
 #[derive(Debug, Default)]
 pub(crate) struct Knowledge {
-    state: Mutex<State>,
+    state: Arc<Mutex<State>>,
+}
+
+/// Reads the events of the watch that `state` holds as they come, dropping the knowledge at
+/// each change, until the watch breaks (the next operation adds another, and a reader for it).
+async fn read_events(state: Weak<Mutex<State>>) {
+    poll_fn(|cx| {
+        let Some(state) = state.upgrade() else { return Poll::Ready(()) };
+        let mut state = state.lock();
+        loop {
+            let Some(watch) = state.watch.as_mut() else { return Poll::Ready(()) };
+            match watch.poll_change(cx) {
+                Poll::Pending => {
+                    state.reader_waker = Some(cx.waker().clone());
+                    return Poll::Pending;
+                }
+                Poll::Ready(latest) => {
+                    let live = watch.is_live();
+                    state.known = None;
+                    state.read_zxid = state.read_zxid.max(latest);
+                    if !live {
+                        return Poll::Ready(());
+                    }
+                }
+            }
+        }
+    })
+    .await;
 }
 
 impl State {
     /// Reads every event queued on the watch. Any change, a broken watch or none at all drops
-    /// the knowledge. Returns the highest zxid the changes carried.
+    /// the knowledge. Returns the highest zxid the changes carried (with those the reading
+    /// task took).
     fn drain(&mut self) -> Option<i64> {
         let Some(watch) = self.watch.as_mut() else {
             self.known = None;
@@ -76,7 +128,10 @@ impl State {
         if drained.changes > 0 || !watch.is_live() {
             self.known = None;
         }
-        drained.latest_zxid
+        if let Some(reader) = self.reader_waker.take() {
+            reader.wake();
+        }
+        drained.latest_zxid.max(self.read_zxid)
     }
 
     fn is_live(&mut self) -> bool {
@@ -141,6 +196,11 @@ impl Knowledge {
                 // no RemoveWatches for the path.
                 let old = state.watch.replace(watch);
                 state.known = None;
+                state.read_zxid = None;
+                let reader = tokio::spawn(read_events(Arc::downgrade(&self.state)));
+                if let Some(old_reader) = state.reader.replace(reader.abort_handle()) {
+                    old_reader.abort();
+                }
                 drop(state);
                 drop(old);
             }

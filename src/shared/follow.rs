@@ -109,8 +109,8 @@ impl Follower {
             return Poll::Pending;
         }
         match watch.poll_change(cx) {
-            Poll::Ready(()) if !watch.is_live() => Poll::Ready(Step::Rewatch),
-            Poll::Ready(()) => Poll::Ready(Step::Read),
+            Poll::Ready(_) if !watch.is_live() => Poll::Ready(Step::Rewatch),
+            Poll::Ready(_) => Poll::Ready(Step::Read),
             Poll::Pending => {
                 state.waker = Some(cx.waker().clone());
                 Poll::Pending

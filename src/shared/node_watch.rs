@@ -90,21 +90,21 @@ impl NodeWatch {
     }
 
     /// Ready once a change is queued or the watch broke (then [`is_live`](Self::is_live) is
-    /// false), with everything else queued read as well; `Pending` registers `cx`'s waker.
-    pub(crate) fn poll_change(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+    /// false), with everything else queued read as well, with the highest zxid the changes
+    /// carried; `Pending` registers `cx`'s waker.
+    pub(crate) fn poll_change(&mut self, cx: &mut Context<'_>) -> Poll<Option<i64>> {
         let mut drained = Drained::default();
         while drained.changes == 0 {
             match self.watch.poll_event(cx) {
                 Poll::Ready(Some(event)) => note(&event, &mut drained),
                 Poll::Ready(None) => {
                     self.broken = true;
-                    return Poll::Ready(());
+                    return Poll::Ready(drained.latest_zxid);
                 }
                 Poll::Pending => return Poll::Pending,
             }
         }
-        self.drain();
-        Poll::Ready(())
+        Poll::Ready(drained.latest_zxid.max(self.drain().latest_zxid))
     }
 }
 

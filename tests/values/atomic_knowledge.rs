@@ -2,10 +2,12 @@
 //! and only while its persistent watch on the node has reported nothing since: requests per
 //! increment counted by a proxy, and the cases where the knowledge must go (another session's
 //! write, the node deleted and made again up to the same version, a broken connection during
-//! which the node changed) each checked against what the node then holds.
+//! which the node changed) each checked against what the node then holds; and an idle handle
+//! whose node other sessions change keeps no queue of their changes.
 
 use crate::common;
 
+use std::future::IntoFuture;
 use std::time::Duration;
 
 use common::fixtures::*;
@@ -200,6 +202,49 @@ async fn a_change_while_the_connection_was_down_is_read_after_it() {
         assert_eq!(value_of(&other, &path).await, 8);
         fw.close().await;
         other.close().await;
+    })
+    .await;
+}
+
+/// A handle that knows its node (it holds the node's watch) and then stays idle while another
+/// session changes the node 40,000 times keeps no queue of those changes: its process grows
+/// by far less than the events would take (about 125 bytes each, 5 MB), and its next
+/// increment counts from the current value. Run alone in a child process (its memory is the
+/// process's).
+#[tokio::test]
+async fn an_idle_handle_keeps_no_queue_of_other_sessions_changes() {
+    let connect = shared_connect().await;
+    let name = "values::atomic_knowledge::an_idle_handle_keeps_no_queue_of_other_sessions_changes_alone";
+    run_alone_with(name, &[("ZKR_TEST_CONNECT", connect.as_str())]).await;
+}
+
+#[tokio::test]
+#[ignore = "the body of `an_idle_handle_keeps_no_queue_of_other_sessions_changes`, run alone in a child process"]
+async fn an_idle_handle_keeps_no_queue_of_other_sessions_changes_alone() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let server = shared_connect().await;
+        let other = plain_framework(&server, SESSION).await;
+        let fw = plain_framework(&server, SESSION).await;
+        let path = unique_path("atomic-known", "idle");
+        assert!(counter(&other, &path).initialize(0).await.unwrap());
+        let hits = counter(&fw, &path);
+        known_at_version_2(&hits).await;
+        let write = long(7);
+        let mut sizes = Vec::new();
+        for _ in 0..9 {
+            let writes: Vec<_> = (0..5_000).map(|_| other.set_data(&path, &write).into_future()).collect();
+            for written in futures::future::join_all(writes).await {
+                written.unwrap();
+            }
+            sizes.push(rss_kib().expect("the process's RSS"));
+        }
+        // From the first batch on (allocator and buffers warmed), 40,000 more changes.
+        let grew = sizes[8].saturating_sub(sizes[0]);
+        assert!(grew < 2_048, "the idle handle's process grew {grew} KiB over 40,000 changes: {sizes:?}");
+        assert_eq!(*hits.increment().await.unwrap().post_value(), 8);
+        other.close().await;
+        fw.close().await;
     })
     .await;
 }
