@@ -205,7 +205,10 @@ impl FastPath {
     }
 
     /// Sends an `exists` watch on `dir` now and keeps it once answered (unless one is armed),
-    /// under a new identity.
+    /// under a new identity. The watch is entered in the framework's watch table while it
+    /// lives (a persistent watch added on `dir` meanwhile is then set again if this one goes
+    /// unfired); none is sent when the table refuses it (the framework watches `dir`
+    /// persistently), and the fast path then finds no quiet watch.
     pub(crate) fn arm_watch<'a>(
         &'a self,
         framework: &'a Framework,
@@ -213,14 +216,18 @@ impl FastPath {
         dir: &str,
     ) -> impl std::future::Future<Output = ()> + 'a {
         let id = WatchId::next(session);
-        session.sent(Op::Exists);
-        let exists = session.client.check_and_watch_stat(dir);
+        let entry = framework.enter_oneshot_watch(dir).ok();
+        let exists = entry.as_ref().map(|_| {
+            session.sent(Op::Exists);
+            session.client.check_and_watch_stat(dir)
+        });
         async move {
+            let (Some(mut entry), Some(exists)) = (entry, exists) else { return };
             if let Ok((Some(_), watcher)) = exists.await {
                 let (framework, client) = (framework.clone(), session.client_key());
                 let fired = async move {
                     tokio::select! {
-                        _ = watcher.changed() => {}
+                        _ = watcher.changed() => entry.fired(),
                         () = framework.client_left(&client) => {}
                     }
                 };

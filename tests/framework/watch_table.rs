@@ -134,3 +134,38 @@ async fn the_server_is_asked_once_per_session_what_it_supports() {
     })
     .await;
 }
+
+/// The lock fast path's one-shot watch on its directory is in the table as well: a persistent
+/// watch added on the directory while it is armed is set again when the lock's handle goes
+/// away with the directory's watch unfired (that watch's `RemoveWatches` takes part of the
+/// persistent one with it on ZooKeeper 3.6-3.8).
+#[tokio::test]
+async fn the_lock_fast_paths_directory_watch_is_in_the_table() {
+    init_tracing();
+    bounded(LIMIT, async {
+        // The lock's directory is a container: a server whose reaper leaves it alone.
+        let connect = reaperless_connect().await;
+        let proxy = CountingProxy::start(&connect).await.expect("counting proxy");
+        let fw = classic_framework(&proxy.connect_string(), SESSION).await;
+        fw.server_info().await.unwrap();
+        let dir = unique_path("watch-home", "fast-path");
+        let mutex = zk_recipes::InterProcessMutex::new(&fw, &dir).unwrap();
+        // Held alone, then acquired again: that acquire's listing arms the directory's watch.
+        mutex.acquire().await.unwrap().release().await.unwrap();
+        let before = proxy.counts();
+        mutex.acquire().await.unwrap().release().await.unwrap();
+        let armed = proxy.counts().since(&before);
+        assert_eq!(armed.get("exists+watch"), 1, "the fast path armed its watch: {armed:?}");
+
+        let mut watch = fw.watch(&dir, WatchMode::PersistentRecursive).await.unwrap();
+        assert_eq!(probe_creates(&fw, &mut watch, &dir, "armed").await, NodeEventKind::Created);
+        // The handle goes, and its unfired watch on the directory with it: the persistent watch
+        // is added again.
+        drop(mutex);
+        assert_eq!(next_item(&mut watch).await, WatchEvent::Resync { reason: ResyncReason::Rearmed });
+        assert_eq!(probe_creates(&fw, &mut watch, &dir, "after").await, NodeEventKind::Created);
+        drop(watch);
+        fw.close().await;
+    })
+    .await;
+}
