@@ -72,6 +72,8 @@ struct State {
     /// Wakes that task: an operation's own read of the queue (without waiting) takes the
     /// queue's one waker slot, so the task is woken to take it back.
     reader_waker: Option<std::task::Waker>,
+    /// Counts the watches added; a reading task reads only the watch it was started for.
+    generation: u64,
 }
 
 impl Drop for State {
@@ -90,10 +92,14 @@ pub(crate) struct Knowledge {
 
 /// Reads the events of the watch that `state` holds as they come, dropping the knowledge at
 /// each change, until the watch breaks (the next operation adds another, and a reader for it).
-async fn read_events(state: Weak<Mutex<State>>) {
+async fn read_events(state: Weak<Mutex<State>>, generation: u64) {
     poll_fn(|cx| {
         let Some(state) = state.upgrade() else { return Poll::Ready(()) };
         let mut state = state.lock();
+        // A task for a watch since replaced (its abort can come after a poll has begun).
+        if state.generation != generation {
+            return Poll::Ready(());
+        }
         loop {
             let Some(watch) = state.watch.as_mut() else { return Poll::Ready(()) };
             match watch.poll_change(cx) {
@@ -197,7 +203,8 @@ impl Knowledge {
                 let old = state.watch.replace(watch);
                 state.known = None;
                 state.read_zxid = None;
-                let reader = tokio::spawn(read_events(Arc::downgrade(&self.state)));
+                state.generation += 1;
+                let reader = tokio::spawn(read_events(Arc::downgrade(&self.state), state.generation));
                 if let Some(old_reader) = state.reader.replace(reader.abort_handle()) {
                     old_reader.abort();
                 }

@@ -287,31 +287,49 @@ impl LockMetrics {
 /// are dropped.
 #[derive(Default)]
 pub(crate) struct HoldBook {
-    entries: Mutex<(u64, HashMap<u64, Arc<HoldEntry>>)>,
+    entries: Mutex<Entries>,
+}
+
+#[derive(Default)]
+struct Entries {
+    next_id: u64,
+    holds: HashMap<u64, Arc<HoldEntry>>,
+    /// The latest session known to have ended: a hold of it or an earlier one that comes in
+    /// late (acquired as the session ended) ends at once.
+    ended_through: u64,
 }
 
 impl std::fmt::Debug for HoldBook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HoldBook").field("holds", &self.entries.lock().1.len()).finish()
+        f.debug_struct("HoldBook").field("holds", &self.entries.lock().holds.len()).finish()
     }
 }
 
 impl HoldBook {
     fn enter(&self, entry: Arc<HoldEntry>) -> u64 {
         let mut entries = self.entries.lock();
-        entries.0 += 1;
-        let id = entries.0;
-        entries.1.insert(id, entry);
+        if entry.epoch <= entries.ended_through {
+            drop(entries);
+            entry.end(true);
+            return 0;
+        }
+        entries.next_id += 1;
+        let id = entries.next_id;
+        entries.holds.insert(id, entry);
         id
     }
 
     fn leave(&self, id: u64) {
-        self.entries.lock().1.remove(&id);
+        self.entries.lock().holds.remove(&id);
     }
 
     /// Session `epoch` ended: its holds end, lost.
     fn session_ended(&self, epoch: u64) {
-        let ended: Vec<_> = self.entries.lock().1.values().filter(|e| e.epoch == epoch).cloned().collect();
+        let ended: Vec<_> = {
+            let mut entries = self.entries.lock();
+            entries.ended_through = entries.ended_through.max(epoch);
+            entries.holds.values().filter(|e| e.epoch == epoch).cloned().collect()
+        };
         for entry in ended {
             entry.end(true);
         }

@@ -264,7 +264,8 @@ impl Framework {
     }
 
     /// Whether the server of session `key` keeps persistent watches, asked once per session
-    /// with an `addWatch` on a path of its own under `/zookeeper` (nothing else of the session
+    /// with an `addWatch` on a path of its own (`/zookeeper/zk-recipes-probe-watch-…`, below the
+    /// chroot if there is one; nothing else of the session
     /// watches it, so removing the watch again touches no other; the server refuses it when
     /// its watch manager has no persistent watches, as `WatchManagerOptimized` does, though it
     /// answers the version probe as 3.6+). No answer leaves the version probe's word.
@@ -281,9 +282,13 @@ impl Framework {
         self.observer().request(Op::AddWatch);
         let added = tokio::time::timeout(bound, session.client.watch(&path, AddWatchMode::Persistent)).await;
         let mut knowledge = self.registry().server.lock();
+        // The session changed meanwhile: what it learned is not this one's.
+        let current = knowledge.key == key;
         match added {
             Ok(Ok(watcher)) => {
-                knowledge.note_confirmed(key);
+                if current {
+                    knowledge.note_confirmed(key);
+                }
                 drop(knowledge);
                 // Dropped, the watcher is removed from the server (the probe's path only).
                 self.observer().request(Op::RemoveWatches);
@@ -291,10 +296,12 @@ impl Framework {
                 true
             }
             Ok(Err(e)) if refuses_persistent_watches(&e) => {
-                knowledge.note_refused(key);
+                if current {
+                    knowledge.note_refused(key);
+                }
                 false
             }
-            _ => !knowledge.refused(key),
+            _ => !(current && knowledge.refused(key)),
         }
     }
 

@@ -203,9 +203,12 @@ impl Framework {
     /// ZooKeeper 3.6 to 3.8 the one-shot watch would silence the persistent watch's creations
     /// below it, and removing it before it fired would remove half of the persistent one.
     pub(crate) fn enter_oneshot_watch(&self, full_path: &str) -> Result<Registered> {
+        // Without persistent watches on the server, the table's persistent rows are one-shot
+        // stand-ins: nothing there for a one-shot watch to silence.
+        let stand_ins = self.server_refuses_persistent_watches();
         let table_arc = self.registry().watches.clone();
         let mut table = table_arc.lock();
-        if let Some(watch) = table.persistent.iter().find(|e| e.full_path == full_path) {
+        if let Some(watch) = table.persistent.iter().find(|e| e.full_path == full_path && !stand_ins) {
             return Err(Error::InvalidArgument {
                 name: "path",
                 reason: format!(
@@ -226,7 +229,12 @@ impl Framework {
 
     /// The mode of this framework's persistent watches on `full_path`, if it has one there: a
     /// recipe whose one-shot watch the table refuses can share a persistent watch in that mode.
+    /// `None` on a server without persistent watches, where the table refuses no one-shot
+    /// watch.
     pub(crate) fn persistent_watch_mode(&self, full_path: &str) -> Option<WatchMode> {
+        if self.server_refuses_persistent_watches() {
+            return None;
+        }
         self.registry().watches.lock().persistent.iter().find(|e| e.full_path == full_path).map(|e| e.mode)
     }
 

@@ -824,6 +824,8 @@ impl Engine {
         let change = Box::pin(async move {
             loop {
                 match shared.next().await {
+                    // A child came or went: nothing to make again.
+                    Some(WatchItem::Event(event)) if event.event_type == EventType::NodeChildrenChanged => continue,
                     Some(WatchItem::Event(event)) if event.path == full => {
                         let kind = match event.event_type {
                             EventType::NodeDeleted => NodeEventKind::Deleted,

@@ -152,6 +152,9 @@ pub(crate) struct SessionWatch {
     attempt: u32,
     ablations: Ablations,
     added_once: bool,
+    /// Whether a refusal to add the watch again is a background error: for an owner with no
+    /// way on without it ([`Framework::watch`]'s stream); the recipes fall back on their own.
+    reports_refusal: bool,
     /// The watch's session ended: the next add waits for a new one.
     new_session_needed: bool,
     /// Where the server has no persistent watches, one-shot watches to this depth stand in
@@ -209,6 +212,7 @@ impl SessionWatch {
             attempt: 0,
             ablations: probe().ablations(full_path),
             added_once: false,
+            reports_refusal: false,
             new_session_needed: false,
             fallback: None,
             emulated: None,
@@ -257,6 +261,7 @@ impl SessionWatch {
             attempt: 0,
             ablations: probe().ablations(full_path),
             added_once: false,
+            reports_refusal: false,
             new_session_needed: false,
             fallback: Some(depth),
             emulated: Some(Box::new(Emulated::new(framework, full_path, depth, None))),
@@ -301,6 +306,12 @@ impl SessionWatch {
         watch.phase = Phase::Announce(None);
         watch.states.mark_changed();
         Ok(watch)
+    }
+
+    /// Makes a refusal to add the watch again a background error (`WatchNotReAdded`), for an
+    /// owner that has no way on without the watch.
+    pub(crate) fn report_refusal(&mut self) {
+        self.reports_refusal = true;
     }
 
     /// The watched path (full).
@@ -603,8 +614,8 @@ impl SessionWatch {
             return None;
         }
         if framework.server_refuses_persistent_watches() && !self.ablations.ignore_refusal {
-            if self.fallback.is_none() && self.added_once {
-                // A watch that was in place cannot be had again, with no one-shot stand-in.
+            if self.reports_refusal && self.added_once {
+                // A watch that was in place cannot be had again, and its owner has no way on.
                 let kind = BackgroundErrorKind::WatchNotReAdded;
                 framework.observer().error("watch", kind, &self.full_path, ZkError::Unimplemented);
             }
@@ -763,7 +774,7 @@ impl SessionWatch {
             Err(e) if refuses_persistent_watches(&e) => {
                 if let Some(framework) = self.weak.upgrade() {
                     framework.note_persistent_watches_refused(epoch);
-                    if self.fallback.is_none() && self.added_once {
+                    if self.reports_refusal && self.added_once {
                         let kind = BackgroundErrorKind::WatchNotReAdded;
                         framework.observer().error("watch", kind, &self.full_path, e.clone());
                     }

@@ -126,7 +126,8 @@ impl Framework {
     /// whose answer comes after the cancellation, which removes it from the server).
     pub async fn watch(&self, path: &str, mode: WatchMode) -> Result<PersistentWatch> {
         let full_path = self.full_path(path)?;
-        let watch = SessionWatch::add(self, &full_path, mode).await.map_err(unsupported)?;
+        let mut watch = SessionWatch::add(self, &full_path, mode).await.map_err(unsupported)?;
+        watch.report_refusal();
         let (tx, events) = mpsc::channel(BUFFER);
         tokio::spawn(forward(self.downgrade(), watch, tx));
         Ok(PersistentWatch { path: path.to_owned(), mode, events })

@@ -9,13 +9,15 @@ use crate::common;
 use std::time::Duration;
 
 use common::fixtures::{
-    bounded, children, eventually, framework, init_tracing, shared_connect, unique_path, within, FaultyServer,
+    bounded, children, eventually, framework, init_tracing, server_without_persistent_watches, shared_connect,
+    unique_path, within, FaultyServer,
 };
 use common::timing::{back_within, EVENT, FAULT_SESSION, LIMIT, QUIET, SESSION};
 use futures::StreamExt;
 use zk_recipes::testing::{CountingProxy, ProxyMode};
 use zk_recipes::{
-    CreateMode, Error, Framework, GroupMember, MembershipEvent, NodeEventKind, PersistentNode, WatchEvent, WatchMode,
+    CacheMode, CreateMode, CuratorCache, Error, Framework, GroupMember, MembershipEvent, NodeEventKind, PersistentNode,
+    WatchEvent, WatchMode,
 };
 
 /// Waits until the node is registered at `path`, with `data`, as the only child of `parent`.
@@ -422,6 +424,58 @@ async fn a_node_whose_path_the_framework_watches_shares_the_watch_and_comes_back
         node.close().await.unwrap();
         assert!(children(&other, &parent).await.is_empty());
         drop(watch);
+        fw.close().await;
+        other.close().await;
+    })
+    .await;
+}
+
+/// The same on a server without persistent watches, where the framework's cache on the node's
+/// path runs on one-shot watches: the node sets its own one-shot watch beside them, sends
+/// nothing while it stands, and comes back when another client deletes it.
+#[tokio::test]
+async fn a_node_beside_a_one_shot_cache_on_its_path_sends_nothing_while_it_stands() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let server = server_without_persistent_watches().await;
+        let proxy = CountingProxy::start(&server.connect_string()).await.unwrap();
+        let fw = framework(&proxy.connect_string(), SESSION).await;
+        let other = framework(&server.connect_string(), SESSION).await;
+        let parent = unique_path("pnode", "oneshot-cache");
+        let path = format!("{parent}/me");
+        let cache = CuratorCache::builder(&fw, &path).mode(CacheMode::SingleNode).build().unwrap();
+        cache.start().await.unwrap();
+        within(EVENT, "the cache's load", cache.initialized()).await.unwrap();
+        assert!(!fw.server_info().await.unwrap().persistent_watches, "the server refused addWatch");
+        let node = PersistentNode::builder(&fw, &path)
+            .mode(CreateMode::Ephemeral)
+            .protected(false)
+            .data(b"one".to_vec())
+            .start()
+            .unwrap();
+        assert!(node.wait_for_initial_create(EVENT).await.unwrap());
+        assert_eq!(one_node_with(&fw, &node, &parent, b"one", EVENT).await, path);
+        eventually(EVENT, "the cache sees the node", || async {
+            cache.get(&path).map(drop).ok_or_else(|| "not yet".to_owned())
+        })
+        .await;
+
+        let before = proxy.counts();
+        tokio::time::sleep(QUIET * 3).await;
+        let quiet = proxy.counts().since(&before);
+        assert_eq!(quiet.requests(), 0, "requests while the node stands: {}", quiet.per_op(1));
+
+        let (_, first) = other.get_data(&path).await.unwrap();
+        other.delete(&path).await.unwrap();
+        eventually(EVENT, "the node made again", || async {
+            match other.get_data(&path).await {
+                Ok((_, stat)) if stat.czxid > first.czxid => Ok(()),
+                read => Err(format!("{read:?}")),
+            }
+        })
+        .await;
+        node.close().await.unwrap();
+        cache.close().await;
         fw.close().await;
         other.close().await;
     })
