@@ -70,6 +70,10 @@ pub enum ResyncReason {
     /// this framework set on the same path may have silenced it (see the crate docs,
     /// "Watches").
     Rearmed,
+    /// The consumer of a [`PersistentWatch`](crate::PersistentWatch) fell a whole buffer
+    /// behind: the events that came while the buffer was full were dropped (a stream that
+    /// nobody reads keeps no growing queue).
+    Lagged,
 }
 
 /// Which session a watch follows.

@@ -1,8 +1,10 @@
 //! [`Framework::watch`]: a persistent watch as a `Stream` that survives reconnects and new
 //! sessions, one task over one [`SessionWatch`].
 //!
-//! The task forwards the watch's events through a bounded channel; when the consumer lags the
-//! task waits, and the events wait in the client's own queue. After a reconnect or a new
+//! The task forwards the watch's events through a bounded channel and keeps reading the
+//! client's queue while the consumer lags: the events that find the buffer full are dropped,
+//! and the stream yields [`WatchEvent::Resync`] (`Lagged`) as soon as there is room, so no
+//! queue grows with a consumer that stopped reading. After a reconnect or a new
 //! session (or when the framework's watch table asks for it) the watch is added again and the
 //! stream yields [`WatchEvent::Resync`] before any event of the new registration. Dropping the
 //! stream ends the task (it notices the closed channel), whose watcher's drop queues the
@@ -20,8 +22,8 @@ use super::session::{SessionWatch, WatchItem};
 use crate::error::{Error, Result, ZkError};
 use crate::framework::{Framework, NodeEvent, WatchMode, WeakFramework};
 
-/// How much a watch's stream buffers before its task waits for the consumer (the events
-/// then wait in the client's own unbounded queue).
+/// How many items a watch's stream buffers for its consumer; past that the events are dropped
+/// and a `Resync` (`Lagged`) follows.
 const BUFFER: usize = 64;
 
 /// An item of a [`PersistentWatch`].
@@ -134,12 +136,22 @@ impl Framework {
     }
 }
 
-/// The watch's task: forwards until the consumer leaves or the watch ends.
+/// The watch's task: forwards until the consumer leaves or the watch ends. While the buffer
+/// is full, items are dropped and the resync owed for them (the strongest reason among the
+/// dropped resyncs, `Lagged` otherwise) goes out first once there is room.
 async fn forward(weak: WeakFramework, mut watch: SessionWatch, tx: mpsc::Sender<Result<WatchEvent>>) {
+    let mut owed: Option<ResyncReason> = None;
     loop {
         let item = tokio::select! {
             biased;
             () = tx.closed() => return,
+            permit = tx.reserve(), if owed.is_some() => {
+                let Ok(permit) = permit else { return };
+                if let Some(reason) = owed.take() {
+                    permit.send(Ok(WatchEvent::Resync { reason }));
+                }
+                continue;
+            }
             item = watch.next() => item,
         };
         let item = match item {
@@ -155,10 +167,45 @@ async fn forward(weak: WeakFramework, mut watch: SessionWatch, tx: mpsc::Sender<
                 Err(unsupported(error))
             }
         };
-        let last = item.is_err();
-        if tx.send(item).await.is_err() || last {
+        if item.is_err() {
+            // The last item: worth the wait.
+            let _ = tx.send(item).await;
             return;
         }
+        if let Some(earlier) = owed {
+            owed = Some(stronger(earlier, resync_reason(&item)));
+            continue;
+        }
+        match tx.try_send(item) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(item)) => {
+                owed = Some(stronger(ResyncReason::Lagged, resync_reason(&item)))
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => return,
+        }
+    }
+}
+
+/// The reason of a resync item.
+fn resync_reason(item: &Result<WatchEvent>) -> Option<ResyncReason> {
+    match item {
+        Ok(WatchEvent::Resync { reason }) => Some(*reason),
+        _ => None,
+    }
+}
+
+/// The reason that tells the consumer more of `owed` and a dropped item's: a new session over
+/// a reconnect over a rearm over a lag.
+fn stronger(owed: ResyncReason, dropped: Option<ResyncReason>) -> ResyncReason {
+    let rank = |r: ResyncReason| match r {
+        ResyncReason::NewSession => 3,
+        ResyncReason::Reconnected => 2,
+        ResyncReason::Rearmed => 1,
+        _ => 0,
+    };
+    match dropped {
+        Some(dropped) if rank(dropped) > rank(owed) => dropped,
+        _ => owed,
     }
 }
 

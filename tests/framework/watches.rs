@@ -492,3 +492,41 @@ fn watch_types_can_move_between_tasks() {
     assert_send_sync::<WatchEvent>();
     assert_send_sync::<SessionFailurePolicy>();
 }
+
+/// A consumer that stops reading holds back no growing queue: past a full buffer the events
+/// are dropped, and once it reads again the stream says `Resync` (`Lagged`) before the events
+/// that follow.
+#[tokio::test]
+async fn a_consumer_that_falls_a_buffer_behind_gets_a_lagged_resync() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = framework(&shared_connect().await, Duration::from_secs(10)).await;
+        let dir = unique_path("watch", "lagged");
+        fw.create(&dir).data(b"").await.unwrap();
+        let mut watch = fw.watch(&dir, WatchMode::Persistent).await.unwrap();
+        // 300 changes, far more than the stream buffers, with nobody reading.
+        for i in 0..300u32 {
+            fw.set_data(&dir, &i.to_be_bytes()).await.unwrap();
+        }
+        let mut changes = 0;
+        loop {
+            match next_item(&mut watch, Duration::from_secs(10)).await {
+                WatchEvent::Node(event) if event.kind == NodeEventKind::DataChanged => changes += 1,
+                WatchEvent::Resync { reason } => {
+                    assert_eq!(reason, ResyncReason::Lagged);
+                    break;
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert!((1..300).contains(&changes), "{changes} changes before the resync");
+        // After the resync, what follows is delivered.
+        fw.create(&format!("{dir}/marker")).data(b"").await.unwrap();
+        let items = items_until(&mut watch, NodeEventKind::ChildrenChanged, &dir, Duration::from_secs(10)).await;
+        assert!(items.iter().all(|item| matches!(item, WatchEvent::Node(_))), "{items:?}");
+        drop(watch);
+        fw.delete(&dir).recursive().await.unwrap();
+        fw.close().await;
+    })
+    .await
+}
