@@ -25,8 +25,8 @@
 //! reach the client: the window Curator's read-then-write has. That needs the watch to stay
 //! persistent: on ZooKeeper 3.6-3.8 a one-shot `exists`/`getData` watch that the same session
 //! sets on the same node makes it a one-shot watch (ZOOKEEPER-4466), and a `RemoveWatches` for
-//! the node removes it (ZOOKEEPER-4472). The framework refuses its own one-shot watches on a
-//! path it watches persistently ([`NodeWatch`]); a `SharedValue` on the same path uses a
+//! the node removes it (ZOOKEEPER-4472). The framework sets no one-shot watch of its own on a
+//! path it watches persistently ([`NodeWatch`]; its watched reads share the persistent watch); a `SharedValue` on the same path uses a
 //! persistent watch too; code that shares the session's raw client must set none there.
 //!
 //! A server that refuses the watch (ZooKeeper 3.5, or a watch manager that cannot keep

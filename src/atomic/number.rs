@@ -158,8 +158,9 @@ impl<N: Number> Counter<N> {
 /// the watch reports no change, a change skips the read and is one versioned write.
 /// Another session's write, the node deleted, or a broken connection drops what it knows,
 /// and the next try reads first, as Curator's always does. While a handle watches, the
-/// framework refuses its own one-shot watches on the node (on ZooKeeper 3.6-3.8 they would
-/// silence the persistent one); code that shares the session's raw client must not set any.
+/// framework sets no one-shot watch of its own on the node (its watched reads share the
+/// persistent watch; on ZooKeeper 3.6-3.8 a one-shot watch would silence it); code that shares
+/// the session's raw client must not set any.
 ///
 /// A change whose write broke mid-flight is settled by reading the node back when that
 /// proves it was not applied, and otherwise reported as

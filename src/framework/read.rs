@@ -12,10 +12,12 @@ use futures::future::BoxFuture;
 use zookeeper_client::{EventType, OneshotWatcher, SessionState, Stat};
 
 use super::session::ClientKey;
-use super::watch_table::{NodeEvent, Registered};
+use super::watch_table::{NodeEvent, NodeEventKind, Registered};
 use super::{Framework, SchemaOp};
 use crate::error::{Error, Result, ZkError};
 use crate::framework::metrics::Op;
+use crate::watch::{SessionWatch, WatchItem};
+use crate::ResyncReason;
 
 /// A one-shot watch set by a watched read (Curator's `usingWatcher`): it completes once, with
 /// the first change of the node after the read, or with an error when the session ends before
@@ -26,20 +28,53 @@ use crate::framework::metrics::Op;
 /// session (the client sets it again on reconnecting, and the server reports what changed
 /// meanwhile), not the session's end, nor a move of the session to another client (after a
 /// reconfiguration): read again (and watch again) after the error.
+///
+/// On a path this framework already watches persistently (a [`Framework::watch`], a cache,
+/// a lock's mirror), a one-shot watch of the same session would silence the persistent one on
+/// ZooKeeper 3.6-3.8 (ZOOKEEPER-4466, -4472). There the watched read shares the persistent
+/// watch instead (one `addWatch` in that watch's mode, sent before the read): the watch
+/// completes with the path's next change as that watch reports it, and a resync of it (events
+/// may have been missed) completes it as a data or children change.
 #[must_use = "a watch does nothing unless awaited"]
 #[derive(Debug)]
 pub struct OneshotWatch {
     framework: Framework,
-    watcher: OneshotWatcher,
-    /// Its place in the framework's watch table while it is armed.
-    entry: Registered,
-    /// The session and client it was set through.
-    client: ClientKey,
+    armed: Armed,
+}
+
+#[derive(Debug)]
+enum Armed {
+    /// A one-shot watch of the client.
+    Client {
+        watcher: OneshotWatcher,
+        /// Its place in the framework's watch table while it is armed.
+        entry: Registered,
+        /// The session and client it was set through.
+        client: ClientKey,
+    },
+    /// The framework's persistent watch on the path, shared.
+    Shared { watch: Box<SessionWatch>, full_path: String, children: bool },
+}
+
+/// Where a watched read's watch comes from.
+enum Arming {
+    /// A one-shot watch set with the read, entered in the table.
+    Client(Registered),
+    /// A persistent watch in place before the read (the read sets none).
+    Shared(SessionWatch),
 }
 
 impl OneshotWatch {
     fn new(framework: &Framework, (watcher, client): (OneshotWatcher, ClientKey), entry: Registered) -> Self {
-        OneshotWatch { framework: framework.clone(), watcher, entry, client }
+        OneshotWatch { framework: framework.clone(), armed: Armed::Client { watcher, entry, client } }
+    }
+
+    fn shared(framework: &Framework, watch: SessionWatch, children: bool) -> Self {
+        let full_path = watch.full_path().to_owned();
+        OneshotWatch {
+            framework: framework.clone(),
+            armed: Armed::Shared { watch: Box::new(watch), full_path, children },
+        }
     }
 
     /// Waits for the event.
@@ -56,30 +91,81 @@ impl OneshotWatch {
     /// # Cancel safety
     /// Cancel-safe in the sense that nothing is lost on the server, but the watch is consumed:
     /// a cancelled wait removes it.
-    pub async fn changed(mut self) -> Result<NodeEvent> {
+    pub async fn changed(self) -> Result<NodeEvent> {
+        let OneshotWatch { framework, armed } = self;
+        let (watcher, mut entry, client) = match armed {
+            Armed::Client { watcher, entry, client } => (watcher, entry, client),
+            Armed::Shared { mut watch, full_path, children } => {
+                return shared_change(&framework, &mut watch, &full_path, children).await;
+            }
+        };
         let event = tokio::select! {
             biased;
-            event = self.watcher.changed() => event,
-            () = self.framework.client_left(&self.client) => {
-                self.entry.fired();
+            event = watcher.changed() => event,
+            () = framework.client_left(&client) => {
+                entry.fired();
                 return Err(ZkError::ConnectionLoss.into());
             }
         };
         // Fired (or its session ended): nothing of it is removed from the server any more.
-        self.entry.fired();
+        entry.fired();
         if event.event_type != EventType::Session {
-            return Ok(NodeEvent::of(&self.framework, event.event_type, &event));
+            return Ok(NodeEvent::of(&framework, event.event_type, &event));
         }
-        if !self.framework.session_gone(self.client.epoch()) {
+        if !framework.session_gone(client.epoch()) {
             // The client ended before the move was confirmed; the session lives on.
             return Err(ZkError::ConnectionLoss.into());
         }
         Err(match event.session_state {
             SessionState::Expired => ZkError::SessionExpired.into(),
             SessionState::AuthFailed => ZkError::AuthFailed.into(),
-            _ if self.framework.is_closed() => Error::Closed,
+            _ if framework.is_closed() => Error::Closed,
             _ => ZkError::ClientClosed.into(),
         })
+    }
+}
+
+/// The next change of `full_path` that a one-shot watch of its kind (`children`, or data and
+/// existence) would report, as the shared persistent `watch` reports it.
+async fn shared_change(
+    framework: &Framework,
+    watch: &mut SessionWatch,
+    full_path: &str,
+    children: bool,
+) -> Result<NodeEvent> {
+    let path = framework.unfix_path(full_path).to_owned();
+    let event = |kind| NodeEvent { kind, path: path.clone(), zxid: None };
+    loop {
+        match watch.next().await {
+            Some(WatchItem::Event(e)) if e.path == full_path => {
+                let kind = match e.event_type {
+                    EventType::NodeDeleted => NodeEventKind::Deleted,
+                    EventType::NodeChildrenChanged if children => NodeEventKind::ChildrenChanged,
+                    EventType::NodeCreated | EventType::NodeDataChanged if !children => {
+                        return Ok(NodeEvent::of(framework, e.event_type, &e));
+                    }
+                    _ => continue,
+                };
+                return Ok(NodeEvent { zxid: (e.zxid >= 0).then_some(e.zxid), ..event(kind) });
+            }
+            // A child came or went, as a recursive watch reports it.
+            Some(WatchItem::Event(e))
+                if children
+                    && matches!(e.event_type, EventType::NodeCreated | EventType::NodeDeleted)
+                    && crate::path::parent(&e.path) == Some(full_path) =>
+            {
+                return Ok(event(NodeEventKind::ChildrenChanged));
+            }
+            Some(WatchItem::Event(_) | WatchItem::Interrupted | WatchItem::Adding | WatchItem::Resync(None)) => {}
+            // Changes may have been missed: the session's, as a one-shot watch ends with it.
+            Some(WatchItem::Resync(Some(ResyncReason::NewSession))) => return Err(ZkError::SessionExpired.into()),
+            Some(WatchItem::Resync(Some(_))) => {
+                let kind = if children { NodeEventKind::ChildrenChanged } else { NodeEventKind::DataChanged };
+                return Ok(event(kind));
+            }
+            Some(WatchItem::Refused(e)) => return Err(e),
+            None => return Err(Error::Closed),
+        }
     }
 }
 
@@ -145,20 +231,27 @@ pub struct GetChildrenWatched<'a> {
 }
 
 impl Framework {
-    /// The full path of `path` and its entry in the framework's watch table, for a read that
-    /// sets a one-shot watch there.
+    /// The watch of a watched read of `path`: a one-shot watch entered in the framework's
+    /// watch table, or, where the framework watches the path persistently (a
+    /// [`Framework::watch`], a cache, a lock's mirror), that watch shared, added before the
+    /// read in its mode: on ZooKeeper 3.6 to 3.8 a one-shot watch of the same session on the
+    /// same path silences the persistent watch's creations below it, and removing the one-shot
+    /// before it fired removes half of the persistent one (ZOOKEEPER-4466, -4472).
     ///
     /// # Errors
-    /// [`Error::InvalidPath`]; [`Error::InvalidArgument`] when this framework watches the path
-    /// persistently (a [`Framework::watch`], a cache, a lock's mirror): on ZooKeeper 3.6 to
-    /// 3.8 a one-shot watch of the same session on the same path silences the persistent
-    /// watch's creations below it, and removing the one-shot before it fired removes half of
-    /// the persistent one (ZOOKEEPER-4466, -4472), so the two kinds are kept apart per
-    /// framework and path.
-    fn oneshot_watchable(&self, path: &str) -> Result<(String, Registered)> {
+    /// [`Error::InvalidPath`]; the shared watch's add failing (the retry policy gave up).
+    async fn arm(&self, path: &str) -> Result<(String, Arming)> {
         let full = self.full_path(path)?;
-        let entry = self.enter_oneshot_watch(&full)?;
-        Ok((full, entry))
+        match self.enter_oneshot_watch(&full) {
+            Ok(entry) => Ok((full, Arming::Client(entry))),
+            Err(refused) => match self.persistent_watch_mode(&full) {
+                Some(mode) => {
+                    let watch = SessionWatch::add(self, &full, mode).await?;
+                    Ok((full, Arming::Shared(watch)))
+                }
+                None => Err(refused),
+            },
+        }
     }
 
     /// Reads a node's data and stat when awaited; `.watch()` adds a one-shot watch.
@@ -317,16 +410,29 @@ impl<'a> IntoFuture for GetDataWatched<'a> {
             let fw = self.framework;
             fw.full_path(self.path)?;
             fw.check_schema(self.path, SchemaOp::Read { watched: true })?;
-            let (full, entry) = fw.oneshot_watchable(self.path)?;
+            let (full, arming) = fw.arm(self.path).await?;
             let full = &full;
-            let (data, stat, watcher) = fw
-                .with_read_retry(|s| async move {
-                    s.sent(Op::GetData);
-                    let (data, stat, watcher) = s.client.get_and_watch_data(full).await?;
-                    Ok((data, stat, (watcher, s.client_key())))
-                })
-                .await?;
-            let watch = OneshotWatch::new(fw, watcher, entry);
+            let (data, stat, watch) = match arming {
+                Arming::Client(entry) => {
+                    let (data, stat, watcher) = fw
+                        .with_read_retry(|s| async move {
+                            s.sent(Op::GetData);
+                            let (data, stat, watcher) = s.client.get_and_watch_data(full).await?;
+                            Ok((data, stat, (watcher, s.client_key())))
+                        })
+                        .await?;
+                    (data, stat, OneshotWatch::new(fw, watcher, entry))
+                }
+                Arming::Shared(watch) => {
+                    let (data, stat) = fw
+                        .with_read_retry(|s| async move {
+                            s.sent(Op::GetData);
+                            s.client.get_data(full).await
+                        })
+                        .await?;
+                    (data, stat, OneshotWatch::shared(fw, watch, false))
+                }
+            };
             Ok((fw.unpack(self.path, self.decompress, data)?, stat, watch))
         })
     }
@@ -370,16 +476,29 @@ impl<'a> IntoFuture for ExistsWatched<'a> {
             let fw = self.framework;
             fw.full_path(self.path)?;
             fw.check_schema(self.path, SchemaOp::Read { watched: true })?;
-            let (full, entry) = fw.oneshot_watchable(self.path)?;
+            let (full, arming) = fw.arm(self.path).await?;
             let full = &full;
-            let (stat, watcher) = fw
-                .with_read_retry(|s| async move {
-                    s.sent(Op::Exists);
-                    let (stat, watcher) = s.client.check_and_watch_stat(full).await?;
-                    Ok((stat, (watcher, s.client_key())))
-                })
-                .await?;
-            Ok((stat, OneshotWatch::new(fw, watcher, entry)))
+            match arming {
+                Arming::Client(entry) => {
+                    let (stat, watcher) = fw
+                        .with_read_retry(|s| async move {
+                            s.sent(Op::Exists);
+                            let (stat, watcher) = s.client.check_and_watch_stat(full).await?;
+                            Ok((stat, (watcher, s.client_key())))
+                        })
+                        .await?;
+                    Ok((stat, OneshotWatch::new(fw, watcher, entry)))
+                }
+                Arming::Shared(watch) => {
+                    let stat = fw
+                        .with_read_retry(|s| async move {
+                            s.sent(Op::Exists);
+                            s.client.check_stat(full).await
+                        })
+                        .await?;
+                    Ok((stat, OneshotWatch::shared(fw, watch, false)))
+                }
+            }
         })
     }
 }
@@ -446,16 +565,29 @@ impl<'a> IntoFuture for GetChildrenWatched<'a> {
             let fw = self.framework;
             fw.full_path(self.path)?;
             fw.check_schema(self.path, SchemaOp::Read { watched: true })?;
-            let (full, entry) = fw.oneshot_watchable(self.path)?;
+            let (full, arming) = fw.arm(self.path).await?;
             let full = &full;
-            let (children, stat, watcher) = fw
-                .with_read_retry(|s| async move {
-                    s.sent(Op::GetChildren);
-                    let (children, stat, watcher) = s.client.get_and_watch_children(full).await?;
-                    Ok((children, stat, (watcher, s.client_key())))
-                })
-                .await?;
-            Ok((children, stat, OneshotWatch::new(fw, watcher, entry)))
+            match arming {
+                Arming::Client(entry) => {
+                    let (children, stat, watcher) = fw
+                        .with_read_retry(|s| async move {
+                            s.sent(Op::GetChildren);
+                            let (children, stat, watcher) = s.client.get_and_watch_children(full).await?;
+                            Ok((children, stat, (watcher, s.client_key())))
+                        })
+                        .await?;
+                    Ok((children, stat, OneshotWatch::new(fw, watcher, entry)))
+                }
+                Arming::Shared(watch) => {
+                    let (children, stat) = fw
+                        .with_read_retry(|s| async move {
+                            s.sent(Op::GetChildren);
+                            s.client.get_children(full).await
+                        })
+                        .await?;
+                    Ok((children, stat, OneshotWatch::shared(fw, watch, true)))
+                }
+            }
         })
     }
 }

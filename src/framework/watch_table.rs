@@ -9,7 +9,8 @@
 //! persistent watch with it (ZOOKEEPER-4472). So the table refuses:
 //! - a persistent watch in the other mode on a path that one of the session's persistent
 //!   watches holds (the server would switch the mode under the first one's feet);
-//! - a one-shot watch of the framework's reads on a path watched persistently.
+//! - a one-shot watch of the framework's reads on a path watched persistently (the watched
+//!   read then shares the persistent watch instead: `read.rs`).
 //!
 //! and when a one-shot watch set *before* the persistent one goes away unfired, it asks every
 //! persistent watch of that path to be added again (each yields a resync).

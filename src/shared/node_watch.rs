@@ -7,7 +7,8 @@
 //! it hands over the reply that the server sent after it, so what is queued on the watcher
 //! when a reply is handed over is exactly what happened before that reply (up to the moment
 //! the owner's task runs). The framework's watch table holds the path while the watch lives,
-//! so the framework refuses its own one-shot watches there.
+//! so the framework sets no one-shot watch of its own there (its watched reads share the
+//! persistent watch).
 //!
 //! Any break (a disconnection, a new session) stops the watch from vouching for anything: its
 //! owner has it added again ([`NodeWatch::readd`], the session watch's own loop) on the

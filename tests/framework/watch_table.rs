@@ -46,8 +46,9 @@ fn refused(result: Result<impl std::fmt::Debug, Error>) -> bool {
     matches!(result, Err(Error::InvalidArgument { .. }))
 }
 
-/// A one-shot watch of the framework's reads on a path it watches persistently is refused;
-/// one set before the persistent watch is let through, and when it goes away unfired (its
+/// A watched read of the framework's on a path it watches persistently shares that watch
+/// rather than setting a one-shot watch there (which would silence it); one set before the
+/// persistent watch is let through, and when it goes away unfired (its
 /// `RemoveWatches` would take the persistent watch's half with it on ZooKeeper 3.6-3.8), the
 /// persistent watch is added again and says so.
 #[tokio::test]
@@ -62,11 +63,22 @@ async fn one_shot_and_persistent_watches_of_one_framework_never_silence_each_oth
         let (_, oneshot) = fw.exists(&dir).watch().await.unwrap();
         let mut watch = fw.watch(&dir, WatchMode::PersistentRecursive).await.unwrap();
         assert_eq!(probe_creates(&fw, &mut watch, &dir, "before").await, NodeEventKind::Created);
-        // Now refused: the persistent watch holds the path.
-        assert!(refused(fw.exists(&dir).watch().await), "a one-shot exists watch beside a persistent one");
-        assert!(refused(fw.get_data(&dir).watch().await), "a one-shot data watch beside a persistent one");
-        assert!(refused(fw.get_children(&dir).watch().await), "a one-shot children watch beside a persistent one");
+        // Now the persistent watch holds the path: watched reads share it (no one-shot watch),
+        // and it keeps hearing creations below the path.
+        let (_, exists) = fw.exists(&dir).watch().await.unwrap();
+        let (_, _, data) = fw.get_data(&dir).watch().await.unwrap();
+        let (_, _, children) = fw.get_children(&dir).watch().await.unwrap();
         assert!(refused(fw.watch(&dir, WatchMode::Persistent).await), "the other mode");
+        assert_eq!(probe_creates(&fw, &mut watch, &dir, "shared").await, NodeEventKind::Created);
+        let fired = within(EVENT, "the children watch", children.changed()).await.unwrap();
+        assert_eq!((fired.kind, fired.path.as_str()), (NodeEventKind::ChildrenChanged, dir.as_str()));
+        fw.set_data(&dir, b"x").await.unwrap();
+        for watch in [data, exists] {
+            let fired = within(EVENT, "a data watch", watch.changed()).await.unwrap();
+            assert_eq!((fired.kind, fired.path.as_str()), (NodeEventKind::DataChanged, dir.as_str()));
+        }
+        let heard = next_item(&mut watch).await;
+        assert!(matches!(heard, WatchEvent::Node(ref e) if e.kind == NodeEventKind::DataChanged), "{heard:?}");
         // The earlier one-shot goes away unfired: the watch is added again, with a resync.
         drop(oneshot);
         assert_eq!(next_item(&mut watch).await, WatchEvent::Resync { reason: ResyncReason::Rearmed });

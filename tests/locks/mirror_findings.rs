@@ -57,8 +57,9 @@ async fn a_mirrored_lock_directory_refuses_other_watches_and_hands_over_at_once(
         })
         .await;
         assert!(refused(b.watch(&path, WatchMode::Persistent).await), "B's mirror holds the directory recursively");
-        assert!(refused(b.exists(&path).watch().await), "a one-shot watch beside B's mirror");
-        assert!(refused(b.get_children(&path).watch().await), "a one-shot watch beside B's mirror");
+        // Watched reads share the mirror's watch: they set no one-shot watch beside it.
+        let (_, exists) = b.exists(&path).watch().await.unwrap();
+        let (_, _, listing) = b.get_children(&path).watch().await.unwrap();
         // The same mode is shared.
         let mut same = b.watch(&path, WatchMode::PersistentRecursive).await.unwrap();
         let released = tokio::time::Instant::now();
@@ -67,7 +68,10 @@ async fn a_mirrored_lock_directory_refuses_other_watches_and_hands_over_at_once(
         assert!(granted - released < SESSION / 2, "B waited {:?}", granted - released);
         let item = next_item(&mut same).await;
         assert!(matches!(item, WatchEvent::Node(ref e) if e.kind == NodeEventKind::Deleted), "{item:?}");
-        drop(same);
+        // The holder's node went: the shared children watch says so.
+        let fired = within(EVENT, "the children watch", listing.changed()).await.unwrap();
+        assert_eq!(fired.kind, NodeEventKind::ChildrenChanged);
+        drop((same, exists));
         guard.release().await.unwrap();
         a.close().await;
         b.close().await;

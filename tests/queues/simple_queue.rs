@@ -1,7 +1,7 @@
 //! `SimpleDistributedQueue` against real servers: Curator's `qn-` nodes and raw bytes, FIFO
 //! order, waiting takes, two consumers sharing one producer's items exactly once, foreign
-//! children, a queue node that went away, an item over the server's size limit, and Curator
-//! 5.4 producers and consumers on the same queue.
+//! children, a queue node that went away, an item over the server's size limit, Curator 5.4
+//! producers and consumers on the same queue, and a take beside a cache of the queue.
 
 use crate::common;
 
@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::curator::CuratorPeer;
 use common::fixtures::*;
 use common::timing::{EVENT, INTEROP_SESSION, LIMIT, QUIET, SESSION, SLOW_LIMIT};
-use zk_recipes::{Error, SimpleDistributedQueue};
+use zk_recipes::{CuratorCache, Error, SimpleDistributedQueue};
 
 #[tokio::test]
 async fn items_are_qn_nodes_taken_in_order() {
@@ -350,4 +350,32 @@ mod distributed {
         })
         .await;
     }
+}
+
+/// A consumer whose framework also caches the queue's node (a dashboard of the queue in the
+/// same process): its wait for an item shares the cache's watch and wakes on the next offer.
+#[tokio::test]
+async fn a_take_beside_a_cache_of_the_queue_wakes_on_the_next_offer() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = framework(&shared_connect().await, SESSION).await;
+        let producer = framework(&shared_connect().await, SESSION).await;
+        let path = unique_path("simple-queue", "cached");
+        let queue = SimpleDistributedQueue::new(&fw, &path).unwrap();
+        fw.create(&path).data(b"").await.unwrap();
+        let cache = CuratorCache::builder(&fw, &path).build().unwrap();
+        cache.start().await.unwrap();
+        within(EVENT, "the cache's load", cache.initialized()).await.unwrap();
+        let taking = tokio::spawn(async move { queue.take().await });
+        let offered = SimpleDistributedQueue::new(&producer, &path).unwrap();
+        // Either way the item must reach the consumer; the pause makes its wait (on the shared
+        // watch) the likely way rather than its first listing.
+        tokio::time::sleep(QUIET).await;
+        offered.offer(b"item").await.unwrap();
+        assert_eq!(within(EVENT, "the take", taking).await.unwrap().unwrap(), b"item");
+        cache.close().await;
+        fw.close().await;
+        producer.close().await;
+    })
+    .await;
 }
