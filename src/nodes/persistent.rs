@@ -20,13 +20,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
-use zookeeper_client::{CreateMode, EventType, Stat};
+use zookeeper_client::{CreateMode, Stat};
 
 use crate::error::{Error, Result, ZkError};
 use crate::framework::{BackgroundErrorKind, NodeEventKind};
-use crate::framework::{Framework, NodeEvent, Parents, StateSnapshot, WatchMode, TTL_MAX};
+use crate::framework::{Framework, NodeEvent, Parents, StateSnapshot, TTL_MAX};
 use crate::path;
-use crate::watch::{SessionWatch, WatchItem};
 
 /// The next change of the kept node, as a watch reports it.
 type Change = std::pin::Pin<Box<dyn std::future::Future<Output = Result<NodeEvent>> + Send>>;
@@ -690,11 +689,6 @@ impl Engine {
             self.hold(path);
             return self.keep(path, true, None, states, epoch).await;
         }
-        if let Some(mode) = fw.full_path(path).ok().and_then(|full| fw.persistent_watch_mode(&full)) {
-            // This framework watches the path persistently already (a cache or a watch on the
-            // node itself), which refuses a one-shot watch there: share that watch instead.
-            return self.watch_shared(path, fresh, mode, states, epoch).await;
-        }
         let exists = fw.exists(path).watch().into_future();
         tokio::pin!(exists);
         let found = if fresh {
@@ -767,81 +761,6 @@ impl Engine {
             self.set_unregistered();
         }
         self.keep(path, ours, Some(Box::pin(watch.changed())), states, epoch).await
-    }
-
-    /// [`watch`](Self::watch) through a persistent watch in `mode` on the node's path, shared
-    /// with the framework's other watches there: its deletion or a resync ends the keep, as a
-    /// one-shot watch's event would.
-    async fn watch_shared(
-        &mut self,
-        path: &str,
-        fresh: bool,
-        mode: WatchMode,
-        states: watch::Receiver<StateSnapshot>,
-        epoch: u64,
-    ) -> Next {
-        let fw = self.framework.clone();
-        if fresh {
-            self.hold(path);
-        }
-        let Ok(full) = fw.full_path(path) else { return self.pause(PAUSE_FIRST).await };
-        let mut shared = match SessionWatch::add(&fw, &full, mode).await {
-            Ok(shared) => shared,
-            Err(e) => {
-                tracing::debug!(path, error = %e, "persistent node: sharing the path's watch failed");
-                return self.pause(PAUSE_FIRST).await;
-            }
-        };
-        // The watch is in place before the read: a deletion after it is reported.
-        let stat = match fw.exists(path).await {
-            Ok(stat) => stat,
-            Err(e) => {
-                tracing::debug!(path, error = %e, "persistent node: exists failed");
-                return self.pause(PAUSE_FIRST).await;
-            }
-        };
-        let ours = match stat {
-            None => {
-                self.set_unregistered();
-                if self.closing() {
-                    return self.end_without_node().await;
-                }
-                return Next::Ensure;
-            }
-            Some(stat) => self.is_ours(&stat),
-        };
-        if ours {
-            if !fresh && !self.status.borrow().registered {
-                if let Err(e) = fw.set_data(path, &self.data).plain().await {
-                    tracing::debug!(path, error = %e, "persistent node: writing the data failed");
-                }
-            }
-            self.hold(path);
-        } else {
-            self.set_unregistered();
-        }
-        let node = NodeEvent { kind: NodeEventKind::DataChanged, path: path.to_owned(), zxid: None };
-        let change = Box::pin(async move {
-            loop {
-                match shared.next().await {
-                    // A child came or went: nothing to make again.
-                    Some(WatchItem::Event(event)) if event.event_type == EventType::NodeChildrenChanged => continue,
-                    Some(WatchItem::Event(event)) if event.path == full => {
-                        let kind = match event.event_type {
-                            EventType::NodeDeleted => NodeEventKind::Deleted,
-                            _ => NodeEventKind::DataChanged,
-                        };
-                        return Ok(NodeEvent { kind, ..node });
-                    }
-                    // Events may have been missed: look again.
-                    Some(WatchItem::Resync(Some(_))) => return Ok(node),
-                    Some(WatchItem::Refused(e)) => return Err(e),
-                    None => return Err(Error::Closed),
-                    Some(_) => continue,
-                }
-            }
-        });
-        self.keep(path, ours, Some(change), states, epoch).await
     }
 
     /// Serves commands while the node at `path` stands, until `watch` (when given) reports
