@@ -61,7 +61,7 @@ enum Arming {
     /// A one-shot watch set with the read, entered in the table.
     Client(Registered),
     /// A persistent watch in place before the read (the read sets none).
-    Shared(SessionWatch),
+    Shared(Box<SessionWatch>),
 }
 
 impl OneshotWatch {
@@ -69,12 +69,9 @@ impl OneshotWatch {
         OneshotWatch { framework: framework.clone(), armed: Armed::Client { watcher, entry, client } }
     }
 
-    fn shared(framework: &Framework, watch: SessionWatch, children: bool) -> Self {
+    fn shared(framework: &Framework, watch: Box<SessionWatch>, children: bool) -> Self {
         let full_path = watch.full_path().to_owned();
-        OneshotWatch {
-            framework: framework.clone(),
-            armed: Armed::Shared { watch: Box::new(watch), full_path, children },
-        }
+        OneshotWatch { framework: framework.clone(), armed: Armed::Shared { watch, full_path, children } }
     }
 
     /// Waits for the event.
@@ -247,9 +244,13 @@ impl Framework {
             Err(refused) => match self.persistent_watch_mode(&full) {
                 Some(mode) => {
                     let watch = SessionWatch::add(self, &full, mode).await?;
-                    Ok((full, Arming::Shared(watch)))
+                    Ok((full, Arming::Shared(Box::new(watch))))
                 }
-                None => Err(refused),
+                // The persistent watch went meanwhile: the path takes a one-shot watch again.
+                None => match self.enter_oneshot_watch(&full) {
+                    Ok(entry) => Ok((full, Arming::Client(entry))),
+                    Err(_) => Err(refused),
+                },
             },
         }
     }
