@@ -167,9 +167,11 @@ async fn bad_input_is_refused_before_anything_is_sent() {
 }
 
 /// A one-shot watch of the same session on a persistently watched path silences the persistent
-/// watch on ZooKeeper 3.6-3.8: the framework refuses the watched read instead of sending it.
+/// watch on ZooKeeper 3.6-3.8: there the framework's watched reads share the persistent watch
+/// (an `addWatch` in its mode, then the read without a watch) and set no one-shot watch; each
+/// completes with the path's next change of its kind.
 #[tokio::test]
-async fn a_watched_read_on_a_persistently_watched_path_is_refused() {
+async fn a_watched_read_on_a_persistently_watched_path_shares_the_persistent_watch() {
     init_tracing();
     bounded(LIMIT, async {
         let connect = shared_connect().await;
@@ -179,29 +181,35 @@ async fn a_watched_read_on_a_persistently_watched_path_is_refused() {
         fw.create(&path).data(b"v").await.unwrap();
         let persistent = fw.watch(&path, WatchMode::PersistentRecursive).await.unwrap();
         let before = proxy.counts();
-        let data = fw.get_data(&path).watch().await;
-        assert!(matches!(data, Err(Error::InvalidArgument { name: "path", .. })), "{data:?}");
-        let exists = fw.exists(&path).watch().await;
-        assert!(matches!(exists, Err(Error::InvalidArgument { name: "path", .. })), "{exists:?}");
-        let children = fw.get_children(&path).watch().await;
-        assert!(matches!(children, Err(Error::InvalidArgument { name: "path", .. })), "{children:?}");
-        assert_eq!(proxy.counts().since(&before).requests(), 0, "nothing is sent");
-        // Reads without a watch are fine, and so is a one-shot watch once the persistent one is gone.
-        assert_eq!(fw.get_data(&path).await.unwrap().0, b"v");
-        // The persistent watch goes with its task (which removes it from the server), after
-        // the drop returns: until then the refusal stands.
+        let (data, _, on_data) = fw.get_data(&path).watch().await.unwrap();
+        assert_eq!(data, b"v");
+        let (_, on_exists) = fw.exists(&path).watch().await.unwrap();
+        let (_, _, on_children) = fw.get_children(&path).watch().await.unwrap();
+        let sent = proxy.counts().since(&before);
+        assert_eq!(sent.get("addWatch"), 3, "{sent:?}");
+        assert!(sent.iter().all(|(kind, _)| !kind.ends_with("+watch")), "no one-shot watch: {sent:?}");
+        fw.set_data(&path, b"w").await.unwrap();
+        for watch in [on_data, on_exists] {
+            let fired = within(Duration::from_secs(10), "a data watch", watch.changed()).await.unwrap();
+            assert_eq!((fired.kind, fired.path.as_str()), (NodeEventKind::DataChanged, path.as_str()));
+        }
+        fw.create(&format!("{path}/child")).data(b"").await.unwrap();
+        let fired = within(Duration::from_secs(10), "the children watch", on_children.changed()).await.unwrap();
+        assert_eq!((fired.kind, fired.path.as_str()), (NodeEventKind::ChildrenChanged, path.as_str()));
+        // Once the persistent watch is gone (its task removes it after the drop returns), a
+        // watched read sets its own one-shot watch again.
         drop(persistent);
-        let accepted = within(LIMIT, "a one-shot watch once the persistent one is gone", async {
-            loop {
-                match fw.get_data(&path).watch().await {
-                    Ok((_, _, watch)) => return watch,
-                    Err(Error::InvalidArgument { .. }) => tokio::time::sleep(Duration::from_millis(20)).await,
-                    Err(e) => panic!("{e}"),
-                }
+        eventually(LIMIT, "a one-shot watch once the persistent one is gone", || async {
+            let before = proxy.counts();
+            let (_, _, watch) = fw.get_data(&path).watch().await.map_err(|e| e.to_string())?;
+            drop(watch);
+            match proxy.counts().since(&before).get("getData+watch") {
+                1 => Ok(()),
+                _ => Err("shared still".to_owned()),
             }
         })
         .await;
-        drop(accepted);
+        fw.delete(&path).recursive().await.unwrap();
         fw.close().await;
     })
     .await
