@@ -20,6 +20,17 @@ async fn latch(fw: &Framework, path: &str, id: &str) -> LeaderLatch {
     latch
 }
 
+/// Waits until `latch`'s election has `n` candidates.
+async fn candidates(latch: &LeaderLatch, n: usize) {
+    eventually(EVENT, &format!("{n} candidates"), || async {
+        match latch.participants().await.map_err(|e| e.to_string())?.len() {
+            m if m == n => Ok(()),
+            m => Err(m.to_string()),
+        }
+    })
+    .await;
+}
+
 async fn leads(observer: &LeaderObserver, id: &str, limit: Duration) {
     let found = observer.wait_for_leader(id, limit).await.unwrap();
     assert!(found.is_some(), "{id} never observed as the leader; last seen {:?}", observer.leader());
@@ -44,15 +55,7 @@ async fn an_observer_follows_latch_handovers_in_queue_order() {
         assert!(seen.node.starts_with(&format!("{path}/_c_")) && seen.node.contains("-latch-"), "{}", seen.node);
         let b = latch(&fw, &path, "b").await;
         let c = latch(&fw, &path, "c").await;
-        eventually(EVENT, "three candidates", || async {
-            let n = a.participants().await.map_err(|e| e.to_string())?.len();
-            if n == 3 {
-                Ok(())
-            } else {
-                Err(n.to_string())
-            }
-        })
-        .await;
+        candidates(&a, 3).await;
         let zero = observer.wait_for_leader("a", Duration::ZERO).await;
         assert!(matches!(zero, Err(zk_recipes::Error::InvalidArgument { name: "timeout", .. })), "{zero:?}");
         a.close().await.unwrap();
@@ -121,15 +124,7 @@ async fn an_observer_beside_a_waiting_candidate_on_its_framework_follows_the_han
             let a = latch(&leading, &path, "a").await;
             let _term = within(EVENT, "a leads", a.await_leadership()).await.unwrap();
             let b = latch(&shared, &path, "b").await;
-            eventually(EVENT, "b waits", || async {
-                let n = a.participants().await.map_err(|e| e.to_string())?.len();
-                if n == 2 {
-                    Ok(())
-                } else {
-                    Err(n.to_string())
-                }
-            })
-            .await;
+            candidates(&a, 2).await;
             let observer = match early {
                 Some(observer) => observer,
                 None => LeaderObserver::start(&shared, &path, ElectionKind::Latch).unwrap(),
@@ -165,15 +160,7 @@ async fn an_observer_follows_a_handover_on_a_server_without_persistent_watches()
         leads(&observer, "a", EVENT).await;
         assert!(!observing.server_info().await.unwrap().persistent_watches, "the server refused addWatch");
         let b = latch(&fw, &path, "b").await;
-        eventually(EVENT, "b waits", || async {
-            let n = a.participants().await.map_err(|e| e.to_string())?.len();
-            if n == 2 {
-                Ok(())
-            } else {
-                Err(n.to_string())
-            }
-        })
-        .await;
+        candidates(&a, 2).await;
         a.close().await.unwrap();
         leads(&observer, "b", EVENT).await;
         b.close().await.unwrap();

@@ -370,6 +370,42 @@ async fn data_set_while_the_first_create_is_cut_off_is_the_data_created() {
     .await;
 }
 
+/// An unprotected ephemeral persistent node at `path` (a child of `parent`) holding `one`,
+/// registered.
+async fn ephemeral_at(fw: &Framework, parent: &str, path: &str) -> PersistentNode {
+    let node = PersistentNode::builder(fw, path)
+        .mode(CreateMode::Ephemeral)
+        .protected(false)
+        .data(b"one".to_vec())
+        .start()
+        .unwrap();
+    assert!(node.wait_for_initial_create(EVENT).await.unwrap());
+    assert_eq!(one_node_with(fw, &node, parent, b"one", EVENT).await, path);
+    node
+}
+
+/// Nothing goes through `proxy` for a while (a standing node sends nothing). A window that
+/// can only let a test pass wrongly, never fail it wrongly.
+async fn stands_quiet(proxy: &CountingProxy) {
+    let before = proxy.counts();
+    tokio::time::sleep(QUIET * 3).await;
+    let quiet = proxy.counts().since(&before);
+    assert_eq!(quiet.requests(), 0, "requests while the node stands: {}", quiet.per_op(1));
+}
+
+/// `other` deletes the node at `path`, which is then made again (a newer creation).
+async fn deleted_and_made_again(other: &Framework, path: &str) {
+    let (_, first) = other.get_data(path).await.unwrap();
+    other.delete(path).await.unwrap();
+    eventually(EVENT, "the node made again", || async {
+        match other.get_data(path).await {
+            Ok((_, stat)) if stat.czxid > first.czxid => Ok(()),
+            read => Err(format!("{read:?}")),
+        }
+    })
+    .await;
+}
+
 /// A persistent node whose own path this framework already watches persistently (a watch or a
 /// cache on the node itself), which refuses a one-shot watch there: the node shares that watch,
 /// sends nothing while it stands, and comes back when another client deletes it.
@@ -384,31 +420,13 @@ async fn a_node_whose_path_the_framework_watches_shares_the_watch_and_comes_back
         let parent = unique_path("pnode", "watched");
         let path = format!("{parent}/me");
         let mut watch = fw.watch(&path, WatchMode::Persistent).await.unwrap();
-        let node = PersistentNode::builder(&fw, &path)
-            .mode(CreateMode::Ephemeral)
-            .protected(false)
-            .data(b"one".to_vec())
-            .start()
-            .unwrap();
-        assert!(node.wait_for_initial_create(EVENT).await.unwrap());
-        assert_eq!(one_node_with(&fw, &node, &parent, b"one", EVENT).await, path);
+        let node = ephemeral_at(&fw, &parent, &path).await;
 
         // Standing, the node costs nothing: no create, no read, no watch sent again.
-        let before = proxy.counts();
-        tokio::time::sleep(QUIET * 3).await;
-        let quiet = proxy.counts().since(&before);
-        assert_eq!(quiet.requests(), 0, "requests while the node stands: {}", quiet.per_op(1));
+        stands_quiet(&proxy).await;
 
         // Deleted by another client: made again, and the user's watch still reports.
-        let (_, first) = other.get_data(&path).await.unwrap();
-        other.delete(&path).await.unwrap();
-        eventually(EVENT, "the node made again", || async {
-            match other.get_data(&path).await {
-                Ok((_, stat)) if stat.czxid > first.czxid => Ok(()),
-                read => Err(format!("{read:?}")),
-            }
-        })
-        .await;
+        deleted_and_made_again(&other, &path).await;
         one_node_with(&fw, &node, &parent, b"one", EVENT).await;
         let mut seen = Vec::new();
         while seen.len() < 3 {
@@ -447,33 +465,15 @@ async fn a_node_beside_a_one_shot_cache_on_its_path_sends_nothing_while_it_stand
         cache.start().await.unwrap();
         within(EVENT, "the cache's load", cache.initialized()).await.unwrap();
         assert!(!fw.server_info().await.unwrap().persistent_watches, "the server refused addWatch");
-        let node = PersistentNode::builder(&fw, &path)
-            .mode(CreateMode::Ephemeral)
-            .protected(false)
-            .data(b"one".to_vec())
-            .start()
-            .unwrap();
-        assert!(node.wait_for_initial_create(EVENT).await.unwrap());
-        assert_eq!(one_node_with(&fw, &node, &parent, b"one", EVENT).await, path);
+        let node = ephemeral_at(&fw, &parent, &path).await;
         eventually(EVENT, "the cache sees the node", || async {
             cache.get(&path).map(drop).ok_or_else(|| "not yet".to_owned())
         })
         .await;
 
-        let before = proxy.counts();
-        tokio::time::sleep(QUIET * 3).await;
-        let quiet = proxy.counts().since(&before);
-        assert_eq!(quiet.requests(), 0, "requests while the node stands: {}", quiet.per_op(1));
+        stands_quiet(&proxy).await;
 
-        let (_, first) = other.get_data(&path).await.unwrap();
-        other.delete(&path).await.unwrap();
-        eventually(EVENT, "the node made again", || async {
-            match other.get_data(&path).await {
-                Ok((_, stat)) if stat.czxid > first.czxid => Ok(()),
-                read => Err(format!("{read:?}")),
-            }
-        })
-        .await;
+        deleted_and_made_again(&other, &path).await;
         node.close().await.unwrap();
         cache.close().await;
         fw.close().await;
