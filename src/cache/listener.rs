@@ -23,6 +23,12 @@ use super::subscription::Receiver;
 #[async_trait::async_trait]
 pub trait CuratorCacheListener<T = Vec<u8>>: Send + Sync + 'static {
     /// Called once per event.
+    ///
+    /// # Cancel safety
+    /// The call is cancelled (its future dropped at an await point) when its
+    /// [`ListenerHandle`](crate::ListenerHandle) is dropped or the cache is closed; the events
+    /// after it are not delivered then. An implementation must leave nothing half done across
+    /// an await that matters (or finish that work in a task of its own).
     async fn event(&self, event: CacheEvent<T>);
 }
 

@@ -37,6 +37,12 @@ use super::{Framework, WeakFramework};
 #[async_trait::async_trait]
 pub trait ConnectionStateListener: Send + Sync + 'static {
     /// Called once per transition.
+    ///
+    /// # Cancel safety
+    /// The call is cancelled (its future dropped at an await point) when its
+    /// [`ListenerHandle`](crate::ListenerHandle) is dropped or the framework is closed; later
+    /// transitions are not delivered then. An implementation must leave nothing half done
+    /// across an await that matters (or finish that work in a task of its own).
     async fn state_changed(&self, framework: &Framework, snapshot: StateSnapshot);
 }
 

@@ -200,6 +200,7 @@ pub trait Lockable: Send + Sync + Debug {
 /// A held lock, type-erased: what [`Lockable::lock`] returns. Dropping it releases the lock
 /// in the background, as the concrete guard's `Drop` does.
 #[async_trait]
+#[must_use = "dropping the hold releases the lock"]
 pub trait LockHold: Send + Sync + Debug {
     /// Releases the lock and reports the outcome.
     ///

@@ -133,7 +133,8 @@ pub fn priority_name(priority: i32) -> String {
 /// Curator orders it).
 pub fn priority_of(name: &str) -> Option<i32> {
     let code = name.strip_prefix(QUEUE_ITEM_NAME)?.get(..PRIORITY_CODE_LEN)?;
-    let (sign, hex) = code.split_at(1);
+    // By `get`: a name from the server may carry any character there.
+    let (sign, hex) = (code.get(..1)?, code.get(1..)?);
     if !hex.bytes().all(|b| b.is_ascii_digit() || (b'A'..=b'F').contains(&b)) {
         return None;
     }
@@ -249,6 +250,9 @@ mod tests {
         assert_eq!(priority_of("queue-17FFFFFFG0000000001"), None);
         assert_eq!(priority_of("queue-080000001"), Some(i32::MIN + 1));
         assert_eq!(priority_of("queue-000000001"), None, "a positive value with the negative sign");
+        // Any client may name a child: a character of two bytes where the sign goes.
+        assert_eq!(priority_of("queue-\u{e9}12345670000000001"), None);
+        assert_eq!(priority_of("queue-1\u{e9}234567"), None);
         // String order is numeric order.
         let mut codes: Vec<i32> = vec![3, -7, 0, i32::MIN, i32::MAX, -1, 1];
         codes.sort_by_key(|p| priority_code(*p));

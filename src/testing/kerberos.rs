@@ -163,6 +163,9 @@ impl TestingKdc {
     ///
     /// # Errors
     /// As [`add_principal`](Self::add_principal).
+    ///
+    /// # Cancel safety
+    /// As [`add_principal`](Self::add_principal).
     pub async fn server_login(&self) -> Result<KerberosLogin, TestingError> {
         let principal = format!("zookeeper/localhost@{}", Self::REALM);
         let keytab = self.add_principal("zookeeper/localhost").await?;
