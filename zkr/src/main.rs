@@ -192,6 +192,13 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // A reader that goes (`zkr watch --json | head -3`) ends zkr as it ends any Unix tool,
+    // rather than a panic at the next print.
+    #[cfg(unix)]
+    // SAFETY: sets a signal's disposition to its default before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -386,3 +386,34 @@ async fn get_shows_gzip_decompressed_and_json_indented() {
     })
     .await;
 }
+
+/// A reader that goes before zkr is done writing (`zkr get <path> | head -c 10`) ends zkr as it
+/// ends any Unix tool (SIGPIPE), not with a panic.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reader_that_goes_ends_zkr_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let fw = plain_framework(&connect, SESSION).await;
+        let path = unique_path("zkr-get", "pipe");
+        fw.create(&path).data(&vec![b'x'; 500_000]).await.unwrap();
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_zkr"))
+            .args(["--connect", &connect, "get", &path])
+            .env_remove("ZK_CONNECT")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("running zkr");
+        // The reader goes at once.
+        drop(child.stdout.take());
+        let output = within(EVENT, "zkr to end", child.wait_with_output()).await.unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert_eq!(output.status.signal(), Some(13), "ended by SIGPIPE: {:?} {stderr}", output.status);
+        fw.delete(&path).await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
