@@ -55,7 +55,8 @@ enum Mode {
 struct Line<'a> {
     /// Milliseconds since the Unix epoch, when zkr received the event.
     at_ms: u128,
-    /// `created`, `changed`, `deleted` or `initialized`.
+    /// `created`, `changed`, `deleted`, `initialized` or `lagged` (zkr fell behind: `missed`
+    /// events were dropped, and `nodes` is the cache's size as of then).
     event: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     path: Option<&'a str>,
@@ -65,9 +66,12 @@ struct Line<'a> {
     /// `changed`: the value before.
     #[serde(skip_serializing_if = "Option::is_none")]
     old: Option<Node>,
-    /// `initialized`: how many nodes the cache holds.
+    /// `initialized` and `lagged`: how many nodes the cache holds.
     #[serde(skip_serializing_if = "Option::is_none")]
     nodes: Option<usize>,
+    /// `lagged`: how many events zkr missed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    missed: Option<u64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -162,8 +166,15 @@ async fn watch(cache: &CuratorCache, args: &Args, connect: &str) -> Result<(), F
 fn print(cache: &CuratorCache, event: &CacheEvent, json: bool) {
     let at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     if json {
-        let mut line =
-            Line { at_ms: at.as_millis(), event: "", path: event.path(), node: None, old: None, nodes: None };
+        let mut line = Line {
+            at_ms: at.as_millis(),
+            event: "",
+            path: event.path(),
+            node: None,
+            old: None,
+            nodes: None,
+            missed: None,
+        };
         match event {
             CacheEvent::Created(node) => (line.event, line.node) = ("created", Some(Node::of(node))),
             CacheEvent::Changed(old, new) => {
@@ -171,6 +182,9 @@ fn print(cache: &CuratorCache, event: &CacheEvent, json: bool) {
             }
             CacheEvent::Deleted(node) => (line.event, line.node) = ("deleted", Some(Node::of(node))),
             CacheEvent::Initialized => (line.event, line.nodes) = ("initialized", Some(cache.len())),
+            CacheEvent::Lagged { missed, nodes } => {
+                (line.event, line.nodes, line.missed) = ("lagged", Some(nodes.len()), Some(*missed));
+            }
             _ => return,
         }
         match serde_json::to_string(&line) {
@@ -187,6 +201,9 @@ fn print(cache: &CuratorCache, event: &CacheEvent, json: bool) {
         }
         CacheEvent::Deleted(node) => println!("{clock}  deleted      {}  {}", node.path(), summary(node)),
         CacheEvent::Initialized => println!("{clock}  initialized  {} nodes", cache.len()),
+        CacheEvent::Lagged { missed, nodes } => {
+            println!("{clock}  lagged       {missed} events missed; the cache holds {} nodes", nodes.len())
+        }
         _ => {}
     }
 }

@@ -6,6 +6,7 @@
 mod common;
 
 use std::collections::BTreeSet;
+use std::future::IntoFuture;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -169,4 +170,56 @@ async fn table_lines_for_a_path_created_later_and_for_ends() {
         fw.close().await;
     })
     .await
+}
+
+/// A reader that falls behind (its pipe full while thousands of changes come) gets a `lagged`
+/// line saying how many events zkr missed, then the events that follow.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reader_that_falls_behind_gets_a_lagged_line() {
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let fw = plain_framework(&connect, SESSION).await;
+        let root = unique_path("zkr-watch", "lagged");
+        fw.create(&root).data(b"").await.unwrap();
+        let (child, mut lines) = spawn(&["--connect", &connect, "watch", &root, "--json"]);
+        assert_eq!(next_json(&mut lines).await["event"], "created");
+        assert_eq!(next_json(&mut lines).await["event"], "initialized");
+        // Nobody reads while 12,000 nodes are made: the pipe fills, and zkr's cache stream falls
+        // more than its 10,000 events behind.
+        for round in 0..12u32 {
+            let paths: Vec<String> = (0..1_000u32).map(|i| format!("{root}/n{}", round * 1_000 + i)).collect();
+            let writes: Vec<_> = paths.iter().map(|path| fw.create(path).data(b"").into_future()).collect();
+            for written in futures::future::join_all(writes).await {
+                written.unwrap();
+            }
+        }
+        let lagged = within(EVENT, "the lagged line", async {
+            loop {
+                let line = next_json(&mut lines).await;
+                if line["event"] == "lagged" {
+                    return line;
+                }
+                assert_eq!(line["event"], "created", "{line}");
+            }
+        })
+        .await;
+        assert!(lagged["missed"].as_u64().unwrap() > 0, "{lagged}");
+        assert!(lagged["nodes"].as_u64().unwrap() > 1, "{lagged}");
+        let after = format!("{root}/after");
+        fw.create(&after).data(b"").await.unwrap();
+        within(EVENT, "the event after", async {
+            loop {
+                let line = next_json(&mut lines).await;
+                if line["path"] == after.as_str() {
+                    assert_eq!(line["event"], "created", "{line}");
+                    return;
+                }
+            }
+        })
+        .await;
+        drop(child);
+        fw.delete(&root).recursive().await.unwrap();
+        fw.close().await;
+    })
+    .await;
 }
