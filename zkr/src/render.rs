@@ -12,6 +12,12 @@ pub fn data(bytes: &[u8]) -> (Option<String>, &'static str) {
     }
 }
 
+/// A table cell from a string anyone may have written (an instance's JSON): control
+/// characters escaped (`\u{1b}`), so nothing reaches the terminal as a command.
+pub fn cell(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
+
 /// Node data as [`data`] shows it, decompressed first when it is gzip (Curator's
 /// `compressed()` writes and compressed models): `"gzip-text"` or `"gzip-hex"` then. Data that
 /// starts with gzip's magic bytes but does not decompress is shown as stored.
@@ -170,6 +176,12 @@ mod tests {
         // The magic bytes alone are not gzip: shown as stored.
         assert_eq!(data_decompressed(&[0x1f, 0x8b, 1]), (Some("1f8b01".to_owned()), "hex"));
         assert_eq!(data_decompressed(b"plain"), (Some("plain".to_owned()), "text"));
+    }
+
+    #[test]
+    fn cells_escape_control_characters() {
+        assert_eq!(cell("a\u{1b}]0;x\u{7}b"), "a\\u{1b}]0;x\\u{7}b");
+        assert_eq!(cell("10.0.0.1"), "10.0.0.1");
     }
 
     #[test]

@@ -5,7 +5,7 @@ use serde_json::Value;
 use zk_recipes::discovery::{JsonInstanceSerializer, ServiceDiscovery, ServiceInstance};
 
 use crate::connect::Options;
-use crate::exit::Failure;
+use crate::exit::{Code, Failure};
 use crate::render;
 
 #[derive(Debug, clap::Args)]
@@ -30,6 +30,23 @@ pub async fn run(options: &Options, args: Args) -> Result<(), Failure> {
     let discovery: ServiceDiscovery<Value> =
         ServiceDiscovery::new(&framework, &args.base, JsonInstanceSerializer::new())
             .map_err(|e| Failure::from_error(e, "checking the base path", connect))?;
+    // A base (or a service) that is not there is a missing path, as for every reading
+    // subcommand, not an empty answer.
+    let mut needed = vec![args.base.clone()];
+    needed.extend(args.name.as_deref().map(|name| zk_recipes::path::join(&args.base, name)));
+    for path in needed {
+        match framework.exists(&path).await {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                framework.close().await;
+                return Err(Failure::new(Code::Missing, format!("{path}: no such node")));
+            }
+            Err(e) => {
+                framework.close().await;
+                return Err(Failure::from_error(e, &format!("reading {path}"), connect));
+            }
+        }
+    }
     let found = list(&framework, &discovery, &args.base, args.name.as_deref()).await;
     framework.close().await;
     let (instances, unreadable) =
@@ -94,14 +111,14 @@ fn table(instances: &[ServiceInstance]) -> String {
         .iter()
         .map(|i| {
             [
-                i.name.clone(),
-                i.id.clone(),
-                i.address.clone().unwrap_or_else(|| "-".into()),
+                render::cell(&i.name),
+                render::cell(&i.id),
+                i.address.as_deref().map_or_else(|| "-".into(), render::cell),
                 opt(i.port),
                 opt(i.ssl_port),
                 i.service_type.as_str().to_owned(),
                 i.enabled.to_string(),
-                render::age(now - i.registration_time_utc),
+                render::age(now.saturating_sub(i.registration_time_utc)),
                 i.payload.as_ref().map_or("-".to_owned(), Value::to_string),
             ]
         })

@@ -70,8 +70,27 @@ async fn services_lists_registered_instances_as_a_table_and_json() {
         assert!(err.contains(&format!("skipped {base}/web/broken")), "{err}");
 
         let (code, _, err) = zkr(&["--connect", &connect, "services", "--base", "no-slash"]).await;
-        assert_ne!(code, 0);
+        assert_eq!(code, 2, "{err}");
         assert!(err.contains("path"), "{err}");
+        // A base or a service that is not there is a missing path (exit 4), not "no instances".
+        let (code, _, err) = zkr(&["--connect", &connect, "services", "--base", &format!("{base}-typo")]).await;
+        assert_eq!(code, 4, "{err}");
+        let (code, _, err) = zkr(&["--connect", &connect, "services", "nope", "--base", &base]).await;
+        assert_eq!(code, 4, "{err}");
+
+        // Strings from an instance's JSON reach the table with control characters escaped, and
+        // a registration time from the far past shows an age, not an overflow.
+        let hostile = json!({
+            "name": "evil", "id": "e1", "address": "\u{1b}]0;pwned\u{7}\u{1b}[2J",
+            "registrationTimeUTC": i64::MIN, "serviceType": "DYNAMIC",
+            "payload": null, "port": null, "sslPort": null, "uriSpec": null
+        });
+        fw.create(&format!("{base}/evil")).data(b"").await.unwrap();
+        fw.create(&format!("{base}/evil/e1")).data(hostile.to_string().as_bytes()).await.unwrap();
+        let (code, out, err) = zkr(&["--connect", &connect, "services", "evil", "--base", &base]).await;
+        assert_eq!(code, 0, "{err}");
+        assert!(!out.contains('\u{1b}') && !out.contains('\u{7}'), "{out:?}");
+        assert!(out.contains("\\u{1b}]0;pwned"), "{out}");
         discovery.close().await.unwrap();
         fw.close().await;
     })
