@@ -95,6 +95,9 @@ async fn once(framework: &Framework, args: &Args, connect: &str) -> Result<(), F
     Ok(())
 }
 
+/// How long `--watch` waits before reading again when its read set no watch.
+const EMPTY_WATCH_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Renders, then waits on the watches set while reading; again on every change. Ctrl-C ends it.
 async fn watch(framework: &Framework, args: &Args, connect: &str) -> Result<(), Failure> {
     let mut first = true;
@@ -119,6 +122,14 @@ async fn watch(framework: &Framework, args: &Args, connect: &str) -> Result<(), 
         }
         first = false;
         let Lister::Watching(watchers) = lister else { unreachable!("a watching lister stays one") };
+        if watchers.is_empty() {
+            // The directory came and went between reads, faster than a watch could be set on
+            // it: read again after a moment.
+            tokio::select! {
+                () = tokio::time::sleep(EMPTY_WATCH_PAUSE) => continue,
+                _ = tokio::signal::ctrl_c() => return Ok(()),
+            }
+        }
         let changed = futures::future::select_all(watchers.into_iter().map(|w| Box::pin(w.changed())));
         tokio::select! {
             _ = changed => {}
@@ -156,7 +167,16 @@ fn print(report: &Report, json: bool, redraw: bool) {
 #[derive(Debug)]
 enum ReadError {
     Zk(Error),
-    NotALockDirectory { path: String, children: Vec<String> },
+    NotALockDirectory {
+        path: String,
+        children: Vec<String>,
+    },
+    /// A queue's or a barrier's nodes: another subcommand shows them.
+    OtherRecipe {
+        path: String,
+        description: &'static str,
+        subcommand: &'static str,
+    },
 }
 
 impl From<Error> for ReadError {
@@ -183,6 +203,10 @@ impl ReadError {
                     ),
                 )
             }
+            ReadError::OtherRecipe { path, description, subcommand } => Failure::new(
+                Code::WrongLayout,
+                format!("{path} is not a lock directory: it holds a {description}; `zkr {subcommand} {path}` shows it"),
+            ),
         }
     }
 }
@@ -238,6 +262,15 @@ async fn read(framework: &Framework, path: &str, lister: &mut Lister) -> Result<
     let Some(recipe) = protocol::classify(&children) else {
         return Err(ReadError::NotALockDirectory { path: path.to_owned(), children });
     };
+    let other = match recipe {
+        Recipe::SimpleQueue | Recipe::DistributedQueue | Recipe::QueueSharder => Some("queue"),
+        Recipe::DoubleBarrier => Some("barrier"),
+        _ => None,
+    };
+    if let Some(subcommand) = other {
+        let description = recipe.layout().description;
+        return Err(ReadError::OtherRecipe { path: path.to_owned(), description, subcommand });
+    }
     let mut nodes = Vec::new();
     let mut listed = Some(children);
     for section in recipe.layout().sections {

@@ -502,6 +502,13 @@ async fn missing_path_empty_and_not_a_lock_directory() {
         let run = zkr(&["--connect", &connect, "locks", &config]).await;
         assert_eq!(run.code, 6, "{run:?}");
         assert!(run.stderr.contains("is not a lock directory") && run.stderr.contains("settings, users"), "{run:?}");
+
+        // A queue is no lock directory either: zkr says which subcommand shows it.
+        let queue = unique_path("zkr", "queue");
+        zk_recipes::SimpleDistributedQueue::new(&fw, &queue).unwrap().offer(b"item").await.unwrap();
+        let run = zkr(&["--connect", &connect, "locks", &queue]).await;
+        assert_eq!(run.code, 6, "{run:?}");
+        assert!(run.stderr.contains(&format!("zkr queue {queue}")), "{run:?}");
         fw.close().await;
     })
     .await
