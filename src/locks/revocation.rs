@@ -297,6 +297,23 @@ impl<L: RevocableLock> Acquire for Revocable<L> {
 pub struct Revoker;
 
 impl Revoker {
+    /// Checks, without I/O, that `node_path` is a valid path to a lock node of a revocable
+    /// lock (its name ends in `lock-`, `__READ__` or `__WRIT__` and a 10-digit sequence), as
+    /// [`attempt_revoke`](Self::attempt_revoke) does before it writes anything.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for an invalid path or another node's name.
+    pub fn check_node_path(node_path: &str) -> Result<()> {
+        path::validate_recipe_path(node_path)?;
+        if !is_lock_node_name(path::node_name(node_path)) {
+            return Err(Error::InvalidPath {
+                path: node_path.to_owned(),
+                reason: "not a lock node (a name ending in lock-, __READ__ or __WRIT__ and a 10-digit sequence)",
+            });
+        }
+        Ok(())
+    }
+
     /// Writes the revoke message (the ten bytes `__REVOKE__`) into the lock node at `node_path`
     /// (a full node path, namespace stripped, as `participant_nodes()` and `lock_path()` give
     /// them), unconditionally (any version), as Curator's `Revoker.attemptRevoke` does. A node
@@ -317,12 +334,7 @@ impl Revoker {
     /// A cancelled call may still have written the message.
     pub async fn attempt_revoke(framework: &Framework, node_path: &str) -> Result<()> {
         let full = framework.full_path(node_path)?;
-        if !is_lock_node_name(path::node_name(node_path)) {
-            return Err(Error::InvalidPath {
-                path: node_path.to_owned(),
-                reason: "not a lock node (a name ending in lock-, __READ__ or __WRIT__ and a 10-digit sequence)",
-            });
-        }
+        Self::check_node_path(node_path)?;
         let written = framework.with_retry(|s| {
             let full = &full;
             async move {

@@ -13,8 +13,8 @@ pub struct Args {
 
 pub async fn run(options: &Options, args: Args) -> Result<(), Failure> {
     let connect = options.connect_string();
-    zk_recipes::path::validate_recipe_path(&args.node)
-        .map_err(|e| Failure::from_error(e, "checking the node path", connect))?;
+    // A bad path or a node that is no lock node is refused before connecting.
+    Revoker::check_node_path(&args.node).map_err(|e| Failure::from_error(e, "checking the node path", connect))?;
     let framework = options.build(connect)?;
     options.start(&framework, connect).await?;
     let outcome = attempt_revoke(&framework, &args.node).await;

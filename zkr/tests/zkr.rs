@@ -529,6 +529,8 @@ async fn bad_arguments_exit_2_before_connecting() {
             &["--connect", "bad host:1", "locks", "/a"],
             &["--namespace", "a//b", "locks", "/a"],
             &["revoke", "/"],
+            &["revoke", "/config/app"],
+            &["revoke", "/locks/orders/typo"],
             &["demo", "--leases", "0"],
             &["demo", "--path", "relative"],
             &["frobnicate"],
@@ -565,7 +567,7 @@ async fn unreachable_ensemble_exits_3() {
         // A port that was just free: nothing listens there.
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let connect = format!("127.0.0.1:{port}");
-        for command in [&["locks", "/a"][..], &["revoke", "/a/b"], &["demo"]] {
+        for command in [&["locks", "/a"][..], &["revoke", "/a/_c_x-lock-0000000001"], &["demo"]] {
             let mut args = vec!["--connect", &connect, "--connection-timeout", "1s"];
             args.extend_from_slice(command);
             let run = zkr(&args).await;
