@@ -123,10 +123,25 @@ pub async fn run(options: &Options, args: Args) -> Result<(), Failure> {
     }
     let cache = builder.build().map_err(|e| Failure::from_error(e, "checking the path", connect))?;
     options.start(&framework, connect).await?;
+    // What the cache could not do (a node it may not read, left out of it) goes to stderr.
+    let errors = tokio::spawn(report_errors(framework.errors()));
     let outcome = watch(&cache, &args, connect).await;
+    errors.abort();
     cache.close().await;
     framework.close().await;
     outcome
+}
+
+/// Prints each background error of the framework to stderr (`zkr: cache CacheReadRefused at
+/// <path>: ...`).
+async fn report_errors(mut errors: zk_recipes::BackgroundErrors) {
+    while let Some(event) = errors.next().await {
+        match event {
+            zk_recipes::BackgroundEvent::Error(error) => eprintln!("zkr: {error}"),
+            zk_recipes::BackgroundEvent::Lagged(missed) => eprintln!("zkr: {missed} background errors not shown"),
+            _ => {}
+        }
+    }
 }
 
 async fn watch(cache: &CuratorCache, args: &Args, connect: &str) -> Result<(), Failure> {

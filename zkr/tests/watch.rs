@@ -223,3 +223,39 @@ async fn a_reader_that_falls_behind_gets_a_lagged_line() {
     })
     .await;
 }
+
+/// A node the session may not read is left out of the cache, and zkr says so on stderr (the
+/// framework's background error), rather than showing a tree with a node silently missing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_zkr_may_not_read_is_reported_on_stderr() {
+    use zk_recipes::{Acl, AuthId, Permission};
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let fw = plain_framework(&connect, SESSION).await;
+        let root = unique_path("zkr-watch", "unreadable");
+        fw.create(&root).data(b"").await.unwrap();
+        fw.create(&format!("{root}/open")).data(b"o").await.unwrap();
+        let secret = format!("{root}/secret");
+        let no_read = vec![Acl::new(Permission::WRITE | Permission::DELETE | Permission::ADMIN, AuthId::anyone())];
+        fw.create(&secret).acl(no_read).await.unwrap();
+        // The root and the open node, then initialized: three lines, and it ends.
+        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_zkr"))
+            .args(["--connect", &connect, "watch", &root, "--json", "--count", "3"])
+            .env_remove("ZK_CONNECT")
+            .env_remove("ZK_DIGEST")
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let output = within(EVENT, "zkr watch to end", output).await.unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{stderr}");
+        assert!(!stdout.contains("/secret"), "{stdout}");
+        assert!(stderr.contains("CacheReadRefused") && stderr.contains(&secret), "{stderr}");
+        // A recursive delete would list the secret node's children, which it may not.
+        fw.delete(&secret).await.unwrap();
+        fw.delete(&root).recursive().await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
