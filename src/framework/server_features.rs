@@ -270,8 +270,11 @@ impl Framework {
     /// its watch manager has no persistent watches, as `WatchManagerOptimized` does, though it
     /// answers the version probe as 3.6+). No answer leaves the version probe's word.
     async fn confirm_persistent_watches(&self, key: (u64, bool)) -> bool {
-        if self.registry().server.lock().settled(key) {
-            return !self.registry().server.lock().refused(key);
+        {
+            let mut knowledge = self.registry().server.lock();
+            if knowledge.settled(key) {
+                return !knowledge.refused(key);
+            }
         }
         let Ok(session) = self.session() else { return true };
         if session.epoch != key.0 {

@@ -24,11 +24,8 @@ use zookeeper_client::{CreateMode, Stat};
 
 use crate::error::{Error, Result, ZkError};
 use crate::framework::{BackgroundErrorKind, NodeEventKind};
-use crate::framework::{Framework, NodeEvent, Parents, StateSnapshot, TTL_MAX};
+use crate::framework::{Framework, OneshotWatch, Parents, StateSnapshot, TTL_MAX};
 use crate::path;
-
-/// The next change of the kept node, as a watch reports it.
-type Change = std::pin::Pin<Box<dyn std::future::Future<Output = Result<NodeEvent>> + Send>>;
 
 /// How long the task waits before trying again after a create or read failed for a reason
 /// retrying may cure (the framework's retry policy already ran out), growing to the maximum.
@@ -760,7 +757,7 @@ impl Engine {
             tracing::debug!(path, "persistent node: another session's node has the name; waiting for it to go");
             self.set_unregistered();
         }
-        self.keep(path, ours, Some(Box::pin(watch.changed())), states, epoch).await
+        self.keep(path, ours, Some(watch), states, epoch).await
     }
 
     /// Serves commands while the node at `path` stands, until `watch` (when given) reports
@@ -769,12 +766,12 @@ impl Engine {
         &mut self,
         path: &str,
         ours: bool,
-        changed: Option<Change>,
+        watch: Option<OneshotWatch>,
         mut states: watch::Receiver<StateSnapshot>,
         epoch: u64,
     ) -> Next {
         let fw = self.framework.clone();
-        let mut changed = changed;
+        let mut changed = watch.map(|watch| Box::pin(watch.changed()));
         loop {
             tokio::select! {
                 event = async { changed.as_mut().expect("guarded by the precondition").await }, if changed.is_some() => {
