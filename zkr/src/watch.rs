@@ -126,9 +126,10 @@ pub async fn run(options: &Options, args: Args) -> Result<(), Failure> {
     // What the cache could not do (a node it may not read, left out of it) goes to stderr.
     let errors = tokio::spawn(report_errors(framework.errors()));
     let outcome = watch(&cache, &args, connect).await;
-    errors.abort();
     cache.close().await;
+    // Closing ends the errors' stream: the reporter prints what came before and ends.
     framework.close().await;
+    let _ = errors.await;
     outcome
 }
 
