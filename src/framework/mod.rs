@@ -76,6 +76,7 @@ pub use self::errors::{BackgroundError, BackgroundErrorKind, BackgroundErrors, B
 use self::inner::Inner;
 pub use self::listener::{ConnectionStateListener, ConnectionStateStream, ListenerHandle};
 pub(crate) use self::listings::Listing;
+pub(crate) use self::read::{shared_change, Arming};
 pub use self::read::{
     Exists, ExistsWatched, GetChildren, GetChildrenWatched, GetChildrenWithStat, GetData, GetDataWatched, OneshotWatch,
 };

@@ -57,7 +57,7 @@ enum Armed {
 }
 
 /// Where a watched read's watch comes from.
-enum Arming {
+pub(crate) enum Arming {
     /// A one-shot watch set with the read, entered in the table.
     Client(Registered),
     /// A persistent watch in place before the read (the read sets none).
@@ -124,7 +124,7 @@ impl OneshotWatch {
 
 /// The next change of `full_path` that a one-shot watch of its kind (`children`, or data and
 /// existence) would report, as the shared persistent `watch` reports it.
-async fn shared_change(
+pub(crate) async fn shared_change(
     framework: &Framework,
     watch: &mut SessionWatch,
     full_path: &str,
@@ -239,16 +239,23 @@ impl Framework {
     /// [`Error::InvalidPath`]; the shared watch's add failing (the retry policy gave up).
     async fn arm(&self, path: &str) -> Result<(String, Arming)> {
         let full = self.full_path(path)?;
-        match self.enter_oneshot_watch(&full) {
-            Ok(entry) => Ok((full, Arming::Client(entry))),
-            Err(refused) => match self.persistent_watch_mode(&full) {
+        let arming = self.arm_full(&full).await?;
+        Ok((full, arming))
+    }
+
+    /// [`arm`](Self::arm) for a full path (recipe code that sets a one-shot watch with the
+    /// raw client, such as the semaphore's listing of its leases).
+    pub(crate) async fn arm_full(&self, full: &str) -> Result<Arming> {
+        match self.enter_oneshot_watch(full) {
+            Ok(entry) => Ok(Arming::Client(entry)),
+            Err(refused) => match self.persistent_watch_mode(full) {
                 Some(mode) => {
-                    let watch = SessionWatch::add(self, &full, mode).await?;
-                    Ok((full, Arming::Shared(Box::new(watch))))
+                    let watch = SessionWatch::add(self, full, mode).await?;
+                    Ok(Arming::Shared(Box::new(watch)))
                 }
                 // The persistent watch went meanwhile: the path takes a one-shot watch again.
-                None => match self.enter_oneshot_watch(&full) {
-                    Ok(entry) => Ok((full, Arming::Client(entry))),
+                None => match self.enter_oneshot_watch(full) {
+                    Ok(entry) => Ok(Arming::Client(entry)),
                     Err(_) => Err(refused),
                 },
             },

@@ -11,22 +11,23 @@ use zookeeper_client::{EventType, OneshotWatcher};
 use super::acquire::{self, Acquire, Block, Hold, LockHold, Mode, Try};
 use super::critical_section::{run_until_lost, LockLost};
 use super::dir_mirror::{Ask, Asker, DirMirror, WaitOn};
-use super::held::HeldNode;
+use super::held::{HeldNode, KeptWatch};
 use super::internals::LockInternals;
 use super::mirror_slot::MirrorSlot;
 use super::node_watch::MirrorSeat;
 use super::start_over::fresh_attempts;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, ZkError};
 use crate::framework::metrics::LockMetrics;
 use crate::framework::metrics::Op;
 use crate::framework::node::{retry_request, CreatedNode, Failure};
 use crate::framework::protected::{nothing_behind, NodeDir};
 use crate::framework::wait_strategy::WaitStrategy;
-use crate::framework::{Framework, Session};
+use crate::framework::{shared_change, Arming, Framework, Registered, Session};
 use crate::path;
 use crate::protocol::driver::StandardDriver;
 use crate::shared::{SharedCount, VersionedValue};
 use crate::sync::Mutex;
+use crate::watch::SessionWatch;
 
 // The child that holds the semaphore's internal mutex, the child that holds the lease nodes,
 // and the lease node base name.
@@ -565,10 +566,9 @@ impl InterProcessSemaphore {
         limit: LimitReader,
     ) -> Result<M::Out<Granted>, Failure> {
         let shared = &*self.shared;
-        let list = || {
-            session.sent(Op::GetChildren);
-            session.client.list_and_watch_children(shared.leases.dir())
-        };
+        let arming = self.framework().arm_full(shared.leases.dir()).await?;
+        let watched = matches!(arming, Arming::Client(_));
+        let list = || self.list_leases(session, watched);
         let (first, mut listing) = shared.leases.spec().create(session, None, list).await?;
         let mut rest: Vec<CreatedNode> = Vec::new();
         for _ in 1..n {
@@ -576,7 +576,28 @@ impl InterProcessSemaphore {
             rest.push(node);
             listing = listed;
         }
+        let listing = listing.map(|(children, watcher)| (children, LeasesWatch::new(arming, watcher)));
         self.admit_classic::<M>(session, lock, first, rest, listing, limit).await
+    }
+
+    /// Lists the lease directory, with a one-shot children watch when `watched` (the
+    /// framework's watch table let it: see [`LeasesWatch`]).
+    fn list_leases<'a>(
+        &'a self,
+        session: &'a Session,
+        watched: bool,
+    ) -> impl Future<Output = std::result::Result<(Vec<String>, Option<OneshotWatcher>), ZkError>> + 'a {
+        session.sent(Op::GetChildren);
+        let dir = self.shared.leases.dir();
+        if watched {
+            session
+                .client
+                .list_and_watch_children(dir)
+                .map(|r| r.map(|(children, w)| (children, Some(w))))
+                .left_future()
+        } else {
+            session.client.list_children(dir).map(|r| r.map(|children| (children, None))).right_future()
+        }
     }
 
     /// Waits on the session's mirror of the lease directory until our leases `created` are
@@ -644,21 +665,22 @@ impl InterProcessSemaphore {
         lock: HeldNode,
         first: CreatedNode,
         rest: Vec<CreatedNode>,
-        mut listing: Option<(Vec<String>, OneshotWatcher)>,
+        mut listing: Option<(Vec<String>, LeasesWatch)>,
         mut limit: LimitReader,
     ) -> Result<M::Out<Granted>, Failure> {
-        let shared = &*self.shared;
         let mut current = session.clone();
         loop {
             self.framework().follow_move(&mut current);
             let session = &current;
-            let list = || {
-                session.sent(Op::GetChildren);
-                session.client.list_and_watch_children(shared.leases.dir())
-            };
-            let (children, watcher) = match listing.take() {
+            let (children, watch) = match listing.take() {
                 Some(listed) => listed,
-                None => retry_request(self.framework(), list).await?,
+                None => {
+                    let arming = self.framework().arm_full(self.shared.leases.dir()).await?;
+                    let watched = matches!(arming, Arming::Client(_));
+                    let (children, watcher) =
+                        retry_request(self.framework(), || self.list_leases(session, watched)).await?;
+                    (children, LeasesWatch::new(arming, watcher))
+                }
             };
             let all_listed = std::iter::once(&first).chain(&rest).all(|node| children.iter().any(|c| c == node.name()));
             let admitted = children.len() <= limit.current();
@@ -673,14 +695,16 @@ impl InterProcessSemaphore {
                 // the server sends before the reply) and then costs nothing.
                 drop(lock);
                 let mut first = HeldNode::new(first);
-                first.keep_watch(watcher.changed().boxed());
+                if let Some(kept) = watch.keep() {
+                    first.keep_watch(kept);
+                }
                 let rest = rest.into_iter().map(|node| self.lease(HeldNode::new(node))).collect();
                 return Ok(M::held(Granted { first: self.lease(first), rest }));
             }
             if let Some(busy) = M::busy() {
                 return Ok(busy);
             }
-            if !self.wait_for_change(session, watcher, &mut limit).await {
+            if !self.wait_for_change(session, watch, &mut limit).await {
                 return Err(Failure::NodeMissing);
             }
         }
@@ -692,7 +716,7 @@ impl InterProcessSemaphore {
 
     /// Waits for the lease list (or the count in force) to change. False when the session
     /// ended meanwhile.
-    async fn wait_for_change(&self, session: &Session, watcher: OneshotWatcher, limit: &mut LimitReader) -> bool {
+    async fn wait_for_change(&self, session: &Session, watch: LeasesWatch, limit: &mut LimitReader) -> bool {
         let epoch = session.epoch;
         let mut state = self.framework().state_watch();
         let session_ended = state.wait_for(|s| s.session_over(epoch));
@@ -700,7 +724,7 @@ impl InterProcessSemaphore {
         session
             .unstalled(async {
                 tokio::select! {
-                    event = watcher.changed() => event.event_type != EventType::Session,
+                    changed = watch.changed(self.framework()) => changed,
                     () = limit.changed() => true,
                     _ = session_ended => false,
                     // The watch is the old client's: look again through the new one.
@@ -714,6 +738,68 @@ impl InterProcessSemaphore {
         node.count_hold(Some(&self.shared.metrics));
         self.shared.held.fetch_add(1, Ordering::SeqCst);
         SemaphoreLease { node, count: HoldCount(self.shared.held.clone()) }
+    }
+}
+
+/// The watch that a classic listing of the lease directory sets: the client's one-shot
+/// children watch, entered in the framework's watch table while it is armed, or, where the
+/// framework watches the directory persistently (the session's mirror of it, which another
+/// handle may keep while this one lists, or a cache), that watch shared: on ZooKeeper 3.6 to
+/// 3.8 a one-shot watch of the session on the same path would silence the persistent
+/// watch's creations below it (and, removed unfired, half of it).
+enum LeasesWatch {
+    Once {
+        watcher: OneshotWatcher,
+        entry: Registered,
+    },
+    Shared(Box<SessionWatch>),
+    /// The listing set no watch although the table let it (it does not happen: the watch
+    /// goes with the listing); the wait lists again at once.
+    Unarmed,
+}
+
+impl LeasesWatch {
+    fn new(arming: Arming, watcher: Option<OneshotWatcher>) -> LeasesWatch {
+        match (arming, watcher) {
+            (Arming::Client(entry), Some(watcher)) => LeasesWatch::Once { watcher, entry },
+            (Arming::Shared(watch), _) => LeasesWatch::Shared(watch),
+            (Arming::Client(_), None) => LeasesWatch::Unarmed,
+        }
+    }
+
+    /// The one-shot watch, to be kept with a lease until it fires (dropped unfired, it would
+    /// cost a `RemoveWatches` request); a shared watch is let go.
+    fn keep(self) -> Option<KeptWatch> {
+        match self {
+            LeasesWatch::Once { watcher, mut entry } => Some(
+                async move {
+                    let event = watcher.changed().await;
+                    entry.fired();
+                    event
+                }
+                .boxed(),
+            ),
+            LeasesWatch::Shared(_) | LeasesWatch::Unarmed => None,
+        }
+    }
+
+    /// Waits for the lease list to change: false when the watch's session ended first.
+    async fn changed(self, framework: &Framework) -> bool {
+        match self {
+            LeasesWatch::Once { watcher, mut entry } => {
+                let event = watcher.changed().await;
+                entry.fired();
+                event.event_type != EventType::Session
+            }
+            LeasesWatch::Shared(mut watch) => {
+                let full_path = watch.full_path().to_owned();
+                match shared_change(framework, &mut watch, &full_path, true).await {
+                    Ok(_) => true,
+                    Err(e) => !(e.is_session_lost() || matches!(e, Error::Closed)),
+                }
+            }
+            LeasesWatch::Unarmed => true,
+        }
     }
 }
 

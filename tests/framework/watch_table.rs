@@ -9,7 +9,7 @@ use crate::common;
 
 use common::fixtures::*;
 use common::timing::{EVENT, LIMIT, SESSION};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use zk_recipes::testing::CountingProxy;
 use zk_recipes::{Error, Framework, NodeEventKind, ResyncReason, WatchEvent, WatchMode};
 
@@ -180,4 +180,67 @@ async fn the_lock_fast_paths_directory_watch_is_in_the_table() {
         fw.close().await;
     })
     .await;
+}
+
+/// A semaphore waiting the classic way lists its lease directory with a children watch;
+/// where its framework watches that directory persistently (a `Framework::watch`, a cache, the
+/// session's mirror of it kept by another handle), the listing shares that watch instead of
+/// setting a one-shot watch there, and the persistent watch goes on hearing every change while
+/// the semaphore waits and after a wait given up (on ZooKeeper 3.6-3.8 the `RemoveWatches`
+/// that a one-shot watch given up unfired sends took the persistent watch with it).
+#[tokio::test]
+async fn a_semaphores_lease_listing_shares_a_persistent_watch_of_its_directory() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let other = plain_framework(&shared_connect().await, SESSION).await;
+        for mode in [WatchMode::Persistent, WatchMode::PersistentRecursive] {
+            let fw = classic_framework(&shared_connect().await, SESSION).await;
+            let path = unique_path("watch-home", "semaphore");
+            let leases = format!("{path}/leases");
+            let holder = zk_recipes::InterProcessSemaphore::new(&other, &path, 1).unwrap();
+            let held = holder.acquire().await.unwrap();
+            let mut watch = fw.watch(&leases, mode).await.unwrap();
+            let semaphore = zk_recipes::InterProcessSemaphore::new(&fw, &path, 1).unwrap();
+            // A wait given up: its listing's watch goes unfired.
+            let given_up = semaphore.acquire_timeout(std::time::Duration::from_millis(300)).await.unwrap();
+            assert!(given_up.is_none(), "{mode:?}: the semaphore is full");
+            probe_leases(&fw, &mut watch, &leases, mode, "given-up").await;
+            let mut waiting = tokio::spawn(async move { semaphore.acquire().await.unwrap().release().await });
+            // The waiter's lease comes, and its listing right behind it (the same session's
+            // requests are answered in order, so the probes below come after that listing).
+            let heard = next_item(&mut watch).await;
+            assert!(
+                matches!(heard, WatchEvent::Node(ref e) if matches!(e.kind, NodeEventKind::Created | NodeEventKind::ChildrenChanged)),
+                "{mode:?}: {heard:?}"
+            );
+            probe_leases(&fw, &mut watch, &leases, mode, "waiting").await;
+            assert!((&mut waiting).now_or_never().is_none(), "{mode:?}: the semaphore is full");
+            held.release().await.unwrap();
+            within(EVENT, "the waiter's lease", &mut waiting).await.unwrap().unwrap();
+            drop(watch);
+            fw.close().await;
+        }
+        other.close().await;
+    })
+    .await;
+}
+
+/// Creates and deletes two children of `leases`, each heard twice by `watch` (a recursive
+/// watch hears the creation and the deletion, a plain one that the children changed).
+async fn probe_leases(
+    fw: &Framework,
+    watch: &mut zk_recipes::PersistentWatch,
+    leases: &str,
+    mode: WatchMode,
+    when: &str,
+) {
+    for probe in ["a", "b"] {
+        let path = format!("{leases}/{when}-{probe}");
+        fw.create(&path).data(b"").await.unwrap();
+        fw.delete(&path).await.unwrap();
+        for _ in 0..2 {
+            let heard = next_item(watch).await;
+            assert!(matches!(heard, WatchEvent::Node(_)), "{mode:?}, {when}, probe {probe}: {heard:?}");
+        }
+    }
 }
