@@ -21,7 +21,10 @@ use crate::protocol::QUEUE_ITEM_NAME;
 /// one item, each [`put_multi`](Self::put_multi) one node holding several; a take returns the
 /// items of one node, in name order. As Curator's consumer, a queue handle lists the queue
 /// once, takes the listed nodes one after another, and lists again when they are used up and
-/// the queue changed since; nodes another consumer took meanwhile are skipped.
+/// the queue changed since; nodes another consumer took meanwhile are skipped. A node under an
+/// item's name that has children of its own (made by hand, or a sharder's shard) cannot be
+/// deleted, so it is no item: consumers pass over it and leave it (Curator's consumer fails on
+/// its delete, logs it and goes on to the next).
 ///
 /// - **Normal mode** ([`new`](Self::new)): at most once, as Curator's. A consumer reads the
 ///   node and deletes it at the version it read before returning its items (the delete,

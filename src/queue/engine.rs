@@ -183,6 +183,16 @@ enum Claimed<'a> {
     Locked(String),
     /// Taken already.
     Gone,
+    /// Not an item: a node with children of its own under an item's name (made by hand, or
+    /// a sharder's shard), which no consumer can take. Left where it is and passed over.
+    NotAnItem,
+}
+
+/// A node under an item's name that has children: no consumer can delete it, so it is no
+/// item (Curator's consumers log the failed delete and go on with the next item).
+fn not_an_item(item: &str) -> Claimed<'static> {
+    tracing::warn!(item, "queue: a node with children under an item's name is no item: passed over");
+    Claimed::NotAnItem
 }
 
 /// The clock a delay queue's epochs are compared with: this host's wall clock, in
@@ -447,7 +457,7 @@ impl Engine {
                     names.remove(at);
                     return Ok(Pass::Item(claim));
                 }
-                Claimed::Gone => {
+                Claimed::Gone | Claimed::NotAnItem => {
                     names.remove(at);
                 }
                 Claimed::Locked(lock) => {
@@ -547,6 +557,7 @@ impl Engine {
             // Another consumer deleted it between the two.
             (Ok(_), Err(ZkError::NoNode)) | (Err(ZkError::NoNode), _) => Ok(Claimed::Gone),
             (Ok((data, stat)), Err(ZkError::BadVersion)) => Ok(Claimed::Item(claim(data, stat.version, Deleted::No))),
+            (Ok(_), Err(ZkError::NotEmpty)) => Ok(not_an_item(&item)),
             (Ok((data, stat)), Err(e)) if is_zk_connection_error(&e) => {
                 Ok(Claimed::Item(claim(data, stat.version, Deleted::InDoubt)))
             }
@@ -566,7 +577,9 @@ impl Engine {
     /// sent by the take after it.
     async fn read(&self, name: &str) -> Result<Claimed<'_>> {
         let fw = &self.framework;
-        match fw.get_data(&path::join(&self.path, name)).plain().await {
+        let item = path::join(&self.path, name);
+        match fw.get_data(&item).plain().await {
+            Ok((_, stat)) if stat.num_children > 0 => Ok(not_an_item(&item)),
             Ok((data, stat)) => Ok(Claimed::Item(Claim::read(fw, name, data, stat.version, Deleted::No))),
             Err(Error::ZooKeeper(ZkError::NoNode)) => Ok(Claimed::Gone),
             Err(e) => Err(e),
@@ -582,7 +595,12 @@ impl Engine {
             Some(Err(lock)) => return Ok(Claimed::Locked(lock)),
             None => return self.read_and_delete(name).await,
         };
-        match fw.get_data(&path::join(&self.path, name)).plain().await {
+        let item = path::join(&self.path, name);
+        match fw.get_data(&item).plain().await {
+            Ok((_, stat)) if stat.num_children > 0 => {
+                claim.unlock().await;
+                Ok(not_an_item(&item))
+            }
             Ok((data, stat)) => {
                 claim.data = data;
                 claim.version = stat.version;

@@ -16,7 +16,9 @@ use crate::protocol::SIMPLE_QUEUE_PREFIX;
 /// producers and consumers share it). [`offer`](Self::offer) adds an item as a persistent
 /// sequential node `<path>/qn-<sequence>`; consumers take items in name order, the one whose
 /// delete succeeds getting it. The queue's node is a container: the server removes it once it
-/// is empty, and it is made again as needed.
+/// is empty, and it is made again as needed. A node under an item's name that has children of
+/// its own cannot be deleted, so it is no item: consumers pass over it (Curator's `take` fails
+/// on it, again on every call).
 ///
 /// Delivery is at most once, as Curator's: an item is deleted before it is returned. Where
 /// Curator silently drops an item whose delete was applied but whose reply was lost, this
@@ -87,6 +89,8 @@ impl SimpleDistributedQueue {
     pub async fn peek(&self) -> Result<Option<Vec<u8>>> {
         for name in self.items().await? {
             match self.framework.get_data(&path::join(&self.path, &name)).plain().await {
+                // No item (see `pass`).
+                Ok((_, stat)) if stat.num_children > 0 => continue,
                 Ok((data, _)) => return Ok(Some(data)),
                 Err(Error::ZooKeeper(ZkError::NoNode)) => continue,
                 Err(e) => return Err(e),
@@ -194,6 +198,11 @@ impl SimpleDistributedQueue {
         for name in names {
             let item = path::join(&self.path, &name);
             let data = match self.framework.get_data(&item).plain().await {
+                // No item: a node with children cannot be deleted, so no consumer can take it.
+                Ok((_, stat)) if stat.num_children > 0 => {
+                    tracing::warn!(item, "queue: a node with children under an item's name is no item: passed over");
+                    continue;
+                }
                 Ok((data, _)) => data,
                 Err(Error::ZooKeeper(ZkError::NoNode)) => continue,
                 Err(e) => return Err(e),

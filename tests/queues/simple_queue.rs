@@ -29,15 +29,17 @@ async fn items_are_qn_nodes_taken_in_order() {
         assert!(name.starts_with("qn-") && name.len() == 13, "{name}");
         let (data, stat) = fw.get_data(&first).await.unwrap();
         assert_eq!((data.as_slice(), stat.ephemeral_owner), (&b"a"[..], 0));
-        // A child that is no item is left alone.
+        // A child that is no item is left alone, and so is a node with children of its own
+        // under an item's name (no consumer can delete it; it sorts before every item).
         fw.create(&format!("{path}/foreign")).await.unwrap();
+        fw.create(&format!("{path}/qn-0/child")).parents(zk_recipes::Parents::Persistent).await.unwrap();
 
         assert_eq!(queue.peek().await.unwrap().as_deref(), Some(&b"a"[..]));
         assert_eq!(queue.poll().await.unwrap().as_deref(), Some(&b"a"[..]));
         assert_eq!(queue.take().await.unwrap(), b"");
         assert_eq!(queue.take_timeout(QUIET).await.unwrap().as_deref(), Some(&b"c"[..]));
         assert_eq!(queue.take_timeout(QUIET).await.unwrap(), None);
-        assert_eq!(children(&fw, &path).await, ["foreign"]);
+        assert_eq!(children(&fw, &path).await, ["foreign", "qn-0"]);
         assert!(matches!(queue.take_timeout(Duration::ZERO).await, Err(Error::InvalidArgument { .. })));
         fw.delete(&path).recursive().await.unwrap();
         fw.close().await;
@@ -197,6 +199,49 @@ mod distributed {
             assert!(matches!(queue.take().await, Err(Error::CorruptData { .. })));
             assert!(children(&fw, &path).await.is_empty());
             fw.delete(&path).await.unwrap();
+            fw.close().await;
+        })
+        .await;
+    }
+
+    /// A node under an item's name with a child of its own (made by hand, or a sharder's
+    /// shard) cannot be deleted, so it is no item: consumers in both modes pass over it, take
+    /// the items behind it, and leave it where it is.
+    #[tokio::test]
+    async fn a_node_with_children_under_an_items_name_is_passed_over() {
+        init_tracing();
+        bounded(LIMIT, async {
+            let fw = plain_framework(&shared_connect().await, SESSION).await;
+            for lock_safe in [false, true] {
+                let path = unique_path("dqueue", "not-an-item");
+                let locks = format!("{path}-locks");
+                let queue = if lock_safe {
+                    DistributedQueue::lock_safe(&fw, &path, &locks).unwrap()
+                } else {
+                    DistributedQueue::new(&fw, &path).unwrap()
+                };
+                // Sorted before every item: `queue-` and a sequence of all zeros.
+                let blocker = format!("{path}/queue-0000000000");
+                fw.create(&format!("{blocker}/child")).parents(zk_recipes::Parents::Persistent).await.unwrap();
+                queue.put(b"one").await.unwrap();
+                queue.put(b"two").await.unwrap();
+                let take = || async {
+                    if lock_safe {
+                        queue.consume(|items| async move { Ok::<_, ()>(items) }).await.unwrap().unwrap()
+                    } else {
+                        queue.take().await.unwrap()
+                    }
+                };
+                assert_eq!(take().await, [b"one".to_vec()], "lock-safe: {lock_safe}");
+                assert_eq!(take().await, [b"two".to_vec()], "lock-safe: {lock_safe}");
+                assert_eq!(queue.take_timeout(QUIET).await.unwrap(), None, "lock-safe: {lock_safe}");
+                assert_eq!(children(&fw, &path).await, ["queue-0000000000"], "left where it is");
+                if lock_safe {
+                    assert!(children(&fw, &locks).await.is_empty(), "no lock node left");
+                    fw.delete(&locks).await.unwrap();
+                }
+                fw.delete(&path).recursive().await.unwrap();
+            }
             fw.close().await;
         })
         .await;
