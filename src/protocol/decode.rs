@@ -4,7 +4,7 @@
 use zookeeper_client::Stat;
 
 use super::driver::{parse_sequence, Driver, ReadDriver, Verdict, WriteDriver};
-use super::kazoo::KAZOO_LOCK_NAME;
+use super::kazoo::{lock_predecessor, lock_sequence};
 use super::layout::{Queue, Recipe, Signature};
 use super::names::{
     LATCH_NAME, LEASE_BASE_NAME, LOCK_NAME, QUEUE_ITEM_NAME, READY_NODE, READ_LOCK_NAME, REVOKE_MESSAGE,
@@ -120,6 +120,9 @@ pub enum Role {
     /// A double barrier's member or its `ready` node: members wait for `ready` while they
     /// enter, and for each other while they leave.
     Member,
+    /// A child the recipe does not count at all (in a kazoo lock, a child that is no
+    /// contender: kazoo's lock ignores it, where Curator's queue places it).
+    Ignored,
 }
 
 impl Role {
@@ -131,6 +134,7 @@ impl Role {
             Role::Lease => "lease",
             Role::Queued => "queued",
             Role::Member => "member",
+            Role::Ignored => "ignored",
         }
     }
 }
@@ -168,7 +172,8 @@ impl Queue {
             Queue::ReadWrite if name.contains(WRITE_LOCK_NAME) => Kind::Write,
             Queue::ReadWrite if name.contains(READ_LOCK_NAME) => Kind::Read,
             Queue::Mutex if name.contains(LOCK_NAME) => Kind::Lock,
-            Queue::KazooLock if name.contains(KAZOO_LOCK_NAME) => Kind::Lock,
+            // kazoo counts a child only by the whole of its rule (`__lock__` and ten digits).
+            Queue::KazooLock if lock_sequence(name).is_some() => Kind::Lock,
             Queue::LeaderLatch if name.contains(LATCH_NAME) => Kind::Latch,
             Queue::Leases if name.contains(LEASE_BASE_NAME) => Kind::Lease,
             Queue::Items(prefix) if name.starts_with(prefix) => Kind::Item,
@@ -190,8 +195,10 @@ impl Queue {
     /// was granted it. When both stats are given they must also name the same session.
     pub fn decode<C: Into<Child>>(self, children: impl IntoIterator<Item = C>) -> Vec<Decoded> {
         let mut children: Vec<Child> = children.into_iter().map(Into::into).collect();
-        if let Queue::Items(_) | Queue::Members = self {
-            return self.decode_without_holder(children);
+        match self {
+            Queue::Items(_) | Queue::Members => return self.decode_without_holder(children),
+            Queue::KazooLock => return decode_kazoo_lock(children),
+            _ => {}
         }
         let driver = self.driver();
         children.sort_by(|a, b| driver.sort_key(&a.name).cmp(driver.sort_key(&b.name)));
@@ -285,6 +292,41 @@ impl Queue {
     }
 }
 
+/// A kazoo lock's children by kazoo's rule (the crate's `NonBlockingLease` and
+/// `SetPartitioner` acquire by it): only `...__lock__<ten digits>` children contend, sorted by
+/// their sequence text, the first holding and each other waiting on the contender with the
+/// greatest sequence below its own; every other child is [`Role::Ignored`], after them.
+fn decode_kazoo_lock(children: Vec<Child>) -> Vec<Decoded> {
+    let (mut contenders, others): (Vec<Child>, Vec<Child>) =
+        children.into_iter().partition(|c| lock_sequence(&c.name).is_some());
+    contenders.sort_by(|a, b| lock_sequence(&a.name).cmp(&lock_sequence(&b.name)));
+    let names: Vec<String> = contenders.iter().map(|c| c.name.clone()).collect();
+    let contender = |Child { name, stat, data }: Child| {
+        let waits_on = lock_predecessor(&names, &name).map(str::to_owned);
+        Decoded {
+            kind: Kind::Lock,
+            role: if waits_on.is_none() { Role::Holder } else { Role::Waiter },
+            waits_on,
+            sequence: lock_sequence(&name).and_then(|s| s.parse().ok()),
+            revocation_requested: data.as_deref() == Some(REVOKE_MESSAGE),
+            name,
+            stat,
+            data,
+        }
+    };
+    let other = |Child { name, stat, data }: Child| Decoded {
+        kind: Kind::Foreign,
+        role: Role::Ignored,
+        waits_on: None,
+        sequence: path::sequence(&name),
+        revocation_requested: false,
+        name,
+        stat,
+        data,
+    };
+    contenders.into_iter().map(contender).chain(others.into_iter().map(other)).collect()
+}
+
 impl QueueOrder {
     /// A `DistributedQueue` directory's children decoded as this variant's (as
     /// [`Queue::decode`] decodes [`Queue::Items`]`(`[`QUEUE_ITEM_NAME`]`)`, whose variant it
@@ -348,6 +390,33 @@ mod tests {
         for recipe in Recipe::ALL {
             assert_eq!(recipe.layout().recipe, *recipe);
         }
+    }
+
+    /// kazoo counts only `__lock__` and ten digits (its regex `__lock__(-?\d{10})$`), sorted
+    /// by that text; a child sorting first by Curator's key, or with nine or eleven digits,
+    /// holds nothing.
+    #[test]
+    fn a_kazoo_lock_is_decoded_by_kazoos_rule() {
+        let decoded = Queue::KazooLock.decode([
+            "b__lock__0000000003",
+            "0",
+            "a__lock__0000000002",
+            "c__lock__000000001",
+            "d__lock__00000000001",
+            "lease_holder",
+        ]);
+        let roles: Vec<(&str, Role, Option<&str>)> =
+            decoded.iter().map(|d| (d.name.as_str(), d.role, d.waits_on.as_deref())).collect();
+        assert_eq!(
+            roles[..2],
+            [
+                ("a__lock__0000000002", Role::Holder, None),
+                ("b__lock__0000000003", Role::Waiter, Some("a__lock__0000000002")),
+            ]
+        );
+        assert_eq!(decoded[1].sequence, Some(3));
+        assert!(decoded[2..].iter().all(|d| d.role == Role::Ignored && d.kind == Kind::Foreign), "{decoded:?}");
+        assert_eq!(decoded.len(), 6);
     }
 
     #[test]
