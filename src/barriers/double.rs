@@ -6,10 +6,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 use zookeeper_client::CreateMode;
 
+use futures::FutureExt;
+
 use super::wake;
 use crate::deadline;
 use crate::error::{Error, Result, ZkError};
-use crate::framework::{Framework, Parents, ReaperCmd};
+use crate::framework::{Framework, NodeEventKind, Parents, ReaperCmd};
 use crate::path;
 use crate::protocol::READY_NODE;
 
@@ -93,7 +95,11 @@ impl DistributedDoubleBarrier {
     }
 
     /// [`enter`](Self::enter) for at most `timeout`: true when the group is complete, false
-    /// when the time ran out (the member node is then deleted).
+    /// when the time ran out (the member node is then deleted). A member that another one
+    /// counted to complete the group just as its time ran out (`ready` was made before its
+    /// delete reached the server) is in the group: true, and its node is made again for the
+    /// leave. (Curator 5.4 leaves a timed-out member's node in place, so the others may count
+    /// a member that gave up; this one withdraws unless it was counted.)
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a zero timeout; otherwise as [`enter`](Self::enter).
@@ -136,10 +142,42 @@ impl DistributedDoubleBarrier {
                 undo.path = None;
                 return Ok(true);
             }
-            if !wake(watch, deadline).await? {
-                self.delete_ours().await?;
-                undo.path = None;
-                return Ok(false);
+            let changed = watch.changed();
+            let mut changed = std::pin::pin!(changed);
+            let woke = match deadline {
+                None => Some(changed.as_mut().await),
+                Some(deadline) => tokio::time::timeout_at(deadline, changed.as_mut()).await.ok(),
+            };
+            match woke {
+                Some(Err(Error::Closed)) => return Err(Error::Closed),
+                Some(_) => {}
+                None => {
+                    // The time ran out: withdraw. A member may have counted us and made `ready`
+                    // meanwhile; then the watch on `ready`, still armed, has fired by the time our
+                    // delete is answered (the server sends a session its watch events and its
+                    // replies in the order of the changes), and we are in the group after all:
+                    // our node is made again, for the leave to count.
+                    self.delete_ours().await?;
+                    undo.path = None;
+                    let ready_came = changed
+                        .as_mut()
+                        .now_or_never()
+                        .is_some_and(|event| event.is_ok_and(|e| e.kind == NodeEventKind::Created));
+                    if !ready_came {
+                        return Ok(false);
+                    }
+                    undo.path = Some(fw.fix_path(&self.our_path));
+                    let again =
+                        fw.create(&self.our_path).plain().mode(CreateMode::Ephemeral).parents(Parents::MustExist);
+                    let entered = match again.await {
+                        Ok(_) => true,
+                        // Everyone left already, and the barrier's node went with them.
+                        Err(Error::ZooKeeper(ZkError::NoNode)) => false,
+                        Err(e) => return Err(e),
+                    };
+                    undo.path = None;
+                    return Ok(entered);
+                }
             }
             let (ready, next) = fw.exists(&self.ready_path).watch().await?;
             if ready.is_some() {

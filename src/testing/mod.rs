@@ -10,6 +10,7 @@
 //! | an ensemble: leader changes, losing a server, read-only mode | [`TestingCluster`] |
 //! | connection loss (FIN or RST), a silent network, refused connections | [`FaultProxy`] between the client and the server |
 //! | a reconnect that is answered and then dies ("stale connected") | [`FaultProxy`] in [`ProxyMode::HandshakeThenRefuse`] |
+//! | a stalled link: requests and replies held back, then delivered in order (a race made to happen) | [`FaultProxy`] in [`ProxyMode::Hold`] ([`FaultProxy::held_from_clients`]) |
 //! | an ensemble whose membership changes (members added, removed, replaced) | [`TestingClusterBuilder::dynamic_reconfig`], [`TestingCluster::add_server`], [`TestingCluster::remove_server`] |
 //! | an ensemble member cut off from the others | [`TestingCluster::isolate`] (build with [`quorum_proxies`](TestingClusterBuilder::quorum_proxies); with [`dynamic_reconfig`](TestingClusterBuilder::dynamic_reconfig) too, members added later included) |
 //! | a session that the server expires (Curator's `KillSession`) | [`expire_session`] on a client behind a [`FaultProxy`] |

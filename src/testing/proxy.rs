@@ -58,6 +58,15 @@ pub enum ProxyMode {
     ///
     /// [`BlackHole`]: ProxyMode::BlackHole
     HandshakeThenRefuse,
+    /// Keep every connection open and read both ways, but hold the bytes back instead of
+    /// forwarding them: nothing is lost, and when the mode changes back to [`Pass`] each
+    /// connection forwards what it held, in order, before anything newer (a stalled link).
+    /// Going to [`BlackHole`] instead discards what was held.
+    /// [`FaultProxy::held_from_clients`] tells how many bytes from clients wait.
+    ///
+    /// [`Pass`]: ProxyMode::Pass
+    /// [`BlackHole`]: ProxyMode::BlackHole
+    Hold,
 }
 
 /// How to close connections.
@@ -85,6 +94,8 @@ struct Shared {
     /// [`ProxyMode::HandshakeThenRefuse`]: `Armed` while the mode waits for its connection,
     /// `Passed(at)` once the first answer went through (the proxy then stops listening).
     handshake: watch::Sender<Handshake>,
+    /// [`ProxyMode::Hold`]: bytes from clients held back, all connections.
+    held_from_clients: AtomicUsize,
 }
 
 /// Where [`ProxyMode::HandshakeThenRefuse`] stands.
@@ -154,6 +165,7 @@ impl FaultProxy {
             learners,
             silenced: watch::Sender::new(BTreeSet::new()),
             handshake: watch::Sender::new(Handshake::Off),
+            held_from_clients: AtomicUsize::new(0),
         });
         let accept_task = tokio::spawn(accept_loop(listener, address, shared.clone()));
         tracing::debug!(%address, target, "fault proxy started");
@@ -191,6 +203,12 @@ impl FaultProxy {
         };
         self.shared.handshake.send_replace(handshake);
         self.shared.mode.send_replace(mode);
+    }
+
+    /// In [`ProxyMode::Hold`]: how many bytes from clients the proxy holds back (a request
+    /// that a client sent meanwhile is among them); 0 in the other modes.
+    pub fn held_from_clients(&self) -> usize {
+        self.shared.held_from_clients.load(Ordering::SeqCst)
     }
 
     /// In [`ProxyMode::HandshakeThenRefuse`]: completes when the server's first answer on a
@@ -397,22 +415,91 @@ async fn proxy_connection(
             return;
         }
     }
+    let mut modes = shared.mode.subscribe();
+    let mut held = Held { shared: &shared, up: Vec::new(), down: Vec::new() };
     let how = loop {
+        let mode = *modes.borrow_and_update();
+        let holding = mode == ProxyMode::Hold;
+        if !holding {
+            if let Some(how) = held.release(mode, &mut upstream, &mut client).await {
+                break how;
+            }
+        }
         tokio::select! {
             read = client.read(&mut from_client) => {
+                if holding && held.keep_up(&read, &from_client) {
+                    continue;
+                }
                 if let Some(how) = forward(read, &from_client, &mut upstream, &route, &mut close).await {
                     break how;
                 }
             }
             read = upstream.read(&mut from_upstream) => {
+                if holding && held.keep_down(&read, &from_upstream) {
+                    continue;
+                }
                 if let Some(how) = forward(read, &from_upstream, &mut client, &route, &mut close).await {
                     break how;
+                }
+            }
+            changed = modes.changed() => {
+                if changed.is_err() {
+                    break Close::Fin; // the proxy is gone
                 }
             }
             how = next_close(&mut close, source) => break how,
         }
     };
+    drop(held);
     finish(how, client, upstream).await;
+}
+
+/// A connection's bytes held back in [`ProxyMode::Hold`], each way.
+struct Held<'a> {
+    shared: &'a Shared,
+    /// From the client, for the server.
+    up: Vec<u8>,
+    /// From the server, for the client.
+    down: Vec<u8>,
+}
+
+impl Held<'_> {
+    /// Keeps what the client sent; false for an end of stream or an error (forwarded as usual).
+    fn keep_up(&mut self, read: &std::io::Result<usize>, bytes: &[u8]) -> bool {
+        let Ok(n @ 1..) = *read else { return false };
+        self.up.extend_from_slice(&bytes[..n]);
+        self.shared.held_from_clients.fetch_add(n, Ordering::SeqCst);
+        true
+    }
+
+    /// Keeps what the server sent; false for an end of stream or an error.
+    fn keep_down(&mut self, read: &std::io::Result<usize>, bytes: &[u8]) -> bool {
+        let Ok(n @ 1..) = *read else { return false };
+        self.down.extend_from_slice(&bytes[..n]);
+        true
+    }
+
+    /// Out of [`ProxyMode::Hold`]: forwards what was held in `Pass` (discards it otherwise).
+    async fn release(&mut self, mode: ProxyMode, upstream: &mut TcpStream, client: &mut TcpStream) -> Option<Close> {
+        if self.up.is_empty() && self.down.is_empty() {
+            return None;
+        }
+        self.shared.held_from_clients.fetch_sub(self.up.len(), Ordering::SeqCst);
+        let (up, down) = (std::mem::take(&mut self.up), std::mem::take(&mut self.down));
+        if mode != ProxyMode::Pass {
+            return None;
+        }
+        if upstream.write_all(&up).await.is_err() || client.write_all(&down).await.is_err() {
+            return Some(Close::Reset);
+        }
+        None
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.shared.held_from_clients.fetch_sub(self.up.len(), Ordering::SeqCst);
+    }
 }
 
 /// Closes a connection's two sides the way `how` says.

@@ -127,6 +127,53 @@ async fn a_timed_out_enter_leaves_no_member_and_bad_input_is_refused() {
     .await;
 }
 
+/// A member whose time runs out just as the group completes counting it: its delete reaches
+/// the server after another member made `ready` (the link of the late member stalls, held by
+/// a proxy, from before its deadline until `ready` is there). It is in the group after all:
+/// its enter says so, its node is there again, and both leave together.
+#[tokio::test]
+async fn a_member_counted_just_before_its_time_ran_out_is_in_the_group() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let proxy = zk_recipes::testing::FaultProxy::start(&connect).await.unwrap();
+        let late = plain_framework(&proxy.connect_string(), SESSION).await;
+        let other = plain_framework(&connect, SESSION).await;
+        let path = unique_path("barrier", "counted");
+        let barrier = DistributedDoubleBarrier::new(&late, &path, 2).unwrap();
+        let member = barrier.member_path().to_owned();
+        // Long enough for the test to stall the link before it runs out.
+        let patience = Duration::from_secs(2);
+        let entering =
+            tokio::spawn(async move { barrier.enter_timeout(patience).await.map(|entered| (entered, barrier)) });
+        children_count_becomes(&other, &path, 1, EVENT).await;
+        // The late member waits now (its listing came before its node showed). Stall its link.
+        proxy.set_mode(zk_recipes::testing::ProxyMode::Hold);
+        let second = DistributedDoubleBarrier::new(&other, &path, 2).unwrap();
+        assert!(second.enter_timeout(EVENT).await.unwrap(), "the group is complete, counting the late member");
+        // Its time runs out: its delete waits in the proxy (more than a ping's 12 bytes).
+        eventually(EVENT, "the late member's delete sent", || async {
+            let held = proxy.held_from_clients();
+            if held > 12 {
+                Ok(())
+            } else {
+                Err(held.to_string())
+            }
+        })
+        .await;
+        proxy.set_mode(zk_recipes::testing::ProxyMode::Pass);
+        let (entered, barrier) = within(EVENT, "the late member's enter", entering).await.unwrap().unwrap();
+        assert!(entered, "counted before its delete: in the group");
+        assert!(other.exists(&member).await.unwrap().is_some(), "its node is there again");
+        let (left, second_left) = tokio::join!(barrier.leave_timeout(EVENT), second.leave_timeout(EVENT));
+        assert!(left.unwrap() && second_left.unwrap());
+        assert!(children(&other, &path).await.is_empty());
+        late.close().await;
+        other.close().await;
+    })
+    .await;
+}
+
 /// A member whose session ends while it waits in `enter` loses its node: its enter fails
 /// typed, it no longer counts, and the group completes with a member that arrives later.
 #[tokio::test]
