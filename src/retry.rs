@@ -224,7 +224,7 @@ impl RetryPolicy for RetryForever {
 
 /// The shortest sleep between two tries, whatever a policy says: a policy that answers zero
 /// must not turn a retry loop into a busy loop.
-const MIN_SLEEP: Duration = Duration::from_millis(1);
+pub(crate) const MIN_SLEEP: Duration = Duration::from_millis(1);
 
 /// The crate's own spacing for work that must never give up (background deletes, an election
 /// task rejoining): `first`, doubling, at most `max`, forever.

@@ -21,7 +21,8 @@ impl DistributedAtomicValue {
     ///
     /// # Errors
     /// [`Error::InvalidPath`](crate::Error::InvalidPath) for an invalid path, the root or a
-    /// path under `/zookeeper`.
+    /// path under `/zookeeper`; [`Error::InvalidArgument`](crate::Error::InvalidArgument) for
+    /// a policy that [`RetryPolicy::validate`] refuses (a zero sleep).
     pub fn new(framework: &Framework, path: &str, retry: impl RetryPolicy) -> Result<Self> {
         Ok(DistributedAtomicValue { engine: Engine::new(framework, path, Arc::new(retry), None)? })
     }
@@ -29,7 +30,9 @@ impl DistributedAtomicValue {
     /// A value whose operations fall back to `promoted` when the optimistic tries are used up.
     ///
     /// # Errors
-    /// [`Error::InvalidPath`](crate::Error::InvalidPath) for an invalid value or lock path.
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) for an invalid value or lock path;
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a retry policy (either
+    /// one) that [`RetryPolicy::validate`] refuses.
     pub fn with_promotion(
         framework: &Framework,
         path: &str,

@@ -15,7 +15,7 @@ use crate::error::{Error, Result, ZkError};
 use crate::framework::Framework;
 use crate::locks::InterProcessMutex;
 use crate::path;
-use crate::retry::RetryPolicy;
+use crate::retry::{RetryPolicy, MIN_SLEEP};
 use crate::shared::versioned::{create_value, set_versioned, Cas, Create};
 
 /// The bytes of one node (`None` when it does not exist).
@@ -58,6 +58,11 @@ impl Engine {
         promoted: Option<PromotedToLock>,
     ) -> Result<Engine> {
         path::validate_recipe_path(path)?;
+        // As a framework's own policy: a zero sleep would retry in a busy loop.
+        retry.validate()?;
+        if let Some(p) = &promoted {
+            p.retry_policy.validate()?;
+        }
         let promotion = match promoted {
             None => None,
             Some(p) => Some(Promotion {
@@ -148,8 +153,8 @@ impl Engine {
             }
             match policy.next_delay(retry, started.elapsed()) {
                 Some(delay) => {
-                    tokio::time::sleep(delay).await;
-                    retry += 1;
+                    tokio::time::sleep(delay.max(MIN_SLEEP)).await;
+                    retry = retry.saturating_add(1);
                 }
                 None => return Ok(attempt),
             }

@@ -197,7 +197,9 @@ impl<N: AtomicNumber> DistributedAtomicNumber<N> {
     /// A counter at `path`, its optimistic tries under `retry`. Does no I/O.
     ///
     /// # Errors
-    /// [`Error::InvalidPath`](crate::Error::InvalidPath) for an invalid path, the root or a path under `/zookeeper`.
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) for an invalid path, the root or a path under `/zookeeper`;
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a policy that
+    /// [`RetryPolicy::validate`] refuses (a zero sleep).
     pub fn new(framework: &Framework, path: &str, retry: impl RetryPolicy) -> Result<Self> {
         Ok(DistributedAtomicNumber { counter: Counter::new(framework, path, Arc::new(retry), None)? })
     }
@@ -206,7 +208,9 @@ impl<N: AtomicNumber> DistributedAtomicNumber<N> {
     /// up (Curator's constructor with a `PromotedToLock`).
     ///
     /// # Errors
-    /// [`Error::InvalidPath`](crate::Error::InvalidPath) for an invalid counter or lock path.
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) for an invalid counter or lock path;
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a retry policy (either
+    /// one) that [`RetryPolicy::validate`] refuses.
     pub fn with_promotion(
         framework: &Framework,
         path: &str,

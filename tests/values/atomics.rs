@@ -113,6 +113,14 @@ async fn nodes_that_hold_no_number_are_corrupt_data_and_left_alone() {
             DistributedAtomicLong::with_promotion(&fw, &path, patient(), bad_lock),
             Err(Error::InvalidPath { .. })
         ));
+        // A policy that retries without sleeping would race the server in a busy loop: refused,
+        // as a framework refuses it, for the tries and for the tries under the lock.
+        let busy = || RetryNTimes::new(3, Duration::ZERO);
+        let refused = |r: Result<(), Error>| matches!(r, Err(Error::InvalidArgument { name: "retry_policy", .. }));
+        assert!(refused(DistributedAtomicLong::new(&fw, &path, busy()).map(drop)));
+        assert!(refused(DistributedAtomicValue::new(&fw, &path, busy()).map(drop)));
+        let busy_lock = PromotedToLock::new(&format!("{path}-lock")).retry_policy(busy());
+        assert!(refused(DistributedAtomicLong::with_promotion(&fw, &path, patient(), busy_lock).map(drop)));
         fw.close().await;
     })
     .await;
