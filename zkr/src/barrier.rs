@@ -189,7 +189,7 @@ async fn read(framework: &Framework, path: &str, double: bool) -> Result<Report,
             Kind::Member => members.push(Member {
                 owner_session: (owner != 0).then(|| format!("{owner:#x}")),
                 ctime_ms: ctime,
-                age_ms: (now - ctime).max(0),
+                age_ms: now.saturating_sub(ctime).max(0),
                 name: node.name,
             }),
             Kind::Ready => ready = Some(ctime),
@@ -206,7 +206,7 @@ async fn read(framework: &Framework, path: &str, double: bool) -> Result<Report,
         members: Some(members),
         foreign: Some(foreign),
         ctime_ms: ready,
-        age_ms: ready.map(|t| (now - t).max(0)),
+        age_ms: ready.map(|t| now.saturating_sub(t).max(0)),
         ..empty
     })
 }

@@ -124,7 +124,7 @@ async fn read(framework: &Framework, path: &str, layout: Option<ValueLayout>) ->
         version: stat.version,
         data_hex: data.iter().map(|b| format!("{b:02x}")).collect(),
         mtime_ms: stat.mtime,
-        changed_ms_ago: (now - stat.mtime).max(0),
+        changed_ms_ago: now.saturating_sub(stat.mtime).max(0),
     })
 }
 

@@ -91,7 +91,7 @@ async fn read(framework: &Framework, path: &str) -> Result<Report, zk_recipes::E
         num_children: stat.num_children,
         ephemeral_owner: (stat.ephemeral_owner != 0).then(|| format!("{:#x}", stat.ephemeral_owner)),
         mtime_ms: stat.mtime,
-        changed_ms_ago: (now - stat.mtime).max(0),
+        changed_ms_ago: now.saturating_sub(stat.mtime).max(0),
     })
 }
 

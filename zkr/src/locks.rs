@@ -326,7 +326,7 @@ fn report(dir: &str, section: Option<&'static str>, node: Decoded, now_ms: i64) 
         revocation_requested: node.revocation_requested,
         owner_session: (owner != 0).then(|| format!("{owner:#x}")),
         ctime_ms: ctime,
-        age_ms: (now_ms - ctime).max(0),
+        age_ms: now_ms.saturating_sub(ctime).max(0),
         data,
         data_format,
         name: node.name,

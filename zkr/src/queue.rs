@@ -247,7 +247,7 @@ async fn read(framework: &Framework, path: &str, variant: Option<QueueOrder>) ->
                 raw,
                 error,
                 ctime_ms: ctime,
-                age_ms: (now - ctime).max(0),
+                age_ms: now.saturating_sub(ctime).max(0),
             }
         })
         .collect();

@@ -8,8 +8,20 @@ use zk_recipes::protocol::gzip;
 pub fn data(bytes: &[u8]) -> (Option<String>, &'static str) {
     match std::str::from_utf8(bytes) {
         Ok(text) if !text.chars().any(char::is_control) => (Some(text.to_owned()), "text"),
-        _ => (Some(bytes.iter().map(|b| format!("{b:02x}")).collect()), "hex"),
+        _ => (Some(hex(bytes)), "hex"),
     }
+}
+
+/// Lowercase hex, two digits a byte (data of up to 64 MiB once decompressed: no allocation
+/// per byte).
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    out
 }
 
 /// A table cell from a string anyone may have written (an instance's JSON): control
