@@ -19,11 +19,16 @@ use super::names::{read_write_sort_key, LATCH_NAME, LOCK_NAME, READ_LOCK_NAME, W
 use crate::path;
 
 /// The number in a sequential suffix as ZooKeeper prints it (`%010d` of a signed 32-bit
-/// counter): digits (ten of them), or, once the directory's counter wrapped past `i32::MAX`, a minus
-/// sign and up to ten digits. Anything else is `None`.
+/// counter): ten digits, or, once the directory's counter wrapped past `i32::MAX`, a minus sign
+/// and nine digits (ten below -999,999,999). Anything else is `None`: a foreign child named
+/// `x-lock--5` is no wrapped sequence.
 pub(crate) fn parse_sequence(suffix: &str) -> Option<i64> {
-    let digits = suffix.strip_prefix('-').unwrap_or(suffix);
-    if !(1..=10).contains(&digits.len()) || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    let digits = match suffix.strip_prefix('-') {
+        Some(digits) if (9..=10).contains(&digits.len()) => digits,
+        None if suffix.len() == 10 => suffix,
+        _ => return None,
+    };
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     let n: i64 = suffix.parse().ok()?;
@@ -276,7 +281,9 @@ mod tests {
         assert_eq!(parse_sequence("-2147483648"), Some(i64::from(i32::MIN)));
         assert_eq!(parse_sequence("-000000001"), Some(-1));
         // Not a suffix ZooKeeper prints: never a panic, never a number.
-        for bad in ["", "-", "12a4567890", "2147483648", "99999999999", "+000000001", "--1", "０"] {
+        for bad in
+            ["", "-", "12a4567890", "2147483648", "99999999999", "+000000001", "--1", "０", "-5", "42", "000000042"]
+        {
             assert_eq!(parse_sequence(bad), None, "{bad:?}");
         }
     }
