@@ -267,6 +267,11 @@ impl PersistentTtlNode {
     /// holds other children is left to the server, which deletes an empty container). Later
     /// calls are `Ok`.
     ///
+    /// The child is shared by every process that keeps the node at this path: where several
+    /// do (Curator's `PersistentTtlNode`s or ours), closing one deletes it for all until the
+    /// next touch of another makes it again, and a watcher sees the node go and come back.
+    /// Drop the handle instead there (Curator's `close()`: touching stops, the node expires).
+    ///
     /// # Errors
     /// A delete's error (the reaper still deletes the node).
     ///
