@@ -98,7 +98,7 @@ impl OneshotWatch {
         };
         let event = tokio::select! {
             biased;
-            event = watcher.changed() => event,
+            event = crate::watch::fired(watcher) => event,
             () = framework.client_left(&client) => {
                 entry.fired();
                 return Err(ZkError::ConnectionLoss.into());

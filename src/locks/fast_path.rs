@@ -227,7 +227,7 @@ impl FastPath {
                 let (framework, client) = (framework.clone(), session.client_key());
                 let fired = async move {
                     tokio::select! {
-                        _ = watcher.changed() => entry.fired(),
+                        _ = crate::watch::fired(watcher) => entry.fired(),
                         () = framework.client_left(&client) => {}
                     }
                 };

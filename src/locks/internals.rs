@@ -500,7 +500,7 @@ impl LockInternals {
                 () = own_changed => Ok(false), // our node changed or went: look again
                 // Before `ahead`'s: when both went, the listing shows it, and our node's
                 // watch is kept with the lock rather than dropped.
-                _ = before_watch.changed() => Ok(true),
+                _ = crate::watch::fired(before_watch) => Ok(true),
                 _ = ahead_change => Ok(false), // `ahead` changed or went: look again
                 _ = session_ended => Err(Failure::NodeMissing),
                 // Our watches are the old client's: look again through the new one.
@@ -576,7 +576,7 @@ impl LockInternals {
         // a server that holds them back.
         let (own_reply, ahead_watch) = futures::join!(own_reply, ahead_watch);
         let own_change: Option<OwnWatch> = match own_reply {
-            Some(Ok((_, _, watcher))) => Some(watcher.changed().boxed()),
+            Some(Ok((_, _, watcher))) => Some(crate::watch::fired(watcher).boxed()),
             Some(Err(ZkError::NoNode)) => return Err(Failure::NodeMissing),
             Some(Err(_)) | None => None, // not watched: nothing is proven below
         };
@@ -588,7 +588,7 @@ impl LockInternals {
         Ok(Some(Armed {
             session: session.clone(),
             ahead: ahead.to_owned(),
-            ahead_change: ahead_watch.changed().boxed(),
+            ahead_change: crate::watch::fired(ahead_watch).boxed(),
             own_change,
             connection,
         }))

@@ -212,7 +212,7 @@ pub(crate) async fn watch_data(
             // polled again.
             biased;
             _ = session_over => return End::SessionOver,
-            event = watcher.changed() => match event.event_type {
+            event = crate::watch::fired(watcher) => match event.event_type {
                 EventType::NodeDeleted => return End::Deleted,
                 // The watcher's client ended: the session may live on another client (it
                 // moved to the ensemble's current members); reading again tells.

@@ -773,7 +773,7 @@ impl LeasesWatch {
         match self {
             LeasesWatch::Once { watcher, mut entry } => Some(
                 async move {
-                    let event = watcher.changed().await;
+                    let event = crate::watch::fired(watcher).await;
                     entry.fired();
                     event
                 }
@@ -787,7 +787,7 @@ impl LeasesWatch {
     async fn changed(self, framework: &Framework) -> bool {
         match self {
             LeasesWatch::Once { watcher, mut entry } => {
-                let event = watcher.changed().await;
+                let event = crate::watch::fired(watcher).await;
                 entry.fired();
                 event.event_type != EventType::Session
             }

@@ -23,3 +23,19 @@ pub(crate) mod stream;
 
 pub(crate) use self::oneshot::Depth;
 pub(crate) use self::session::{Bound, SessionWatch, WatchItem};
+
+use std::panic::AssertUnwindSafe;
+
+use futures::FutureExt;
+use zookeeper_client::{OneshotWatcher, SessionState, WatchedEvent};
+
+/// The event of one of the client's one-shot watches. A client's task tells its watchers when
+/// its session ends; one stopped before it could (the framework stops a closing session's task
+/// that does not end by itself) drops them untold, and zookeeper-client's receiver panics then:
+/// that is a `Closed` session event here.
+pub(crate) async fn fired(watcher: OneshotWatcher) -> WatchedEvent {
+    match AssertUnwindSafe(watcher.changed()).catch_unwind().await {
+        Ok(event) => event,
+        Err(_) => WatchedEvent::new_session(SessionState::Closed),
+    }
+}

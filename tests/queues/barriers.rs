@@ -127,6 +127,53 @@ async fn a_timed_out_enter_leaves_no_member_and_bad_input_is_refused() {
     .await;
 }
 
+/// Waits on one-shot watches (a barrier's, a lock waiter's) whose framework is closed while
+/// its connection is down, with a raw client clone keeping the session's client from ending
+/// by itself: the framework stops the client's task, which tells its watchers nothing. The
+/// waits end with an error, as a close promises; they panicked inside the client's receiver.
+#[tokio::test]
+async fn waits_end_with_an_error_when_the_framework_closes_during_an_outage() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let counting = zk_recipes::testing::CountingProxy::start(&connect).await.unwrap();
+        let proxy = zk_recipes::testing::FaultProxy::start(&counting.connect_string()).await.unwrap();
+        let fw = plain_framework(&proxy.connect_string(), SESSION).await;
+        let other = plain_framework(&connect, SESSION).await;
+        let path = unique_path("barrier", "closed-in-outage");
+        DistributedBarrier::new(&other, &format!("{path}/gate")).unwrap().set().await.unwrap();
+        let held =
+            zk_recipes::InterProcessMutex::new(&other, &format!("{path}/lock")).unwrap().acquire().await.unwrap();
+        let barrier = DistributedBarrier::new(&fw, &format!("{path}/gate")).unwrap();
+        let mutex = zk_recipes::InterProcessMutex::new(&fw, &format!("{path}/lock")).unwrap();
+        let waits = tokio::spawn(async move {
+            let (gate, lock) = tokio::join!(barrier.wait(), mutex.acquire());
+            (gate, lock.map(drop))
+        });
+        eventually(EVENT, "both waits watching", || async {
+            let counts = counting.counts();
+            let watching = counts.get("exists+watch") >= 1 && counts.get("getData+watch") >= 1;
+            if watching {
+                Ok(())
+            } else {
+                Err(format!("{counts:?}"))
+            }
+        })
+        .await;
+        let raw = fw.zk_client().unwrap();
+        proxy.set_mode(zk_recipes::testing::ProxyMode::BlackHole);
+        fw.close().await;
+        let ended = within(EVENT, "the waits", waits).await;
+        let (gate, lock) = ended.expect("the waits ended without a panic");
+        assert!(gate.is_err() && lock.is_err(), "{gate:?}, {lock:?}");
+        drop(raw);
+        held.release().await.unwrap();
+        other.delete(&path).recursive().await.unwrap();
+        other.close().await;
+    })
+    .await;
+}
+
 /// A member whose time runs out just as the group completes counting it: its delete reaches
 /// the server after another member made `ready` (the link of the late member stalls, held by
 /// a proxy, from before its deadline until `ready` is there). It is in the group after all:
