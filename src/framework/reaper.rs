@@ -51,6 +51,10 @@ pub(crate) enum ReaperCmd {
     /// Delete every child of `parent` whose name starts with `prefix` (an acquire that was
     /// cancelled before it learned its node's name).
     DeleteByPrefix { parent: String, prefix: String, epoch: u64, recipe: &'static str },
+    /// Delete `path` if it is an ephemeral node of the session of `epoch`, and only then: a
+    /// create of a name other sessions also create (a queue item's lock node) that was
+    /// cancelled before its reply, so that the node there may be ours or another's.
+    DeleteOwned { path: String, epoch: u64, recipe: &'static str },
 }
 
 impl std::fmt::Debug for ReaperCmd {
@@ -59,6 +63,9 @@ impl std::fmt::Debug for ReaperCmd {
             Self::Sent { path, epoch, .. } => f.debug_struct("Sent").field("path", path).field("epoch", epoch).finish(),
             Self::Delete { path, epoch, .. } => {
                 f.debug_struct("Delete").field("path", path).field("epoch", epoch).finish()
+            }
+            Self::DeleteOwned { path, epoch, .. } => {
+                f.debug_struct("DeleteOwned").field("path", path).field("epoch", epoch).finish()
             }
             Self::DeleteByPrefix { parent, prefix, epoch, .. } => f
                 .debug_struct("DeleteByPrefix")
@@ -154,6 +161,7 @@ async fn reap(weak: Weak<dyn Sessions>, cmd: ReaperCmd, observer: &Observer) {
         ReaperCmd::DeleteByPrefix { parent, prefix, epoch, recipe } => {
             (Target::Prefix { parent, prefix }, epoch, None, recipe)
         }
+        ReaperCmd::DeleteOwned { path, epoch, recipe } => (Target::Owned(path), epoch, None, recipe),
     };
     let (target, weak) = (&target, &weak);
     let attempt = || {
@@ -191,14 +199,19 @@ async fn reap(weak: Weak<dyn Sessions>, cmd: ReaperCmd, observer: &Observer) {
 #[derive(Debug)]
 enum Target {
     Node(String),
-    Prefix { parent: String, prefix: String },
+    Prefix {
+        parent: String,
+        prefix: String,
+    },
+    /// The node, if it is an ephemeral node of the client's session.
+    Owned(String),
 }
 
 impl Target {
     /// The node's path, or the prefix's (`parent/prefix`).
     fn path(&self) -> String {
         match self {
-            Target::Node(path) => path.clone(),
+            Target::Node(path) | Target::Owned(path) => path.clone(),
             Target::Prefix { parent, prefix } => path::join(parent, prefix),
         }
     }
@@ -208,6 +221,27 @@ impl Target {
             Target::Node(path) => {
                 observer.request(Op::Delete);
                 client.delete(path, None).await
+            }
+            Target::Owned(path) => {
+                observer.request(Op::Sync);
+                observer.request(Op::Exists);
+                // sync first so that a server behind the one that took the create still shows it
+                let synced = client.sync(path);
+                let stat = client.check_stat(path);
+                let (synced, stat) = futures::join!(synced, stat);
+                match synced {
+                    Ok(()) | Err(ZkError::NoNode) => {}
+                    Err(e) => return Err(e),
+                }
+                match stat? {
+                    Some(stat) if stat.ephemeral_owner != 0 && stat.ephemeral_owner == client.session_id().0 => {
+                        tracing::debug!(path, "deleting the node of a create cancelled before its reply");
+                        observer.request(Op::Delete);
+                        client.delete(path, Some(stat.version)).await
+                    }
+                    // Another session's node, or none.
+                    _ => Ok(()),
+                }
             }
             Target::Prefix { parent, prefix } => {
                 observer.request(Op::Sync);

@@ -141,11 +141,25 @@ enum Deleted {
 
 impl Drop for Claim<'_> {
     fn drop(&mut self) {
-        if let Some(lock) = self.lock.take() {
-            let inner = &self.framework;
-            let epoch = inner.epoch();
+        // Only if the lock is still this session's: after a new session ours went with the
+        // old one, and the node at that name may be another consumer's lock by now.
+        drop(CancelledLock { framework: self.framework, lock: self.lock.take() });
+    }
+}
+
+/// A lock node whose create was sent and not yet answered (full path): dropped armed, it is
+/// deleted in the background if it is an ephemeral node of the framework's session.
+struct CancelledLock<'a> {
+    framework: &'a Framework,
+    lock: Option<String>,
+}
+
+impl Drop for CancelledLock<'_> {
+    fn drop(&mut self) {
+        if let Some(path) = self.lock.take() {
+            let epoch = self.framework.epoch();
             if epoch != 0 {
-                inner.reap(ReaperCmd::Delete { path: lock, epoch, recipe: "queue" });
+                self.framework.reap(ReaperCmd::DeleteOwned { path, epoch, recipe: "queue" });
             }
         }
     }
@@ -510,6 +524,11 @@ impl Engine {
         // Curator consumer that found it existing at its start, and that consumer would never
         // take an item again.
         let create = || fw.create(&lock).plain().mode(CreateMode::Ephemeral).parents(Parents::MustExist);
+        // Armed before the create is sent: a take cancelled before the create's reply leaves
+        // no lock node behind (one would keep every consumer from the item for the session's
+        // life). Other consumers create this name too, so the node is deleted only if it is
+        // this session's.
+        let mut cancelled = CancelledLock { framework: fw, lock: Some(fw.fix_path(&lock)) };
         let created = match create().await {
             Err(Error::ZooKeeper(ZkError::NoNode)) => {
                 ensure_persistent(fw, lock_path).await?;
@@ -520,10 +539,14 @@ impl Engine {
         let mut claim = Claim::empty(fw, name);
         match created {
             Ok(_) => {
-                claim.lock = Some(fw.fix_path(&lock));
+                claim.lock = cancelled.lock.take();
                 Ok(Some(Ok(claim)))
             }
-            Err(Error::ZooKeeper(ZkError::NodeExists)) => Ok(Some(Err(lock))),
+            Err(Error::ZooKeeper(ZkError::NodeExists)) => {
+                cancelled.lock = None; // another consumer's (the create finds our own landed one)
+                Ok(Some(Err(lock)))
+            }
+            // The create may have landed (a reply lost): the guard deletes it if it is ours.
             Err(e) => Err(e),
         }
     }

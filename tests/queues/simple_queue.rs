@@ -247,6 +247,54 @@ mod distributed {
         .await;
     }
 
+    /// A lock-safe take cancelled while its lock node's create is in flight (its link held
+    /// back by a proxy, the create sent) leaves no lock node once the create lands: the item
+    /// goes to the next consumer at once, not after the session's end.
+    #[tokio::test]
+    async fn a_take_cancelled_during_its_lock_create_leaves_no_lock_node() {
+        init_tracing();
+        bounded(LIMIT, async {
+            let connect = shared_connect().await;
+            let proxy = zk_recipes::testing::FaultProxy::start(&connect).await.unwrap();
+            let fw = plain_framework(&proxy.connect_string(), SESSION).await;
+            let other = plain_framework(&connect, SESSION).await;
+            let path = unique_path("dqueue", "cancelled-lock");
+            let locks = format!("{path}-locks");
+            let queue = DistributedQueue::lock_safe(&fw, &path, &locks).unwrap();
+            queue.put(b"one").await.unwrap();
+            queue.put(b"two").await.unwrap();
+            // The first take lists both items; the second goes through that listing, so its
+            // first request is its lock's create.
+            assert_eq!(queue.take().await.unwrap(), [b"one".to_vec()]);
+            proxy.set_mode(zk_recipes::testing::ProxyMode::Hold);
+            let taking = {
+                let queue = queue.clone();
+                tokio::spawn(async move { queue.take().await })
+            };
+            eventually(EVENT, "the lock's create sent", || async {
+                let held = proxy.held_from_clients();
+                if held > 12 {
+                    Ok(())
+                } else {
+                    Err(held.to_string())
+                }
+            })
+            .await;
+            taking.abort();
+            assert!(taking.await.unwrap_err().is_cancelled());
+            proxy.set_mode(zk_recipes::testing::ProxyMode::Pass);
+            children_count_becomes(&other, &locks, 0, EVENT).await;
+            let next = DistributedQueue::lock_safe(&other, &path, &locks).unwrap();
+            let got = within(EVENT, "the item for the next consumer", next.take()).await.unwrap();
+            assert_eq!(got, [b"two".to_vec()]);
+            fw.close().await;
+            other.delete(&locks).await.unwrap();
+            other.delete(&path).await.unwrap();
+            other.close().await;
+        })
+        .await;
+    }
+
     /// A take reads an item and deletes it at version 0 in one go (an item is never written
     /// after its create): an item written since is still taken, once, with the bytes read.
     #[tokio::test]
