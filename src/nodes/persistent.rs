@@ -554,30 +554,65 @@ impl Engine {
             None => (self.base.clone(), self.mode, self.protected),
             Some(actual) => (actual.clone(), without_sequence(self.mode), false),
         };
-        let created = loop {
-            let mut create = fw.create(&path).plain().mode(mode).data(&self.data).parents(self.parents);
+        // An unprotected sequential create (discovery's dynamic-sequential registration) is
+        // never dropped in flight: its node's name is known only from its reply, so a dropped
+        // one would leave a node nobody deletes (a second registration, or one after close).
+        let sequential = !protected && self.actual.is_none() && is_sequential(mode);
+        let created = 'send: loop {
+            let data = self.data.clone();
+            let mut create = fw.create(&path).plain().mode(mode).data(&data).parents(self.parents);
             if protected {
                 create = create.protected();
             }
             if let Some(ttl) = self.ttl {
                 create = create.ttl(ttl);
             }
-            tokio::select! {
-                created = create => break created,
-                command = self.commands.recv() => match command {
-                    // New data while the create is in flight: the create is dropped (a
-                    // protected one has its node deleted by the framework; an unprotected one
-                    // is found at its name) and sent again with the new data.
-                    Some(Command::SetData(data, reply)) => {
-                        self.data = data;
-                        let _ = reply.send(Ok(()));
+            let mut create = std::pin::pin!(create.into_future());
+            let mut written_since = false;
+            loop {
+                tokio::select! {
+                    created = &mut create => {
+                        if let (true, Ok(made)) = (written_since, &created) {
+                            // Made with the data of before: the data of now goes after it.
+                            if let Err(e) = fw.set_data(&made.path, &self.data).await {
+                                tracing::debug!(path = %made.path, error = %e, "persistent node: new data not written");
+                            }
+                        }
+                        break 'send created;
                     }
-                    // Closed: an unprotected create is at a known name, deleted here.
-                    other => {
-                        self.handle_before_node(other, (!protected).then_some(path)).await;
-                        return Ok(None);
-                    }
-                },
+                    command = self.commands.recv() => match command {
+                        // New data while the create is in flight: the create is dropped (a
+                        // protected one has its node deleted by the framework; an unprotected
+                        // one is found at its name) and sent again with the new data; a
+                        // sequential one goes on, and the data is written after it.
+                        Some(Command::SetData(data, reply)) => {
+                            self.data = data;
+                            let _ = reply.send(Ok(()));
+                            if sequential {
+                                written_since = true;
+                                continue;
+                            }
+                            continue 'send;
+                        }
+                        // Closed: an unprotected create is at a known name (a sequential one
+                        // once answered), deleted here.
+                        other => {
+                            let made = match (protected, sequential) {
+                                (true, _) => None,
+                                (false, true) => match create.await {
+                                    Ok(made) => Some(made.path),
+                                    Err(Error::OutcomeUnknown { .. }) if self.found_by_name => {
+                                        self.find_by_name(&path).await.ok().flatten()
+                                    }
+                                    Err(_) => None,
+                                },
+                                (false, false) => Some(path.clone()),
+                            };
+                            self.handle_before_node(other, made).await;
+                            return Ok(None);
+                        }
+                    },
+                }
             }
         };
         match created {

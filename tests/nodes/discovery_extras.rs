@@ -115,3 +115,90 @@ async fn a_service_cache_streams_its_instances_after_each_change_and_an_outage()
     })
     .await;
 }
+
+/// The names of `dir`'s dynamic-sequential nodes of instance `id` (`<id><ten digits>`).
+async fn sequential_nodes(fw: &zk_recipes::Framework, dir: &str, id: &str) -> Vec<String> {
+    children(fw, dir)
+        .await
+        .into_iter()
+        .filter(|n| n.strip_prefix(id).is_some_and(|s| s.len() == 10 && s.bytes().all(|b| b.is_ascii_digit())))
+        .collect()
+}
+
+/// A dynamic-sequential registration's create (its node's name known only from its reply)
+/// is never dropped in flight: an update while it is held back by a stalled link makes no
+/// second node (the new data is written after the create), and an unregister then deletes
+/// the node the create made, not a node at the name without its sequence.
+#[tokio::test]
+async fn a_sequential_registration_in_flight_makes_one_node_and_unregister_deletes_it() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let proxy = zk_recipes::testing::FaultProxy::start(&connect).await.unwrap();
+        let fw = plain_framework(&proxy.connect_string(), SESSION).await;
+        let observer = plain_framework(&connect, SESSION).await;
+        let base = unique_path("discovery", "sequential-in-flight");
+        let discovery: ServiceDiscovery = ServiceDiscovery::new(&fw, &base, JsonInstanceSerializer::new()).unwrap();
+        // The service's node first, so that the held request is the instance's create.
+        discovery.register(&instance("plain", 8000)).await.unwrap();
+        let dir = format!("{base}/api");
+        let sequential =
+            |port: u16| instance("s1", port).with_service_type(zk_recipes::discovery::ServiceType::DynamicSequential);
+        let held_back = || async {
+            eventually(EVENT, "the create sent", || async {
+                let held = proxy.held_from_clients();
+                if held > 12 {
+                    Ok(())
+                } else {
+                    Err(held.to_string())
+                }
+            })
+            .await;
+        };
+
+        proxy.set_mode(ProxyMode::Hold);
+        let updated = async {
+            held_back().await;
+            discovery.update(&sequential(8002)).await.unwrap();
+            proxy.set_mode(ProxyMode::Pass);
+        };
+        let first = sequential(8001);
+        let (registered, ()) = tokio::join!(discovery.register(&first), updated);
+        registered.unwrap();
+        let node = eventually(EVENT, "one node with the new data", || async {
+            let nodes = sequential_nodes(&observer, &dir, "s1").await;
+            let [node] = &nodes[..] else { return Err(format!("{nodes:?}")) };
+            let (data, _) = observer.get_data(&format!("{dir}/{node}")).await.map_err(|e| e.to_string())?;
+            let port =
+                JsonInstanceSerializer::new().deserialize::<serde_json::Value>(&data).map_err(|e| e.to_string())?.port;
+            if port == Some(8002) {
+                Ok(node.clone())
+            } else {
+                Err(format!("{node}: port {port:?}"))
+            }
+        })
+        .await;
+        assert_eq!(sequential_nodes(&observer, &dir, "s1").await, [node], "no second node");
+
+        // Unregistered while a new registration's create is held back: the close waits for
+        // the create's answer (the link is let go once the close is sent) and deletes its node.
+        proxy.set_mode(ProxyMode::Hold);
+        let s2 = instance("s2", 8003).with_service_type(zk_recipes::discovery::ServiceType::DynamicSequential);
+        let unregistered = async {
+            held_back().await;
+            let mut unregistering = std::pin::pin!(discovery.unregister("api", "s2"));
+            assert!(futures::poll!(unregistering.as_mut()).is_pending(), "the close waits for the create");
+            proxy.set_mode(ProxyMode::Pass);
+            unregistering.await
+        };
+        let (registered, unregistered) = tokio::join!(discovery.register(&s2), unregistered);
+        unregistered.unwrap();
+        assert!(matches!(registered, Err(zk_recipes::Error::Closed)), "{registered:?}");
+        children_count_becomes(&observer, &dir, 2, EVENT).await; // `plain` and `s1`
+        assert!(sequential_nodes(&observer, &dir, "s2").await.is_empty());
+        discovery.close().await.unwrap();
+        fw.close().await;
+        observer.close().await;
+    })
+    .await;
+}
