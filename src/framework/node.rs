@@ -225,6 +225,23 @@ impl PendingCreate {
         self.cleanup.epoch()
     }
 
+    /// [`named`](Self::named) for an ephemeral node made by a framework create, which goes on
+    /// across a new session (its retries follow the framework's session): the node is tied to
+    /// the framework's current session when that session owns it (`owner`, the create's
+    /// `ephemeralOwner`), so that its delete goes through the session that holds it.
+    pub(crate) fn named_for_owner(self, name: String, czxid: i64, owner: i64) -> CreatedNode {
+        let framework = self.framework().clone();
+        match framework.session() {
+            Ok(session) if owner != 0 && session.id() == owner && session.epoch != self.epoch() => {
+                let PendingCreate { mut cleanup, dir, prefix, marker } = self;
+                let recipe = cleanup.recipe;
+                cleanup.target = Target::Kept;
+                PendingCreate::new(&framework, session.epoch, &dir, prefix, marker, recipe).named(name, czxid)
+            }
+            _ => self.named(name, czxid),
+        }
+    }
+
     /// The create was answered with `sequence`: from now on the node is deleted by path.
     pub(crate) fn created(self, sequence: CreateSequence, czxid: i64) -> CreatedNode {
         self.with_sequence(&sequence.to_string(), czxid)
@@ -278,6 +295,11 @@ impl CreatedNode {
     /// The sequential suffix ZooKeeper gave the node.
     pub(crate) fn sequence(&self) -> Option<i64> {
         self.sequence
+    }
+
+    /// The session (epoch) the node was made on.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.cleanup.epoch()
     }
 
     /// Takes the node apart for the held stage: its cleanup, full path and creation zxid.

@@ -67,7 +67,7 @@ impl KazooLock {
                 Err(e) => return Err(e),
             };
             let name = created.path.rsplit('/').next().unwrap_or_default().to_owned();
-            let node = pending.named(name, created.stat.czxid);
+            let node = pending.named_for_owner(name, created.stat.czxid, created.stat.ephemeral_owner);
             match self.wait(node, deadline).await? {
                 Wait::Held(hold) => return Ok(Some(hold)),
                 Wait::TimedOut => return Ok(None),
@@ -79,6 +79,11 @@ impl KazooLock {
     async fn wait(&self, node: CreatedNode, deadline: Option<Instant>) -> Result<Wait> {
         let fw = &self.framework;
         loop {
+            // A node of a session the framework gave up holds nothing, though the server may
+            // list it until that session expires.
+            if fw.epoch() != node.epoch() {
+                return Ok(Wait::NodeGone);
+            }
             let children = fw.get_children(&self.path).await?;
             if !children.iter().any(|c| c == node.name()) {
                 return Ok(Wait::NodeGone);

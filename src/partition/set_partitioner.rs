@@ -172,7 +172,8 @@ impl SetPartitionerBuilder {
             .data(identifier.as_bytes())
             .idempotent()
             .await?;
-        let member = pending.named(name, created.stat.czxid);
+        let member = pending.named_for_owner(name, created.stat.czxid, created.stat.ephemeral_owner);
+        let epoch = member.epoch();
 
         let status = Status { state: PartitionState::Allocating, partition: Arc::default(), state_id: 0, error: None };
         let (status_tx, status_rx) = watch::channel(status);
