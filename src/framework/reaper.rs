@@ -48,6 +48,9 @@ pub(crate) enum ReaperCmd {
     Sent { path: String, epoch: u64, reply: Reply, recipe: &'static str },
     /// Delete `path`, a node of the session of `epoch`.
     Delete { path: String, epoch: u64, recipe: &'static str },
+    /// Delete `path` at `version` (a versioned guaranteed delete): a node written since is
+    /// left alone.
+    DeleteAt { path: String, version: i32, epoch: u64, recipe: &'static str },
     /// Delete every child of `parent` whose name starts with `prefix` (an acquire that was
     /// cancelled before it learned its node's name).
     DeleteByPrefix { parent: String, prefix: String, epoch: u64, recipe: &'static str },
@@ -63,6 +66,9 @@ impl std::fmt::Debug for ReaperCmd {
             Self::Sent { path, epoch, .. } => f.debug_struct("Sent").field("path", path).field("epoch", epoch).finish(),
             Self::Delete { path, epoch, .. } => {
                 f.debug_struct("Delete").field("path", path).field("epoch", epoch).finish()
+            }
+            Self::DeleteAt { path, version, epoch, .. } => {
+                f.debug_struct("DeleteAt").field("path", path).field("version", version).field("epoch", epoch).finish()
             }
             Self::DeleteOwned { path, epoch, .. } => {
                 f.debug_struct("DeleteOwned").field("path", path).field("epoch", epoch).finish()
@@ -162,6 +168,7 @@ async fn reap(weak: Weak<dyn Sessions>, cmd: ReaperCmd, observer: &Observer) {
             (Target::Prefix { parent, prefix }, epoch, None, recipe)
         }
         ReaperCmd::DeleteOwned { path, epoch, recipe } => (Target::Owned(path), epoch, None, recipe),
+        ReaperCmd::DeleteAt { path, version, epoch, recipe } => (Target::NodeAt(path, version), epoch, None, recipe),
     };
     let (target, weak) = (&target, &weak);
     let attempt = || {
@@ -205,13 +212,15 @@ enum Target {
     },
     /// The node, if it is an ephemeral node of the client's session.
     Owned(String),
+    /// The node, at this version.
+    NodeAt(String, i32),
 }
 
 impl Target {
     /// The node's path, or the prefix's (`parent/prefix`).
     fn path(&self) -> String {
         match self {
-            Target::Node(path) | Target::Owned(path) => path.clone(),
+            Target::Node(path) | Target::Owned(path) | Target::NodeAt(path, _) => path.clone(),
             Target::Prefix { parent, prefix } => path::join(parent, prefix),
         }
     }
@@ -221,6 +230,17 @@ impl Target {
             Target::Node(path) => {
                 observer.request(Op::Delete);
                 client.delete(path, None).await
+            }
+            Target::NodeAt(path, version) => {
+                observer.request(Op::Delete);
+                match client.delete(path, Some(*version)).await {
+                    // Written since: not the node the delete was asked for.
+                    Err(ZkError::BadVersion) => {
+                        tracing::debug!(path, version, "a versioned delete found the node written since: left");
+                        Ok(())
+                    }
+                    other => other,
+                }
             }
             Target::Owned(path) => {
                 observer.request(Op::Sync);

@@ -296,7 +296,8 @@ impl Delete<'_> {
         if self.path == "/" {
             return Err(Error::InvalidPath { path: self.path.to_owned(), reason: "the root node cannot be deleted" });
         }
-        let mut handover = self.guaranteed.then(|| Handover { framework: fw, path: full.clone(), armed: true });
+        let mut handover =
+            self.guaranteed.then(|| Handover { framework: fw, path: full.clone(), version, armed: true });
         let mut retry = fw.retry_loop();
         let mut listed = false;
         let result = loop {
@@ -389,6 +390,8 @@ impl Delete<'_> {
 struct Handover<'a> {
     framework: &'a Framework,
     path: String,
+    /// The version the delete was asked for: the reaper's delete keeps to it.
+    version: Option<i32>,
     armed: bool,
 }
 
@@ -399,7 +402,12 @@ impl Drop for Handover<'_> {
             let epoch = inner.epoch();
             if epoch != 0 {
                 tracing::debug!(node = %self.path, "guaranteed delete handed to the reaper");
-                inner.reap(ReaperCmd::Delete { path: std::mem::take(&mut self.path), epoch, recipe: "framework" });
+                let path = std::mem::take(&mut self.path);
+                let recipe = "framework";
+                inner.reap(match self.version {
+                    Some(version) => ReaperCmd::DeleteAt { path, version, epoch, recipe },
+                    None => ReaperCmd::Delete { path, epoch, recipe },
+                });
             }
         }
     }

@@ -545,6 +545,55 @@ async fn a_guaranteed_delete_is_finished_in_the_background() {
     .await;
 }
 
+/// A versioned guaranteed delete finished by the reaper keeps to its version: cancelled while
+/// its request is held back, with the node written meanwhile by another session, it leaves
+/// the node (the reaper's delete went without the version and deleted it).
+#[tokio::test]
+async fn a_versioned_guaranteed_delete_finished_in_the_background_keeps_to_its_version() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let server = shared_connect().await;
+        let proxy = FaultProxy::start(&server).await.unwrap();
+        let fw = plain_framework(&proxy.connect_string(), SESSION).await;
+        let observer = plain_framework(&server, SESSION).await;
+        let path = unique_path("ops", "guaranteed-versioned");
+        fw.create(&path).await.unwrap();
+
+        proxy.set_mode(ProxyMode::Hold);
+        let deleting = {
+            let (fw, path) = (fw.clone(), path.clone());
+            tokio::spawn(async move { fw.delete(&path).version(0).guaranteed().await })
+        };
+        eventually(LIMIT, "the delete sent", || async {
+            let held = proxy.held_from_clients();
+            if held > 12 {
+                Ok(())
+            } else {
+                Err(held.to_string())
+            }
+        })
+        .await;
+        deleting.abort();
+        assert!(deleting.await.unwrap_err().is_cancelled());
+        assert_eq!(fw.pending_deletes(), 1, "handed to the reaper");
+        observer.set_data(&path, b"written since").await.unwrap();
+        proxy.set_mode(ProxyMode::Pass);
+        eventually(LIMIT, "the reaper done", || async {
+            match fw.pending_deletes() {
+                0 => Ok(()),
+                n => Err(n.to_string()),
+            }
+        })
+        .await;
+        let (data, stat) = observer.get_data(&path).await.unwrap();
+        assert_eq!((data.as_slice(), stat.version), (&b"written since"[..], 1), "left: not the node asked for");
+        observer.delete(&path).await.unwrap();
+        fw.close().await;
+        observer.close().await;
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn sync_and_acls() {
     init_tracing();
