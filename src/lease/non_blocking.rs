@@ -2,6 +2,8 @@
 
 use std::time::{Duration, SystemTime};
 
+use zookeeper_client::CreateMode;
+
 use crate::error::{Error, Result, ZkError};
 use crate::framework::Framework;
 use crate::locks::kazoo::KazooLock;
@@ -133,7 +135,7 @@ async fn attempt(
     let holder_path = path::join(path, LEASE_HOLDER);
     let not_obtained = NonBlockingLease { path: path.to_owned(), identifier: identifier.to_owned(), end: None };
     let record = encode_lease_record(identifier, end);
-    match fw.get_data(&holder_path).await {
+    let replaced = match fw.get_data(&holder_path).await {
         Ok((data, stat)) => {
             let current = decode_lease_record(&data).map_err(|e| Error::CorruptData {
                 path: holder_path.clone(),
@@ -155,18 +157,29 @@ async fn attempt(
             if current.holder != identifier && still_held {
                 return Ok(not_obtained);
             }
-            match fw.delete(&holder_path).version(stat.version).await {
-                Ok(()) | Err(Error::ZooKeeper(ZkError::NoNode)) => {}
-                // Written meanwhile without the lock: not ours to replace.
-                Err(Error::ZooKeeper(ZkError::BadVersion)) => return Ok(not_obtained),
-                Err(e) => return Err(e),
+            Some(stat.version)
+        }
+        Err(Error::ZooKeeper(ZkError::NoNode)) => None,
+        Err(e) => return Err(e),
+    };
+    // kazoo replaces the record in one transaction (its delete and the create): there is no
+    // moment without a record, whatever happens to this call between the two.
+    let written = match replaced {
+        Some(version) => {
+            let replace = fw.transaction().delete(&holder_path).version(version);
+            match replace.create(&holder_path, &record, CreateMode::Persistent).commit().await {
+                Ok(_) => Ok(()),
+                // Written or deleted meanwhile without the lock: not ours to replace.
+                Err(Error::TransactionFailed { error: ZkError::BadVersion | ZkError::NoNode, .. }) => {
+                    return Ok(not_obtained)
+                }
+                Err(e) => Err(e),
             }
         }
-        Err(Error::ZooKeeper(ZkError::NoNode)) => {}
-        Err(e) => return Err(e),
-    }
-    match fw.create(&holder_path).data(&record).await {
-        Ok(_) => {}
+        None => fw.create(&holder_path).data(&record).await.map(drop),
+    };
+    match written {
+        Ok(()) => {}
         // A create sent again after a lost reply finds its own record.
         Err(Error::ZooKeeper(ZkError::NodeExists) | Error::OutcomeUnknown { .. }) => {
             match fw.get_data(&holder_path).await {

@@ -62,6 +62,32 @@ async fn a_lease_is_one_identifiers_until_it_ends_and_renews() {
     .await;
 }
 
+/// A renewal replaces the record as kazoo's does, in one transaction (the old record's delete
+/// and the new one's create): no reader, and no attempt cancelled half-way, ever finds the
+/// lease without a record.
+#[tokio::test]
+async fn a_renewal_replaces_the_record_in_one_transaction() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let proxy = zk_recipes::testing::CountingProxy::start(&shared_connect().await).await.unwrap();
+        let fw = plain_framework(&proxy.connect_string(), SESSION).await;
+        let path = unique_path("lease", "one-transaction");
+        assert!(NonBlockingLease::obtain_at(&fw, &path, HOUR, "host-a", at(T0)).await.unwrap().obtained());
+        let before = proxy.counts();
+        let renewed = NonBlockingLease::obtain_at(&fw, &path, HOUR, "host-a", at(T0 + 60)).await.unwrap();
+        assert_eq!(renewed.end(), Some(at(T0 + 3660)));
+        let sent = proxy.counts().since(&before);
+        assert_eq!(
+            (sent.get("multi"), sent.get("delete")),
+            (1, 1),
+            "the record in one multi, the lock node's delete: {sent:?}"
+        );
+        fw.delete(&path).recursive().await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
+
 /// Neither kazoo nor this crate has a release: the holder renews for no time, and the lease
 /// ends at once (an end of now is not after now), for another identifier in the same second.
 #[tokio::test]
