@@ -12,7 +12,7 @@ use tokio::task::AbortHandle;
 use crate::deadline;
 use crate::error::{Error, Result};
 use crate::framework::node::{CreatedNode, PendingCreate};
-use crate::framework::Framework;
+use crate::framework::{ConnectionStateStream, Framework};
 use crate::locks::kazoo::{KazooHold, KazooLock};
 use crate::path;
 use crate::protocol::kazoo::{party_member, PARTITION_LOCKS, PARTITION_PARTY};
@@ -164,6 +164,8 @@ impl SetPartitionerBuilder {
         fw.ensure_persistent(&full, true).await?;
         fw.ensure_persistent(&fw.full_path(&locks)?, true).await?;
         fw.ensure_persistent(&full_party, true).await?;
+        // Taken before the party node is made: a transition from then on reaches the engine.
+        let connection = fw.state_changes();
         let epoch = fw.epoch();
         let pending = PendingCreate::new(&fw, epoch, &full_party, name.clone(), "", "set_partitioner");
         let created = fw
@@ -192,7 +194,7 @@ impl SetPartitionerBuilder {
             holds: Vec::new(),
             epoch,
         };
-        let task = tokio::spawn(engine.run(command_rx)).abort_handle();
+        let task = tokio::spawn(engine.run(command_rx, connection)).abort_handle();
         Ok(SetPartitioner { identifier, path: self.path, status: status_rx, commands, task })
     }
 }
@@ -396,8 +398,7 @@ impl Engine {
         });
     }
 
-    async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
-        let mut connection = self.framework.state_changes();
+    async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>, mut connection: ConnectionStateStream) {
         let mut party_change: Option<PartyChange> = None;
         let mut done: Vec<oneshot::Sender<()>> = Vec::new();
         let mut failure: Option<Error> = None;
