@@ -187,6 +187,7 @@ impl PersistentNodeBuilder {
             parents: self.parents,
             data: self.data,
             actual: None,
+            created_on: 0,
             status: status_tx.clone(),
             commands: commands_rx,
             failure: failure.clone(),
@@ -495,6 +496,9 @@ struct Engine {
     delete_when_dropped: bool,
     found_by_name: bool,
     watch_node: bool,
+    /// The framework's session (epoch) when the last create was sent: a node it made is at
+    /// least that session's (a create goes on across a new session, never back).
+    created_on: u64,
 }
 
 impl Engine {
@@ -558,6 +562,7 @@ impl Engine {
         // never dropped in flight: its node's name is known only from its reply, so a dropped
         // one would leave a node nobody deletes (a second registration, or one after close).
         let sequential = !protected && self.actual.is_none() && is_sequential(mode);
+        self.created_on = fw.state_watch().borrow().epoch;
         let created = 'send: loop {
             let data = self.data.clone();
             let mut create = fw.create(&path).plain().mode(mode).data(&data).parents(self.parents);
@@ -717,9 +722,13 @@ impl Engine {
         let mut states = fw.state_watch();
         let epoch = states.borrow_and_update().epoch;
         if fresh && !self.watch_node {
-            // Ours, and not watched: kept until a new session.
+            // Ours, and not watched: kept until a new session. The session it was made on is
+            // the one the create was sent on or a later one: compared with the session of now,
+            // a node made on a session that ended before its reply came is made again (the
+            // create then finds its node when it was made on the session of now).
             self.hold(path);
-            return self.keep(path, true, None, states, epoch).await;
+            let made_on = if self.created_on == 0 { epoch } else { self.created_on.min(epoch) };
+            return self.keep(path, true, None, states, made_on).await;
         }
         let exists = fw.exists(path).watch().into_future();
         tokio::pin!(exists);
@@ -806,6 +815,12 @@ impl Engine {
         epoch: u64,
     ) -> Next {
         let fw = self.framework.clone();
+        let now = *states.borrow_and_update();
+        if now.state.is_connected() && now.epoch != epoch {
+            // Made on a session the framework has left already: check (and create) again.
+            self.set_unregistered();
+            return Next::Ensure;
+        }
         let mut changed = watch.map(|watch| Box::pin(watch.changed()));
         loop {
             tokio::select! {
