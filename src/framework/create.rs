@@ -195,7 +195,9 @@ impl<'a> CreateBuilder<'a> {
     /// Writes the data gzip-compressed (Curator's `create().compressed()`, its
     /// `GzipCompressionProvider`): readers decompress it with
     /// [`get_data().decompressed()`](crate::GetData::decompressed) (Curator's
-    /// `getData().decompressed()`). The request size is checked on the compressed bytes.
+    /// `getData().decompressed()`). The request size is checked on the compressed bytes; data
+    /// over [`MAX_DECOMPRESSED`](crate::protocol::gzip::MAX_DECOMPRESSED) (64 MiB) before
+    /// compression is refused with [`Error::TooLarge`], as no reader here would decompress it.
     pub fn compressed(mut self) -> Self {
         self.compress = Some(true);
         self
@@ -258,7 +260,10 @@ impl<'a> CreateBuilder<'a> {
             return Err(Error::InvalidPath { path: self.path.to_owned(), reason: "the root node cannot be created" });
         }
         self.validate()?;
-        let compressed = self.compress.unwrap_or(fw.config().compression).then(|| gzip::compress(self.data));
+        let compressed = match self.compress.unwrap_or(fw.config().compression) {
+            true => Some(gzip::compress_for_write(self.data)?),
+            false => None,
+        };
         let this = CreateBuilder { data: compressed.as_deref().unwrap_or(self.data), ..self };
         this.send(&full, compressed.is_some()).await
     }

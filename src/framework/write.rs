@@ -185,7 +185,9 @@ impl SetData<'_> {
     }
 
     /// Writes the data gzip-compressed (Curator's `setData().compressed()`); the request size
-    /// is checked on the compressed bytes.
+    /// is checked on the compressed bytes, and data over
+    /// [`MAX_DECOMPRESSED`](crate::protocol::gzip::MAX_DECOMPRESSED) (64 MiB) before
+    /// compression is refused with [`Error::TooLarge`] (no reader here would decompress it).
     pub fn compressed(mut self) -> Self {
         self.compress = Some(true);
         self
@@ -210,7 +212,10 @@ impl SetData<'_> {
         let full = fw.full_path(self.path)?;
         fw.check_schema(self.path, SchemaOp::SetData(self.data))?;
         let version = check_version(self.version);
-        let packed = self.compress.unwrap_or(fw.config().compression).then(|| gzip::compress(self.data));
+        let packed = match self.compress.unwrap_or(fw.config().compression) {
+            true => Some(gzip::compress_for_write(self.data)?),
+            false => None,
+        };
         let data = packed.as_deref().unwrap_or(self.data);
         let limit = fw.config().max_request_bytes.saturating_sub(full.len() + 20);
         if data.len() > limit {

@@ -132,7 +132,9 @@ impl MigrationManager {
         names.sort();
         let mut hashes = Vec::with_capacity(names.len());
         for name in names {
-            hashes.push(self.framework.get_data(&path::join(meta, &name)).await?.0);
+            // Written by a transaction, never compressed: read as stored whatever the
+            // framework's compression default (as Curator reads them).
+            hashes.push(self.framework.get_data(&path::join(meta, &name)).undecompressed().await?.0);
         }
         Ok(Some(hashes))
     }

@@ -246,7 +246,11 @@ impl<T, C: Codec<T>> ModeledFramework<T, C> {
     /// encoded, then compressed when the spec (or the framework's default) says so.
     fn stored(&self, value: &T) -> Result<Vec<u8>> {
         let data = self.encode(value)?;
-        Ok(if self.compress() { crate::protocol::gzip::compress(&data) } else { data })
+        if self.compress() {
+            crate::protocol::gzip::compress_for_write(&data)
+        } else {
+            Ok(data)
+        }
     }
 
     /// A create of the node with `value`, for a transaction (Curator's `createOp(model)`): the

@@ -46,6 +46,16 @@ pub fn compress(data: &[u8]) -> Vec<u8> {
     out
 }
 
+/// [`compress`] for data this crate writes: data over [`MAX_DECOMPRESSED`] bytes is refused
+/// with [`Error::TooLarge`](crate::Error::TooLarge) before anything is sent (it would
+/// compress into a node that no reader of this crate decompresses).
+pub(crate) fn compress_for_write(data: &[u8]) -> crate::Result<Vec<u8>> {
+    if data.len() > MAX_DECOMPRESSED {
+        return Err(crate::Error::TooLarge { name: "data", size: data.len(), limit: MAX_DECOMPRESSED });
+    }
+    Ok(compress(data))
+}
+
 /// True when `data` starts with gzip's magic bytes (it may still be damaged).
 pub fn is_gzip(data: &[u8]) -> bool {
     data.starts_with(&[0x1f, 0x8b])

@@ -127,6 +127,36 @@ async fn a_set_runs_once_across_two_racing_frameworks_and_a_changed_set_is_refus
 
 /// The migration's commit loses its reply: the outcome is unknown (it was applied, and is not
 /// sent again), and the next `migrate` learns from the metadata that the set is applied.
+/// A framework that compresses by default migrates a set twice: the second run reads the
+/// fingerprints (stored uncompressed, as Curator stores them) and finds the set applied. It
+/// failed with `CorruptData`, reading them as gzip.
+#[tokio::test]
+async fn a_compressing_framework_finds_its_set_applied() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let fw = zk_recipes::Framework::builder(&connect)
+            .session_timeout(SESSION)
+            .enable_compression()
+            .start()
+            .await
+            .unwrap();
+        let base = unique_path("migrations", "compressing");
+        let (locks, meta) = (format!("{base}/locks"), format!("{base}/meta"));
+        let set = MigrationSet::new(
+            "app",
+            vec![Migration::new().create(&format!("{base}/app"), b"v1", CreateMode::Persistent)],
+        )
+        .unwrap();
+        let manager = MigrationManager::new(&fw, &locks, &meta, SESSION).unwrap();
+        assert_eq!(manager.migrate(&set).await.unwrap(), 1);
+        assert_eq!(manager.migrate(&set).await.unwrap(), 0, "applied already");
+        fw.delete(&base).recursive().await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_commit_whose_reply_is_lost_is_unknown_and_the_next_migrate_finds_it_applied() {
     init_tracing();

@@ -308,6 +308,13 @@ async fn compressed_specs_and_a_compressing_framework_store_gzip_and_recipes_sta
         assert_eq!(count.count().unwrap(), 6);
         drop(count);
 
+        // Data that would decompress to more than any reader here takes is not written.
+        let huge = vec![0u8; gzip::MAX_DECOMPRESSED + 1];
+        let too_large = |r: Result<(), Error>| matches!(r, Err(Error::TooLarge { name: "data", .. }));
+        assert!(too_large(zipping.create(&format!("{root}/huge")).data(&huge).await.map(drop)));
+        assert!(too_large(fw.set_data(&plain_path, &huge).compressed().await.map(drop)));
+        assert!(fw.exists(&format!("{root}/huge")).await.unwrap().is_none());
+
         zipping.close().await;
         fw.delete(&root).recursive().await.unwrap();
         fw.close().await;
