@@ -221,12 +221,21 @@ impl TestingCluster {
             removed: false,
         });
         let timeout = self.start_timeout;
-        let node = self.node_mut(index)?;
-        let address = process::loopback(node.client_port);
-        let slot = node.process.get_mut();
-        *slot = Some(node.spec.spawn()?);
-        process::wait_for_srvr(slot, &node.spec, &address, timeout, process::mode_in(MEMBER_MODES)).await?;
-        reconfig::reconfigure(&client, &[line], &[], timeout).await?;
+        let started = async {
+            let node = self.node_mut(index)?;
+            let address = process::loopback(node.client_port);
+            let slot = node.process.get_mut();
+            *slot = Some(node.spec.spawn()?);
+            process::wait_for_srvr(slot, &node.spec, &address, timeout, process::mode_in(MEMBER_MODES)).await?;
+            reconfig::reconfigure(&client, &[line], &[], timeout).await
+        };
+        if let Err(e) = started.await {
+            // Not a member: it leaves the cluster's list (its process, if any, is stopped) and
+            // its directory goes, so that the next member added takes the place afresh.
+            self.nodes.truncate(index);
+            let _ = std::fs::remove_dir_all(&node_dir);
+            return Err(e);
+        }
         tracing::debug!(server = index, ?role, "cluster member added");
         Ok(index)
     }
@@ -319,7 +328,8 @@ impl TestingCluster {
     /// itself makes the others elect a new one.
     ///
     /// # Errors
-    /// [`TestingError::NoSuchServer`]; [`TestingError::InvalidConfig`] without quorum proxies.
+    /// [`TestingError::NoSuchServer`]; [`TestingError::InvalidConfig`] without quorum proxies
+    /// (a member of a 1-member ensemble has no one to be cut off from: nothing to do).
     pub fn isolate(&self, i: usize) -> Result<(), TestingError> {
         self.cut(i, true)?;
         tracing::debug!(server = i, "cluster member isolated");
@@ -330,7 +340,8 @@ impl TestingCluster {
     /// the connections that lost bytes in the black hole, so the members reconnect.
     ///
     /// # Errors
-    /// [`TestingError::NoSuchServer`]; [`TestingError::InvalidConfig`] without quorum proxies.
+    /// [`TestingError::NoSuchServer`]; [`TestingError::InvalidConfig`] without quorum proxies
+    /// (but for a 1-member ensemble, as [`isolate`](Self::isolate)).
     pub fn heal(&self, i: usize) -> Result<(), TestingError> {
         self.cut(i, false)?;
         tracing::debug!(server = i, "cluster member healed");
@@ -482,7 +493,7 @@ impl TestingCluster {
         self.signal(i, "CONT")
     }
 
-    /// Member `i`'s mode as `srvr` reports it: `"leader"`, `"follower"` or `"read-only"`
+    /// Member `i`'s mode as `srvr` reports it: `"leader"`, `"follower"`, `"observer"` or `"read-only"`
     /// (members run in quorum mode even in a 1-member ensemble, which reports `"leader"`);
     /// `None` when it is not running, does not answer within 2 s (paused) or does not serve
     /// (no quorum, election in progress).
@@ -533,7 +544,8 @@ impl TestingCluster {
                 modes.push(self.mode(i).await);
             }
             let leaders = modes.iter().filter(|mode| mode.as_deref() == Some("leader")).count();
-            let followers = modes.iter().filter(|mode| mode.as_deref() == Some("follower")).count();
+            let followers =
+                modes.iter().filter(|mode| matches!(mode.as_deref(), Some("follower" | "observer"))).count();
             if leaders == 1 && leaders + followers == running.len() {
                 break;
             }
@@ -782,8 +794,8 @@ impl TestingClusterBuilder {
     ///
     /// # Errors
     /// As for [`TestingServer::start`](super::TestingServer::start);
-    /// [`TestingError::InvalidConfig`] for size 0 or a zero tick time, or for more than 255
-    /// members with dynamic reconfiguration and quorum proxies.
+    /// [`TestingError::InvalidConfig`] for size 0 or more than 255, or a tick time under a
+    /// millisecond.
     ///
     /// # Cancel safety
     /// Cancelling drops the half-started ensemble: every JVM is killed and the directory

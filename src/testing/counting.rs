@@ -287,7 +287,12 @@ impl RequestCounts {
 
     /// What crossed since `earlier` (a snapshot of the same proxy).
     pub fn since(&self, earlier: &RequestCounts) -> RequestCounts {
-        let delta = self.0.iter().map(|(kind, n)| (*kind, n - earlier.get(kind))).filter(|(_, n)| *n > 0).collect();
+        let delta = self
+            .0
+            .iter()
+            .map(|(kind, n)| (*kind, n.saturating_sub(earlier.get(kind))))
+            .filter(|(_, n)| *n > 0)
+            .collect();
         RequestCounts(delta)
     }
 

@@ -15,6 +15,8 @@
 //! | an ensemble member cut off from the others | [`TestingCluster::isolate`] (build with [`quorum_proxies`](TestingClusterBuilder::quorum_proxies); with [`dynamic_reconfig`](TestingClusterBuilder::dynamic_reconfig) too, members added later included) |
 //! | a session that the server expires (Curator's `KillSession`) | [`expire_session`] on a client behind a [`FaultProxy`] |
 //! | how many server requests an operation costs, or which errors the server answered | clients behind a [`CountingProxy`] |
+//! | a four-letter word's answer (`srvr`, `cons`, `wchc`, ...) | [`four_letter_word`] |
+//! | the internals of this crate's lock mirrors, held or counted (for its own tests) | [`set_mirror_hooks`], [`hold_mirror_events`] and the `mirror_*` counters |
 //! | a request that reached the server but whose reply was lost | [`CountingProxy::lose_reply_to`] |
 //! | a server that speaks TLS, with a CA, server and client certificates made for it | [`TestingServerBuilder::tls`] ([`TlsFiles`]) |
 //! | a server that logs clients in with SASL DIGEST-MD5 | [`TestingServerBuilder::sasl_digest_user`] |
@@ -37,8 +39,15 @@
 //! `static` (as the [`shared_server`] is), a watchdog started with each JVM notices that its
 //! pipe from this process reached end-of-file, kills the JVM and removes the directory.
 //!
+//! What the watchdog does not cover: a server already stopped ([`TestingServer::stop`],
+//! `kill`) has no JVM left to watch, so the directory of one stopped and never dropped stays
+//! in the system's temporary directory if the process then dies; so does a `TestingKdc`'s.
+//!
 //! Servers do not belong to a tokio runtime: they can be created in one `#[tokio::test]` and
-//! used from another. [`FaultProxy`] does run tasks on the runtime it was started on.
+//! used from another. [`FaultProxy`] does run tasks on the runtime it was started on. The
+//! module's async functions (starting, stopping, restarting, `settle`, the four-letter words,
+//! [`expire_session`]) need a Tokio runtime with its time and I/O drivers, as a
+//! `#[tokio::test]` has; outside one they panic.
 //!
 //! # Timing
 //!

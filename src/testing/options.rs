@@ -46,10 +46,13 @@ impl LaunchOptions {
         process::set_entry(&mut self.system_properties, &key.into(), value.into());
     }
 
-    /// Rejects a zero tick time.
+    /// Rejects a tick time under a millisecond (the server's unit: it would be written as 0).
     pub(crate) fn check_tick_time(&self) -> Result<(), TestingError> {
-        if self.tick_time.is_zero() {
-            return Err(TestingError::InvalidConfig("tick_time must not be zero".to_owned()));
+        if self.tick_time < std::time::Duration::from_millis(1) {
+            return Err(TestingError::InvalidConfig(format!(
+                "tick_time must be at least 1 ms (the server counts whole milliseconds), got {:?}",
+                self.tick_time
+            )));
         }
         Ok(())
     }

@@ -322,8 +322,21 @@ pub(crate) async fn server_mode(address: &str) -> Option<String> {
     parse_mode(&answer)
 }
 
-/// Polls `srvr` on the server at `address` until `accept(answer)` holds; fails early if the
-/// process exits, and after `timeout` with the log tail.
+/// Whether the server answering at `address` keeps its data under `dir` (its `conf` names its
+/// `dataDir`): ours, and not another server that listens on the port (a server of another
+/// process that took the port, or one of the machine's), which answers `srvr` just as well
+/// while our JVM has yet to find the port taken.
+async fn serves_from(address: &str, dir: &std::path::Path) -> bool {
+    match four_letter_word_with_timeout(address, "conf", Duration::from_secs(2)).await {
+        Ok(conf) => conf.lines().any(|line| {
+            line.strip_prefix("dataDir=").is_some_and(|data| std::path::Path::new(data.trim()).starts_with(dir))
+        }),
+        Err(_) => false,
+    }
+}
+
+/// Polls `srvr` on the server at `address` until `accept(answer)` holds and the answer is our
+/// server's; fails early if the process exits, and after `timeout` with the log tail.
 pub(crate) async fn wait_for_srvr(
     slot: &mut Option<JavaProcess>,
     spec: &LaunchSpec,
@@ -346,7 +359,7 @@ pub(crate) async fn wait_for_srvr(
             });
         }
         if let Ok(answer) = four_letter_word_with_timeout(address, "srvr", Duration::from_secs(2)).await {
-            if accept(&answer) {
+            if accept(&answer) && serves_from(address, &spec.cleanup_dir).await {
                 return Ok(());
             }
         }

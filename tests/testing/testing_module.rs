@@ -257,6 +257,34 @@ async fn start_failure_reports_the_log_tail() {
     .await;
 }
 
+/// A tick time the server cannot take (it counts whole milliseconds: under one it was
+/// written as 0 and the server exited) and an empty ensemble are refused before anything
+/// starts.
+#[tokio::test]
+async fn settings_no_server_can_take_are_refused_before_anything_starts() {
+    for tick in [Duration::ZERO, Duration::from_micros(500)] {
+        let err = TestingServer::builder().tick_time(tick).start().await.unwrap_err();
+        assert!(matches!(err, TestingError::InvalidConfig(_)), "{tick:?}: {err:?}");
+    }
+    let err = zk_recipes::testing::TestingCluster::builder().size(0).start().await.unwrap_err();
+    assert!(matches!(err, TestingError::InvalidConfig(_)), "{err:?}");
+}
+
+/// A port another ZooKeeper serves already: that server answers `srvr` while ours has yet to
+/// find the port taken, and the start must not take it for ours (it returned `Ok` with a
+/// connect string to the other server, and ours died with a `BindException`).
+#[tokio::test]
+async fn a_port_another_server_serves_is_no_start() {
+    bounded(async {
+        let mut other = TestingServer::start().await.unwrap();
+        let err = TestingServer::builder().port(other.port()).start().await.unwrap_err();
+        assert!(matches!(err, TestingError::ServerExited { .. }), "{err:?}");
+        assert!(err.to_string().contains("Address already in use"), "{err}");
+        other.stop().await.unwrap();
+    })
+    .await;
+}
+
 #[test]
 fn missing_installation_names_the_package() {
     let empty = tempfile::tempdir().unwrap();
