@@ -22,7 +22,11 @@
 //! the builder's default is true) and `metadata` (an object of strings). The same file loaded
 //! by Curator 5.4 accepts and refuses the same operations. Patterns use the `regex` crate's
 //! syntax (`regex-automata`), which agrees with Java's for the usual path patterns (`.*`,
-//! classes, groups, alternation, repetition); look-around and back-references are refused.
+//! classes, groups, alternation, repetition); look-around and back-references are refused, and
+//! so is a pattern with an unbalanced group (as Java refuses it). Where the two differ: `\w`,
+//! `\d`, `\s` and `(?i)` are Unicode-aware here and ASCII in Java (`/users/\w+` matches
+//! `/users/é` here only: write `[A-Za-z0-9_]+` for the same answer on both sides), and `.`
+//! matches U+2028 and U+2029 here.
 //!
 //! | file | holds |
 //! | --- | --- |

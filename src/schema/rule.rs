@@ -259,7 +259,10 @@ impl Schema {
 }
 
 fn compile(pattern: &str) -> Result<Where> {
-    match Regex::new(&format!("^(?:{pattern})$")) {
+    // The pattern alone first: one with an unbalanced group (`a)|(?:.*`) would otherwise
+    // close the anchoring group early and match every path, where Java refuses it.
+    let whole = Regex::new(pattern).and_then(|_| Regex::new(&format!("^(?:{pattern})$")));
+    match whole {
         Ok(regex) => Ok(Where::Pattern { source: pattern.to_owned(), regex }),
         Err(e) => {
             Err(Error::invalid_argument("schema path pattern", format!("{pattern:?} is not a valid pattern: {e}")))
@@ -393,6 +396,11 @@ mod tests {
         assert_eq!(exact.raw_path(), "/a/b");
         assert!(exact.matches("/a/b") && !exact.matches("/a/b/c"));
         assert!(Schema::builder_for_pattern("/a/(").build().is_err());
+        // Unbalanced groups that would close the anchors early (and match every path) are
+        // refused, as Java's Pattern refuses them.
+        for escaping in ["/a)|(?:.*", "x)|(?:/y"] {
+            assert!(Schema::builder_for_pattern(escaping).build().is_err(), "{escaping:?}");
+        }
         assert!(Schema::builder("/a").name("").build().is_err());
         let root = Schema::builder("/").build().unwrap();
         assert!(root.matches("/") && !root.matches("/a"), "the root keeps its one slash");
