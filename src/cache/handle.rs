@@ -172,7 +172,8 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
     /// [`CacheEvent::Initialized`]). Starting a started cache does nothing.
     ///
     /// # Errors
-    /// [`Error::Closed`] after `close()`; [`Error::NotStarted`] when the framework is not
+    /// [`Error::Closed`] after `close()`, also one made while this start was under way (the
+    /// cache stays closed); [`Error::NotStarted`] when the framework is not
     /// started; the server's refusal of the watch (a server without persistent watches is no
     /// refusal: the cache falls back to one-shot watches, set in the background);
     /// [`Error::InvalidArgument`] while another `start()` is in progress, or when this
@@ -220,7 +221,18 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
             hub.ended();
         });
         std::mem::forget(reset);
-        *self.lifecycle.lock() = Lifecycle::Started { stop, task };
+        {
+            let mut lifecycle = self.lifecycle.lock();
+            if matches!(*lifecycle, Lifecycle::Closed) {
+                // Closed while this start was under way: the close found nothing to stop, so
+                // what started stops here (a closed cache stays closed).
+                drop(lifecycle);
+                let _ = stop.send(true);
+                task.abort();
+                return Err(Error::Closed);
+            }
+            *lifecycle = Lifecycle::Started { stop, task };
+        }
         tracing::debug!(path = %self.path, mode = ?self.mode, "cache started");
         Ok(())
     }

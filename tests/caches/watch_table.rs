@@ -120,3 +120,45 @@ async fn a_lagging_cache_stream_gets_the_whole_cache_and_goes_on() {
     })
     .await;
 }
+
+/// A cache closed while its `start()` waits for the server to take the watch (the link held
+/// back by a proxy) stays closed: the start ends with `Closed`, and nothing of it runs on.
+/// (The start put the cache back to started, with its watch and task, after the close.)
+#[tokio::test]
+async fn a_cache_closed_while_it_starts_stays_closed() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let proxy = zk_recipes::testing::FaultProxy::start(&connect).await.unwrap();
+        let fw = plain_framework(&proxy.connect_string(), SESSION).await;
+        let path = unique_path("cache", "closed-while-starting");
+        fw.create(&path).data(b"x").await.unwrap();
+        let cache = CuratorCache::builder(&fw, &path).build().unwrap();
+        proxy.set_mode(zk_recipes::testing::ProxyMode::Hold);
+        let closing = async {
+            eventually(EVENT, "the watch's add sent", || async {
+                let held = proxy.held_from_clients();
+                if held > 12 {
+                    Ok(())
+                } else {
+                    Err(held.to_string())
+                }
+            })
+            .await;
+            cache.close().await;
+            proxy.set_mode(zk_recipes::testing::ProxyMode::Pass);
+        };
+        let (started, ()) = tokio::join!(cache.start(), closing);
+        assert!(matches!(started, Err(Error::Closed)), "{started:?}");
+        assert!(!cache.is_complete());
+        assert!(matches!(cache.start().await, Err(Error::Closed)));
+        // The path is free again for this framework: no watch of the cache holds it.
+        eventually(EVENT, "the cache's watch gone", || async {
+            fw.watch(&path, WatchMode::Persistent).await.map(drop).map_err(|e| e.to_string())
+        })
+        .await;
+        fw.delete(&path).await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
