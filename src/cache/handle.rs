@@ -256,8 +256,9 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
         }
     }
 
-    /// Stops the watch and the background task; every stream ends, every listener is
-    /// unregistered, and the cache forgets what it held. Once it returns, the watch is gone
+    /// Stops the watch and the background task; every stream ends (events not yet taken are
+    /// dropped), every listener is unregistered (a call in progress is cancelled, and no other
+    /// is made), and the cache forgets what it held. Once it returns, the watch is gone
     /// from the framework's table (its path is free for other watches of this framework).
     /// Closing twice does nothing.
     ///

@@ -48,8 +48,16 @@ where
 
 pub(crate) async fn run<T: Send + Sync + 'static>(mut events: Receiver<T>, listener: Arc<dyn CuratorCacheListener<T>>) {
     while let Some(event) = events.recv().await {
-        if AssertUnwindSafe(listener.event(event)).catch_unwind().await.is_err() {
-            tracing::error!("cache listener panicked; it stays registered");
+        let call = AssertUnwindSafe(listener.event(event)).catch_unwind();
+        tokio::select! {
+            biased;
+            // The cache closed: the call in progress is cancelled, and no other follows.
+            () = events.closed() => return,
+            called = call => {
+                if called.is_err() {
+                    tracing::error!("cache listener panicked; it stays registered");
+                }
+            }
         }
     }
 }

@@ -90,7 +90,8 @@ pub enum CacheEvent<T = Vec<u8>> {
     /// ([`CuratorCacheBuilder::event_capacity`](crate::CuratorCacheBuilder::event_capacity)):
     /// `missed` events were dropped for it. `nodes` is every node the cache holds now, parents
     /// before children: replace what was built from earlier events with it; the events that
-    /// follow go on from there.
+    /// follow go on from there. When an `Initialized` was among the events dropped, it comes
+    /// right after this one (it is sent once per cache).
     Lagged {
         /// How many events were dropped.
         missed: u64,

@@ -4,7 +4,8 @@
 //! memory without limit: its queue is dropped, and what it missed is counted. Its next item is
 //! then [`CacheEvent::Lagged`], carrying the whole cache as of that moment (taken under the
 //! cache's lock, so it is consistent with every event that follows), as
-//! `tokio::sync::broadcast` tells a receiver that lagged, and then goes on from there.
+//! `tokio::sync::broadcast` tells a receiver that lagged, and then goes on from there (with
+//! the cache's one `Initialized` first, when the events dropped held it).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
@@ -17,6 +18,8 @@ use crate::sync::Mutex;
 pub(crate) struct Subscriber<T> {
     state: Mutex<Queue<T>>,
     capacity: usize,
+    /// Told when the cache closes (a listener's call in progress is cancelled).
+    closing: tokio::sync::Notify,
 }
 
 struct Queue<T> {
@@ -28,14 +31,24 @@ struct Queue<T> {
     closed: bool,
     /// The receiving end is gone.
     dropped: bool,
+    /// An `Initialized` was among the events dropped when the queue overflowed: it follows
+    /// the catch-up (it is sent once per cache, and a consumer may wait for it).
+    owed_initialized: bool,
     waker: Option<Waker>,
 }
 
 impl<T> Subscriber<T> {
     pub(crate) fn new(capacity: usize) -> Arc<Self> {
-        let queue =
-            Queue { events: VecDeque::new(), lagged: false, missed: 0, closed: false, dropped: false, waker: None };
-        Arc::new(Subscriber { state: Mutex::new(queue), capacity })
+        let queue = Queue {
+            events: VecDeque::new(),
+            lagged: false,
+            missed: 0,
+            closed: false,
+            dropped: false,
+            owed_initialized: false,
+            waker: None,
+        };
+        Arc::new(Subscriber { state: Mutex::new(queue), capacity, closing: tokio::sync::Notify::new() })
     }
 
     /// Queues `events` (called under the cache's lock); false once the receiver is gone.
@@ -44,10 +57,14 @@ impl<T> Subscriber<T> {
         if queue.dropped {
             return false;
         }
+        let initialized = |event: &CacheEvent<T>| matches!(event, CacheEvent::Initialized);
         if queue.lagged {
             queue.missed += events.len() as u64;
+            queue.owed_initialized |= events.iter().any(initialized);
         } else if queue.events.len() + events.len() > self.capacity {
             queue.missed = (queue.events.len() + events.len()) as u64;
+            let dropped_initialized = queue.events.iter().chain(events).any(initialized);
+            queue.owed_initialized |= dropped_initialized;
             queue.events.clear();
             queue.lagged = true;
         } else {
@@ -72,12 +89,29 @@ impl<T> Subscriber<T> {
         lagged.then(|| std::mem::take(&mut queue.missed))
     }
 
-    /// The cache closed.
+    /// The cache closed: what is queued is dropped (the cache forgets what it held, and a
+    /// listener is called no more).
     pub(crate) fn close(&self) {
         let mut queue = self.state.lock();
         queue.closed = true;
+        queue.events.clear();
+        queue.lagged = false;
+        queue.owed_initialized = false;
         if let Some(waker) = queue.waker.take() {
             waker.wake();
+        }
+        drop(queue);
+        self.closing.notify_waiters();
+    }
+
+    /// Completes once the cache is closed.
+    async fn closed(&self) {
+        loop {
+            let notified = self.closing.notified();
+            if self.state.lock().closed {
+                return;
+            }
+            notified.await;
         }
     }
 }
@@ -112,6 +146,9 @@ impl<T> Receiver<T> {
                 return Poll::Ready(Some(event));
             }
             if !queue.lagged {
+                if std::mem::take(&mut queue.owed_initialized) {
+                    return Poll::Ready(Some(CacheEvent::Initialized));
+                }
                 if queue.closed {
                     return Poll::Ready(None);
                 }
@@ -126,6 +163,11 @@ impl<T> Receiver<T> {
 
     pub(crate) async fn recv(&mut self) -> Option<CacheEvent<T>> {
         std::future::poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// Completes once the cache is closed.
+    pub(crate) async fn closed(&self) {
+        self.subscriber.closed().await;
     }
 }
 

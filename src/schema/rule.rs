@@ -261,7 +261,10 @@ impl Schema {
 fn compile(pattern: &str) -> Result<Where> {
     // The pattern alone first: one with an unbalanced group (`a)|(?:.*`) would otherwise
     // close the anchoring group early and match every path, where Java refuses it.
-    let whole = Regex::new(pattern).and_then(|_| Regex::new(&format!("^(?:{pattern})$")));
+    let whole = match Regex::new(pattern) {
+        Ok(_) => Regex::new(&format!("^(?:{pattern})$")),
+        Err(e) => Err(e),
+    };
     match whole {
         Ok(regex) => Ok(Where::Pattern { source: pattern.to_owned(), regex }),
         Err(e) => {

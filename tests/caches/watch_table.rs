@@ -100,6 +100,10 @@ async fn a_lagging_cache_stream_gets_the_whole_cache_and_goes_on() {
             }
         };
         assert!(lagged.is_some_and(|missed| missed > 0), "a lag signal with what was missed");
+        // The `Initialized` the dropped events held (the stream never took it) comes next: it
+        // is sent once per cache, and consumers wait for it.
+        let next = within(EVENT, "the owed Initialized", events.next()).await;
+        assert!(matches!(next, Some(CacheEvent::Initialized)), "{next:?}");
         // Later events follow on the view.
         fw.create(&format!("{root}/late")).data(b"late").await.unwrap();
         match within(EVENT, "the late node", events.next()).await.expect("the stream goes on") {
@@ -158,6 +162,75 @@ async fn a_cache_closed_while_it_starts_stays_closed() {
         })
         .await;
         fw.delete(&path).await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
+
+/// Closing a cache ends its listeners: the call in progress is cancelled and the events still
+/// queued for it are not delivered (they were, one by one, to a cache that held nothing).
+#[tokio::test]
+async fn closing_a_cache_cancels_its_listeners_call_and_drops_what_is_queued() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// Set when the listener's call is dropped before it finished.
+    struct Cancelled(Arc<AtomicBool>);
+    impl Drop for Cancelled {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
+        let root = unique_path("cache", "listener-after-close");
+        fw.create(&root).data(b"").await.unwrap();
+        for n in 0..5 {
+            fw.create(&format!("{root}/n-{n}")).data(b"").await.unwrap();
+        }
+        let cache = CuratorCache::builder(&fw, &root).build().unwrap();
+        cache.start().await.unwrap();
+        cache.initialized().await.unwrap();
+        let (calls, cancelled) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(false)));
+        let (release, released) = tokio::sync::watch::channel(false);
+        let _handle = {
+            let (calls, cancelled) = (calls.clone(), cancelled.clone());
+            cache
+                .on_event(move |_| {
+                    let (calls, cancelled, mut released) = (calls.clone(), cancelled.clone(), released.clone());
+                    async move {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        let guard = Cancelled(cancelled);
+                        let _ = released.wait_for(|r| *r).await;
+                        std::mem::forget(guard);
+                    }
+                })
+                .unwrap()
+        };
+        // The listener is in its first call, with the other nodes' events queued behind it.
+        eventually(EVENT, "the first call", || async {
+            match calls.load(Ordering::SeqCst) {
+                0 => Err("no call yet".to_owned()),
+                _ => Ok(()),
+            }
+        })
+        .await;
+        cache.close().await;
+        eventually(EVENT, "the call in progress cancelled", || async {
+            if cancelled.load(Ordering::SeqCst) {
+                Ok(())
+            } else {
+                Err("still running".to_owned())
+            }
+        })
+        .await;
+        release.send_replace(true);
+        // Nothing more to call it with: the events queued behind were dropped.
+        tokio::task::yield_now().await;
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        fw.delete(&root).recursive().await.unwrap();
         fw.close().await;
     })
     .await;
