@@ -57,6 +57,7 @@ impl HeldNode {
             epoch: cleanup.epoch(),
             czxid,
             gone: Arc::default(),
+            untrusted: Arc::default(),
             deletion: Arc::default(),
             revocation: None,
             seat: None,
@@ -185,6 +186,9 @@ pub(crate) struct NodeWatch {
     czxid: i64,
     /// Set once this process knows the node is gone (released, or seen deleted).
     gone: Arc<AtomicBool>,
+    /// Set once the node can no longer be watched (the server refuses to let us read it): its
+    /// guards stop trusting it, though it may still be there (and is still deleted on release).
+    untrusted: Arc<AtomicBool>,
     /// The node's deletion watch, shared by every `lost()` of every clone.
     deletion: Arc<DeletionWatch>,
     /// The node's revocation requests, when it was acquired revocably.
@@ -230,11 +234,13 @@ impl NodeWatch {
         self.framework.client_of(self.epoch)
     }
 
-    /// Whether the lock can still be trusted: the node is not known to be gone, its session
-    /// is current, and the connection state is not an error state under the error policy.
+    /// Whether the lock can still be trusted: the node is not known to be gone and can still
+    /// be watched, its session is current, and the connection state is not an error state
+    /// under the error policy.
     pub(crate) fn is_held(&self) -> bool {
         let snapshot = self.framework.snapshot();
         !self.known_gone()
+            && !self.untrusted.load(Ordering::SeqCst)
             && snapshot.epoch == self.epoch
             && !snapshot.state.is_error_state(self.framework.error_policy())
             && !self.framework.is_closed()
@@ -309,7 +315,7 @@ impl NodeWatch {
         };
         match end {
             End::Deleted => self.gone.store(true, Ordering::SeqCst),
-            End::Unwatchable => {}
+            End::Unwatchable => self.untrusted.store(true, Ordering::SeqCst),
             End::SessionOver => std::future::pending().await,
         }
     }

@@ -456,8 +456,9 @@ impl ReadLockGuard {
         self.inner.lock_path()
     }
 
-    /// The read node's creation zxid: strictly increasing across successive nodes of this
-    /// lock, across sessions too. Pass it to systems that reject stale writers.
+    /// The read node's creation zxid. Unlike the write lock's, it is no fence: a read node a
+    /// writer made by downgrading is created after a writer queued behind it, so the next
+    /// writer's token is lower than this one (fence writers with the write guard's token).
     pub fn fencing_token(&self) -> i64 {
         self.inner.fencing_token()
     }

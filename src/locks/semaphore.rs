@@ -330,7 +330,10 @@ impl InterProcessSemaphore {
     /// # Errors
     /// [`Error::InvalidArgument`] when `n` is 0, more than [`max_leases`](Self::max_leases)
     /// or more than 65,536; otherwise as [`acquire`](Self::acquire). A failed call holds no
-    /// lease.
+    /// lease. A semaphore sized by a `SharedCount` ([`with_count`](Self::with_count)) refuses
+    /// only 0 and more than 65,536: the count may grow, so `n` above it waits for it to, and
+    /// holds the semaphore's internal lock while it waits (as Curator's does), keeping every
+    /// other contender out until then.
     ///
     /// # Cancel safety
     /// Cancel-safe, as [`acquire`](Self::acquire): leases taken before the cancellation are

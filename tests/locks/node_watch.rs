@@ -153,3 +153,35 @@ async fn revocation_watches_again_after_the_retry_policy_gave_up() {
     })
     .await;
 }
+
+/// A held node that can no longer be watched (another identity set its ACL so that we may
+/// not read it): `lost()` completes and `is_held()` says so too (it stayed true, and a
+/// latch's term never ended on it); the release still deletes the node.
+#[tokio::test]
+async fn a_held_node_we_may_no_longer_read_is_no_longer_held() {
+    init_tracing();
+    bounded(LIMIT, async {
+        use zk_recipes::zk::{Acl, AuthId, Permission};
+        let connect = server().await;
+        let fw = plain_classic_framework(&connect, SESSION).await;
+        let admin = Framework::builder(&connect)
+            .session_timeout(SESSION)
+            .auth("digest", b"node-watch-admin:secret")
+            .start()
+            .await
+            .expect("the admin's framework");
+        let path = unique_path("node-watch", "unreadable");
+        let guard = InterProcessMutex::new(&fw, &path).unwrap().acquire().await.unwrap();
+        assert!(guard.is_held());
+        let node = guard.lock_path().to_owned();
+        // Only the admin's identity may read (or do anything else with) the node now.
+        admin.set_acl(&node, &[Acl::new(Permission::ALL, AuthId::new("auth", ""))], -1).await.unwrap();
+        within(EVENT, "lost() on a node we may not read", guard.lost()).await;
+        assert!(!guard.is_held(), "not held once it cannot be watched");
+        guard.release().await.unwrap();
+        assert!(admin.exists(&node).await.unwrap().is_none(), "the release deleted it");
+        fw.close().await;
+        admin.close().await;
+    })
+    .await;
+}
