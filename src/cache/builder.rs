@@ -121,7 +121,7 @@ impl<T: Send + Sync + 'static> CuratorCacheBuilder<T> {
 
     /// How many reads a load or a resync keeps in flight at most (default 64), all pipelined
     /// on the framework's one connection. The reads that follow events are not counted here:
-    /// they go out as the events arrive, at most one in flight per node.
+    /// they go out as the events arrive, at most two in flight per node.
     pub fn max_reads_in_flight(mut self, reads: usize) -> Self {
         self.max_reads_in_flight = reads;
         self

@@ -52,8 +52,9 @@ use crate::watch::{Depth, SessionWatch};
 /// An event names a node and what happened to it, not its stat or data, so:
 /// - a created or changed node costs one read of it (`getData`; `exists` with
 ///   [`stats_only`]), sent as the event arrives (with data kept, the reads of events that
-///   arrive together go as one `multiRead`); events for a node whose read is still out
-///   share it, with one more read when it returns (never more reads than events);
+///   arrive together go as one `multiRead`); a node has at most two reads out (the second
+///   sent at the change that comes while the first is out; later events share it), never more
+///   reads than events;
 /// - a deleted node costs nothing;
 /// - the load, and each resync, cost one `addWatch`, a `getData` of every node (those found
 ///   by one listing go together, in `multiRead` requests) and one `getChildren` per node that

@@ -10,7 +10,7 @@
 //! | --- | --- | --- |
 //! | a node is created or its data changes | one `getData` of it (the reads of events that arrive together: one `multiRead` of up to 64) | one `exists` of it |
 //! | a node is deleted | none | none |
-//! | events for a node whose read is still out | none now; one more read of it when that read returns | the same |
+//! | events for a node whose read is still out | a second read at once (at most two out per node); none for events while two are out | the same |
 //! | the load, and each resync after a reconnect or a new session | one `addWatch`, a `getData` of every node (the nodes found by one listing go together, in `multiRead`s of up to 16), one `getChildren` per node that has children | one `addWatch`, one `getChildren` per node (it carries the stat) |
 //!
 //! [`CacheMode::Children`] lists only the root (one `getChildren`) and reads each child;

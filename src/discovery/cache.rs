@@ -216,6 +216,8 @@ impl<T: DeserializeOwned> ServiceCache<T> {
     pub async fn close(&self) {
         self.cache.close().await;
         drop(self.applier.lock().unwrap_or_else(|e| e.into_inner()).take());
+        // The parsed view learns of the close (it holds nothing now), and `changes()` says so.
+        drop(self.parsed.lock());
     }
 }
 

@@ -200,6 +200,10 @@ impl<T: DeserializeOwned + Clone + PartialEq> ServiceProvider<T> {
     /// is left out until the policy's timeout after its first error. Local to this provider.
     pub fn note_error(&self, instance: &ServiceInstance<T>) {
         let mut down = self.down.lock().unwrap_or_else(|e| e.into_inner());
+        // Errors older than the policy's timeout are forgiven first (Curator's `add` purges
+        // first): an error after the timeout starts a new count.
+        let now = Instant::now();
+        down.retain(|d| now.duration_since(d.first) < self.policy.timeout);
         match down.iter_mut().find(|d| &d.instance == instance) {
             Some(d) => d.errors += 1,
             None => down.push(Down { instance: instance.clone(), first: Instant::now(), errors: 1 }),

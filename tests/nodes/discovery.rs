@@ -6,6 +6,7 @@
 use crate::common;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::fixtures::{
     bounded, children, eventually, framework, init_tracing, shared_connect, unique_path, FaultyServer,
@@ -71,6 +72,20 @@ async fn register_query_cache_provider_and_unregister() {
         assert_eq!(provider.all_instances().len(), 2, "one error is below the threshold");
         provider.note_error(&one);
         assert_eq!(provider.all_instances(), vec![Arc::new(two.clone())], "two errors leave it out");
+
+        // Errors older than the policy's timeout are forgiven before a new one is counted
+        // (Curator's `add` purges first): one error, the timeout, then two errors leave the
+        // instance out (the late errors were added to the stale count, which the next pick
+        // then dropped, and the instance stayed in).
+        let short = DownInstancePolicy { timeout: Duration::from_millis(300), error_threshold: 2 };
+        let strict = ServiceProvider::new(reader.service_cache("api").unwrap(), ProviderStrategy::RoundRobin, short);
+        strict.cache().start().await.unwrap();
+        strict.note_error(&one);
+        tokio::time::sleep(short.timeout + Duration::from_millis(50)).await; // the policy's own time
+        strict.note_error(&one);
+        strict.note_error(&one);
+        assert_eq!(strict.all_instances(), vec![Arc::new(two.clone())], "two fresh errors leave it out");
+        strict.cache().close().await;
 
         let updated = one.clone().with_port(9090).unwrap().with_enabled(false);
         discovery.update(&updated).await.unwrap();

@@ -108,6 +108,9 @@ async fn a_service_cache_streams_its_instances_after_each_change_and_an_outage()
         .await;
         assert!(settled.is_ok(), "the list after the outage: {last:?}");
         cache.close().await;
+        // After close: one empty list (the stream then waits).
+        let closed = within(EVENT, "the list after close", changes.next()).await.unwrap();
+        assert!(closed.is_empty(), "{:?}", ids(&closed));
         discovery.close().await.unwrap();
         registrar.delete(&base).recursive().await.unwrap();
         watching.close().await;
