@@ -73,8 +73,50 @@ pub struct UriSpec {
 }
 
 impl UriSpec {
-    /// Parses a template: `{name}` tokens become variable parts, the rest literal parts.
+    /// Parses a template as Curator's `UriSpec(String)` does: `{name}` tokens become variable
+    /// parts (the name trimmed; `{}` makes no part), the text between them literal parts. A
+    /// template Curator refuses (`{` inside a variable, `}` with no `{`, a variable not
+    /// closed) is read leniently here (the text as it stands); [`parse`](Self::parse) refuses
+    /// it.
     pub fn new(template: &str) -> UriSpec {
+        Self::parse(template).unwrap_or_else(|_| Self::lenient(template))
+    }
+
+    /// [`new`](Self::new), refusing what Curator refuses.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for `{` inside a variable, `}` with no `{` before it, or a
+    /// variable not closed.
+    pub fn parse(template: &str) -> Result<UriSpec> {
+        let refused = |reason: &str| Error::invalid_argument("uri_spec", format!("{template:?}: {reason}"));
+        let mut parts = Vec::new();
+        let mut inside = false;
+        let mut rest = template;
+        while !rest.is_empty() {
+            let at = rest.find(['{', '}']).unwrap_or(rest.len());
+            let (token, after) = rest.split_at(at);
+            if !token.is_empty() {
+                let value = if inside { token.trim() } else { token };
+                parts.push(UriPart { value: value.to_owned(), variable: inside });
+            }
+            match after.chars().next() {
+                Some('{') if inside => return Err(refused("{ is not allowed inside of a variable specification")),
+                Some('{') => inside = true,
+                Some('}') if !inside => return Err(refused("} must be preceded by {")),
+                Some('}') => inside = false,
+                _ => {}
+            }
+            rest = after.get(1..).unwrap_or_default();
+        }
+        if inside {
+            return Err(refused("final variable not closed - expected }"));
+        }
+        Ok(UriSpec { parts })
+    }
+
+    /// A template Curator refuses, read as well as it goes: `{` and `}` only where they open
+    /// and close a variable, literal elsewhere.
+    fn lenient(template: &str) -> UriSpec {
         let mut parts = Vec::new();
         let mut current = String::new();
         let mut in_variable = false;
@@ -87,16 +129,62 @@ impl UriSpec {
                     in_variable = true;
                 }
                 '}' if in_variable => {
-                    parts.push(UriPart { value: std::mem::take(&mut current), variable: true });
+                    let name = std::mem::take(&mut current);
+                    if !name.is_empty() {
+                        parts.push(UriPart { value: name.trim().to_owned(), variable: true });
+                    }
                     in_variable = false;
                 }
                 c => current.push(c),
             }
         }
         if !current.is_empty() {
-            parts.push(UriPart { value: current, variable: in_variable });
+            parts.push(UriPart { value: current, variable: false });
         }
         UriSpec { parts }
+    }
+
+    /// The URI (Curator's `UriSpec.build(instance, variables)`): literal parts as they are,
+    /// variables replaced by `variables` first, then by the instance's fields (`scheme`:
+    /// `https` when it has an SSL port, else `http`; `name`, `id`, `address`, `port`,
+    /// `ssl-port`, `registration-time-utc`, `service-type` (lowercase); a field it lacks is
+    /// empty), `[` and `]` by literal braces; a variable with no value is left out.
+    pub fn build<T>(
+        &self,
+        instance: Option<&ServiceInstance<T>>,
+        variables: &std::collections::HashMap<String, String>,
+    ) -> String {
+        let number = |n: Option<u16>| n.map(|n| n.to_string()).unwrap_or_default();
+        let field = |name: &str| -> Option<String> {
+            let scheme = || if instance.is_some_and(|i| i.ssl_port.is_some()) { "https" } else { "http" };
+            match name {
+                "[" => Some("{".to_owned()),
+                "]" => Some("}".to_owned()),
+                "scheme" => Some(scheme().to_owned()),
+                _ => {
+                    let i = instance?;
+                    match name {
+                        "name" => Some(i.name.clone()),
+                        "id" => Some(i.id.clone()),
+                        "address" => Some(i.address.clone().unwrap_or_default()),
+                        "port" => Some(number(i.port)),
+                        "ssl-port" => Some(number(i.ssl_port)),
+                        "registration-time-utc" => Some(i.registration_time_utc.to_string()),
+                        "service-type" => Some(i.service_type.as_str().to_lowercase()),
+                        _ => None,
+                    }
+                }
+            }
+        };
+        let mut uri = String::new();
+        for part in &self.parts {
+            if !part.variable {
+                uri.push_str(&part.value);
+            } else if let Some(value) = variables.get(&part.value).cloned().or_else(|| field(&part.value)) {
+                uri.push_str(&value);
+            }
+        }
+        uri
     }
 
     fn to_json_string(&self) -> String {
@@ -118,7 +206,11 @@ impl UriSpec {
         let parts = parts
             .iter()
             .map(|p| {
-                let value = p.get("value").and_then(Value::as_str).ok_or_else(bad)?.to_owned();
+                // Curator's `Part()` reads a missing value as "".
+                let value = match p.get("value") {
+                    None | Some(Value::Null) => String::new(),
+                    Some(value) => value.as_str().ok_or_else(bad)?.to_owned(),
+                };
                 let variable = p.get("variable").and_then(Value::as_bool).unwrap_or(false);
                 Ok(UriPart { value, variable })
             })
@@ -252,6 +344,18 @@ impl<T> ServiceInstance<T> {
     pub fn with_uri_spec(mut self, uri_spec: UriSpec) -> Self {
         self.uri_spec = Some(uri_spec);
         self
+    }
+
+    /// Its URI spec built with its own fields (Curator's `buildUriSpec()`): see
+    /// [`UriSpec::build`]; empty without a spec.
+    pub fn build_uri_spec(&self) -> String {
+        self.build_uri_spec_with(&std::collections::HashMap::new())
+    }
+
+    /// [`build_uri_spec`](Self::build_uri_spec) with `variables`, which come before the
+    /// instance's fields (Curator's `buildUriSpec(variables)`).
+    pub fn build_uri_spec_with(&self, variables: &std::collections::HashMap<String, String>) -> String {
+        self.uri_spec.as_ref().map(|spec| spec.build(Some(self), variables)).unwrap_or_default()
     }
 
     /// Sets whether providers hand it out.
@@ -577,5 +681,55 @@ mod tests {
         let s = JsonInstanceSerializer::new();
         assert!(s.deserialize::<Value>(b"{not json").is_err());
         assert!(s.deserialize::<Value>(br#"{"port":70000}"#).is_err());
+    }
+}
+
+#[cfg(test)]
+mod uri_spec_tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn parts(spec: &UriSpec) -> Vec<(&str, bool)> {
+        spec.parts.iter().map(|p| (p.value.as_str(), p.variable)).collect()
+    }
+
+    /// Curator's `UriSpec(String)`: variable names trimmed, `{}` no part, and three refusals.
+    #[test]
+    fn templates_parse_as_curators() {
+        let spec = UriSpec::parse("{scheme}://{ address }:{port}{}/x").unwrap();
+        assert_eq!(
+            parts(&spec),
+            [("scheme", true), ("://", false), ("address", true), (":", false), ("port", true), ("/x", false)]
+        );
+        for refused in ["a}b", "{a{b}", "{port"] {
+            assert!(matches!(UriSpec::parse(refused), Err(Error::InvalidArgument { .. })), "{refused:?}");
+            // `new` reads it as well as it goes, never panicking.
+            let _ = UriSpec::new(refused);
+        }
+        assert_eq!(UriSpec::new("{ port }"), UriSpec::parse("{port}").unwrap());
+    }
+
+    /// Curator's `build`: the instance's fields, `https` with an SSL port, braces from `[` and
+    /// `]`, the caller's variables first, an unknown variable left out.
+    #[test]
+    fn a_spec_builds_as_curators() {
+        let spec = UriSpec::new("{scheme}://{address}:{port}/{name}/{id}{[}{x}{]}{missing}|{service-type}|{ssl-port}");
+        let plain: ServiceInstance = ServiceInstance::new("api")
+            .unwrap()
+            .with_id("i1")
+            .unwrap()
+            .with_address("10.0.0.1")
+            .with_port(8080)
+            .unwrap()
+            .with_uri_spec(spec.clone());
+        assert_eq!(plain.build_uri_spec(), "http://10.0.0.1:8080/api/i1{}|dynamic|");
+        let vars = HashMap::from([("x".to_owned(), "y".to_owned()), ("port".to_owned(), "1".to_owned())]);
+        assert_eq!(plain.build_uri_spec_with(&vars), "http://10.0.0.1:1/api/i1{y}|dynamic|");
+        let secure = plain.clone().with_ssl_port(8443).unwrap();
+        assert_eq!(secure.build_uri_spec(), "https://10.0.0.1:8080/api/i1{}|dynamic|8443");
+        assert_eq!(spec.build::<serde_json::Value>(None, &HashMap::new()), "http://://{}||");
+        let bare: ServiceInstance = ServiceInstance::new("api").unwrap();
+        assert_eq!(bare.build_uri_spec(), "", "no spec");
     }
 }
