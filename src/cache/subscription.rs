@@ -86,6 +86,11 @@ impl<T> Subscriber<T> {
     pub(crate) fn take_lag(&self) -> Option<u64> {
         let mut queue = self.state.lock();
         let lagged = std::mem::take(&mut queue.lagged);
+        if lagged && std::mem::take(&mut queue.owed_initialized) {
+            // Right after the catch-up: nothing was queued while the subscriber lagged, and
+            // what comes next is queued after it (this runs under the cache's lock).
+            queue.events.push_back(CacheEvent::Initialized);
+        }
         lagged.then(|| std::mem::take(&mut queue.missed))
     }
 
@@ -146,9 +151,6 @@ impl<T> Receiver<T> {
                 return Poll::Ready(Some(event));
             }
             if !queue.lagged {
-                if std::mem::take(&mut queue.owed_initialized) {
-                    return Poll::Ready(Some(CacheEvent::Initialized));
-                }
                 if queue.closed {
                     return Poll::Ready(None);
                 }

@@ -138,6 +138,10 @@ impl UriSpec {
                 c => current.push(c),
             }
         }
+        if in_variable {
+            // Not closed: its brace and text as they stand.
+            current.insert(0, '{');
+        }
         if !current.is_empty() {
             parts.push(UriPart { value: current, variable: false });
         }

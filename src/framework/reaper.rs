@@ -54,10 +54,11 @@ pub(crate) enum ReaperCmd {
     /// Delete every child of `parent` whose name starts with `prefix` (an acquire that was
     /// cancelled before it learned its node's name).
     DeleteByPrefix { parent: String, prefix: String, epoch: u64, recipe: &'static str },
-    /// Delete `path` if it is an ephemeral node of the session of `epoch`, and only then: a
-    /// create of a name other sessions also create (a queue item's lock node) that was
-    /// cancelled before its reply, so that the node there may be ours or another's.
-    DeleteOwned { path: String, epoch: u64, recipe: &'static str },
+    /// Delete `path` if it is an ephemeral node of the session of `epoch` holding `data`, and
+    /// only then: a create of a name other creates also make (a queue item's lock node) that
+    /// was cancelled before its reply, so that the node there may be ours, another session's,
+    /// or one a later create of this session made (each create writes data of its own).
+    DeleteOwned { path: String, data: Vec<u8>, epoch: u64, recipe: &'static str },
 }
 
 impl std::fmt::Debug for ReaperCmd {
@@ -167,7 +168,7 @@ async fn reap(weak: Weak<dyn Sessions>, cmd: ReaperCmd, observer: &Observer) {
         ReaperCmd::DeleteByPrefix { parent, prefix, epoch, recipe } => {
             (Target::Prefix { parent, prefix }, epoch, None, recipe)
         }
-        ReaperCmd::DeleteOwned { path, epoch, recipe } => (Target::Owned(path), epoch, None, recipe),
+        ReaperCmd::DeleteOwned { path, data, epoch, recipe } => (Target::Owned(path, data), epoch, None, recipe),
         ReaperCmd::DeleteAt { path, version, epoch, recipe } => (Target::NodeAt(path, version), epoch, None, recipe),
     };
     let (target, weak) = (&target, &weak);
@@ -210,8 +211,8 @@ enum Target {
         parent: String,
         prefix: String,
     },
-    /// The node, if it is an ephemeral node of the client's session.
-    Owned(String),
+    /// The node, if it is an ephemeral node of the client's session holding this data.
+    Owned(String, Vec<u8>),
     /// The node, at this version.
     NodeAt(String, i32),
 }
@@ -220,7 +221,7 @@ impl Target {
     /// The node's path, or the prefix's (`parent/prefix`).
     fn path(&self) -> String {
         match self {
-            Target::Node(path) | Target::Owned(path) | Target::NodeAt(path, _) => path.clone(),
+            Target::Node(path) | Target::Owned(path, _) | Target::NodeAt(path, _) => path.clone(),
             Target::Prefix { parent, prefix } => path::join(parent, prefix),
         }
     }
@@ -242,25 +243,32 @@ impl Target {
                     other => other,
                 }
             }
-            Target::Owned(path) => {
+            Target::Owned(path, data) => {
                 observer.request(Op::Sync);
-                observer.request(Op::Exists);
+                observer.request(Op::GetData);
                 // sync first so that a server behind the one that took the create still shows it
                 let synced = client.sync(path);
-                let stat = client.check_stat(path);
-                let (synced, stat) = futures::join!(synced, stat);
+                let read = client.get_data(path);
+                let (synced, read) = futures::join!(synced, read);
                 match synced {
                     Ok(()) | Err(ZkError::NoNode) => {}
                     Err(e) => return Err(e),
                 }
-                match stat? {
-                    Some(stat) if stat.ephemeral_owner != 0 && stat.ephemeral_owner == client.session_id().0 => {
+                let ours = |found: &[u8], stat: &zookeeper_client::Stat| {
+                    found == data.as_slice()
+                        && stat.ephemeral_owner != 0
+                        && stat.ephemeral_owner == client.session_id().0
+                };
+                match read {
+                    Err(ZkError::NoNode) => Ok(()),
+                    Err(e) => Err(e),
+                    Ok((found, stat)) if ours(&found, &stat) => {
                         tracing::debug!(path, "deleting the node of a create cancelled before its reply");
                         observer.request(Op::Delete);
                         client.delete(path, Some(stat.version)).await
                     }
-                    // Another session's node, or none.
-                    _ => Ok(()),
+                    // Another create's node.
+                    Ok(_) => Ok(()),
                 }
             }
             Target::Prefix { parent, prefix } => {

@@ -135,7 +135,8 @@ async fn attempt(
     let holder_path = path::join(path, LEASE_HOLDER);
     let not_obtained = NonBlockingLease { path: path.to_owned(), identifier: identifier.to_owned(), end: None };
     let record = encode_lease_record(identifier, end);
-    let replaced = match fw.get_data(&holder_path).await {
+    // The record is the recipe's layout: never compressed, whatever the framework's default.
+    let replaced = match fw.get_data(&holder_path).plain().await {
         Ok((data, stat)) => {
             let current = decode_lease_record(&data).map_err(|e| Error::CorruptData {
                 path: holder_path.clone(),
@@ -176,13 +177,13 @@ async fn attempt(
                 Err(e) => Err(e),
             }
         }
-        None => fw.create(&holder_path).data(&record).await.map(drop),
+        None => fw.create(&holder_path).plain().data(&record).await.map(drop),
     };
     match written {
         Ok(()) => {}
         // A create sent again after a lost reply finds its own record.
         Err(Error::ZooKeeper(ZkError::NodeExists) | Error::OutcomeUnknown { .. }) => {
-            match fw.get_data(&holder_path).await {
+            match fw.get_data(&holder_path).plain().await {
                 Ok((data, _)) if data == record => {}
                 Ok(_) | Err(Error::ZooKeeper(ZkError::NoNode)) => return Ok(not_obtained),
                 Err(e) => return Err(e),

@@ -579,7 +579,7 @@ impl Engine {
                     created = &mut create => {
                         if let (true, Ok(made)) = (written_since, &created) {
                             // Made with the data of before: the data of now goes after it.
-                            if let Err(e) = fw.set_data(&made.path, &self.data).await {
+                            if let Err(e) = fw.set_data(&made.path, &self.data).plain().await {
                                 tracing::debug!(path = %made.path, error = %e, "persistent node: new data not written");
                             }
                         }
@@ -602,6 +602,16 @@ impl Engine {
                         // Closed: an unprotected create is at a known name (a sequential one
                         // once answered), deleted here.
                         other => {
+                            // A sequential create's answer may take the retry policy's while
+                            // (an outage): the close is answered now, and its node deleted once
+                            // its name is known, as a guaranteed delete finishes on its own.
+                            let other = match other {
+                                Some(Command::Close(reply)) if sequential => {
+                                    let _ = reply.send(Ok(()));
+                                    Some(Command::Stopped)
+                                }
+                                other => other,
+                            };
                             let made = match (protected, sequential) {
                                 (true, _) => None,
                                 (false, true) => match create.await {

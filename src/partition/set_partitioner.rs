@@ -423,7 +423,10 @@ impl Engine {
                             }
                         },
                         command = commands.recv() => command.map_or(Interrupt::Closed, Interrupt::Command),
-                        event = connection.next() => self.connection_interrupt(event),
+                        event = connection.next() => match self.connection_interrupt(event) {
+                            Some(interrupt) => interrupt,
+                            None => continue,
+                        },
                     }
                 }
                 PartitionState::Acquired | PartitionState::Release => {
@@ -440,7 +443,10 @@ impl Engine {
                             continue;
                         }
                         command = commands.recv() => command.map_or(Interrupt::Closed, Interrupt::Command),
-                        event = connection.next() => self.connection_interrupt(event),
+                        event = connection.next() => match self.connection_interrupt(event) {
+                            Some(interrupt) => interrupt,
+                            None => continue,
+                        },
                     }
                 }
                 PartitionState::Failure => break,
@@ -488,10 +494,14 @@ impl Engine {
         }
     }
 
-    fn connection_interrupt(&self, event: Option<crate::framework::StateSnapshot>) -> Interrupt {
+    /// What a connection transition means for the engine; `None` for one of a session before
+    /// the member's (the stream is taken before the member's create, which may have gone on
+    /// to a new session).
+    fn connection_interrupt(&self, event: Option<crate::framework::StateSnapshot>) -> Option<Interrupt> {
         match event {
-            None => Interrupt::Closed,
-            Some(s) => Interrupt::Connection(s.session_over(self.epoch)),
+            None => Some(Interrupt::Closed),
+            Some(s) if s.epoch < self.epoch => None,
+            Some(s) => Some(Interrupt::Connection(s.session_over(self.epoch))),
         }
     }
 

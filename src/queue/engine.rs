@@ -117,13 +117,14 @@ enum Pass<'a> {
 }
 
 /// An item claimed by this consumer: its node's name, bytes and version, and in lock-safe
-/// mode its lock node (full path), deleted in the background if the claim is dropped.
+/// mode its lock node (full path, and the data its create wrote), deleted in the background
+/// if the claim is dropped.
 struct Claim<'a> {
     framework: &'a Framework,
     item: String,
     data: Vec<u8>,
     version: i32,
-    lock: Option<String>,
+    lock: Option<(String, Vec<u8>)>,
     /// What the delete sent with the read did (normal mode).
     deleted: Deleted,
 }
@@ -147,19 +148,20 @@ impl Drop for Claim<'_> {
     }
 }
 
-/// A lock node whose create was sent and not yet answered (full path): dropped armed, it is
-/// deleted in the background if it is an ephemeral node of the framework's session.
+/// A lock node whose create was sent and not yet answered (full path, and the data that
+/// create wrote): dropped armed, it is deleted in the background if it is an ephemeral node
+/// of the framework's session holding that data.
 struct CancelledLock<'a> {
     framework: &'a Framework,
-    lock: Option<String>,
+    lock: Option<(String, Vec<u8>)>,
 }
 
 impl Drop for CancelledLock<'_> {
     fn drop(&mut self) {
-        if let Some(path) = self.lock.take() {
+        if let Some((path, data)) = self.lock.take() {
             let epoch = self.framework.epoch();
             if epoch != 0 {
-                self.framework.reap(ReaperCmd::DeleteOwned { path, epoch, recipe: "queue" });
+                self.framework.reap(ReaperCmd::DeleteOwned { path, data, epoch, recipe: "queue" });
             }
         }
     }
@@ -178,7 +180,7 @@ impl<'a> Claim<'a> {
 
     /// Deletes the lock node now (the background delete of `Drop` is the fallback).
     async fn unlock(mut self) {
-        if let Some(lock) = self.lock.take() {
+        if let Some((lock, _)) = self.lock.take() {
             let user_path = self.framework.unfix_path(&lock).to_owned();
             if let Err(e) = self.framework.delete(&user_path).guaranteed().await {
                 if !e.is_no_node() {
@@ -523,12 +525,15 @@ impl Engine {
         // a container made here would be reaped by the server as soon as it is empty, under a
         // Curator consumer that found it existing at its start, and that consumer would never
         // take an item again.
-        let create = || fw.create(&lock).plain().mode(CreateMode::Ephemeral).parents(Parents::MustExist);
+        // The node's data says which create made it (Curator's consumers never read a lock
+        // node's data): the background delete below deletes only this create's node.
+        let token = uuid::Uuid::new_v4().simple().to_string().into_bytes();
+        let create = || fw.create(&lock).plain().mode(CreateMode::Ephemeral).data(&token).parents(Parents::MustExist);
         // Armed before the create is sent: a take cancelled before the create's reply leaves
         // no lock node behind (one would keep every consumer from the item for the session's
-        // life). Other consumers create this name too, so the node is deleted only if it is
-        // this session's.
-        let mut cancelled = CancelledLock { framework: fw, lock: Some(fw.fix_path(&lock)) };
+        // life). Other consumers create this name too, and so may a later take of this handle,
+        // so the node is deleted only if it is this session's and holds this create's data.
+        let mut cancelled = CancelledLock { framework: fw, lock: Some((fw.fix_path(&lock), token.clone())) };
         let created = match create().await {
             Err(Error::ZooKeeper(ZkError::NoNode)) => {
                 ensure_persistent(fw, lock_path).await?;
@@ -579,6 +584,10 @@ impl Engine {
             (Ok((data, stat)), Ok(())) => Ok(Claimed::Item(claim(data, stat.version, Deleted::Yes))),
             // Another consumer deleted it between the two.
             (Ok(_), Err(ZkError::NoNode)) | (Err(ZkError::NoNode), _) => Ok(Claimed::Gone),
+            // A node with children is no item, whatever its delete answered (a node written
+            // since its create fails the delete at version 0 with `BadVersion` before its
+            // children are looked at).
+            (Ok((_, stat)), Err(_)) if stat.num_children > 0 => Ok(not_an_item(&item)),
             (Ok((data, stat)), Err(ZkError::BadVersion)) => Ok(Claimed::Item(claim(data, stat.version, Deleted::No))),
             (Ok(_), Err(ZkError::NotEmpty)) => Ok(not_an_item(&item)),
             (Ok((data, stat)), Err(e)) if is_zk_connection_error(&e) => {

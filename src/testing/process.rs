@@ -322,17 +322,27 @@ pub(crate) async fn server_mode(address: &str) -> Option<String> {
     parse_mode(&answer)
 }
 
-/// Whether the server answering at `address` keeps its data under `dir` (its `conf` names its
-/// `dataDir`): ours, and not another server that listens on the port (a server of another
-/// process that took the port, or one of the machine's), which answers `srvr` just as well
-/// while our JVM has yet to find the port taken.
-async fn serves_from(address: &str, dir: &std::path::Path) -> bool {
-    match four_letter_word_with_timeout(address, "conf", Duration::from_secs(2)).await {
-        Ok(conf) => conf.lines().any(|line| {
-            line.strip_prefix("dataDir=").is_some_and(|data| std::path::Path::new(data.trim()).starts_with(dir))
-        }),
-        Err(_) => false,
+/// Whether the server answering at `address` may be ours: not when its `conf` names a
+/// `dataDir` outside our server's directory, nor when it refuses `conf` although our server's
+/// configuration allows it (another server listens on the port: one of another process that
+/// took it, or one of the machine's, answers `srvr` just as well while our JVM has yet to find
+/// the port taken). A server not serving yet (no quorum) answers `conf` with no `dataDir`:
+/// it may be ours.
+async fn may_be_ours(address: &str, spec: &LaunchSpec) -> bool {
+    let conf = four_letter_word_with_timeout(address, "conf", Duration::from_secs(2)).await.unwrap_or_default();
+    if let Some(data) = conf.lines().find_map(|line| line.strip_prefix("dataDir=")) {
+        return std::path::Path::new(data.trim()).starts_with(&spec.cleanup_dir);
     }
+    conf.contains("not currently serving") || !allows_conf(&spec.config_file)
+}
+
+/// Whether the server configuration at `config` lets clients ask `conf` (its
+/// `4lw.commands.whitelist` is `*` or names it).
+fn allows_conf(config: &std::path::Path) -> bool {
+    let text = std::fs::read_to_string(config).unwrap_or_default();
+    text.lines()
+        .filter_map(|line| line.trim().strip_prefix("4lw.commands.whitelist="))
+        .any(|words| words.split(',').map(str::trim).any(|word| word == "*" || word == "conf"))
 }
 
 /// Polls `srvr` on the server at `address` until `accept(answer)` holds and the answer is our
@@ -359,7 +369,7 @@ pub(crate) async fn wait_for_srvr(
             });
         }
         if let Ok(answer) = four_letter_word_with_timeout(address, "srvr", Duration::from_secs(2)).await {
-            if accept(&answer) && serves_from(address, &spec.cleanup_dir).await {
+            if accept(&answer) && may_be_ours(address, spec).await {
                 return Ok(());
             }
         }

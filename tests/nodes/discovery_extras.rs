@@ -183,14 +183,14 @@ async fn a_sequential_registration_in_flight_makes_one_node_and_unregister_delet
         .await;
         assert_eq!(sequential_nodes(&observer, &dir, "s1").await, [node], "no second node");
 
-        // Unregistered while a new registration's create is held back: the close waits for
-        // the create's answer (the link is let go once the close is sent) and deletes its node.
+        // Unregistered while a new registration's create is held back (the link is let go once
+        // the close is sent): the node the create made is deleted once its name is known.
         proxy.set_mode(ProxyMode::Hold);
         let s2 = instance("s2", 8003).with_service_type(zk_recipes::discovery::ServiceType::DynamicSequential);
         let unregistered = async {
             held_back().await;
             let mut unregistering = std::pin::pin!(discovery.unregister("api", "s2"));
-            assert!(futures::poll!(unregistering.as_mut()).is_pending(), "the close waits for the create");
+            assert!(futures::poll!(unregistering.as_mut()).is_pending(), "the close is sent");
             proxy.set_mode(ProxyMode::Pass);
             unregistering.await
         };

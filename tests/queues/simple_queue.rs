@@ -223,6 +223,9 @@ mod distributed {
                 // Sorted before every item: `queue-` and a sequence of all zeros.
                 let blocker = format!("{path}/queue-0000000000");
                 fw.create(&format!("{blocker}/child")).parents(zk_recipes::Parents::Persistent).await.unwrap();
+                // Written since its create: a delete at version 0 fails with `BadVersion`
+                // before the server looks at its children.
+                fw.set_data(&blocker, b"written").await.unwrap();
                 queue.put(b"one").await.unwrap();
                 queue.put(b"two").await.unwrap();
                 let take = || async {
