@@ -140,15 +140,7 @@ async fn a_cache_closed_while_it_starts_stays_closed() {
         let cache = CuratorCache::builder(&fw, &path).build().unwrap();
         proxy.set_mode(zk_recipes::testing::ProxyMode::Hold);
         let closing = async {
-            eventually(EVENT, "the watch's add sent", || async {
-                let held = proxy.held_from_clients();
-                if held > 12 {
-                    Ok(())
-                } else {
-                    Err(held.to_string())
-                }
-            })
-            .await;
+            request_held_back(&proxy, "the watch's add sent").await;
             cache.close().await;
             proxy.set_mode(zk_recipes::testing::ProxyMode::Pass);
         };

@@ -423,3 +423,18 @@ pub fn endless_work(
     };
     (work, dropped, started)
 }
+
+/// Waits until `proxy` (in [`ProxyMode::Hold`](zk_recipes::testing::ProxyMode::Hold)) holds back
+/// more than a ping's 12 bytes from its clients: the request the test made happen is on its way,
+/// held. Panics after [`EVENT`](super::timing::EVENT).
+pub async fn request_held_back(proxy: &FaultProxy, what: &str) {
+    eventually(super::timing::EVENT, what, || async {
+        let held = proxy.held_from_clients();
+        if held > 12 {
+            Ok(())
+        } else {
+            Err(held.to_string())
+        }
+    })
+    .await;
+}

@@ -564,15 +564,7 @@ async fn a_versioned_guaranteed_delete_finished_in_the_background_keeps_to_its_v
             let (fw, path) = (fw.clone(), path.clone());
             tokio::spawn(async move { fw.delete(&path).version(0).guaranteed().await })
         };
-        eventually(LIMIT, "the delete sent", || async {
-            let held = proxy.held_from_clients();
-            if held > 12 {
-                Ok(())
-            } else {
-                Err(held.to_string())
-            }
-        })
-        .await;
+        request_held_back(&proxy, "the delete sent").await;
         deleting.abort();
         assert!(deleting.await.unwrap_err().is_cancelled());
         assert_eq!(fw.pending_deletes(), 1, "handed to the reaper");

@@ -148,15 +148,7 @@ async fn a_sequential_registration_in_flight_makes_one_node_and_unregister_delet
         let sequential =
             |port: u16| instance("s1", port).with_service_type(zk_recipes::discovery::ServiceType::DynamicSequential);
         let held_back = || async {
-            eventually(EVENT, "the create sent", || async {
-                let held = proxy.held_from_clients();
-                if held > 12 {
-                    Ok(())
-                } else {
-                    Err(held.to_string())
-                }
-            })
-            .await;
+            request_held_back(&proxy, "the create sent").await;
         };
 
         proxy.set_mode(ProxyMode::Hold);

@@ -199,15 +199,7 @@ async fn a_member_counted_just_before_its_time_ran_out_is_in_the_group() {
         let second = DistributedDoubleBarrier::new(&other, &path, 2).unwrap();
         assert!(second.enter_timeout(EVENT).await.unwrap(), "the group is complete, counting the late member");
         // Its time runs out: its delete waits in the proxy (more than a ping's 12 bytes).
-        eventually(EVENT, "the late member's delete sent", || async {
-            let held = proxy.held_from_clients();
-            if held > 12 {
-                Ok(())
-            } else {
-                Err(held.to_string())
-            }
-        })
-        .await;
+        request_held_back(&proxy, "the late member's delete sent").await;
         proxy.set_mode(zk_recipes::testing::ProxyMode::Pass);
         let (entered, barrier) = within(EVENT, "the late member's enter", entering).await.unwrap().unwrap();
         assert!(entered, "counted before its delete: in the group");

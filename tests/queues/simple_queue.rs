@@ -274,15 +274,7 @@ mod distributed {
                 let queue = queue.clone();
                 tokio::spawn(async move { queue.take().await })
             };
-            eventually(EVENT, "the lock's create sent", || async {
-                let held = proxy.held_from_clients();
-                if held > 12 {
-                    Ok(())
-                } else {
-                    Err(held.to_string())
-                }
-            })
-            .await;
+            request_held_back(&proxy, "the lock's create sent").await;
             taking.abort();
             assert!(taking.await.unwrap_err().is_cancelled());
             proxy.set_mode(zk_recipes::testing::ProxyMode::Pass);
