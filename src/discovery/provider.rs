@@ -158,17 +158,19 @@ impl<T: DeserializeOwned + Clone + PartialEq> ServiceProvider<T> {
     /// The instances a pick chooses from: enabled, not down, accepted by every filter (shared
     /// handles on the cache's parsed instances).
     pub fn all_instances(&self) -> Vec<Arc<ServiceInstance<T>>> {
-        let mut down = self.down.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        down.retain(|d| now.duration_since(d.first) < self.policy.timeout);
-        self.cache
-            .instances()
-            .iter()
-            .filter(|i| i.enabled)
-            .filter(|i| !down.iter().any(|d| d.errors >= self.policy.error_threshold && &d.instance == i.as_ref()))
-            .filter(|i| self.filters.iter().all(|f| f(i)))
-            .cloned()
-            .collect()
+        let instances = self.cache.instances();
+        let up: Vec<Arc<ServiceInstance<T>>> = {
+            let mut down = self.down.lock().unwrap_or_else(|e| e.into_inner());
+            let now = Instant::now();
+            down.retain(|d| now.duration_since(d.first) < self.policy.timeout);
+            let is_down = |i: &ServiceInstance<T>| {
+                down.iter().any(|d| d.errors >= self.policy.error_threshold && &d.instance == i)
+            };
+            instances.iter().filter(|i| i.enabled && !is_down(i)).cloned().collect()
+        };
+        // The caller's filters run without the provider's lock: one may call back into it
+        // (`note_error`, `all_instances`).
+        up.into_iter().filter(|i| self.filters.iter().all(|f| f(i))).collect()
     }
 
     /// One instance by the strategy, `None` when there is none.

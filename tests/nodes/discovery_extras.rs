@@ -61,6 +61,35 @@ async fn providers_filter_and_pick_by_a_strategy_of_the_callers() {
         assert_eq!(custom.instance().unwrap().id, "d");
         custom.note_error(&custom.instance().unwrap());
         assert_eq!(custom.instance().unwrap().id, "b", "d is down, c filtered out");
+
+        // A filter may call back into its own provider (here: noting every instance it sees
+        // on port 8081 as failing): the filters run without the provider's lock, which this
+        // call would otherwise wait on for ever.
+        let cache = discovery.service_cache("api").unwrap();
+        cache.start().await.unwrap();
+        type Slot = std::sync::OnceLock<std::sync::Weak<ServiceProvider>>;
+        let slot: Arc<Slot> = Arc::default();
+        let reentrant = {
+            let slot = slot.clone();
+            ServiceProvider::new(cache, ProviderStrategy::RoundRobin, policy).with_filter(move |i| {
+                if let Some(provider) = slot.get().and_then(std::sync::Weak::upgrade) {
+                    if i.port == Some(8081) {
+                        provider.note_error(i);
+                    }
+                }
+                true
+            })
+        };
+        let reentrant = Arc::new(reentrant);
+        slot.set(Arc::downgrade(&reentrant)).unwrap();
+        let picking = {
+            let reentrant = reentrant.clone();
+            tokio::task::spawn_blocking(move || ids(&reentrant.all_instances()))
+        };
+        let seen = within(EVENT, "a pick whose filter calls back into its provider", picking).await.unwrap();
+        assert_eq!(seen, ["a", "b", "c", "d"]);
+        assert_eq!(ids(&reentrant.all_instances()), ["a", "c", "d"], "b noted failing by the filter");
+        reentrant.cache().close().await;
         discovery.close().await.unwrap();
         fw.delete(&base).recursive().await.unwrap();
         fw.close().await;
