@@ -47,6 +47,10 @@ pub struct ServiceDiscovery<T = serde_json::Value> {
     base: String,
     serializer: JsonInstanceSerializer,
     registered: Mutex<HashMap<String, Arc<PersistentNode>>>,
+    /// One change of the registrations at a time (register, unregister, close): two
+    /// registrations of one id at once each took the place of the other, and the one dropped
+    /// deleted the node both stood for.
+    changing: tokio::sync::Mutex<()>,
     watch_instances: bool,
     _payload: PhantomData<fn() -> T>,
 }
@@ -63,6 +67,7 @@ impl<T: Serialize + DeserializeOwned> ServiceDiscovery<T> {
             base: base.to_owned(),
             serializer,
             registered: Mutex::new(HashMap::new()),
+            changing: tokio::sync::Mutex::new(()),
             watch_instances: false,
             _payload: PhantomData,
         })
@@ -136,14 +141,18 @@ impl<T: Serialize + DeserializeOwned> ServiceDiscovery<T> {
         // Refused before an earlier registration of the same instance is removed below.
         node.check()?;
         let k = key(&instance.name, &instance.id);
-        let old = self.lock().remove(&k);
-        if let Some(old) = old {
-            // Registered again: the old registration's node goes first (it is at the same path).
-            old.close().await?;
-        }
-        let node = node.start()?;
-        let node = Arc::new(node);
-        self.lock().insert(k, node.clone());
+        let node = {
+            let _one_change = self.changing.lock().await;
+            let old = self.lock().remove(&k);
+            if let Some(old) = old {
+                // Registered again: the old registration's node goes first (it is at the same
+                // path).
+                old.close().await?;
+            }
+            let node = Arc::new(node.start()?);
+            self.lock().insert(k, node.clone());
+            node
+        };
         let bound = self.framework.negotiated_session_timeout().unwrap_or(Duration::from_secs(30)) * 2;
         match node.wait_for_initial_create(bound).await? {
             true => Ok(()),
@@ -180,10 +189,13 @@ impl<T: Serialize + DeserializeOwned> ServiceDiscovery<T> {
     /// the delete's error (the reaper still deletes the node).
     ///
     /// # Cancel safety
-    /// Cancel-safe: the registration is removed at once and its node deleted in the background.
+    /// Cancel-safe: once no other change of this registry's registrations is under way (one at
+    /// a time), the registration is removed at once and its node deleted in the background; a
+    /// call cancelled before that changes nothing.
     pub async fn unregister(&self, name: &str, id: &str) -> Result<()> {
         validate_name("name", name)?;
         validate_name("id", id)?;
+        let _one_change = self.changing.lock().await;
         let node = self.lock().remove(&key(name, id));
         match node {
             Some(node) => node.close().await,
@@ -199,6 +211,7 @@ impl<T: Serialize + DeserializeOwned> ServiceDiscovery<T> {
     /// # Cancel safety
     /// As [`unregister`](Self::unregister).
     pub async fn close(&self) -> Result<()> {
+        let _one_change = self.changing.lock().await;
         let nodes: Vec<Arc<PersistentNode>> = self.lock().drain().map(|(_, n)| n).collect();
         let mut result = Ok(());
         for node in nodes {
