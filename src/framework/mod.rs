@@ -76,7 +76,7 @@ pub use self::errors::{BackgroundError, BackgroundErrorKind, BackgroundErrors, B
 use self::inner::Inner;
 pub use self::listener::{ConnectionStateListener, ConnectionStateStream, ListenerHandle};
 pub(crate) use self::listings::Listing;
-pub(crate) use self::read::{shared_change, Arming};
+pub(crate) use self::read::Arming;
 pub use self::read::{
     Exists, ExistsWatched, GetChildren, GetChildrenWatched, GetChildrenWithStat, GetData, GetDataWatched, OneshotWatch,
 };
@@ -84,7 +84,7 @@ pub(crate) use self::reaper::ReaperCmd;
 use self::registry::Registry;
 pub(crate) use self::schema_check::SchemaOp;
 pub use self::server_features::ServerInfo;
-pub(crate) use self::session::Session;
+pub(crate) use self::session::{ClientKey, Session};
 pub use self::state::{ConnectionState, ConnectionStateErrorPolicy, StateSnapshot};
 use self::state_manager::Timing;
 pub use self::temp::TempFramework;

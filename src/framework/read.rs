@@ -65,6 +65,23 @@ pub(crate) enum Arming {
 }
 
 impl OneshotWatch {
+    /// The watch of a read armed by [`Framework::arm_full`]: the client's one-shot `watcher`
+    /// (set by the read) with its table entry, or the persistent watch shared (`children`: it
+    /// reports what a children watch would). `None` when the table let a one-shot watch and
+    /// the read set none.
+    pub(crate) fn of(
+        framework: &Framework,
+        arming: Arming,
+        watcher: Option<(OneshotWatcher, ClientKey)>,
+        children: bool,
+    ) -> Option<Self> {
+        match (arming, watcher) {
+            (Arming::Client(entry), Some(watcher)) => Some(Self::new(framework, watcher, entry)),
+            (Arming::Shared(watch), _) => Some(Self::shared(framework, watch, children)),
+            (Arming::Client(_), None) => None,
+        }
+    }
+
     fn new(framework: &Framework, (watcher, client): (OneshotWatcher, ClientKey), entry: Registered) -> Self {
         OneshotWatch { framework: framework.clone(), armed: Armed::Client { watcher, entry, client } }
     }
@@ -124,7 +141,7 @@ impl OneshotWatch {
 
 /// The next change of `full_path` that a one-shot watch of its kind (`children`, or data and
 /// existence) would report, as the shared persistent `watch` reports it.
-pub(crate) async fn shared_change(
+async fn shared_change(
     framework: &Framework,
     watch: &mut SessionWatch,
     full_path: &str,

@@ -20,11 +20,30 @@ use crate::error::{is_zk_retryable, is_zk_session_lost, Result, ZkError};
 use crate::framework::metrics::{HoldToken, LockMetrics};
 use crate::framework::node::{Cleanup, CreatedNode, DeleteReply, SendDelete};
 use crate::framework::stall::unstalled;
-use crate::framework::{ConnectionState, Framework};
+use crate::framework::{ConnectionState, Framework, OneshotWatch};
 use crate::sync::Mutex;
 
-/// A watch set while acquiring, waiting for its event.
-pub(crate) type KeptWatch = BoxFuture<'static, WatchedEvent>;
+/// A watch set while acquiring, kept (never polled) until the release: dropped unfired it
+/// would cost a `RemoveWatches` request, kept it fires on our own delete at the latest.
+#[allow(dead_code)] // held, never read: that it is dropped only with the node is the point
+pub(crate) enum KeptWatch {
+    /// One of the client's, waiting for its event.
+    Raw(BoxFuture<'static, WatchedEvent>),
+    /// A watched read's of the framework.
+    Read(OneshotWatch),
+}
+
+impl From<BoxFuture<'static, WatchedEvent>> for KeptWatch {
+    fn from(watch: BoxFuture<'static, WatchedEvent>) -> Self {
+        KeptWatch::Raw(watch)
+    }
+}
+
+impl From<OneshotWatch> for KeptWatch {
+    fn from(watch: OneshotWatch) -> Self {
+        KeptWatch::Read(watch)
+    }
+}
 
 /// A lock or lease node held by this process: dropping it deletes the node.
 pub(crate) struct HeldNode {
@@ -110,8 +129,8 @@ impl HeldNode {
     }
 
     /// Keeps `watch` until the node is released.
-    pub(crate) fn keep_watch(&mut self, watch: KeptWatch) {
-        self.kept_watches.lock().push(watch);
+    pub(crate) fn keep_watch(&mut self, watch: impl Into<KeptWatch>) {
+        self.kept_watches.lock().push(watch.into());
     }
 
     /// The non-owning view of this node, for `is_held()` and `lost()`.

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use zookeeper_client::{EventType, OneshotWatcher};
+use zookeeper_client::OneshotWatcher;
 
 use super::acquire::{self, Acquire, Block, Hold, LockHold, Mode, Try};
 use super::critical_section::{run_until_lost, LockLost};
 use super::dir_mirror::{Ask, Asker, DirMirror, WaitOn};
-use super::held::{HeldNode, KeptWatch};
+use super::held::HeldNode;
 use super::internals::LockInternals;
 use super::mirror_slot::MirrorSlot;
 use super::node_watch::MirrorSeat;
@@ -22,12 +22,11 @@ use crate::framework::metrics::Op;
 use crate::framework::node::{retry_request, CreatedNode, Failure};
 use crate::framework::protected::{nothing_behind, NodeDir};
 use crate::framework::wait_strategy::WaitStrategy;
-use crate::framework::{shared_change, Arming, Framework, Registered, Session};
+use crate::framework::{Arming, ClientKey, Framework, OneshotWatch, Session};
 use crate::path;
 use crate::protocol::driver::StandardDriver;
 use crate::shared::{SharedCount, VersionedValue};
 use crate::sync::Mutex;
-use crate::watch::SessionWatch;
 
 // The child that holds the semaphore's internal mutex, the child that holds the lease nodes,
 // and the lease node base name.
@@ -579,24 +578,25 @@ impl InterProcessSemaphore {
             rest.push(node);
             listing = listed;
         }
-        let listing = listing.map(|(children, watcher)| (children, LeasesWatch::new(arming, watcher)));
+        let listing =
+            listing.map(|(children, watcher)| (children, OneshotWatch::of(self.framework(), arming, watcher, true)));
         self.admit_classic::<M>(session, lock, first, rest, listing, limit).await
     }
 
     /// Lists the lease directory, with a one-shot children watch when `watched` (the
-    /// framework's watch table let it: see [`LeasesWatch`]).
+    /// framework's watch table let it: see [`Framework::arm_full`]).
     fn list_leases<'a>(
         &'a self,
         session: &'a Session,
         watched: bool,
-    ) -> impl Future<Output = std::result::Result<(Vec<String>, Option<OneshotWatcher>), ZkError>> + 'a {
+    ) -> impl Future<Output = std::result::Result<LeaseListing, ZkError>> + 'a {
         session.sent(Op::GetChildren);
         let dir = self.shared.leases.dir();
         if watched {
             session
                 .client
                 .list_and_watch_children(dir)
-                .map(|r| r.map(|(children, w)| (children, Some(w))))
+                .map(|r| r.map(|(children, w)| (children, Some((w, session.client_key())))))
                 .left_future()
         } else {
             session.client.list_children(dir).map(|r| r.map(|children| (children, None))).right_future()
@@ -668,7 +668,7 @@ impl InterProcessSemaphore {
         lock: HeldNode,
         first: CreatedNode,
         rest: Vec<CreatedNode>,
-        mut listing: Option<(Vec<String>, LeasesWatch)>,
+        mut listing: Option<(Vec<String>, Option<OneshotWatch>)>,
         mut limit: LimitReader,
     ) -> Result<M::Out<Granted>, Failure> {
         let mut current = session.clone();
@@ -682,7 +682,7 @@ impl InterProcessSemaphore {
                     let watched = matches!(arming, Arming::Client(_));
                     let (children, watcher) =
                         retry_request(self.framework(), || self.list_leases(session, watched)).await?;
-                    (children, LeasesWatch::new(arming, watcher))
+                    (children, OneshotWatch::of(self.framework(), arming, watcher, true))
                 }
             };
             let all_listed = std::iter::once(&first).chain(&rest).all(|node| children.iter().any(|c| c == node.name()));
@@ -698,8 +698,8 @@ impl InterProcessSemaphore {
                 // the server sends before the reply) and then costs nothing.
                 drop(lock);
                 let mut first = HeldNode::new(first);
-                if let Some(kept) = watch.keep() {
-                    first.keep_watch(kept);
+                if let Some(watch) = watch {
+                    first.keep_watch(watch);
                 }
                 let rest = rest.into_iter().map(|node| self.lease(HeldNode::new(node))).collect();
                 return Ok(M::held(Granted { first: self.lease(first), rest }));
@@ -719,7 +719,9 @@ impl InterProcessSemaphore {
 
     /// Waits for the lease list (or the count in force) to change. False when the session
     /// ended meanwhile.
-    async fn wait_for_change(&self, session: &Session, watch: LeasesWatch, limit: &mut LimitReader) -> bool {
+    async fn wait_for_change(&self, session: &Session, watch: Option<OneshotWatch>, limit: &mut LimitReader) -> bool {
+        // A listing that set no watch (it does not happen: the watch goes with it) lists again.
+        let Some(watch) = watch else { return true };
         let epoch = session.epoch;
         let mut state = self.framework().state_watch();
         let session_ended = state.wait_for(|s| s.session_over(epoch));
@@ -727,7 +729,12 @@ impl InterProcessSemaphore {
         session
             .unstalled(async {
                 tokio::select! {
-                    changed = watch.changed(self.framework()) => changed,
+                    // A change; or the watch's end: its session's (no more to wait for), or
+                    // the session's move to another client (look again through it).
+                    changed = watch.changed() => match changed {
+                        Ok(_) => true,
+                        Err(e) => !(e.is_session_lost() || matches!(e, Error::Closed)),
+                    },
                     () = limit.changed() => true,
                     _ = session_ended => false,
                     // The watch is the old client's: look again through the new one.
@@ -744,67 +751,9 @@ impl InterProcessSemaphore {
     }
 }
 
-/// The watch that a classic listing of the lease directory sets: the client's one-shot
-/// children watch, entered in the framework's watch table while it is armed, or, where the
-/// framework watches the directory persistently (the session's mirror of it, which another
-/// handle may keep while this one lists, or a cache), that watch shared: on ZooKeeper 3.6 to
-/// 3.8 a one-shot watch of the session on the same path would silence the persistent
-/// watch's creations below it (and, removed unfired, half of it).
-enum LeasesWatch {
-    Once {
-        watcher: OneshotWatcher,
-        entry: Registered,
-    },
-    Shared(Box<SessionWatch>),
-    /// The listing set no watch although the table let it (it does not happen: the watch
-    /// goes with the listing); the wait lists again at once.
-    Unarmed,
-}
-
-impl LeasesWatch {
-    fn new(arming: Arming, watcher: Option<OneshotWatcher>) -> LeasesWatch {
-        match (arming, watcher) {
-            (Arming::Client(entry), Some(watcher)) => LeasesWatch::Once { watcher, entry },
-            (Arming::Shared(watch), _) => LeasesWatch::Shared(watch),
-            (Arming::Client(_), None) => LeasesWatch::Unarmed,
-        }
-    }
-
-    /// The one-shot watch, to be kept with a lease until it fires (dropped unfired, it would
-    /// cost a `RemoveWatches` request); a shared watch is let go.
-    fn keep(self) -> Option<KeptWatch> {
-        match self {
-            LeasesWatch::Once { watcher, mut entry } => Some(
-                async move {
-                    let event = crate::watch::fired(watcher).await;
-                    entry.fired();
-                    event
-                }
-                .boxed(),
-            ),
-            LeasesWatch::Shared(_) | LeasesWatch::Unarmed => None,
-        }
-    }
-
-    /// Waits for the lease list to change: false when the watch's session ended first.
-    async fn changed(self, framework: &Framework) -> bool {
-        match self {
-            LeasesWatch::Once { watcher, mut entry } => {
-                let event = crate::watch::fired(watcher).await;
-                entry.fired();
-                event.event_type != EventType::Session
-            }
-            LeasesWatch::Shared(mut watch) => {
-                let full_path = watch.full_path().to_owned();
-                match shared_change(framework, &mut watch, &full_path, true).await {
-                    Ok(_) => true,
-                    Err(e) => !(e.is_session_lost() || matches!(e, Error::Closed)),
-                }
-            }
-            LeasesWatch::Unarmed => true,
-        }
-    }
-}
+/// The lease directory's children, with the client's children watch (and the client it was
+/// set through) when the listing set one.
+type LeaseListing = (Vec<String>, Option<(OneshotWatcher, ClientKey)>);
 
 impl Acquire for InterProcessSemaphore {
     type Guard = SemaphoreLease;

@@ -252,15 +252,9 @@ impl Queue {
         let role = if self == Queue::Members { Role::Member } else { Role::Queued };
         children
             .into_iter()
-            .map(|Child { name, stat, data }| Decoded {
-                kind: self.kind(&name),
-                role,
-                waits_on: None,
-                sequence: path::sequence(&name),
-                revocation_requested: false,
-                name,
-                stat,
-                data,
+            .map(|child| {
+                let kind = self.kind(&child.name);
+                Decoded::waiting_on_nothing(child, kind, role)
             })
             .collect()
     }
@@ -314,17 +308,25 @@ fn decode_kazoo_lock(children: Vec<Child>) -> Vec<Decoded> {
             data,
         }
     };
-    let other = |Child { name, stat, data }: Child| Decoded {
-        kind: Kind::Foreign,
-        role: Role::Ignored,
-        waits_on: None,
-        sequence: path::sequence(&name),
-        revocation_requested: false,
-        name,
-        stat,
-        data,
-    };
+    let other = |child| Decoded::waiting_on_nothing(child, Kind::Foreign, Role::Ignored);
     contenders.into_iter().map(contender).chain(others.into_iter().map(other)).collect()
+}
+
+impl Decoded {
+    /// A node that waits on no other (a queue item, a barrier member, a child a lock ignores):
+    /// its sequence from its name, no revocation read.
+    fn waiting_on_nothing(Child { name, stat, data }: Child, kind: Kind, role: Role) -> Decoded {
+        Decoded {
+            kind,
+            role,
+            waits_on: None,
+            sequence: path::sequence(&name),
+            revocation_requested: false,
+            name,
+            stat,
+            data,
+        }
+    }
 }
 
 impl QueueOrder {
