@@ -442,6 +442,10 @@ enum Direction {
     Replies,
 }
 
+/// The longest frame the proxy passes on: ZooKeeper refuses any over its `jute.maxbuffer`
+/// (1 MB unless raised), so more than 64 MiB is no ZooKeeper frame.
+const MAX_FRAME: usize = 64 << 20;
+
 /// Copies length-prefixed frames from `from` to `to`, counting them. The first frame in each
 /// direction is the session handshake. The connection's `in_flight` counts its requests (those
 /// with a non-negative xid; pings and the like have negative ones) not answered yet; a
@@ -473,6 +477,15 @@ async fn pump(
             connection.caught_up.store(false, Ordering::SeqCst);
         }
         let n = usize::try_from(i32::from_be_bytes(length)).unwrap_or(0);
+        if n > MAX_FRAME {
+            // Not ZooKeeper's framing (a TLS handshake reads as a ~370 MB frame): the
+            // connection is dropped rather than the announced length allocated.
+            let _ = to.shutdown().await;
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("a frame of {n} bytes: not a ZooKeeper connection (TLS?), not counted"),
+            ));
+        }
         buffer.clear();
         buffer.extend_from_slice(&length);
         buffer.resize(4 + n, 0);

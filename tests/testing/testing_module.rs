@@ -441,6 +441,33 @@ async fn proxy_pass_and_black_hole() {
     .await;
 }
 
+/// A counting proxy drops a connection whose first bytes are no ZooKeeper frame (a TLS
+/// ClientHello announces a frame of ~370 MB) instead of waiting for that much, and counts
+/// the next client as before.
+#[tokio::test]
+async fn a_counting_proxy_drops_a_connection_that_is_not_zookeeper() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    bounded(async {
+        let server = shared_server().await.unwrap();
+        let proxy = zk_recipes::testing::CountingProxy::start(&server.connect_string()).await.unwrap();
+        let mut stream = tokio::net::TcpStream::connect(proxy.connect_string()).await.unwrap();
+        // The start of a TLS 1.0 record: 0x16030102 read as a length is 369,295,618 bytes.
+        stream.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc]).await.unwrap();
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut byte)).await;
+        assert!(
+            matches!(read, Ok(Ok(0) | Err(_))),
+            "the proxy closes a connection that is not ZooKeeper's: {read:?}"
+        );
+
+        let client = connect(&proxy.connect_string(), Duration::from_secs(4)).await;
+        let before = proxy.counts();
+        client.check_stat("/").await.unwrap();
+        assert_eq!(proxy.counts().since(&before).get("exists"), 1);
+    })
+    .await;
+}
+
 /// Sends a request into the black hole, then closes the connection with `close`; the
 /// in-flight request fails and the client comes back on the same session.
 async fn in_flight_request_fails_on(close: impl Fn(&FaultProxy)) -> zookeeper_client::Error {

@@ -170,8 +170,14 @@ async fn watch(cache: &CuratorCache, args: &Args, connect: &str) -> Result<(), F
                     print(cache, &event, args.json);
                     printed += 1;
                 }
-                // The cache closed under us.
-                None => return Ok(()),
+                // The cache ended without our asking: its framework stopped (the session
+                // ended for good). What was printed is not all there was.
+                None => {
+                    return Err(Failure::new(
+                        crate::exit::Code::Unreachable,
+                        format!("the watch on {} ended: lost the connection to ZooKeeper at {connect}", args.path),
+                    ))
+                }
             },
             _ = &mut until => return Ok(()),
             _ = tokio::signal::ctrl_c() => return Ok(()),
