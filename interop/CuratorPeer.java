@@ -1195,6 +1195,10 @@ public final class CuratorPeer {
      *                            STRATEGY round_robin|random|sticky, made and started on first use:
      *                            its getAllInstances as disc_query lines, then K getInstance() ids)
      *   disc_close BASE       -> disc_close BASE ok   (also closes that BASE's caches and providers)
+     * and on a `ServiceDiscovery<Object>` per base path (Curator's default serializer, any payload):
+     *   disc_register_payload BASE NAME ID KIND VALUE -> disc_register_payload BASE ID ok
+     *       KIND: long, int, double, string, bool, list (VALUE split on commas), map (one `v`)
+     *   disc_payloads BASE NAME -> disc_payloads BASE <n> then per instance, by id, id|class|value
      */
     private static final class Discoveries {
         private final CuratorFramework client;
@@ -1205,8 +1209,49 @@ public final class CuratorPeer {
         private final Map<String, org.apache.curator.x.discovery.ServiceProvider<Map>> providers =
                 new ConcurrentHashMap<>();
 
+        private final Map<String, org.apache.curator.x.discovery.ServiceDiscovery<Object>> anyPayload =
+                new ConcurrentHashMap<>();
+
         Discoveries(CuratorFramework client) {
             this.client = client;
+        }
+
+        private org.apache.curator.x.discovery.ServiceDiscovery<Object> anyPayloadRegistry(String base) throws Exception {
+            org.apache.curator.x.discovery.ServiceDiscovery<Object> d = anyPayload.get(base);
+            if (d == null) {
+                d = org.apache.curator.x.discovery.ServiceDiscoveryBuilder.builder(Object.class)
+                        .client(client)
+                        .basePath(base)
+                        .serializer(new org.apache.curator.x.discovery.details.JsonInstanceSerializer<>(Object.class))
+                        .build();
+                d.start();
+                anyPayload.put(base, d);
+            }
+            return d;
+        }
+
+        private static Object payloadOf(String kind, String value) {
+            switch (kind) {
+                case "long":
+                    return Long.parseLong(value);
+                case "int":
+                    return Integer.parseInt(value);
+                case "double":
+                    return Double.parseDouble(value);
+                case "string":
+                    return value;
+                case "bool":
+                    return Boolean.parseBoolean(value);
+                case "list":
+                    return new ArrayList<>(java.util.Arrays.asList(value.split(",")));
+                case "map": {
+                    Map<String, Object> map = new java.util.LinkedHashMap<>();
+                    map.put("v", value);
+                    return map;
+                }
+                default:
+                    throw new IllegalArgumentException("unknown payload kind " + kind);
+            }
         }
 
         private static String line(org.apache.curator.x.discovery.ServiceInstance<Map> i) {
@@ -1259,6 +1304,31 @@ public final class CuratorPeer {
                                     .build();
                     registry(t[1]).registerService(instance);
                     emit("disc_register " + t[1] + " " + t[3] + " ok");
+                    return true;
+                }
+                case "disc_register_payload": {
+                    need(t, 6, "disc_register_payload BASE NAME ID KIND VALUE");
+                    org.apache.curator.x.discovery.ServiceInstance<Object> instance =
+                            org.apache.curator.x.discovery.ServiceInstance.<Object>builder()
+                                    .name(t[2])
+                                    .id(t[3])
+                                    .payload(payloadOf(t[4], t[5]))
+                                    .build();
+                    anyPayloadRegistry(t[1]).registerService(instance);
+                    emit("disc_register_payload " + t[1] + " " + t[3] + " ok");
+                    return true;
+                }
+                case "disc_payloads": {
+                    need(t, 3, "disc_payloads BASE NAME");
+                    TreeMap<String, String> lines = new TreeMap<>();
+                    for (org.apache.curator.x.discovery.ServiceInstance<Object> i :
+                            anyPayloadRegistry(t[1]).queryForInstances(t[2])) {
+                        Object p = i.getPayload();
+                        lines.put(i.getId(), i.getId() + "|" + (p == null ? "null" : p.getClass().getName()) + "|" + p);
+                    }
+                    StringBuilder line = new StringBuilder("disc_payloads " + t[1] + " " + lines.size());
+                    lines.values().forEach(l -> line.append(' ').append(l));
+                    emit(line.toString());
                     return true;
                 }
                 case "disc_query": {
@@ -1336,6 +1406,10 @@ public final class CuratorPeer {
                     org.apache.curator.x.discovery.ServiceDiscovery<Map> d = registries.remove(t[1]);
                     if (d != null) {
                         d.close();
+                    }
+                    org.apache.curator.x.discovery.ServiceDiscovery<Object> any = anyPayload.remove(t[1]);
+                    if (any != null) {
+                        any.close();
                     }
                     emit("disc_close " + t[1] + " ok");
                     return true;

@@ -255,6 +255,13 @@ impl<T> ServiceInstance<T> {
     /// every setter is infallible, and [`build`](ServiceInstanceBuilder::build) checks the
     /// name and id once, with a typed error.
     ///
+    /// As Curator's builder, it starts with this host's address: the address the host
+    /// reaches other networks from (the source address of its default route, IPv4 before
+    /// IPv6; never a loopback address), or none without such a route. Curator takes the
+    /// first non-loopback, non-link-local address of its network interfaces, which on a host
+    /// with one network is the same one; set [`address`](ServiceInstanceBuilder::address)
+    /// where a host has several.
+    ///
     /// ```
     /// use zk_recipes::discovery::ServiceInstance;
     ///
@@ -276,7 +283,7 @@ impl<T> ServiceInstance<T> {
         ServiceInstance {
             name,
             id: uuid::Uuid::new_v4().to_string(),
-            address: None,
+            address: local_address(),
             port: None,
             ssl_port: None,
             payload: None,
@@ -287,7 +294,8 @@ impl<T> ServiceInstance<T> {
         }
     }
 
-    /// An instance of service `name` with a random UUID id, registered now, dynamic, enabled.
+    /// An instance of service `name` with a random UUID id, this host's address (see
+    /// [`builder`](Self::builder)), registered now, dynamic, enabled.
     /// Each `with_` setter below checks its value at once; [`builder`](Self::builder) checks
     /// once, at `build()`.
     ///
@@ -372,6 +380,31 @@ impl<T> ServiceInstance<T> {
         validate_name("name", &self.name)?;
         validate_name("id", &self.id)
     }
+}
+
+/// This host's address as a new instance's default: the source address of the route to a
+/// documentation-only address (TEST-NET-1, then 2001:db8::), which picks the default route's
+/// interface without sending anything (a UDP `connect` only chooses a route). None without a
+/// route, or when the route's source is loopback, unspecified or link-local.
+fn local_address() -> Option<String> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+    let targets = [
+        (SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)), SocketAddr::from((Ipv4Addr::new(192, 0, 2, 1), 9))),
+        (
+            SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0)),
+            SocketAddr::from((Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1), 9)),
+        ),
+    ];
+    targets.into_iter().find_map(|(bind, target)| {
+        let socket = UdpSocket::bind(bind).ok()?;
+        socket.connect(target).ok()?;
+        let ip = socket.local_addr().ok()?.ip();
+        let link_local = match ip {
+            IpAddr::V4(v4) => v4.is_link_local(),
+            IpAddr::V6(v6) => (v6.segments()[0] & 0xffc0) == 0xfe80,
+        };
+        (!ip.is_loopback() && !ip.is_unspecified() && !link_local).then(|| ip.to_string())
+    })
 }
 
 /// Builds a [`ServiceInstance`] (Curator's `ServiceInstanceBuilder`): made by
@@ -464,6 +497,10 @@ fn check_port(name: &'static str, port: u32) -> Result<u16> {
     u16::try_from(port).map_err(|_| Error::invalid_argument(name, format!("{port} is not a port (0 to 65535)")))
 }
 
+/// The payload classes Jackson writes without a type id (its "natural" types: JSON's own
+/// string, integer, floating-point and boolean values read back as them).
+const JACKSON_NATURAL: [&str; 4] = ["java.lang.String", "java.lang.Integer", "java.lang.Double", "java.lang.Boolean"];
+
 /// Curator's `JsonInstanceSerializer`: the JSON of a [`ServiceInstance`].
 #[derive(Debug, Clone, Default)]
 pub struct JsonInstanceSerializer {
@@ -478,9 +515,14 @@ impl JsonInstanceSerializer {
         JsonInstanceSerializer::default()
     }
 
-    /// The Java class of a structured payload: written as the payload's leading `"@class"`
-    /// property (Jackson's type id, which a Java reader needs to rebuild its payload class) and
-    /// removed before a typed payload is read.
+    /// The Java class of the payload, written as Jackson writes Curator's payloads, with a type
+    /// id a Java reader needs to rebuild its payload class: a payload that is a JSON object
+    /// gets a leading `"@class"` property; any other is wrapped as `["<class>", value]`
+    /// (`["java.lang.Long",5]`, `["java.util.ArrayList",["a","b"]]`), except for
+    /// `java.lang.String`, `java.lang.Integer`, `java.lang.Double` and `java.lang.Boolean`,
+    /// which Jackson writes bare. Reading, the type id is removed before a typed payload is
+    /// read, in either form. Without a class, payloads are written and read as they are (a
+    /// Curator `Long` then reads as the array).
     pub fn payload_class(mut self, class: &str) -> Self {
         self.payload_class = Some(class.to_owned());
         self
@@ -515,6 +557,11 @@ impl JsonInstanceSerializer {
                         } else {
                             format!("{{\"@class\":{class},{}", &text[1..])
                         }
+                    }
+                    // Jackson's type id for a value that is no object: a wrapping array,
+                    // except for the four classes JSON's own values stand for.
+                    Some(class) if !text.starts_with('{') && !JACKSON_NATURAL.contains(&class.as_str()) => {
+                        format!("[{},{text}]", json(&Value::String(class.clone())))
                     }
                     _ => text,
                 }
@@ -566,8 +613,16 @@ impl JsonInstanceSerializer {
             Some(p) => {
                 let mut p = p.clone();
                 if self.payload_class.is_some() {
-                    if let Value::Object(fields) = &mut p {
-                        fields.remove("@class");
+                    match &mut p {
+                        Value::Object(fields) => {
+                            fields.remove("@class");
+                        }
+                        // `["java.lang.Long", 5]`: Jackson's type id wrapping a value that is
+                        // no object (a Java list is one too: `["java.util.ArrayList", [..]]`).
+                        Value::Array(wrapped) if wrapped.len() == 2 && wrapped[0].is_string() => {
+                            p = wrapped.pop().unwrap_or(Value::Null);
+                        }
+                        _ => {}
                     }
                 }
                 Some(serde_json::from_value(p).map_err(|e| Error::invalid_argument("payload", e.to_string()))?)
@@ -598,6 +653,22 @@ impl JsonInstanceSerializer {
 mod tests {
     use super::*;
     use serde_json::Map;
+
+    /// As Curator's builder, a new instance starts with this host's address: on a host with a
+    /// default IPv4 route, that route's source address, never loopback.
+    #[test]
+    fn a_new_instance_has_this_hosts_address() {
+        let routes = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
+        let default_route = routes.lines().skip(1).any(|line| line.split_whitespace().nth(1) == Some("00000000"));
+        let built = ServiceInstance::<Value>::builder("api").build().unwrap();
+        assert_eq!(built.address, ServiceInstance::<Value>::new("api").unwrap().address);
+        if default_route {
+            let address: std::net::Ipv4Addr = built.address.as_deref().expect("an address").parse().expect("IPv4");
+            assert!(!address.is_loopback() && !address.is_unspecified(), "{address}");
+        }
+        let cleared = ServiceInstance::<Value>::builder("api").address("10.0.0.9").build().unwrap();
+        assert_eq!(cleared.address.as_deref(), Some("10.0.0.9"));
+    }
 
     /// The bytes Curator 5.4's default serializer writes for this instance.
     const CURATOR: &str = r#"{"name":"test","id":"5c2a9e-1111-2222-3333-444455556666","address":"10.0.0.5","port":8080,"sslPort":null,"payload":{"@class":"com.example.InstanceDetails","description":"hello"},"registrationTimeUTC":1700000000123,"serviceType":"DYNAMIC","uriSpec":{"parts":[{"value":"scheme","variable":true},{"value":"://","variable":false},{"value":"address","variable":true},{"value":":","variable":false},{"value":"port","variable":true},{"value":"/api","variable":false}]}}"#;

@@ -127,3 +127,96 @@ async fn curator_and_rust_see_each_others_instances_field_for_field() {
     })
     .await;
 }
+
+/// Payloads that are not JSON objects, both ways: Jackson writes Curator's `String`,
+/// `Integer`, `Double` and `Boolean` payloads bare and every other one (a `Long`, a list)
+/// as `["<class>", value]`; a serializer given that class reads and writes the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payloads_that_are_not_objects_cross_both_ways() {
+    init_tracing();
+    bounded(SLOW_LIMIT, async {
+        let servers = FaultyServer::start().await;
+        let Some(mut java) = CuratorPeer::start(&servers.direct(), INTEROP_SESSION).await.expect("the Curator peer")
+        else {
+            return;
+        };
+        let fw = framework(&servers.proxied(), FAULT_SESSION).await;
+        let base = unique_path("discovery-interop", "payloads");
+        for (kind, value) in [
+            ("long", "5"),
+            ("int", "6"),
+            ("double", "2.5"),
+            ("string", "text"),
+            ("bool", "true"),
+            ("list", "a,b"),
+            ("map", "x"),
+        ] {
+            let reply =
+                java.command(&format!("disc_register_payload {base} p{kind} j-{kind} {kind} {value}")).await.unwrap();
+            assert_eq!(reply, format!("disc_register_payload {base} j-{kind} ok"));
+        }
+
+        /// Reads Curator's instance of `kind` as a `T`, registers `mine`, and returns what
+        /// Curator reads of both.
+        async fn both_ways<T>(
+            fw: &zk_recipes::Framework,
+            java: &mut CuratorPeer,
+            base: &str,
+            kind: &str,
+            class: &str,
+            mine: T,
+        ) -> (Option<T>, String)
+        where
+            T: serde::Serialize + serde::de::DeserializeOwned + Clone + Send + Sync + 'static,
+        {
+            let serializer = JsonInstanceSerializer::new().payload_class(class);
+            let discovery: ServiceDiscovery<T> = ServiceDiscovery::new(fw, base, serializer).unwrap();
+            let name = format!("p{kind}");
+            let read =
+                discovery.query_for_instance(&name, &format!("j-{kind}")).await.unwrap().expect("Curator's instance");
+            let instance = ServiceInstance::builder(&name).id(&format!("r-{kind}")).payload(mine).build().unwrap();
+            discovery.register(&instance).await.unwrap();
+            let seen = java.command(&format!("disc_payloads {base} {name}")).await.unwrap();
+            (read.payload, seen)
+        }
+
+        let (read, seen) = both_ways(&fw, &mut java, &base, "long", "java.lang.Long", 7i64).await;
+        assert_eq!(read, Some(5));
+        assert_eq!(seen, format!("disc_payloads {base} 2 j-long|java.lang.Long|5 r-long|java.lang.Long|7"));
+        let (read, seen) = both_ways(&fw, &mut java, &base, "int", "java.lang.Integer", 8i32).await;
+        assert_eq!(read, Some(6));
+        assert_eq!(seen, format!("disc_payloads {base} 2 j-int|java.lang.Integer|6 r-int|java.lang.Integer|8"));
+        let (read, seen) = both_ways(&fw, &mut java, &base, "double", "java.lang.Double", 3.5f64).await;
+        assert_eq!(read, Some(2.5));
+        assert_eq!(seen, format!("disc_payloads {base} 2 j-double|java.lang.Double|2.5 r-double|java.lang.Double|3.5"));
+        let (read, seen) = both_ways(&fw, &mut java, &base, "string", "java.lang.String", "hi".to_owned()).await;
+        assert_eq!(read.as_deref(), Some("text"));
+        assert_eq!(seen, format!("disc_payloads {base} 2 j-string|java.lang.String|text r-string|java.lang.String|hi"));
+        let (read, seen) = both_ways(&fw, &mut java, &base, "bool", "java.lang.Boolean", false).await;
+        assert_eq!(read, Some(true));
+        assert_eq!(
+            seen,
+            format!("disc_payloads {base} 2 j-bool|java.lang.Boolean|true r-bool|java.lang.Boolean|false")
+        );
+        let list = vec!["c".to_owned(), "d".to_owned()];
+        let (read, seen) = both_ways(&fw, &mut java, &base, "list", "java.util.ArrayList", list).await;
+        assert_eq!(read, Some(vec!["a".to_owned(), "b".to_owned()]));
+        assert_eq!(
+            seen,
+            format!("disc_payloads {base} 2 j-list|java.util.ArrayList|[a, b] r-list|java.util.ArrayList|[c, d]")
+        );
+        let (read, seen) = both_ways(&fw, &mut java, &base, "map", "java.util.LinkedHashMap", json!({"v": "y"})).await;
+        assert_eq!(read, Some(json!({"v": "x"})));
+        assert_eq!(
+            seen,
+            format!(
+                "disc_payloads {base} 2 j-map|java.util.LinkedHashMap|{{v=x}} r-map|java.util.LinkedHashMap|{{v=y}}"
+            )
+        );
+
+        java.command(&format!("disc_close {base}")).await.unwrap();
+        java.quit().await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}

@@ -455,10 +455,7 @@ async fn a_counting_proxy_drops_a_connection_that_is_not_zookeeper() {
         stream.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc]).await.unwrap();
         let mut byte = [0u8; 1];
         let read = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut byte)).await;
-        assert!(
-            matches!(read, Ok(Ok(0) | Err(_))),
-            "the proxy closes a connection that is not ZooKeeper's: {read:?}"
-        );
+        assert!(matches!(read, Ok(Ok(0) | Err(_))), "the proxy closes a connection that is not ZooKeeper's: {read:?}");
 
         let client = connect(&proxy.connect_string(), Duration::from_secs(4)).await;
         let before = proxy.counts();
