@@ -40,7 +40,6 @@ fn expect(lease: &NonBlockingLease, expected: bool) -> Result<(), Error> {
     }
 }
 
-/// Deletes the example's nodes (the lease records outlive every session), if there are any.
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let (_server, connect) = server_or_connect().await?;

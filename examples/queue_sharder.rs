@@ -37,7 +37,6 @@ fn shard_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// Deletes the example's nodes (the shards are persistent), if there are any.
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let (_server, connect) = server_or_connect().await?;

@@ -7,7 +7,8 @@
 set -euo pipefail
 
 missing=()
-[ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
+# The server's package (its jars, /usr/share/java/zookeeper.jar, come with Curator's too).
+dpkg -s zookeeper >/dev/null 2>&1 || missing+=(zookeeper)
 command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
 [ -f /usr/share/java/curator-recipes.jar ] || missing+=(libcurator-recipes-java)
 [ -f /usr/share/java/curator-x-discovery.jar ] || missing+=(libcurator-discovery-java)
@@ -38,11 +39,27 @@ if ! python3 -c 'import kazoo' >/dev/null 2>&1; then
   export PIP_ROOT_USER_ACTION=ignore
   python3 -m pip install --quiet kazoo 2>/dev/null \
     || python3 -m pip install --quiet --break-system-packages kazoo 2>/dev/null \
-    || { [ "$(id -u)" -eq 0 ] && apt-get install -y -qq --no-install-recommends python3-kazoo >/dev/null; } \
+    || { sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"; $sudo apt-get update -qq \
+         && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends python3-kazoo >/dev/null; } \
     || echo "setup: could not install kazoo; the kazoo interop tests will say so" >&2
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then
-  echo "setup: cargo not found; install Rust (https://rustup.rs) first" >&2
+  echo "setup: cargo not found; install Rust 1.80 or later with clippy (https://rustup.rs) first" >&2
   exit 1
+fi
+# The crate needs Rust 1.80 (Debian's own rustc is older on bookworm), the tests run clippy.
+rustc_version=$(rustc --version | awk '{ print $2 }')
+if [ "$(printf '%s\n' 1.80.0 "$rustc_version" | sort -V | head -n 1)" != 1.80.0 ]; then
+  echo "setup: rustc $rustc_version is older than the 1.80 the crate needs (https://rustup.rs)" >&2
+  exit 1
+fi
+if ! cargo clippy --version >/dev/null 2>&1; then
+  if command -v rustup >/dev/null 2>&1; then
+    echo "setup: installing clippy" >&2
+    rustup component add clippy
+  else
+    echo "setup: cargo clippy not found; the test script runs it (rustup component add clippy)" >&2
+    exit 1
+  fi
 fi

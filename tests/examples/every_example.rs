@@ -40,6 +40,7 @@ fn build_examples() -> PathBuf {
         ("discovery", cfg!(feature = "discovery")),
         ("serde", cfg!(feature = "serde")),
         ("schema", cfg!(feature = "schema")),
+        ("sasl-gssapi", cfg!(feature = "sasl-gssapi")),
     ]
     .into_iter()
     .filter_map(|(feature, on)| on.then_some(feature))
@@ -94,12 +95,15 @@ async fn every_example_runs() {
             "counter",
             "discovery",
             "leader_observer",
+            "leader",
             "lease",
             "metrics",
+            "migrations",
             "multi_lock",
             "mutex",
             "queue_sharder",
             "registration",
+            "schema",
             "semaphore",
             "typed_config",
             "service",
