@@ -285,9 +285,10 @@ impl Error {
         matches!(self, Error::ZooKeeper(ZkError::NodeExists))
     }
 
-    /// True when a versioned write found another version (ZooKeeper's `BadVersion`).
+    /// True when a versioned write found another version: ZooKeeper's `BadVersion`, or the
+    /// framework's [`Error::BadVersion`] that names the path and the version expected.
     pub fn is_bad_version(&self) -> bool {
-        matches!(self, Error::ZooKeeper(ZkError::BadVersion))
+        matches!(self, Error::ZooKeeper(ZkError::BadVersion) | Error::BadVersion { .. })
     }
 
     /// True when a node to delete still has children (ZooKeeper's `NotEmpty`).
@@ -426,6 +427,7 @@ mod tests {
             (ZkError::NoNode.into(), &["no_node"]),
             (ZkError::NodeExists.into(), &["node_exists"]),
             (ZkError::BadVersion.into(), &["bad_version"]),
+            (Error::BadVersion { path: "/a".into(), expected: 3 }, &["bad_version"]),
             (ZkError::NotEmpty.into(), &["not_empty"]),
             (ZkError::NoAuth.into(), &["no_auth"]),
             (ZkError::ConnectionLoss.into(), &["connection_loss"]),

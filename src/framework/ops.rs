@@ -224,19 +224,31 @@ impl Framework {
         levels.reverse();
         let acls: Vec<_> = levels.iter().map(|level| self.acl_for(level)).collect::<Result<_>>()?;
         let levels: Vec<_> = levels.into_iter().zip(&acls).collect();
+        let no_root = std::sync::atomic::AtomicBool::new(false);
         let on_session = || {
-            let (session, levels) = (self.session(), &levels);
+            let (session, levels, no_root) = (self.session(), &levels, &no_root);
             async move {
                 let session = session?;
-                Ok(create_levels(&session, mode, levels).await?)
+                match create_levels(&session, mode, levels).await {
+                    Err(Missing::Root) => {
+                        no_root.store(true, std::sync::atomic::Ordering::Relaxed);
+                        Err(ZkError::NoNode.into())
+                    }
+                    Err(Missing::Zk(e)) => Err(e.into()),
+                    Ok(()) => Ok(()),
+                }
             }
         };
         // A level that exists when its create is sent can be gone by the time the next
         // level's create arrives (the server removes an empty container at any moment, and
         // its delete can land between two of our creates): `NoNode` then sends every level
-        // again, under the retry policy, like a connection loss.
+        // again, under the retry policy, like a connection loss. Not when the root itself is
+        // missing (a chroot of the connect string that does not exist): that stays so.
         let retry_policy = &*self.config().retry_policy;
-        let parent_vanished = |e: &Error| matches!(e, Error::ZooKeeper(ZkError::NoNode)) || retry_policy.allow_retry(e);
+        let parent_vanished = |e: &Error| {
+            (matches!(e, Error::ZooKeeper(ZkError::NoNode)) && !no_root.load(std::sync::atomic::Ordering::Relaxed))
+                || retry_policy.allow_retry(e)
+        };
         self.retry_loop().run(on_session, parent_vanished).await
     }
 
@@ -263,12 +275,17 @@ impl Framework {
 /// ensemble all the same (the leader logs and replicates an error transaction for it), where a
 /// read is answered by the server at hand: sending every level's create each time cost a lock
 /// on a new directory five refused writes at a depth of six.
-async fn create_levels(session: &Session, mode: CreateMode, levels: &[(&str, &Vec<Acl>)]) -> Result<(), ZkError> {
+///
+/// A top level refused with `NoNode` has no parent but the root: the root is read then (one
+/// more request, on that failure only), and a missing root (a connect string's chroot that
+/// does not exist) is [`Missing::Root`], which no create can mend.
+async fn create_levels(session: &Session, mode: CreateMode, levels: &[(&str, &Vec<Acl>)]) -> Result<(), Missing> {
     let Some((deepest, above)) = levels.split_last() else { return Ok(()) };
     session.sent(Op::Create);
     match create_all(&session.client, mode, std::slice::from_ref(deepest)).await {
+        Err(ZkError::NoNode) if above.is_empty() => return Err(root_checked(session).await),
         Err(ZkError::NoNode) => {}
-        done => return done,
+        done => return Ok(done?),
     }
     above.iter().for_each(|_| session.sent(Op::Exists));
     let reads = above.iter().map(|(level, _)| session.client.check_stat(level));
@@ -278,9 +295,38 @@ async fn create_levels(session: &Session, mode: CreateMode, levels: &[(&str, &Ve
             missing.push(*level);
         }
     }
+    let top_missing = missing.first().is_some_and(|(level, _)| *level == levels[0].0);
     missing.push(*deepest);
     missing.iter().for_each(|_| session.sent(Op::Create));
-    create_all(&session.client, mode, &missing).await
+    match create_all(&session.client, mode, &missing).await {
+        Err(ZkError::NoNode) if top_missing => Err(root_checked(session).await),
+        done => Ok(done?),
+    }
+}
+
+/// What a top level's `NoNode` means: [`Missing::Root`] when the client's root does not
+/// exist, else the `NoNode` (a level made meanwhile went again).
+async fn root_checked(session: &Session) -> Missing {
+    session.sent(Op::Exists);
+    match session.client.check_stat("/").await {
+        Ok(None) => Missing::Root,
+        Ok(Some(_)) => Missing::Zk(ZkError::NoNode),
+        Err(e) => Missing::Zk(e),
+    }
+}
+
+/// Why [`create_levels`] made nothing.
+enum Missing {
+    /// The client's root: its chroot does not exist.
+    Root,
+    /// The server's refusal.
+    Zk(ZkError),
+}
+
+impl From<ZkError> for Missing {
+    fn from(e: ZkError) -> Missing {
+        Missing::Zk(e)
+    }
 }
 
 /// Sends one create of `mode` per level (with its ACL), back to back, and waits for all of

@@ -143,3 +143,32 @@ async fn a_view_loses_its_lock_and_keeps_its_watch_across_a_new_session() {
     })
     .await
 }
+
+/// A connect string whose chroot does not exist: creating parents fails with `NoNode` at once
+/// (no level can be made under a missing root), not after every retry the policy allows (the
+/// test's framework retries for ever); with the chroot made, the same calls succeed.
+#[tokio::test]
+async fn a_missing_chroot_fails_parent_creation_at_once() {
+    bounded(LIMIT, async {
+        let connect = common::fixtures::shared_connect().await;
+        let chroot = unique_path("fw", "missing-chroot");
+        let fw = framework(&format!("{connect}{chroot}"), SESSION).await;
+        let err = within(EVENT, "ensure_path under a missing chroot", fw.ensure_path("/a/b")).await.unwrap_err();
+        assert!(err.is_no_node(), "{err:?}");
+        let err = within(EVENT, "create with parents under a missing chroot", async { fw.create("/a/b/c").await })
+            .await
+            .unwrap_err();
+        assert!(err.is_no_node(), "{err:?}");
+        let err = within(EVENT, "create of a top level", async { fw.create("/top").await }).await.unwrap_err();
+        assert!(err.is_no_node(), "{err:?}");
+
+        let root = shared_framework().await;
+        root.create(&chroot).parents(zk_recipes::Parents::Persistent).await.unwrap();
+        within(EVENT, "ensure_path under the chroot made", fw.ensure_path("/a/b")).await.unwrap();
+        within(EVENT, "create under the chroot made", async { fw.create("/a/b/c").await }).await.unwrap();
+        fw.close().await;
+        root.delete(&chroot).recursive().await.unwrap();
+        root.close().await;
+    })
+    .await;
+}
