@@ -293,8 +293,10 @@ impl<'a> CreateBuilder<'a> {
         // True once a create may have happened without our hearing of it.
         let mut in_doubt = false;
         let mut pending: Option<PendingCreate> = None;
+        // Under `SessionFailurePolicy::Fail`, no try after the first one's session ended.
+        let (policy, mut first_epoch) = (fw.config().session_failure_policy, None);
         loop {
-            let session = fw.session()?;
+            let session = policy.keep_session(&mut first_epoch, fw.session()?)?;
             if let Some(prefix) = &prefix {
                 if pending.as_ref().map_or(true, |p| p.epoch() != session.epoch) {
                     if let Some(old) = pending.take() {

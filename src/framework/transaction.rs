@@ -345,8 +345,10 @@ impl<'a> Transaction<'a> {
         let prepared = self.prepare()?;
         let fw = self.framework;
         let mut retry = fw.retry_loop();
+        // Under `SessionFailurePolicy::Fail`, no try after the first one's session ended.
+        let (policy, mut first_epoch) = (fw.config().session_failure_policy, None);
         loop {
-            let session = fw.session()?;
+            let session = policy.keep_session(&mut first_epoch, fw.session()?)?;
             session.sent(Sent::Multi);
             let mut writer = session.client.new_multi_writer();
             for (op, (full, acl)) in self.ops.iter().zip(&prepared) {

@@ -407,15 +407,32 @@ async fn the_session_failure_policy_decides_whether_an_operation_moves_to_the_ne
                 let (fw, path) = (fw.clone(), path.clone());
                 async move { fw.get_data(&path).await }
             });
+            // A create too (its own retry loop): under `Fail` not made on the new session.
+            let ephemeral = format!("{path}-{policy:?}");
+            let create = tokio::spawn({
+                let (fw, ephemeral) = (fw.clone(), ephemeral.clone());
+                async move { fw.create(&ephemeral).mode(zk_recipes::zk::CreateMode::Ephemeral).await }
+            });
             tokio::time::sleep(Duration::from_millis(100)).await;
             zk_recipes::testing::expire_session(&faulty.proxy, &faulty.direct(), session).await.unwrap();
             let result = within(Duration::from_secs(30), "the read", read).await.unwrap();
+            let created = within(Duration::from_secs(30), "the create", create).await.unwrap();
             match policy {
-                SessionFailurePolicy::Fail => assert!(
-                    matches!(result, Err(Error::ZooKeeper(zk_recipes::zk::Error::SessionExpired))),
-                    "{result:?}"
-                ),
-                _ => assert_eq!(result.unwrap().0, b"data"),
+                SessionFailurePolicy::Fail => {
+                    assert!(
+                        matches!(result, Err(Error::ZooKeeper(zk_recipes::zk::Error::SessionExpired))),
+                        "{result:?}"
+                    );
+                    assert!(
+                        matches!(created, Err(Error::ZooKeeper(zk_recipes::zk::Error::SessionExpired))),
+                        "{created:?}"
+                    );
+                    assert_eq!(setup.exists(&ephemeral).await.unwrap(), None);
+                }
+                _ => {
+                    assert_eq!(result.unwrap().0, b"data");
+                    assert_eq!(created.unwrap().path, ephemeral);
+                }
             }
             fw.close().await;
         }
