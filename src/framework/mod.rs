@@ -354,7 +354,8 @@ impl Framework {
     /// most `timeout` (Curator's `blockUntilConnected`). Returns whether it is connected.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a zero timeout; [`Error::Closed`] after `close()`.
+    /// [`Error::InvalidArgument`] for a zero timeout; [`Error::Closed`] after `close()`, also
+    /// a `close()` while it waits.
     ///
     /// # Cancel safety
     /// Cancel-safe: it only observes.
@@ -362,11 +363,13 @@ impl Framework {
         if timeout.is_zero() {
             return Err(Error::invalid_argument("timeout", "must be greater than zero"));
         }
+        let mut rx = self.state_watch();
+        // A close publishes `Lost` once it has marked the framework closed.
+        let connected_or_closed = |s: &StateSnapshot| (s.state.is_connected() && s.epoch > 0) || self.is_closed();
+        let waited = tokio::time::timeout(timeout, rx.wait_for(connected_or_closed)).await;
         if self.is_closed() {
             return Err(Error::Closed);
         }
-        let mut rx = self.state_watch();
-        let waited = tokio::time::timeout(timeout, rx.wait_for(|s| s.state.is_connected() && s.epoch > 0)).await;
         Ok(matches!(waited, Ok(Ok(_))))
     }
 

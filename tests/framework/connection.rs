@@ -445,3 +445,29 @@ async fn close_wakes_waiters_with_closed_and_fires_lost() {
     .await
     .expect("test finished in time");
 }
+
+/// A `close()` during an outage ends a `wait_until_connected` with `Closed` at once, not at
+/// its timeout.
+#[tokio::test]
+async fn a_close_ends_a_wait_for_the_connection() {
+    timeout(LIMIT, async {
+        let server = shared_server().await.unwrap();
+        let proxy = FaultProxy::start(&server.connect_string()).await.unwrap();
+        let fw =
+            Framework::builder(&proxy.connect_string()).session_timeout(Duration::from_secs(4)).start().await.unwrap();
+        let mut states = fw.state_watch();
+        proxy.set_mode(ProxyMode::BlackHole);
+        proxy.reset_connections();
+        states.wait_for(|s| !s.state.is_connected()).await.unwrap();
+        let waiting = tokio::spawn({
+            let fw = fw.clone();
+            async move { fw.wait_until_connected(Duration::from_secs(600)).await }
+        });
+        tokio::task::yield_now().await;
+        fw.close().await;
+        let waited = timeout(Duration::from_secs(10), waiting).await.expect("the wait ends with the close").unwrap();
+        assert!(matches!(waited, Err(Error::Closed)), "{waited:?}");
+    })
+    .await
+    .expect("test finished in time");
+}
