@@ -95,9 +95,11 @@ fn non_zero_sleep(policy: &str, sleep: Duration) -> Result<()> {
     Ok(())
 }
 
-/// Sleeps `base × random(1 ..= 2^(attempt+1))`, at most `max_sleep`, for up to `max_retries`
-/// retries (Curator's `ExponentialBackoffRetry` / `BoundedExponentialBackoffRetry`: the same
-/// name; it was `ExponentialBackoff` before, an alias kept, deprecated).
+/// Sleeps `base × max(1, random(0 .. 2^(attempt+1)))`, at most `max_sleep`, for up to
+/// `max_retries` retries (Curator's `ExponentialBackoffRetry` /
+/// `BoundedExponentialBackoffRetry`, the same formula: the first retry sleeps `base`; it was `ExponentialBackoff` before, an alias kept, deprecated).
+/// One difference: [`new`](Self::new) caps each sleep at 30 s where Curator's two-argument
+/// constructor caps it at `Integer.MAX_VALUE` ms; [`max_sleep`](Self::max_sleep) sets it.
 #[doc(alias = "ExponentialBackoff", alias = "BoundedExponentialBackoffRetry")]
 #[derive(Debug, Clone)]
 pub struct ExponentialBackoffRetry {
@@ -143,8 +145,9 @@ impl RetryPolicy for ExponentialBackoffRetry {
         if attempt >= self.max_retries {
             return None;
         }
+        // Curator's `Math.max(1, random.nextInt(1 << (retryCount + 1)))`.
         let span = 1u64 << (attempt + 1).min(Self::MAX_RETRIES_LIMIT + 1);
-        let factor = 1 + random_u64() % span;
+        let factor = (random_u64() % span).max(1);
         let sleep = self.base.saturating_mul(u32::try_from(factor).unwrap_or(u32::MAX));
         Some(sleep.min(self.max_sleep))
     }
@@ -365,7 +368,8 @@ mod tests {
         for attempt in 0..5 {
             for _ in 0..50 {
                 let d = policy.next_delay(attempt, Duration::ZERO).unwrap();
-                let ceiling = base * (1u32 << (attempt + 1));
+                // Curator's factor: max(1, 0 ..= 2^(attempt+1) - 1).
+                let ceiling = base * ((1u32 << (attempt + 1)) - 1);
                 assert!(d >= base, "{d:?} below base");
                 assert!(d <= ceiling.min(Duration::from_millis(200)), "{d:?} above ceiling at {attempt}");
             }
