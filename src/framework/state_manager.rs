@@ -255,14 +255,19 @@ pub(crate) async fn run(
             }
             Wake::Confirm(Ok(())) => {
                 confirming = None;
-                observations.push((Observation::Confirmed, now));
+                // A read-only server answered: the state goes back to `ReadOnly`.
+                let confirmed = match watcher.peek_state() {
+                    SessionState::ConnectedReadOnly => Observation::Session(SessionState::ConnectedReadOnly),
+                    _ => Observation::Confirmed,
+                };
+                observations.push((confirmed, now));
             }
             Wake::Confirm(Err(error)) => {
                 confirming = None;
                 // Try again while the client says connected; otherwise its next `SyncConnected`
                 // starts a new round trip.
                 tracing::debug!(%error, "confirming round trip failed");
-                if watcher.peek_state() == SessionState::SyncConnected {
+                if matches!(watcher.peek_state(), SessionState::SyncConnected | SessionState::ConnectedReadOnly) {
                     confirming = confirm(&inner, timing, timing.beat);
                 }
             }
@@ -435,16 +440,26 @@ fn attach(inner: &Inner, session: Session) -> Moving {
 
 /// Sends a `sync` on the current session after `delay`, bounded by one round-trip timeout.
 /// A `sync` goes through the ensemble's leader, so its answer also shows that the member we
-/// talk to still follows one. `None` when there is no session (closing).
+/// talk to still follows one. A read-only server refuses every `sync` (`NotReadOnly`): on a
+/// read-only connection an `exists` of the root confirms it instead. `None` when there is no
+/// session (closing).
 fn confirm(inner: &Inner, timing: Timing, delay: Duration) -> Option<Confirming> {
     let session = inner.session().ok()?;
     let client: Client = session.client.clone();
-    session.sent(Op::Sync);
+    let read_only = client.state() == SessionState::ConnectedReadOnly;
+    session.sent(if read_only { Op::Exists } else { Op::Sync });
     Some(Box::pin(async move {
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
-        match tokio::time::timeout(timing.round_trip, client.sync("/")).await {
+        let answered = async {
+            if read_only {
+                client.check_stat("/").await.map(drop)
+            } else {
+                client.sync("/").await
+            }
+        };
+        match tokio::time::timeout(timing.round_trip, answered).await {
             Ok(result) => result,
             Err(_) => Err(zookeeper_client::Error::ConnectionLoss),
         }

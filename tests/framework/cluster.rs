@@ -113,6 +113,13 @@ async fn read_only_server_is_reported_as_read_only() {
             matches!(refused, Err(zk_recipes::Error::ZooKeeper(zk_recipes::zk::Error::NotReadOnly))),
             "{refused:?}"
         );
+        // A runtime stalled past 3/10 of the session timeout reads `Suspended`; the round trip
+        // that confirms the connection is a read on a read-only server (which refuses every
+        // `sync`), and the state goes back to `ReadOnly`, not on to `Lost`.
+        let negotiated = fw.negotiated_session_timeout().unwrap();
+        std::thread::sleep(negotiated * 4 / 10);
+        assert_eq!(next(&mut events, Duration::from_secs(5)).await.state, ConnectionState::Suspended);
+        assert_eq!(next(&mut events, negotiated / 2).await.state, ConnectionState::ReadOnly);
 
         cluster.restart(1).await.unwrap();
         cluster.restart(2).await.unwrap();
