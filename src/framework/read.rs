@@ -86,6 +86,13 @@ impl OneshotWatch {
         OneshotWatch { framework: framework.clone(), armed: Armed::Client { watcher, entry, client } }
     }
 
+    /// True when it shares the framework's persistent watch of its path (it set none of its
+    /// own): dropping it unfired costs no request, and kept unpolled, every event of the path
+    /// queues in it.
+    pub(crate) fn is_shared(&self) -> bool {
+        matches!(self.armed, Armed::Shared { .. })
+    }
+
     fn shared(framework: &Framework, watch: Box<SessionWatch>, children: bool) -> Self {
         let full_path = watch.full_path().to_owned();
         OneshotWatch { framework: framework.clone(), armed: Armed::Shared { watch, full_path, children } }

@@ -692,13 +692,16 @@ impl InterProcessSemaphore {
                 return Err(Failure::NodeMissing);
             }
             if admitted {
-                // Let the next contender in first (the delete goes out now). The unfired watch
-                // goes with the first lease: dropped now, it would cost a RemoveWatches request;
-                // kept, it fires (at the latest on our own lease's delete, whose notification
-                // the server sends before the reply) and then costs nothing.
+                // Let the next contender in first (the delete goes out now). An unfired
+                // one-shot watch goes with the first lease: dropped now, it would cost a
+                // RemoveWatches request; kept, it fires (at the latest on our own lease's
+                // delete, whose notification the server sends before the reply) and then costs
+                // nothing. A share of the framework's persistent watch of the directory is
+                // dropped: that costs no request, and kept unpolled it would queue every
+                // event of the directory for as long as the lease is held.
                 drop(lock);
                 let mut first = HeldNode::new(first);
-                if let Some(watch) = watch {
+                if let Some(watch) = watch.filter(|watch| !watch.is_shared()) {
                     first.keep_watch(watch);
                 }
                 let rest = rest.into_iter().map(|node| self.lease(HeldNode::new(node))).collect();

@@ -225,6 +225,38 @@ async fn a_semaphores_lease_listing_shares_a_persistent_watch_of_its_directory()
     .await;
 }
 
+/// A lease admitted through a share of the framework's persistent watch of the lease
+/// directory does not keep that share: when the watch's own holder drops it, it leaves the
+/// server (a share kept unpolled by the lease held it there and queued every event of the
+/// directory for as long as the lease was held).
+#[tokio::test]
+async fn a_held_lease_keeps_no_share_of_a_persistent_watch() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let server = zk_recipes::testing::shared_server().await.unwrap();
+        let proxy = CountingProxy::start(&server.connect_string()).await.unwrap();
+        let fw = classic_framework(&proxy.connect_string(), SESSION).await;
+        let path = unique_path("watch-home", "semaphore-share");
+        let leases = format!("{path}/leases");
+        fw.create(&leases).data(b"").parents(zk_recipes::Parents::Persistent).await.unwrap();
+        let watch = fw.watch(&leases, WatchMode::Persistent).await.unwrap();
+        let semaphore = zk_recipes::InterProcessSemaphore::new(&fw, &path, 2).unwrap();
+        let lease = within(EVENT, "a lease", semaphore.acquire()).await.unwrap();
+
+        let before = proxy.counts();
+        drop(watch);
+        eventually(EVENT, "the persistent watch removed while the lease is held", || async {
+            let sent = proxy.counts().since(&before).get("removeWatches");
+            (sent == 1).then_some(()).ok_or(format!("{sent} removeWatches"))
+        })
+        .await;
+        lease.release().await.unwrap();
+        fw.delete(&path).recursive().await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
+
 /// Creates and deletes two children of `leases`, each heard twice by `watch` (a recursive
 /// watch hears the creation and the deletion, a plain one that the children changed).
 async fn probe_leases(
