@@ -101,7 +101,7 @@ struct Persistent {
     full_path: String,
     mode: WatchMode,
     /// Told when the watch must be added again.
-    rearm: Arc<Notify>,
+    rearm: Arc<Rearm>,
 }
 
 #[derive(Debug)]
@@ -113,12 +113,27 @@ struct Oneshot {
     shadowed: bool,
 }
 
+/// A persistent entry's requests to add its watch again: kept for its owner's next wait (an
+/// async owner), and waking the task of an owner that polls.
+#[derive(Debug, Default)]
+struct Rearm {
+    wanted: Notify,
+    poller: futures::task::AtomicWaker,
+}
+
+impl Rearm {
+    fn request(&self) {
+        self.wanted.notify_one();
+        self.poller.wake();
+    }
+}
+
 /// An entry in the framework's table, removed when this drops.
 pub(crate) struct Registered {
     table: Arc<Mutex<WatchTable>>,
     id: u64,
     /// Told when the watch must be added again (persistent entries).
-    rearm: Arc<Notify>,
+    rearm: Arc<Rearm>,
     oneshot: bool,
 }
 
@@ -132,7 +147,16 @@ impl Registered {
     /// Completes when the watch must be added again. Cancel-safe (a notification that came
     /// while nobody waited is kept for the next wait).
     pub(crate) async fn rearm_wanted(&self) {
-        self.rearm.notified().await;
+        self.rearm.wanted.notified().await;
+    }
+
+    /// Whether the watch must be added again, without waiting (for owners that poll): true
+    /// once per request. When false, `cx` is woken by the next request.
+    pub(crate) fn take_rearm(&self, cx: Option<&mut std::task::Context<'_>>) -> bool {
+        if let Some(cx) = cx {
+            self.rearm.poller.register(cx.waker());
+        }
+        futures::FutureExt::now_or_never(self.rearm.wanted.notified()).is_some()
     }
 
     /// A one-shot entry whose watch fired: its end removes nothing from the server.
@@ -159,7 +183,7 @@ impl Drop for Registered {
             // The client sends `RemoveWatches` for an unfired one-shot watch: on ZooKeeper
             // 3.6-3.8 that takes the persistent watches of the path with it.
             for watch in table.persistent.iter().filter(|w| w.full_path == entry.full_path) {
-                watch.rearm.notify_one();
+                watch.rearm.request();
             }
         }
     }
@@ -190,7 +214,7 @@ impl Framework {
         }
         table.next_id += 1;
         let id = table.next_id;
-        let rearm = Arc::new(Notify::new());
+        let rearm = Arc::new(Rearm::default());
         table.persistent.push(Persistent { id, full_path: full_path.to_owned(), mode, rearm: rearm.clone() });
         drop(table);
         Ok(Registered { table: table_arc, id, rearm, oneshot: false })
@@ -225,7 +249,7 @@ impl Framework {
         let id = table.next_id;
         table.oneshots.push(Oneshot { id, full_path: full_path.to_owned(), shadowed: false });
         drop(table);
-        Ok(Registered { table: table_arc, id, rearm: Arc::new(Notify::new()), oneshot: true })
+        Ok(Registered { table: table_arc, id, rearm: Arc::default(), oneshot: true })
     }
 
     /// The mode of this framework's persistent watches on `full_path`, if it has one there: a

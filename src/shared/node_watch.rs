@@ -75,7 +75,7 @@ impl NodeWatch {
     /// Whether the watch still reports every change: its connection has not broken and the
     /// framework is on the session it was added on.
     pub(crate) fn is_live(&mut self) -> bool {
-        self.broken = self.broken || !self.watch.is_live();
+        self.broken = self.broken || !self.watch.is_live_now();
         !self.broken
     }
 

@@ -349,6 +349,24 @@ impl SessionWatch {
             && self.weak.upgrade().is_some_and(|fw| fw.epoch() == self.epoch())
     }
 
+    /// [`is_live`](Self::is_live), for owners that poll instead of calling
+    /// [`next`](Self::next): a request of the watch table to add the watch again (a one-shot
+    /// watch may have silenced it) is taken here, and the watch is then not live until it is
+    /// added again.
+    pub(crate) fn is_live_now(&mut self) -> bool {
+        self.take_rearm(None);
+        self.is_live()
+    }
+
+    /// Takes a request of the watch table to add the watch again, if there is one (`cx`, if
+    /// given, is woken by the next one).
+    fn take_rearm(&mut self, cx: Option<&mut std::task::Context<'_>>) {
+        if self.entry.take_rearm(cx) {
+            tracing::debug!(path = %self.full_path, "watch: adding it again (a one-shot watch may have silenced it)");
+            self.rearm();
+        }
+    }
+
     /// Asks for the watch to be added again on the same connection (yields `Interrupted`,
     /// then `Adding` and `Resync(Some(Rearmed))`), as the watch table does when a one-shot
     /// watch may have silenced it.
@@ -368,6 +386,7 @@ impl SessionWatch {
     /// is not added again by this.
     pub(crate) fn poll_event(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<WatchedEvent>> {
         use std::task::Poll;
+        self.take_rearm(Some(cx));
         if !self.is_live() || self.emulated.is_some() {
             return Poll::Ready(None);
         }
@@ -392,7 +411,7 @@ impl SessionWatch {
     /// the watch is not live.
     pub(crate) fn queued(&mut self) -> Vec<WatchedEvent> {
         let mut events = Vec::new();
-        while self.is_live() && self.emulated.is_none() {
+        while self.is_live_now() && self.emulated.is_none() {
             let Some(watcher) = self.watcher.as_mut() else { break };
             let Some(Ok(event)) = AssertUnwindSafe(watcher.changed()).catch_unwind().now_or_never() else {
                 break;

@@ -378,3 +378,35 @@ async fn try_set_increments_through_a_breaking_connection_are_applied_once_or_re
     })
     .await;
 }
+
+/// A watched read of the value's node set before the value's own persistent watch, dropped
+/// unfired: the client's `RemoveWatches` takes the persistent watch's data events with it on
+/// ZooKeeper 3.6-3.8, and the value adds its watch again (the framework's watch table asks
+/// for it) instead of keeping a copy that no longer changes.
+#[tokio::test]
+async fn a_one_shot_watch_dropped_beside_the_values_watch_does_not_silence_it() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let fw = plain_framework(&connect, SESSION).await;
+        let writer = plain_framework(&connect, SESSION).await;
+        let path = unique_path("shared", "silenced");
+        writer.create(&path).data(b"0").await.unwrap();
+        let (_, _, one_shot) = fw.get_data(&path).watch().await.unwrap();
+        let value = SharedValue::new(&fw, &path, b"seed".to_vec()).unwrap();
+        value.start().await.unwrap();
+        assert_eq!(value.value(), b"0");
+        drop(one_shot);
+        // A round trip after the RemoveWatches the drop sent.
+        fw.exists(&path).await.unwrap();
+        for next in [&b"1"[..], b"2"] {
+            writer.set_data(&path, next).await.unwrap();
+            local_copy_becomes(&value, next).await;
+        }
+        value.close();
+        writer.delete(&path).await.unwrap();
+        writer.close().await;
+        fw.close().await;
+    })
+    .await;
+}
