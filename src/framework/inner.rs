@@ -85,6 +85,13 @@ impl Sessions for Inner {
     fn client_of(&self, epoch: u64) -> Option<Client> {
         Inner::client_of(self, epoch)
     }
+
+    fn current_client(&self) -> Result<Client, bool> {
+        if self.is_closed() {
+            return Err(true);
+        }
+        self.session.lock().as_ref().map(|s| s.client.clone()).ok_or(false)
+    }
 }
 
 impl Inner {

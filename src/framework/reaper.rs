@@ -2,8 +2,10 @@
 //! `FindAndDeleteProtectedNodeInBackground`).
 //!
 //! Commands arrive on an unbounded channel, so sending never blocks and works outside a
-//! runtime (guards' `Drop` uses it). Each delete is retried through connection loss and given
-//! up only when the session that owned the node is gone (the server deleted it then).
+//! runtime (guards' `Drop` uses it). Each delete is retried through connection loss. A lock
+//! node's delete is given up when the session that owned the node is gone (the server deleted
+//! it then); a guaranteed delete of a node that may be persistent goes on through the next
+//! session, for a node there that is not ephemeral, until the framework closes.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -37,6 +39,10 @@ pub(crate) trait Sessions: Send + Sync {
     fn session_gone(&self, epoch: u64) -> bool {
         self.client_of(epoch).map_or(true, |client| client.state().is_terminated())
     }
+
+    /// The client of the current session, `Err(true)` once the framework is closed (no
+    /// session will come), `Err(false)` between sessions.
+    fn current_client(&self) -> Result<zookeeper_client::Client, bool>;
 }
 
 /// A reply to a request already sent on the session.
@@ -171,22 +177,44 @@ async fn reap(weak: Weak<dyn Sessions>, cmd: ReaperCmd, observer: &Observer) {
         ReaperCmd::DeleteOwned { path, data, epoch, recipe } => (Target::Owned(path, data), epoch, None, recipe),
         ReaperCmd::DeleteAt { path, version, epoch, recipe } => (Target::NodeAt(path, version), epoch, None, recipe),
     };
+    // A node that may be persistent (a guaranteed delete of any node, a protected create's
+    // cleanup) is still deleted after its session ended, through the session current then, as
+    // Curator's guaranteed deletes go on for as long as the framework is open; an ephemeral
+    // node there then is not the one asked for (that went with its session).
+    let outlives_session =
+        matches!(target, Target::Node(_) | Target::NodeAt(..) | Target::Prefix { .. }) && sent.is_none();
     let (target, weak) = (&target, &weak);
     let attempt = || {
         let reply = sent.take();
         let client = weak.upgrade().and_then(|inner| inner.client_of(epoch));
+        let later = match (&client, weak.upgrade()) {
+            (None, Some(inner)) if outlives_session => Some(inner.current_client()),
+            _ => None,
+        };
         async move {
             let result = match (reply, client) {
                 // The release waits on this reply: a server may hold it back (see `stall`).
                 (Some(reply), Some(client)) => unstalled(&client, observer, reply).await,
                 (Some(reply), None) => reply.await,
                 (None, Some(client)) => unstalled(&client, observer, target.delete(&client, observer)).await,
-                (None, None) => return Ok(()), // the session is over: the node went with it
+                (None, None) => match later {
+                    // The session is over: only a node that is not ephemeral is left to delete.
+                    Some(Ok(client)) => unstalled(&client, observer, target.delete_persistent(&client, observer)).await,
+                    // Between sessions: tried again once the next one is in place.
+                    Some(Err(false)) => Err(ZkError::ConnectionLoss),
+                    // The session is over (and with it an ephemeral node), or the framework.
+                    Some(Err(true)) | None => return Ok(()),
+                },
             };
             match result {
                 Err(ZkError::NoNode) => Ok(()),
                 Err(e) if is_zk_session_lost(&e) && weak.upgrade().map_or(true, |inner| inner.session_gone(epoch)) => {
-                    Ok(())
+                    // Tried again on the session current then, or done (see above).
+                    if outlives_session && weak.upgrade().is_some_and(|inner| inner.current_client().is_ok()) {
+                        Err(ZkError::ConnectionLoss)
+                    } else {
+                        Ok(())
+                    }
                 }
                 other => other,
             }
@@ -223,6 +251,46 @@ impl Target {
         match self {
             Target::Node(path) | Target::Owned(path, _) | Target::NodeAt(path, _) => path.clone(),
             Target::Prefix { parent, prefix } => path::join(parent, prefix),
+        }
+    }
+
+    /// The delete after the node's session ended, through a later session: a node that is
+    /// not ephemeral (at the version asked for, if one was), read first; an ephemeral node
+    /// there now is another session's, or a later create's.
+    async fn delete_persistent(&self, client: &zookeeper_client::Client, observer: &Observer) -> Result<(), ZkError> {
+        let persistent_at = |path: String, version: Option<i32>| async move {
+            observer.request(Op::Exists);
+            match client.check_stat(&path).await? {
+                Some(stat) if stat.ephemeral_owner == 0 && version.map_or(true, |v| v == stat.version) => {
+                    tracing::debug!(path, "a guaranteed delete goes on after its session ended");
+                    observer.request(Op::Delete);
+                    match client.delete(&path, Some(stat.version)).await {
+                        // Written or replaced since the read: not the node the delete was for.
+                        Err(ZkError::BadVersion) => Ok(()),
+                        other => other,
+                    }
+                }
+                _ => Ok(()),
+            }
+        };
+        match self {
+            Target::Node(path) => persistent_at(path.clone(), None).await,
+            Target::NodeAt(path, version) => persistent_at(path.clone(), Some(*version)).await,
+            Target::Prefix { parent, prefix } => {
+                observer.request(Op::GetChildren);
+                let children = match client.list_children(parent).await {
+                    Err(ZkError::NoNode) => return Ok(()),
+                    listed => listed?,
+                };
+                for child in children.iter().filter(|c| c.starts_with(prefix.as_str())) {
+                    match persistent_at(path::join(parent, child), None).await {
+                        Ok(()) | Err(ZkError::NoNode) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(())
+            }
+            Target::Owned(..) => Ok(()),
         }
     }
 

@@ -275,7 +275,9 @@ impl Delete<'_> {
 
     /// Curator's `guaranteed()`: when the delete fails for a reason retrying may cure
     /// (connection loss outlasting the retry policy), or the call is cancelled, the framework's
-    /// background reaper keeps deleting the node while the session lasts; the error is still
+    /// background reaper keeps deleting the node for as long as the framework is open (after
+    /// the session ends, through the next one, a node there that is not ephemeral: an
+    /// ephemeral node went with its session, and one there then is another's); the error is still
     /// returned. Not combined with `recursive` children (their deletes are not handed over).
     pub fn guaranteed(mut self) -> Self {
         self.guaranteed = true;

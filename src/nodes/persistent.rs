@@ -378,7 +378,8 @@ impl PersistentNode {
     }
 
     /// Stops the task and deletes the node (guaranteed: after a failure the framework's reaper
-    /// keeps deleting it while the session lasts). Later calls are `Ok`.
+    /// keeps deleting it, an ephemeral node while its session lasts, any other for as long as
+    /// the framework is open). Later calls are `Ok`.
     ///
     /// # Errors
     /// The delete's error when it failed (the reaper still deletes the node).

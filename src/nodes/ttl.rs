@@ -263,7 +263,7 @@ impl PersistentTtlNode {
     }
 
     /// Stops touching and deletes the child and the node (each a guaranteed delete: after a
-    /// failure the framework's reaper keeps deleting while the session lasts; a node that
+    /// failure the framework's reaper keeps deleting for as long as the framework is open; a node that
     /// holds other children is left to the server, which deletes an empty container). Later
     /// calls are `Ok`.
     ///

@@ -545,6 +545,48 @@ async fn a_guaranteed_delete_is_finished_in_the_background() {
     .await;
 }
 
+/// A guaranteed delete of a persistent node is finished after its session expired, through
+/// the new session (as Curator's go on while the framework is open); a guaranteed delete of
+/// an ephemeral node whose session ended leaves the ephemeral node another session made at
+/// that path since.
+#[tokio::test]
+async fn a_guaranteed_delete_outlives_its_session_for_a_persistent_node() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let faulty = FaultyServer::start().await;
+        let fw = framework(&faulty.proxied(), Duration::from_secs(6)).await;
+        let observer = plain_framework(&faulty.direct(), SESSION).await;
+        let persistent = unique_path("ops", "guaranteed-persistent");
+        let ephemeral = unique_path("ops", "guaranteed-ephemeral");
+        fw.create(&persistent).await.unwrap();
+        fw.create(&ephemeral).mode(CreateMode::Ephemeral).await.unwrap();
+
+        faulty.proxy.set_mode(ProxyMode::BlackHole);
+        for path in [&persistent, &ephemeral] {
+            let cancelled = tokio::time::timeout(Duration::from_millis(300), fw.delete(path).guaranteed()).await;
+            assert!(cancelled.is_err(), "the delete cannot finish while its connection is black-holed");
+        }
+        assert_eq!(fw.pending_deletes(), 2, "handed to the reaper");
+        // The session expires; another session makes an ephemeral node at the second path.
+        let session = fw.zk_client().unwrap().session().clone();
+        zk_recipes::testing::expire_session(&faulty.proxy, &faulty.direct(), session).await.unwrap();
+        observer.create(&ephemeral).mode(CreateMode::Ephemeral).data(b"another session's").await.unwrap();
+        faulty.proxy.set_mode(ProxyMode::Pass);
+        eventually(LIMIT, "the background deletes", || async {
+            match (observer.exists(&persistent).await.unwrap(), fw.pending_deletes()) {
+                (None, 0) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await;
+        assert_eq!(observer.get_data(&ephemeral).await.unwrap().0, b"another session's");
+        assert!(fw.snapshot().epoch > 1, "on a new session");
+        fw.close().await;
+        observer.close().await;
+    })
+    .await;
+}
+
 /// A versioned guaranteed delete finished by the reaper keeps to its version: cancelled while
 /// its request is held back, with the node written meanwhile by another session, it leaves
 /// the node (the reaper's delete went without the version and deleted it).
