@@ -494,7 +494,8 @@ impl<'a> IntoFuture for CreateBuilder<'a> {
     /// A protected create is cancel-safe: once sent, a cancelled create has its node deleted
     /// in the background. Any other create may still happen on the server when cancelled.
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(self.run())
+        let framework = self.framework;
+        Box::pin(async move { self.run().await.map_err(|e| framework.closed_or(e)) })
     }
 }
 

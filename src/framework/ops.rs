@@ -81,7 +81,30 @@ impl Framework {
             }
         };
         let retry_policy = &*self.config().retry_policy;
-        self.retry_loop().run(on_session, |e: &Error| retry_policy.allow_retry(e) && policy.allows_retry(e)).await
+        let result =
+            self.retry_loop().run(on_session, |e: &Error| retry_policy.allow_retry(e) && policy.allows_retry(e)).await;
+        result.map_err(|e| self.closed_or(e))
+    }
+
+    /// `error`, or [`Error::Closed`] when it is how a closing framework's session ended a
+    /// request in flight: `close()` ends the session's client, which answers what it still
+    /// had with a connection or session error, or an error of its own.
+    pub(crate) fn closed_or(&self, error: Error) -> Error {
+        let ended_by_close = matches!(
+            &error,
+            Error::ZooKeeper(
+                ZkError::ConnectionLoss
+                    | ZkError::ClientClosed
+                    | ZkError::SessionExpired
+                    | ZkError::UnexpectedError(_)
+                    | ZkError::Custom(_)
+            )
+        );
+        if ended_by_close && self.is_closed() {
+            Error::Closed
+        } else {
+            error
+        }
     }
 
     /// [`with_retry`](Self::with_retry) for an operation that changes nothing (a read): a try

@@ -342,6 +342,11 @@ impl<'a> Transaction<'a> {
     /// # Cancel safety
     /// A cancelled commit may still be applied on the server (all of it, or nothing).
     pub async fn commit(self) -> Result<Vec<OpResult>> {
+        let framework = self.framework;
+        self.commit_once().await.map_err(|e| framework.closed_or(e))
+    }
+
+    async fn commit_once(self) -> Result<Vec<OpResult>> {
         let prepared = self.prepare()?;
         let fw = self.framework;
         let mut retry = fw.retry_loop();

@@ -471,3 +471,33 @@ async fn a_close_ends_a_wait_for_the_connection() {
     .await
     .expect("test finished in time");
 }
+
+/// Requests in flight when the framework closes end with `Closed`: a read and a create sent
+/// into a black-holed connection, then `close()` (the session's client is ended under them).
+#[tokio::test]
+async fn requests_in_flight_at_close_end_with_closed() {
+    timeout(LIMIT, async {
+        let server = shared_server().await.unwrap();
+        let proxy = FaultProxy::start(&server.connect_string()).await.unwrap();
+        let fw =
+            Framework::builder(&proxy.connect_string()).session_timeout(Duration::from_secs(4)).start().await.unwrap();
+        let path = unique_path("fw", "in-flight-at-close");
+        proxy.set_mode(ProxyMode::BlackHole);
+        let read = tokio::spawn({
+            let (fw, path) = (fw.clone(), path.clone());
+            async move { fw.get_data(&path).await.map(drop) }
+        });
+        let create = tokio::spawn({
+            let (fw, path) = (fw.clone(), path.clone());
+            async move { fw.create(&path).await.map(drop) }
+        });
+        tokio::task::yield_now().await;
+        fw.close().await;
+        for (what, task) in [("read", read), ("create", create)] {
+            let ended = timeout(Duration::from_secs(10), task).await.expect("the request ends with the close").unwrap();
+            assert!(matches!(ended, Err(Error::Closed)), "{what}: {ended:?}");
+        }
+    })
+    .await
+    .expect("test finished in time");
+}
