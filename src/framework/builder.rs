@@ -227,7 +227,9 @@ impl FrameworkBuilder {
     }
 
     /// Puts every path under `/<namespace>` on the client side (Curator's namespace). The
-    /// namespace node is created as a container when first needed.
+    /// namespace node is created as a container when first needed: by a create that makes
+    /// missing parents, and by a create whose parents must exist and a transaction when they
+    /// find it missing.
     pub fn namespace(mut self, namespace: &str) -> Self {
         self.namespace = Some(namespace.to_owned());
         self

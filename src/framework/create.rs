@@ -290,6 +290,9 @@ impl<'a> CreateBuilder<'a> {
 
         let mut retry = fw.retry_loop();
         let mut made_parents = false;
+        // A parent that must exist may be the namespace's node, which Curator makes on first
+        // use: made (as a container) once, on the first `NoNode`.
+        let mut made_namespace = fw.namespace().is_none();
         // True once a create may have happened without our hearing of it.
         let mut in_doubt = false;
         let mut pending: Option<PendingCreate> = None;
@@ -346,6 +349,12 @@ impl<'a> CreateBuilder<'a> {
                 e if is_zk_retryable(&e) => {
                     if !retry.allows_zk(&e) || !retry.backoff().await {
                         return Err(e.into());
+                    }
+                }
+                ZkError::NoNode if self.parents == Parents::MustExist && !made_namespace => {
+                    made_namespace = true;
+                    if let Some(namespace) = fw.namespace() {
+                        fw.ensure_containers(namespace, true).await?;
                     }
                 }
                 ZkError::NoNode if !made_parents && self.parents != Parents::MustExist => {

@@ -352,6 +352,9 @@ impl<'a> Transaction<'a> {
         let mut retry = fw.retry_loop();
         // Under `SessionFailurePolicy::Fail`, no try after the first one's session ended.
         let (policy, mut first_epoch) = (fw.config().session_failure_policy, None);
+        // The namespace's node, which Curator makes on first use: made (as a container) once,
+        // when an operation finds a parent missing.
+        let mut made_namespace = fw.namespace().is_none();
         loop {
             let session = policy.keep_session(&mut first_epoch, fw.session()?)?;
             session.sent(Sent::Multi);
@@ -375,6 +378,15 @@ impl<'a> Transaction<'a> {
             // A server may hold the reply back (see `stall`).
             let error = match session.unstalled(writer.commit()).await {
                 Ok(results) => return Ok(self.results(results)),
+                Err(MultiWriteError::OperationFailed { index, source: ZkError::NoNode }) if !made_namespace => {
+                    made_namespace = true;
+                    // The handle's root is the namespace's node.
+                    if fw.exists("/").await?.is_some() {
+                        return Err(self.failed(index, ZkError::NoNode));
+                    }
+                    fw.ensure_containers(fw.namespace().unwrap_or("/"), true).await?;
+                    continue;
+                }
                 Err(MultiWriteError::OperationFailed { index, source }) => return Err(self.failed(index, source)),
                 Err(MultiWriteError::RequestFailed { source }) => source,
             };

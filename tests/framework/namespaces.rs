@@ -172,3 +172,35 @@ async fn a_missing_chroot_fails_parent_creation_at_once() {
     })
     .await;
 }
+
+/// A namespace's node is made on first use, as Curator makes it, also by a transaction and by
+/// a create whose parents must exist (both failed with `NoNode` in a fresh namespace); a
+/// parent missing below the namespace is still `NoNode`.
+#[tokio::test]
+async fn a_fresh_namespace_is_made_by_a_transaction_and_a_create_without_parents() {
+    bounded(LIMIT, async {
+        let root = shared_framework().await;
+        let first = unique_path("fw", "fresh-ns-tx");
+        let view = root.using_namespace(Some(&first)).unwrap();
+        let results =
+            view.transaction().create("/x", b"x", zk_recipes::zk::CreateMode::Persistent).commit().await.unwrap();
+        assert_eq!(results.len(), 1);
+        assert_eq!(root.get_data(&format!("{first}/x")).await.unwrap().0, b"x");
+
+        let second = unique_path("fw", "fresh-ns-create");
+        let view = root.using_namespace(Some(&second)).unwrap();
+        let err = view.create("/a/b").parents(zk_recipes::Parents::MustExist).await.unwrap_err();
+        assert!(err.is_no_node(), "{err:?}");
+        view.create("/y").parents(zk_recipes::Parents::MustExist).await.unwrap();
+        assert!(root.exists(&format!("{second}/y")).await.unwrap().is_some());
+        let err =
+            view.transaction().create("/a/b", b"", zk_recipes::zk::CreateMode::Persistent).commit().await.unwrap_err();
+        assert!(matches!(err, Error::TransactionFailed { index: 0, .. }), "{err:?}");
+
+        for namespace in [first, second] {
+            root.delete(&namespace).recursive().await.unwrap();
+        }
+        root.close().await;
+    })
+    .await;
+}
