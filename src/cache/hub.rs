@@ -40,6 +40,9 @@ struct HubState<T> {
     subscribers: Vec<Arc<Subscriber<T>>>,
     initialized: bool,
     closed: bool,
+    /// The background task ended (its framework closed, or its watch was refused): nothing
+    /// more comes, so every stream ends once it has taken what is queued.
+    ended: bool,
     /// The nodes counted in the size gauge (shared by the framework's caches without path
     /// labels: each adds its own).
     counted: usize,
@@ -52,6 +55,7 @@ impl<T> Hub<T> {
             subscribers: Vec::new(),
             initialized: false,
             closed: false,
+            ended: false,
             counted: 0,
         };
         Hub { state: Mutex::new(state), phase: watch::channel(Phase::Unstarted).0, root, scope, metrics }
@@ -103,8 +107,16 @@ impl<T> Hub<T> {
         });
     }
 
-    /// The background task ended: a load not complete by now never will be.
+    /// The background task ended: a load not complete by now never will be, and no event
+    /// comes any more: every stream and listener ends once it has taken what is queued (what
+    /// the cache holds stays readable until `close()`).
     pub(crate) fn ended(&self) {
+        let mut state = self.state.lock();
+        state.ended = true;
+        for subscriber in state.subscribers.drain(..) {
+            subscriber.finish();
+        }
+        drop(state);
         self.phase.send_if_modified(|p| {
             let ends = !matches!(p, Phase::Initialized | Phase::Closed);
             if ends {
@@ -159,7 +171,11 @@ impl<T> Hub<T> {
             first.push(CacheEvent::Initialized);
         }
         subscriber.prime(first);
-        state.subscribers.push(subscriber);
+        if state.ended {
+            subscriber.finish();
+        } else {
+            state.subscribers.push(subscriber);
+        }
         receiver
     }
 

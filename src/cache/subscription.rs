@@ -29,6 +29,9 @@ struct Queue<T> {
     missed: u64,
     /// The cache closed: the stream ends once the queue is empty.
     closed: bool,
+    /// Nothing more is sent (the cache's task ended): the stream ends once the queue is
+    /// empty, and a listener's call in progress runs to its end.
+    finished: bool,
     /// The receiving end is gone.
     dropped: bool,
     /// An `Initialized` was among the events dropped when the queue overflowed: it follows
@@ -44,6 +47,7 @@ impl<T> Subscriber<T> {
             lagged: false,
             missed: 0,
             closed: false,
+            finished: false,
             dropped: false,
             owed_initialized: false,
             waker: None,
@@ -92,6 +96,16 @@ impl<T> Subscriber<T> {
             queue.events.push_back(CacheEvent::Initialized);
         }
         lagged.then(|| std::mem::take(&mut queue.missed))
+    }
+
+    /// Nothing more will be sent (the cache's background task ended): the stream ends, and a
+    /// listener is called no more, once what is queued has been taken.
+    pub(crate) fn finish(&self) {
+        let mut queue = self.state.lock();
+        queue.finished = true;
+        if let Some(waker) = queue.waker.take() {
+            waker.wake();
+        }
     }
 
     /// The cache closed: what is queued is dropped (the cache forgets what it held, and a
@@ -151,7 +165,7 @@ impl<T> Receiver<T> {
                 return Poll::Ready(Some(event));
             }
             if !queue.lagged {
-                if queue.closed {
+                if queue.closed || queue.finished {
                     return Poll::Ready(None);
                 }
                 queue.waker = Some(cx.waker().clone());

@@ -581,3 +581,54 @@ async fn memory_per_node(parents: usize, children: usize) {
     })
     .await
 }
+
+/// When the cache's framework closes, nothing more can come: its streams end (after what was
+/// queued), a stream taken afterwards ends too, and a listener is called no more; what the
+/// cache held stays readable until the cache is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_end_when_the_framework_closes() {
+    bounded(Duration::from_secs(60), async {
+        let fw = framework(&shared_connect().await, Duration::from_secs(10)).await;
+        let root = unique_path("framework-closes");
+        fw.create(&format!("{root}/a")).data(b"1").await.unwrap();
+        let cache = CuratorCache::builder(&fw, &root).build().unwrap();
+        let mut events = cache.events();
+        let listened = Arc::new(Mutex::new(0usize));
+        let (listener_done_tx, listener_done) = tokio::sync::oneshot::channel::<()>();
+        let handle = {
+            let listened = listened.clone();
+            let done = Mutex::new(Some(listener_done_tx));
+            cache
+                .on_event(move |_| {
+                    *listened.lock().unwrap() += 1;
+                    let _ = &done;
+                    async {}
+                })
+                .unwrap()
+        };
+        cache.start().await.unwrap();
+        cache.initialized().await.unwrap();
+        expect_events(&mut events, &[format!("+{root}=",), format!("+{root}/a=1"), s("init")]).await;
+
+        fw.close().await;
+        let end = tokio::time::timeout(EVENT_LIMIT, events.next()).await.expect("the stream ends");
+        assert!(end.is_none(), "{end:?}");
+        let mut later = cache.events();
+        let mut taken = Vec::new();
+        while let Some(event) = tokio::time::timeout(EVENT_LIMIT, later.next()).await.expect("a later stream ends") {
+            taken.push(show(&event));
+        }
+        assert_eq!(taken, [format!("+{root}="), format!("+{root}/a=1"), s("init")]);
+        // The listener's task ended with the cache's events: its closure (and the sender it
+        // holds) is dropped.
+        tokio::time::timeout(EVENT_LIMIT, listener_done).await.expect("the listener ends").unwrap_err();
+        assert_eq!(*listened.lock().unwrap(), 3, "the listener was called for each queued event");
+        assert_eq!(cache.get(&format!("{root}/a")).and_then(|n| n.data().cloned()), Some(b"1".to_vec()));
+        drop(handle);
+        cache.close().await;
+        let cleanup = framework(&shared_connect().await, Duration::from_secs(10)).await;
+        cleanup.delete(&root).recursive().await.unwrap();
+        cleanup.close().await;
+    })
+    .await;
+}
