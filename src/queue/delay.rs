@@ -188,7 +188,7 @@ impl DistributedDelayQueue {
     /// [`DistributedQueue::consume`](crate::DistributedQueue::consume).
     ///
     /// # Errors
-    /// As [`take`](Self::take) (outside the consumer's own result).
+    /// As [`DistributedQueue::consume`](crate::DistributedQueue::consume).
     ///
     /// # Cancel safety
     /// Lock-safe mode: a cancelled consume leaves the node in the queue (its lock is deleted

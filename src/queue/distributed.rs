@@ -36,8 +36,10 @@ use crate::protocol::QUEUE_ITEM_NAME;
 ///   `<lock path>/<item name>`, runs the consumer, and only then deletes the item (or, when
 ///   the consumer fails, deletes it and puts it back at the end of the queue in one
 ///   transaction, Curator's `ErrorMode.REQUEUE`). A consumer that dies mid-item loses its lock
-///   node with its session, and the item is delivered again. Every consumer of the queue must
-///   use the same lock path; a normal-mode consumer ignores the locks.
+///   node with its session, and the item is delivered again. A consumer whose session ends
+///   mid-item and who goes on deletes its lock node only if it is still its own (another
+///   consumer may hold the item's lock by then). Every consumer of the queue must use the
+///   same lock path; a normal-mode consumer ignores the locks.
 ///
 /// Consumers: [`take`](Self::take), [`take_timeout`](Self::take_timeout),
 /// [`consume`](Self::consume), or a [`stream`](Self::stream) of takes.
@@ -181,8 +183,11 @@ impl DistributedQueue {
     /// [`Error::CorruptData`](crate::Error::CorruptData) for a node that is not in the item framing (it is deleted, as
     /// Curator's consumers delete it); [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) when the delete broke
     /// mid-flight and the node then was gone (this consumer or another took it; its items are
-    /// not returned); [`Error::Closed`](crate::Error::Closed); the server's refusal; a connection error the retry
-    /// policy gave up on.
+    /// not returned), in normal mode also when the read sent with the delete broke with it;
+    /// [`Error::Closed`](crate::Error::Closed); the server's refusal; a connection error the retry policy gave up on.
+    /// In lock-safe mode no other consumer can take a node while this one's lock on it stands,
+    /// so there a node found gone after a broken delete is this delete's and its items are
+    /// returned, unless the session changed since the lock was made.
     ///
     /// # Cancel safety
     /// A cancelled take may have removed a node, whose items are then lost.
@@ -208,7 +213,10 @@ impl DistributedQueue {
     /// the consumer runs (at most once).
     ///
     /// # Errors
-    /// As [`take`](Self::take) (outside the consumer's own result).
+    /// As [`take`](Self::take) (outside the consumer's own result). In lock-safe mode the
+    /// consumer's result is returned once the node is deleted, also when the delete broke
+    /// mid-flight and then found the node gone while this consumer's lock stood; only when the
+    /// session changed while the consumer ran is that [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown).
     ///
     /// # Cancel safety
     /// Lock-safe mode: a cancelled consume leaves the node in the queue (its lock is deleted

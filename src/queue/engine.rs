@@ -24,7 +24,7 @@ use futures::{FutureExt, Stream};
 use tokio::time::Instant;
 use zookeeper_client::CreateMode;
 
-use super::{delete_taken, delete_taken_after};
+use super::delete_taken_after;
 use crate::error::is_zk_connection_error;
 use crate::error::{Error, Result, ZkError};
 use crate::framework::metrics::Op;
@@ -125,6 +125,10 @@ struct Claim<'a> {
     data: Vec<u8>,
     version: i32,
     lock: Option<(String, Vec<u8>)>,
+    /// The framework's session epoch before the lock's create was sent. While it is still the
+    /// current one, the lock node was created on this session and is there until this claim
+    /// deletes it: no other session can create that name meanwhile.
+    locked_in: u64,
     /// What the delete sent with the read did (normal mode).
     deleted: Deleted,
 }
@@ -170,7 +174,7 @@ impl Drop for CancelledLock<'_> {
 impl<'a> Claim<'a> {
     /// A claim of `item` holding what a read returned, without a lock.
     fn read(framework: &'a Framework, item: &str, data: Vec<u8>, version: i32, deleted: Deleted) -> Self {
-        Claim { framework, item: item.to_owned(), data, version, lock: None, deleted }
+        Claim { framework, item: item.to_owned(), data, version, lock: None, locked_in: 0, deleted }
     }
 
     /// A claim of `item` before anything is read.
@@ -178,15 +182,28 @@ impl<'a> Claim<'a> {
         Claim::read(framework, item, Vec::new(), 0, Deleted::No)
     }
 
-    /// Deletes the lock node now (the background delete of `Drop` is the fallback).
+    /// Deletes the claimed item, `item` its path (at `version`, or any); see
+    /// [`delete_taken_after`]. A delete in doubt that then finds the item gone is taken as
+    /// this one's only under a lock whose session is still the framework's.
+    async fn delete_item(&self, item: &str, version: Option<i32>) -> Result<bool> {
+        let locked_in = (self.lock.is_some() && self.framework.epoch() == self.locked_in).then_some(self.locked_in);
+        delete_taken_after(self.framework, item, version, self.deleted == Deleted::InDoubt, locked_in).await
+    }
+
+    /// Deletes the lock node now, with one delete on the session that created it. After a
+    /// new session our node went with the old one and the name may hold another consumer's
+    /// lock, so then, and when the delete fails, the node is left to the background delete of
+    /// `Drop`, which deletes only a node of the current session holding this create's data.
     async fn unlock(mut self) {
-        if let Some((lock, _)) = self.lock.take() {
-            let user_path = self.framework.unfix_path(&lock).to_owned();
-            if let Err(e) = self.framework.delete(&user_path).guaranteed().await {
-                if !e.is_no_node() {
-                    tracing::debug!(lock = %user_path, error = %e, "queue: lock node left to the reaper");
-                }
-            }
+        let (Some((lock, _)), Ok(session)) = (self.lock.as_ref(), self.framework.session()) else { return };
+        if session.epoch != self.locked_in {
+            return;
+        }
+        session.sent(Op::Delete);
+        // A server may hold the reply back (see `framework::stall`).
+        match session.unstalled(session.client.delete(lock, None)).await {
+            Ok(()) | Err(ZkError::NoNode) => self.lock = None,
+            Err(e) => tracing::debug!(lock, error = %e, "queue: lock node left to the reaper"),
         }
     }
 }
@@ -275,8 +292,7 @@ impl Engine {
             let stale = StaleOnDrop(Some(&self.consumer.stale));
             let taken = match claim.deleted {
                 Deleted::Yes => Ok(true),
-                Deleted::InDoubt => delete_taken_after(&self.framework, &item, version, true).await,
-                Deleted::No => delete_taken(&self.framework, &item, version).await,
+                Deleted::InDoubt | Deleted::No => claim.delete_item(&item, version).await,
             };
             if taken.is_ok() {
                 stale.disarm();
@@ -313,7 +329,7 @@ impl Engine {
             Ok(items) => items,
             Err(e) => {
                 // Curator counts a node it cannot read as processed.
-                let deleted = delete_taken(&self.framework, &item, None).await;
+                let deleted = claim.delete_item(&item, None).await;
                 if deleted.is_ok() {
                     stale.disarm();
                 }
@@ -324,7 +340,7 @@ impl Engine {
         };
         let outcome = consumer(items).await;
         let settled = match &outcome {
-            Ok(_) => delete_taken(&self.framework, &item, None).await.map(drop),
+            Ok(_) => claim.delete_item(&item, None).await.map(drop),
             Err(_) => self.requeue(&claim.item, &claim.data).await,
         };
         if settled.is_ok() {
@@ -350,7 +366,7 @@ impl Engine {
             // Item nodes are never written after their create, so version 0 is the one any
             // reader saw (Curator removes at that version too); with the lock, any version.
             let version = if claim.lock.is_some() { None } else { Some(0) };
-            let deleted = delete_taken(&self.framework, &item, version).await;
+            let deleted = claim.delete_item(&item, version).await;
             claim.unlock().await;
             if deleted? {
                 removed += 1;
@@ -534,6 +550,7 @@ impl Engine {
         // life). Other consumers create this name too, and so may a later take of this handle,
         // so the node is deleted only if it is this session's and holds this create's data.
         let mut cancelled = CancelledLock { framework: fw, lock: Some((fw.fix_path(&lock), token.clone())) };
+        let epoch = fw.epoch();
         let created = match create().await {
             Err(Error::ZooKeeper(ZkError::NoNode)) => {
                 ensure_persistent(fw, lock_path).await?;
@@ -545,6 +562,7 @@ impl Engine {
         match created {
             Ok(_) => {
                 claim.lock = cancelled.lock.take();
+                claim.locked_in = epoch;
                 Ok(Some(Ok(claim)))
             }
             Err(Error::ZooKeeper(ZkError::NodeExists)) => {
@@ -566,8 +584,10 @@ impl Engine {
     /// node gone meanwhile was taken by another consumer. Requests go out in the order they
     /// are made (zookeeper-client sends a request when its method is called), and a failed
     /// connection fails the delete with the read, so the read's answer is lost only with the
-    /// delete's. Only a session allowed to delete but not to read an item (an ACL without
-    /// READ for it) loses the item, with the read's `NoAuth` as the error.
+    /// delete's; the server may have applied both, so a node the read sent again finds gone
+    /// is [`Error::OutcomeUnknown`] (see [`read`](Self::read)). Only a session allowed to
+    /// delete but not to read an item (an ACL without READ for it) loses the item, with the
+    /// read's `NoAuth` as the error.
     async fn read_and_delete(&self, name: &str) -> Result<Claimed<'_>> {
         let fw = &self.framework;
         let item = path::join(&self.path, name);
@@ -599,21 +619,29 @@ impl Engine {
                 Err(Error::ZooKeeper(e))
             }
             // Neither answered (a connection error fails both): the read again, under the
-            // retry policy, and a plain delete after it.
-            (Err(e), Err(_)) if is_zk_connection_error(&e) => self.read(name).await,
+            // retry policy, and a delete after it. The delete sent may have removed the node.
+            (Err(e), Err(d)) if is_zk_connection_error(&e) => self.read(name, is_zk_connection_error(&d)).await,
             (Err(e), Err(_)) => Err(Error::ZooKeeper(e)),
         }
     }
 
     /// Normal mode after a connection error: the read under the retry policy, the delete
-    /// sent by the take after it.
-    async fn read(&self, name: &str) -> Result<Claimed<'_>> {
+    /// sent by the take after it. When the delete sent with the lost read is `in_doubt`, the
+    /// node found gone may be one this consumer deleted without its bytes:
+    /// [`Error::OutcomeUnknown`], as for a lost delete of a node read (a node found there is
+    /// claimed with its delete in doubt).
+    async fn read(&self, name: &str, in_doubt: bool) -> Result<Claimed<'_>> {
         let fw = &self.framework;
         let item = path::join(&self.path, name);
+        let deleted = if in_doubt { Deleted::InDoubt } else { Deleted::No };
+        let unknown =
+            || Error::OutcomeUnknown { operation: "take", path: item.clone(), error: ZkError::ConnectionLoss };
         match fw.get_data(&item).plain().await {
             Ok((_, stat)) if stat.num_children > 0 => Ok(not_an_item(&item)),
-            Ok((data, stat)) => Ok(Claimed::Item(Claim::read(fw, name, data, stat.version, Deleted::No))),
+            Ok((data, stat)) => Ok(Claimed::Item(Claim::read(fw, name, data, stat.version, deleted))),
+            Err(Error::ZooKeeper(ZkError::NoNode)) if in_doubt => Err(unknown()),
             Err(Error::ZooKeeper(ZkError::NoNode)) => Ok(Claimed::Gone),
+            Err(e) if in_doubt && e.is_connection_error() => Err(unknown()),
             Err(e) => Err(e),
         }
     }

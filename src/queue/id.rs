@@ -204,7 +204,7 @@ impl DistributedIdQueue {
     /// back with its id.
     ///
     /// # Errors
-    /// As [`take`](Self::take) (outside the consumer's own result).
+    /// As [`DistributedQueue::consume`](crate::DistributedQueue::consume).
     ///
     /// # Cancel safety
     /// Lock-safe mode: a cancelled consume leaves the node in the queue (its lock is deleted

@@ -29,7 +29,7 @@ pub use self::puts::{PutEvent, PutEvents};
 pub use self::sharder::{QueueSharder, QueueSharderPolicies};
 pub use self::simple::SimpleDistributedQueue;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::error::{is_zk_connection_error, Error, Result, ZkError};
 use crate::framework::metrics::Op;
@@ -41,23 +41,31 @@ use crate::framework::Framework;
 /// [`Error::OutcomeUnknown`], not as taken (its bytes would be returned twice if another
 /// consumer took it) nor as gone (they would be lost without a word, as Curator loses them).
 pub(crate) async fn delete_taken(fw: &Framework, item: &str, version: Option<i32>) -> Result<bool> {
-    delete_taken_after(fw, item, version, false).await
+    delete_taken_after(fw, item, version, false, None).await
 }
 
 /// [`delete_taken`], after an earlier delete of the item whose answer was lost when
-/// `in_doubt`.
+/// `in_doubt`. `locked_in` is the epoch of the session holding the consumer's lock node on
+/// the item (lock-safe mode), if that is the current session: the consumers of a lock-safe
+/// queue delete an item only under its lock, so while that session lasts no other consumer
+/// can take the item, and a delete on it that finds the item gone after one in doubt finds
+/// this consumer's own delete done.
 pub(crate) async fn delete_taken_after(
     fw: &Framework,
     item: &str,
     version: Option<i32>,
     in_doubt: bool,
+    locked_in: Option<u64>,
 ) -> Result<bool> {
     let full = fw.full_path(item)?;
     let in_doubt = AtomicBool::new(in_doubt);
+    // The session of the last try.
+    let sent_in = AtomicU64::new(0);
     let result = {
-        let (full, in_doubt) = (&full, &in_doubt);
+        let (full, in_doubt, sent_in) = (&full, &in_doubt, &sent_in);
         fw.with_retry(|s| async move {
             s.sent(Op::Delete);
+            sent_in.store(s.epoch, Ordering::Relaxed);
             let reply = s.client.delete(full, version).await;
             if matches!(&reply, Err(e) if is_zk_connection_error(e)) {
                 in_doubt.store(true, Ordering::Relaxed);
@@ -67,8 +75,10 @@ pub(crate) async fn delete_taken_after(
         .await
     };
     let unknown = || Error::OutcomeUnknown { operation: "take", path: item.to_owned(), error: ZkError::ConnectionLoss };
+    let under_lock = locked_in.is_some_and(|epoch| epoch == sent_in.load(Ordering::Relaxed));
     match result {
         Ok(()) => Ok(true),
+        Err(Error::ZooKeeper(ZkError::NoNode)) if in_doubt.load(Ordering::Relaxed) && under_lock => Ok(true),
         Err(Error::ZooKeeper(ZkError::NoNode | ZkError::BadVersion)) if in_doubt.load(Ordering::Relaxed) => {
             Err(unknown())
         }

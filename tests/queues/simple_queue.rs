@@ -1,7 +1,8 @@
 //! `SimpleDistributedQueue` against real servers: Curator's `qn-` nodes and raw bytes, FIFO
 //! order, waiting takes, two consumers sharing one producer's items exactly once, foreign
 //! children, a queue node that went away, an item over the server's size limit, Curator 5.4
-//! producers and consumers on the same queue, and a take beside a cache of the queue.
+//! producers and consumers on the same queue, and a take beside a cache of the queue; for
+//! `DistributedQueue` also lost replies and lock-safe consumers whose session ends mid-item.
 
 use crate::common;
 
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use common::curator::CuratorPeer;
 use common::fixtures::*;
-use common::timing::{EVENT, INTEROP_SESSION, LIMIT, QUIET, SESSION, SLOW_LIMIT};
+use common::timing::{EVENT, FAULT_SESSION, INTEROP_SESSION, LIMIT, QUIET, SESSION, SLOW_LIMIT};
 use zk_recipes::{CuratorCache, Error, SimpleDistributedQueue};
 
 #[tokio::test]
@@ -360,6 +361,128 @@ mod distributed {
             assert!(children(&fw, &locks).await.is_empty());
             fw.delete(&path).await.unwrap();
             fw.close().await;
+        })
+        .await;
+    }
+
+    /// A take whose read and delete both lose their replies (the proxy cuts the connection
+    /// where the read's reply comes, after the server applied both): its delete may have
+    /// removed the item, so the take reports `OutcomeUnknown`; it does not find the item gone
+    /// and go on to the next one, which would lose the first without a word.
+    #[tokio::test]
+    async fn a_take_whose_read_and_delete_lost_their_replies_has_an_unknown_outcome() {
+        init_tracing();
+        bounded(LIMIT, async {
+            let proxy = zk_recipes::testing::CountingProxy::start(&shared_connect().await).await.unwrap();
+            let fw = plain_framework(&proxy.connect_string(), SESSION).await;
+            let path = unique_path("dqueue", "lost-read");
+            let queue = DistributedQueue::new(&fw, &path).unwrap();
+            let first = queue.put(b"one").await.unwrap();
+            queue.put(b"two").await.unwrap();
+            proxy.lose_reply_to("getData");
+            let taken = queue.take().await;
+            assert!(matches!(&taken, Err(Error::OutcomeUnknown { path: p, .. }) if *p == first), "{taken:?}");
+            assert!(fw.exists(&first).await.unwrap().is_none(), "the server applied the delete");
+            assert_eq!(queue.take().await.unwrap(), [b"two".to_vec()]);
+            assert!(children(&fw, &path).await.is_empty());
+            fw.delete(&path).await.unwrap();
+            fw.close().await;
+        })
+        .await;
+    }
+
+    /// A lock-safe delete of an item whose reply is lost, found gone when sent again: while
+    /// the session that created the item's lock node lasts, no other consumer can have taken
+    /// the item, so the delete was this one's. `consume` returns the consumer's result and
+    /// `take` the item.
+    #[tokio::test]
+    async fn a_lock_safe_delete_found_done_after_a_lost_reply_was_ours() {
+        init_tracing();
+        bounded(LIMIT, async {
+            let proxy = zk_recipes::testing::CountingProxy::start(&shared_connect().await).await.unwrap();
+            let fw = plain_framework(&proxy.connect_string(), SESSION).await;
+            let path = unique_path("dqueue", "lost-delete");
+            let locks = format!("{path}-locks");
+            let queue = DistributedQueue::lock_safe(&fw, &path, &locks).unwrap();
+            queue.put(b"one").await.unwrap();
+            queue.put(b"two").await.unwrap();
+            // Armed while the consumer runs: the next delete is the item's.
+            let consumed = queue
+                .consume(|items| {
+                    proxy.lose_reply_to("delete");
+                    async move { Ok::<_, ()>(items) }
+                })
+                .await;
+            assert_eq!(consumed.unwrap(), Ok(vec![b"one".to_vec()]));
+            // A take locks and reads first: again its first delete is the item's.
+            proxy.lose_reply_to("delete");
+            assert_eq!(queue.take().await.unwrap(), [b"two".to_vec()]);
+            assert!(children(&fw, &path).await.is_empty());
+            children_count_becomes(&fw, &locks, 0, EVENT).await;
+            fw.delete(&locks).await.unwrap();
+            fw.delete(&path).await.unwrap();
+            fw.close().await;
+        })
+        .await;
+    }
+
+    /// A lock-safe consumer whose session ends while it works on an item loses its lock node
+    /// with that session, and another consumer locks the item: the first one, finishing,
+    /// leaves the other's lock node alone (the node at its lock's name is no longer its own).
+    #[tokio::test]
+    async fn a_consumer_whose_session_ended_leaves_the_next_consumers_lock_alone() {
+        init_tracing();
+        bounded(LIMIT, async {
+            let faulty = FaultyServer::start().await;
+            let fw = framework(&faulty.proxied(), FAULT_SESSION).await;
+            let other = plain_framework(&faulty.direct(), SESSION).await;
+            let path = unique_path("dqueue", "expired-lock");
+            let locks = format!("{path}-locks");
+            let queue = DistributedQueue::lock_safe(&fw, &path, &locks).unwrap();
+            let item = queue.put(b"one").await.unwrap();
+            let lock = format!("{locks}/{}", node_name(&item));
+            let (started_tx, started) = tokio::sync::oneshot::channel();
+            let (finish_tx, finish) = tokio::sync::oneshot::channel::<()>();
+            let first = tokio::spawn(async move {
+                queue
+                    .consume(|items| async move {
+                        let _ = started_tx.send(());
+                        let _ = finish.await;
+                        Ok::<_, ()>(items)
+                    })
+                    .await
+            });
+            within(EVENT, "the first consumer", started).await.unwrap();
+            faulty.expire(&fw, EVENT).await;
+
+            let next = DistributedQueue::lock_safe(&other, &path, &locks).unwrap();
+            let (next_started_tx, next_started) = tokio::sync::oneshot::channel();
+            let (next_finish_tx, next_finish) = tokio::sync::oneshot::channel::<()>();
+            let second = tokio::spawn(async move {
+                next.consume(|items| async move {
+                    let _ = next_started_tx.send(());
+                    let _ = next_finish.await;
+                    Ok::<_, ()>(items)
+                })
+                .await
+            });
+            within(EVENT, "the next consumer", next_started).await.unwrap();
+            let owner = other.exists(&lock).await.unwrap().expect("the next consumer's lock node").ephemeral_owner;
+            assert_eq!(owner, other.snapshot().session_id);
+
+            finish_tx.send(()).unwrap();
+            let first = within(EVENT, "the first consumer's end", first).await.unwrap();
+            assert_eq!(first.unwrap(), Ok(vec![b"one".to_vec()]));
+            let stat = other.exists(&lock).await.unwrap();
+            assert_eq!(stat.map(|s| s.ephemeral_owner), Some(owner), "the next consumer's lock node is left");
+
+            next_finish_tx.send(()).unwrap();
+            let second = within(EVENT, "the next consumer's end", second).await.unwrap();
+            assert_eq!(second.unwrap(), Ok(vec![b"one".to_vec()]), "delivered again: at least once");
+            assert!(children(&other, &path).await.is_empty());
+            children_count_becomes(&other, &locks, 0, EVENT).await;
+            fw.close().await;
+            other.close().await;
         })
         .await;
     }
