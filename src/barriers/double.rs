@@ -24,8 +24,10 @@ use crate::protocol::READY_NODE;
 /// `ready` node that lets everyone in. A member whose session ends loses its node: before
 /// `ready` it no longer counts toward the quantity, and while members leave it counts as
 /// having left. Unlike Curator 5.4: a timed `enter` re-checks the count after every wake-up
-/// (Curator's may return true early), and an `enter` that times out or fails deletes its
-/// member node, so later arrivals do not count a member that gave up.
+/// (Curator's may return true early), an `enter` that times out or fails deletes its
+/// member node, so later arrivals do not count a member that gave up, and a member that has
+/// left keeps waiting while the lowest member's node is the one left (Curator's returns once
+/// a single node is left, whoever's it is).
 ///
 /// ```no_run
 /// # async fn example(fw: zk_recipes::Framework) -> zk_recipes::Result<()> {
@@ -84,9 +86,9 @@ impl DistributedDoubleBarrier {
     ///
     /// # Errors
     /// `NodeExists` when this handle has entered already; [`Error::LockLost`] when the member
-    /// node went away while waiting (the session ended: enter again); [`Error::Closed`]; the
-    /// server's refusal; a connection error the retry policy gave up on (the member node is
-    /// deleted).
+    /// node went away while waiting (the session ended: enter again), also when the group
+    /// completed meanwhile; [`Error::Closed`]; the server's refusal; a connection error the
+    /// retry policy gave up on (the member node is deleted).
     ///
     /// # Cancel safety
     /// Cancel-safe: a cancelled enter has its member node deleted in the background.
@@ -182,6 +184,12 @@ impl DistributedDoubleBarrier {
             let (ready, next) = fw.exists(&self.ready_path).watch().await?;
             if ready.is_some() {
                 undo.path = None;
+                // Woken by our session's end, we may find `ready` made without our node, or
+                // counting a node that went with the session: our node must still be there,
+                // looked for after `ready` (a node there now was there when `ready` was made).
+                if fw.exists(&self.our_path).await?.is_none() {
+                    return Err(Error::LockLost { path: self.our_path.clone() });
+                }
                 return Ok(true);
             }
             watch = next;
@@ -189,8 +197,9 @@ impl DistributedDoubleBarrier {
     }
 
     /// Leaves and waits until every member has (Curator's `leave()`): every member but the
-    /// lowest-named deletes its node and waits for the lowest's to go; the lowest waits until
-    /// it is the last and deletes its own. The last one out deletes `ready`.
+    /// lowest-named deletes its node and waits for the lowest's to go (however it wakes up
+    /// meanwhile); the lowest waits until it is the last and deletes its own. The last one out
+    /// deletes `ready`.
     ///
     /// # Errors
     /// [`Error::LockLost`] when this member's node is gone before it left (its session
@@ -236,10 +245,10 @@ impl DistributedDoubleBarrier {
             if ours.is_none() && ours_exists {
                 return Err(Error::LockLost { path: self.our_path.clone() });
             }
-            if children.len() == 1 {
-                if ours_exists {
-                    self.delete_ours().await?;
-                }
+            // Ours alone: the last one out. Another member's node alone is the lowest's, which
+            // we wait for even after a wake-up for another reason (our session's end).
+            if children.len() == 1 && ours == Some(0) {
+                self.delete_ours().await?;
                 break true;
             }
             let (stat, watch) = if ours == Some(0) {

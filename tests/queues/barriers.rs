@@ -1,6 +1,6 @@
 //! `DistributedBarrier` and `DistributedDoubleBarrier` against real servers: Curator's nodes,
 //! waits with and without timeouts, members from Rust and Curator 5.4 in one barrier, a member
-//! whose session ends while the others wait, and bad input.
+//! whose session ends while the others wait (in `enter` and in `leave`), and bad input.
 
 use crate::common;
 
@@ -255,6 +255,79 @@ async fn a_member_whose_session_ends_no_longer_counts() {
         for fw in [a_fw, b_fw, c_fw, d_fw] {
             fw.close().await;
         }
+    })
+    .await;
+}
+
+/// A member whose session ends while it waits in `enter`, after the group completed counting
+/// it but before it heard so (its link black-holed): `ready` is there when it wakes on the
+/// session's end, but its node went with the session, so its enter fails typed instead of
+/// letting it in without a node (the others' leave would not wait for it).
+#[tokio::test]
+async fn a_member_whose_session_ended_is_not_let_in_by_ready() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let faulty = FaultyServer::start().await;
+        let path = unique_path("barrier", "expired-ready");
+        let a_fw = framework(&faulty.proxied(), FAULT_SESSION).await;
+        let other = plain_framework(&faulty.direct(), SESSION).await;
+        let a = std::sync::Arc::new(DistributedDoubleBarrier::new(&a_fw, &path, 2).unwrap());
+        let a_enter = {
+            let a = a.clone();
+            tokio::spawn(async move { a.enter_timeout(LIMIT).await })
+        };
+        children_count_becomes(&other, &path, 1, EVENT).await;
+        // The member waits now (its listing follows its create at once). Cut it off.
+        faulty.proxy.set_mode(zk_recipes::testing::ProxyMode::BlackHole);
+        let b = DistributedDoubleBarrier::new(&other, &path, 2).unwrap();
+        assert!(b.enter_timeout(EVENT).await.unwrap(), "the group is complete, counting the cut-off member");
+        faulty.expire(&a_fw, EVENT).await;
+        let a_result = within(EVENT, "the cut-off member's enter", a_enter).await.unwrap();
+        assert!(matches!(&a_result, Err(Error::LockLost { path: p }) if p == a.member_path()), "{a_result:?}");
+        assert!(other.exists(a.member_path()).await.unwrap().is_none(), "no member node of its own");
+        assert!(b.leave_timeout(EVENT).await.unwrap(), "the member left with its session");
+        assert!(children(&other, &path).await.is_empty());
+        a_fw.close().await;
+        other.close().await;
+    })
+    .await;
+}
+
+/// A member that has deleted its node in `leave` waits for the lowest member's node to go.
+/// Woken by its session's end while the lowest is still in, it finds that node alone under
+/// the barrier: it keeps waiting (and leaves `ready` alone) until the lowest has left too.
+#[tokio::test]
+async fn a_member_that_left_waits_for_the_lowest_after_its_session_ended() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let faulty = FaultyServer::start().await;
+        let path = unique_path("barrier", "leave-wake");
+        let low_fw = plain_framework(&faulty.direct(), SESSION).await;
+        let high_fw = framework(&faulty.proxied(), FAULT_SESSION).await;
+        let low = DistributedDoubleBarrier::new(&low_fw, &path, 2).unwrap();
+        // Member names are random: one named after the lowest's.
+        let high = loop {
+            let high = DistributedDoubleBarrier::new(&high_fw, &path, 2).unwrap();
+            if node_name(high.member_path()) > node_name(low.member_path()) {
+                break high;
+            }
+        };
+        let (low_in, high_in) = tokio::join!(low.enter_timeout(EVENT), high.enter_timeout(EVENT));
+        assert!(low_in.unwrap() && high_in.unwrap());
+        let high_member = high.member_path().to_owned();
+        let mut high_leave = tokio::spawn(async move { high.leave_timeout(LIMIT).await });
+        // Its node goes after its watch on the lowest's node is set.
+        children_count_becomes(&low_fw, &path, 2, EVENT).await;
+        assert!(low_fw.exists(&high_member).await.unwrap().is_none());
+        faulty.expire(&high_fw, EVENT).await;
+        let early = tokio::time::timeout(QUIET, &mut high_leave).await;
+        assert!(early.is_err(), "left while the lowest member is still in: {early:?}");
+        assert!(low_fw.exists(&format!("{path}/ready")).await.unwrap().is_some(), "ready is left");
+        assert!(low.leave_timeout(EVENT).await.unwrap());
+        assert!(within(EVENT, "the other member's leave", high_leave).await.unwrap().unwrap());
+        assert!(children(&low_fw, &path).await.is_empty());
+        low_fw.close().await;
+        high_fw.close().await;
     })
     .await;
 }
