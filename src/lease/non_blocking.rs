@@ -22,8 +22,10 @@ const LAST_END: Duration = Duration::from_secs(253_402_300_799); // 9999-12-31T2
 /// identifier's, replaces the record with one that ends `duration` from now, then releases
 /// the lock. Obtaining it again with the same identifier renews it. Nothing is held
 /// afterwards: the lease outlives the session (and the process) until its end, which is
-/// written in whole seconds, so a lease may end up to a second early. A record of another
-/// format version is never replaced (kazoo's rule: an upgraded client takes over).
+/// written in whole seconds, so a lease may end up to a second early; a duration under a
+/// second, which could end the lease in the second it was obtained, is refused (except zero,
+/// which gives the lease up). A record of another format version is never replaced (kazoo's
+/// rule: an upgraded client takes over).
 ///
 /// ```no_run
 /// # async fn example(fw: zk_recipes::Framework) -> zk_recipes::Result<()> {
@@ -51,9 +53,11 @@ impl NonBlockingLease {
     ///
     /// # Errors
     /// [`Error::InvalidPath`] (the root and `/zookeeper` too); [`Error::InvalidArgument`] for
-    /// an empty identifier or an end past the year 9999; [`Error::CorruptData`] when the
-    /// record is not kazoo's JSON (it is left as it is: kazoo fails on it too); a connection
-    /// error the retry policy gave up on; the server's refusal.
+    /// an empty identifier, a duration under one second other than zero (the end is written
+    /// in whole seconds, so such a lease could end in the second it was obtained, free for
+    /// another identifier at once), or an end past the year 9999; [`Error::CorruptData`] when
+    /// the record is not kazoo's JSON (it is left as it is: kazoo fails on it too); a
+    /// connection error the retry policy gave up on; the server's refusal.
     ///
     /// # Cancel safety
     /// A cancelled attempt leaves no lock node behind (it is deleted in the background). If
@@ -115,6 +119,14 @@ fn check(
     framework.full_path(path)?;
     if identifier.is_empty() {
         return Err(Error::InvalidArgument { name: "identifier", reason: "empty".into() });
+    }
+    // The end is written in whole seconds: under a second from now it may be the second
+    // `now` is in, which the record compares as already ended. Zero ends the lease on purpose.
+    if duration > Duration::ZERO && duration < Duration::from_secs(1) {
+        return Err(Error::InvalidArgument {
+            name: "duration",
+            reason: format!("{duration:?} is under one second, the resolution of a lease's end (zero gives it up)"),
+        });
     }
     let end = now.checked_add(duration).filter(|end| *end <= SystemTime::UNIX_EPOCH + LAST_END);
     end.ok_or_else(|| Error::InvalidArgument {

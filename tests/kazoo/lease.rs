@@ -1,8 +1,8 @@
 //! `NonBlockingLease` and `MultiNonBlockingLease` against real servers: kazoo's record byte for
 //! byte, exclusion while a lease lasts, renewal by the same identifier, expiry, giving a lease
-//! up by renewing it for no time, another format's record left alone, bad input, and attempts
-//! through a connection that keeps breaking (one identifier ever holds the lease, no lock node
-//! left behind).
+//! up by renewing it for no time, a duration under a second refused, another format's record
+//! left alone, bad input, and attempts through a connection that keeps breaking (one
+//! identifier ever holds the lease, no lock node left behind).
 
 use crate::common;
 
@@ -103,6 +103,34 @@ async fn a_renewal_for_no_time_gives_the_lease_up() {
         assert_eq!(given_up.end(), Some(at(T0 + 10)), "renewed to end now");
         let b = NonBlockingLease::obtain_at(&fw, &path, HOUR, "host-b", at(T0 + 10)).await.unwrap();
         assert_eq!(b.end(), Some(at(T0 + 3610)), "free in the same second");
+        fw.delete(&path).recursive().await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
+
+/// Ends are written in whole seconds, so a lease for less than a second could be written to
+/// end in the very second it was obtained: obtained, yet free for another identifier at once.
+/// Such a duration is refused before anything is written (zero, which gives a lease up, is
+/// not); with one second the lease is held at least until the next second begins.
+#[tokio::test]
+async fn a_lease_for_less_than_a_second_is_refused() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
+        let path = unique_path("lease", "sub-second");
+        let now = at(T0) + Duration::from_millis(600);
+        for short in [Duration::from_nanos(1), Duration::from_millis(500), Duration::from_millis(999)] {
+            let refused = NonBlockingLease::obtain_at(&fw, &path, short, "host-a", now).await;
+            assert!(matches!(refused, Err(Error::InvalidArgument { name: "duration", .. })), "{short:?}: {refused:?}");
+            let refused = MultiNonBlockingLease::obtain_at(&fw, 2, &path, short, "host-a", now).await;
+            assert!(matches!(refused, Err(Error::InvalidArgument { name: "duration", .. })), "{short:?}: {refused:?}");
+        }
+        assert!(fw.exists(&path).await.unwrap().is_none(), "a refused attempt writes nothing");
+        let a = NonBlockingLease::obtain_at(&fw, &path, Duration::from_secs(1), "host-a", now).await.unwrap();
+        assert_eq!(a.end(), Some(at(T0 + 1)));
+        let b = NonBlockingLease::obtain_at(&fw, &path, HOUR, "host-b", now + Duration::from_millis(300)).await;
+        assert!(!b.unwrap().obtained(), "held until the next second");
         fw.delete(&path).recursive().await.unwrap();
         fw.close().await;
     })
