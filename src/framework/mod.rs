@@ -182,13 +182,15 @@ impl Framework {
         let Some(attempt) = self.inner.begin_start()? else { return Ok(()) };
         // A failed or cancelled connect drops `attempt`, which puts the framework back to built.
         let connected = session::connect(&self.inner.config, &self.inner.connect_string()).await?;
+        // Taken first: a connection that breaks while the configuration is read is reported
+        // (`Suspended` right after `Connected`), not hidden from the state manager.
+        let watcher = connected.client().state_watcher();
         // The ensemble's configuration is read (and watched) before `Connected`.
         let tracked = match self.inner.config.ensemble_tracking {
             true => ensemble::first_read(&self.inner, connected.client()).await,
             false => None,
         };
         let session_timeout = connected.client().session_timeout();
-        let watcher = connected.client().state_watcher();
         let timing = Timing::of(session_timeout);
         // Curator: a read-only first connection is reported as ReadOnly; Connected waits for the
         // first read-write connection.

@@ -149,16 +149,22 @@ pub(crate) async fn run(
     // Clients the session moved away from, kept until they end by themselves or the
     // framework gives the session up (why both: the module docs, on moves).
     let mut retired: Vec<Session> = Vec::new();
+    // A state the client reached before its watcher was taken: the watcher reports only
+    // later changes.
+    let mut missed = missed_state(&watcher, current);
     loop {
         let expiry = unconfirmed_since.map(|since| since + timing.session);
-        let wake = tokio::select! {
-            biased;
-            () = sleep_until_some(expiry) => Wake::Expiry,
-            state = watcher.changed() => Wake::Session(state),
-            () = &mut task_end => Wake::TaskEnded,
-            result = poll_confirming(&mut confirming) => Wake::Confirm(result),
-            (epoch, result) = poll_moving(&mut moving) => Wake::Moved(epoch, result),
-            _ = heartbeat.tick() => Wake::Beat,
+        let wake = match missed.take() {
+            Some(state) => Wake::Session(state),
+            None => tokio::select! {
+                biased;
+                () = sleep_until_some(expiry) => Wake::Expiry,
+                state = watcher.changed() => Wake::Session(state),
+                () = &mut task_end => Wake::TaskEnded,
+                result = poll_confirming(&mut confirming) => Wake::Confirm(result),
+                (epoch, result) = poll_moving(&mut moving) => Wake::Moved(epoch, result),
+                _ = heartbeat.tick() => Wake::Beat,
+            },
         };
         let Some(inner) = weak.upgrade() else { return };
         if inner.is_closed() {
@@ -366,7 +372,19 @@ pub(crate) async fn run(
         confirming = None;
         heartbeat = tokio::time::interval(timing.beat);
         heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        missed = missed_state(&watcher, current);
     }
+}
+
+/// The client's state now when it is not the one `published` stands for (the connection
+/// broke after the state was read): the state manager takes it as the first change.
+fn missed_state(watcher: &StateWatcher, published: ConnectionState) -> Option<SessionState> {
+    let expected = match published {
+        ConnectionState::ReadOnly => SessionState::ConnectedReadOnly,
+        _ => SessionState::SyncConnected,
+    };
+    let state = watcher.peek_state();
+    (state != expected).then_some(state)
 }
 
 /// How long from `now` the framework vouches for the session: one session timeout after the
