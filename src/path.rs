@@ -42,7 +42,7 @@ pub fn validate(path: &str) -> Result<()> {
             _ => {}
         }
         if segment.chars().any(is_forbidden_char) {
-            return fail("path has a forbidden character (NUL, control or non-character)");
+            return fail("path has a forbidden character (NUL, control, private use, non-character, or outside the Basic Multilingual Plane)");
         }
     }
     Ok(())
@@ -85,8 +85,14 @@ pub fn normalize_namespace(namespace: &str) -> Result<String> {
     Ok(absolute)
 }
 
+/// ZooKeeper's forbidden characters (its `PathUtils.validatePath`): controls, the private use
+/// area, the last 16 code points of the Basic Multilingual Plane, and every surrogate, which in
+/// Java is any character outside that plane (a surrogate pair there).
 fn is_forbidden_char(c: char) -> bool {
-    matches!(c, '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{e000}'..='\u{f8ff}' | '\u{fff0}'..='\u{ffff}')
+    matches!(
+        c,
+        '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{e000}'..='\u{f8ff}' | '\u{fff0}'..='\u{ffff}' | '\u{10000}'..
+    )
 }
 
 /// Joins a parent path and a child name (`/a` + `b` → `/a/b`; `/` + `b` → `/b`).
@@ -179,7 +185,23 @@ mod tests {
         for ok in ["/", "/a", "/a/b", "/locks/our-lock", "/a.b", "/...", "/é"] {
             assert!(validate(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "a", "a/b", "/a/", "//a", "/a//b", "/.", "/a/..", "/a/./b", "/a\0b", "/a\u{1}"] {
+        // ZooKeeper refuses a character outside the Basic Multilingual Plane (a surrogate pair
+        // in Java) with BadArguments; it is refused here first, typed.
+        for bad in [
+            "",
+            "a",
+            "a/b",
+            "/a/",
+            "//a",
+            "/a//b",
+            "/.",
+            "/a/..",
+            "/a/./b",
+            "/a\0b",
+            "/a\u{1}",
+            "/a\u{1f600}",
+            "/\u{e000}",
+        ] {
             let err = validate(bad).unwrap_err();
             assert!(matches!(err, Error::InvalidPath { .. }), "{bad:?}");
         }
