@@ -194,7 +194,12 @@ async fn close_when_idle(shared: Weak<Shared>, generation: u64) {
             if state.generation != generation || state.framework.is_none() {
                 return;
             }
-            shared.threshold.saturating_sub(state.last_use.elapsed())
+            // An operation in progress ends by setting `last_use`: the session closes a whole
+            // threshold after that at the earliest, so a threshold's sleep comes no later.
+            match state.in_flight {
+                0 => shared.threshold.saturating_sub(state.last_use.elapsed()),
+                _ => shared.threshold,
+            }
         };
         tokio::time::sleep(wait.max(MIN_CHECK)).await;
         let idle = {
