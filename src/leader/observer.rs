@@ -236,6 +236,13 @@ async fn follow(framework: Framework, path: String, driver: StandardDriver, tx: 
                             Err(e) => {
                                 tracing::debug!(path = %path, error = %e, "leader observer: reading again after a pause");
                                 pause.backoff().await;
+                                // The next read covers what came meanwhile (the watch's queue
+                                // does not grow while reads fail); a watch that broke is
+                                // added again first, and its resync reads.
+                                drop(watch.queued());
+                                if !watch.is_live_now() {
+                                    break;
+                                }
                             }
                         }
                     }
