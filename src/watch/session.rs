@@ -627,7 +627,7 @@ impl SessionWatch {
 
     /// Sends the add on the session it is to be on, once connected; `None` while the loop is
     /// to go on (it waited for a state change, or the session ended).
-    async fn send_add(&mut self, reason: Option<ResyncReason>) -> Option<WatchItem> {
+    async fn send_add(&mut self, mut reason: Option<ResyncReason>) -> Option<WatchItem> {
         let Some(framework) = self.weak.upgrade() else {
             self.end();
             return None;
@@ -694,6 +694,11 @@ impl SessionWatch {
         if new_session {
             // The old session's watcher is never polled again.
             self.watcher = None;
+            // Whatever broke the watch first (a connection that came back, then went again),
+            // its owner is on another session now: ephemeral nodes of the old one are gone.
+            if self.added_once {
+                reason = Some(ResyncReason::NewSession);
+            }
         }
         let epoch = session.epoch;
         self.epoch = epoch;
