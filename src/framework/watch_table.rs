@@ -159,12 +159,21 @@ impl Registered {
         futures::FutureExt::now_or_never(self.rearm.wanted.notified()).is_some()
     }
 
-    /// A one-shot entry whose watch fired: its end removes nothing from the server.
+    /// A one-shot entry whose watch fired: its end removes nothing from the server. When a
+    /// persistent watch of the path was added while it lived, that one is added again: the
+    /// one-shot watch's request may have reached the server after the persistent one's (a
+    /// read sent again after a connection loss), and ZooKeeper 3.6-3.8 then keep the
+    /// one-shot mode for both, so the event that fired it took the persistent watch too.
     pub(crate) fn fired(&mut self) {
         if self.oneshot {
             let mut table = self.table.lock();
             if let Some(entry) = table.oneshots.iter_mut().find(|e| e.id == self.id) {
-                entry.shadowed = false;
+                if std::mem::take(&mut entry.shadowed) {
+                    let path = entry.full_path.clone();
+                    for watch in table.persistent.iter().filter(|w| w.full_path == path) {
+                        watch.rearm.request();
+                    }
+                }
             }
         }
     }

@@ -112,6 +112,59 @@ async fn one_shot_and_persistent_watches_of_one_framework_never_silence_each_oth
     .await;
 }
 
+/// A watched read sent again after a connection loss can reach the server after a persistent
+/// watch of the same path was added: ZooKeeper 3.6-3.8 then keep the one-shot mode for both,
+/// and the event that fires the read's watch takes the persistent one too. The persistent
+/// watch is added again when that read's watch fires, and goes on hearing changes.
+#[tokio::test]
+async fn a_persistent_watch_overtaken_by_a_read_sent_again_is_added_again_when_the_read_fires() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let proxy = CountingProxy::start(&connect).await.expect("counting proxy");
+        let fw = Framework::builder(&proxy.connect_string())
+            .session_timeout(SESSION)
+            .retry_policy(zk_recipes::retry::RetryNTimes::new(3, std::time::Duration::from_secs(1)))
+            .start()
+            .await
+            .unwrap();
+        let dir = unique_path("watch-home", "overtaken");
+        fw.create(&dir).data(b"").await.unwrap();
+
+        // The read's first try reaches the server and its reply is lost (the connection with
+        // it): the client reconnects, and the read is sent again a second later.
+        proxy.lose_reply_to("getData+watch");
+        let before = proxy.counts();
+        let read = tokio::spawn({
+            let (fw, dir) = (fw.clone(), dir.clone());
+            async move { fw.get_data(&dir).watch().await.map(|(_, _, watch)| watch) }
+        });
+        eventually(EVENT, "the read's first try", || async {
+            match proxy.counts().since(&before).get("getData+watch") {
+                0 => Err("not sent".to_owned()),
+                _ => Ok(()),
+            }
+        })
+        .await;
+        // Meanwhile the persistent watch is added (after the read's table entry).
+        let mut watch = fw.watch(&dir, WatchMode::PersistentRecursive).await.unwrap();
+        let one_shot = within(EVENT, "the read sent again", read).await.unwrap().unwrap();
+        assert_eq!(proxy.counts().since(&before).get("getData+watch"), 2, "sent again after the persistent watch");
+
+        fw.set_data(&dir, b"x").await.unwrap();
+        let fired = within(EVENT, "the read's watch", one_shot.changed()).await.unwrap();
+        assert_eq!(fired.kind, NodeEventKind::DataChanged);
+        let heard = next_item(&mut watch).await;
+        assert!(matches!(heard, WatchEvent::Node(ref e) if e.kind == NodeEventKind::DataChanged), "{heard:?}");
+        assert_eq!(next_item(&mut watch).await, WatchEvent::Resync { reason: ResyncReason::Rearmed });
+        assert_eq!(probe_creates(&fw, &mut watch, &dir, "after").await, NodeEventKind::Created);
+        drop(watch);
+        fw.delete(&dir).recursive().await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
+
 /// The server of each session is asked once what it supports (one `getEphemerals`, no
 /// four-letter word, and `server_info` confirms persistent watches with one `addWatch`);
 /// these servers are 3.8.
