@@ -794,6 +794,13 @@ impl SessionWatch {
                 self.phase = Phase::Live;
                 WatchItem::Resync(reason)
             }
+            Err(e) if self.weak.upgrade().map_or(true, |framework| framework.is_closed()) => {
+                // The framework closed under the add (its client ended, whatever it answered):
+                // the watch is over, which is no refusal.
+                tracing::debug!(path = %self.full_path, error = %e, "the framework closed while the watch was added");
+                self.end();
+                WatchItem::Interrupted
+            }
             Err(e) if refuses_persistent_watches(&e) && self.ablations.ignore_refusal => {
                 // A test's seam: the refusal taken as an add (no watch on the server).
                 self.phase = Phase::Live;

@@ -329,3 +329,28 @@ async fn probe_leases(
         }
     }
 }
+
+/// A `Framework::watch` being added again when the framework closes ends its stream, with no
+/// error: the add held back by a stalled link, then `close()` (whose ended client answers the
+/// add with an error of its own).
+#[tokio::test]
+async fn a_watch_added_again_when_the_framework_closes_just_ends() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let proxy = zk_recipes::testing::FaultProxy::start(&shared_connect().await).await.unwrap();
+        let fw = plain_framework(&proxy.connect_string(), SESSION).await;
+        let dir = unique_path("watch-home", "closing-add");
+        fw.create(&dir).data(b"").await.unwrap();
+        let (_, one_shot) = fw.exists(&dir).watch().await.unwrap();
+        let watch = fw.watch(&dir, WatchMode::PersistentRecursive).await.unwrap();
+        let items = tokio::spawn(async move { watch.collect::<Vec<_>>().await });
+        // The one-shot watch goes unfired: the persistent one is added again, held back.
+        proxy.set_mode(zk_recipes::testing::ProxyMode::Hold);
+        drop(one_shot);
+        request_held_back(&proxy, "the RemoveWatches and the add held back").await;
+        fw.close().await;
+        let items = within(EVENT, "the stream's end", items).await.unwrap();
+        assert!(items.iter().all(Result::is_ok), "{items:?}");
+    })
+    .await;
+}
