@@ -3,7 +3,7 @@
 //! handle's first attempt unless one runs already.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use zookeeper_client::SessionState;
 
@@ -13,7 +13,9 @@ use crate::framework::{Framework, Session};
 use crate::sync::Mutex;
 
 /// A handle's place for its session's mirror of one directory, shared by the handle's clones
-/// and replaced when the session changes.
+/// and replaced when the session changes. It does not keep the mirror: the attempts and the
+/// holds that use it do (and the session's registry for a while after the last goes), so a
+/// handle kept idle (one of many, per entity) holds no watch on the server.
 #[derive(Debug, Default)]
 pub(crate) struct MirrorSlot {
     slot: Mutex<Slot>,
@@ -25,7 +27,7 @@ pub(crate) struct MirrorSlot {
 enum Slot {
     #[default]
     Empty,
-    Mirror(Arc<DirMirror>),
+    Mirror(Weak<DirMirror>),
     /// The directory is crowded: the handle waits the classic way (holding no mirror, so the
     /// session stops mirroring once its other handles do too) until [`CALM_LISTINGS`]
     /// listings in a row show it calm (so that the tail of a burst does not start mirrors
@@ -45,7 +47,10 @@ impl MirrorSlot {
     /// crowd).
     pub(crate) fn crowded(&self) {
         let previous = std::mem::replace(&mut *self.slot.lock(), Slot::Crowded { calm: 0 });
-        if let Slot::Mirror(mirror) = previous {
+        if let Some(mirror) = match previous {
+            Slot::Mirror(mirror) => mirror.upgrade(),
+            _ => None,
+        } {
             tracing::debug!(dir = %mirror.dir(), "the lock directory is crowded: waiting the classic way");
             mirror.let_go_without_linger();
         }
@@ -95,15 +100,19 @@ impl MirrorSlot {
         let mut slot = self.slot.lock();
         match &*slot {
             Slot::Crowded { .. } => None,
-            Slot::Mirror(mirror) if mirror.epoch() == session.epoch && mirror.run() == Run::Running => {
-                Some(mirror.clone())
-            }
-            _ => {
-                let mirror = Arc::new(DirMirror::running(session, dir)?);
-                *slot = Slot::Mirror(mirror.clone());
-                Some(mirror)
-            }
+            Slot::Mirror(mirror) => match mirror.upgrade() {
+                Some(mirror) if mirror.epoch() == session.epoch && mirror.run() == Run::Running => Some(mirror),
+                _ => self.find_running(&mut slot, session, dir),
+            },
+            Slot::Empty => self.find_running(&mut slot, session, dir),
         }
+    }
+
+    /// The session's running mirror of `dir` from its registry, if there is one.
+    fn find_running(&self, slot: &mut Slot, session: &Session, dir: &str) -> Option<Arc<DirMirror>> {
+        let mirror = Arc::new(DirMirror::running(session, dir)?);
+        *slot = Slot::Mirror(Arc::downgrade(&mirror));
+        Some(mirror)
     }
 
     /// The session's mirror of `dir` (a full server path), started if none runs, when the
@@ -116,13 +125,16 @@ impl MirrorSlot {
         let mut slot = self.slot.lock();
         match &*slot {
             Slot::Crowded { .. } => return None,
-            Slot::Mirror(mirror) if mirror.epoch() == session.epoch && mirror.run() != Run::Ended => {
-                return (mirror.run() == Run::Running).then(|| mirror.clone());
-            }
-            Slot::Mirror(_) | Slot::Empty => {}
+            Slot::Mirror(mirror) => match mirror.upgrade() {
+                Some(mirror) if mirror.epoch() == session.epoch && mirror.run() != Run::Ended => {
+                    return (mirror.run() == Run::Running).then_some(mirror);
+                }
+                _ => {}
+            },
+            Slot::Empty => {}
         }
         let mirror = DirMirror::for_session(framework, session, dir);
-        *slot = Slot::Mirror(mirror.clone());
+        *slot = Slot::Mirror(Arc::downgrade(&mirror));
         (mirror.run() == Run::Running).then_some(mirror)
     }
 }

@@ -762,7 +762,16 @@ impl View for DirHost {
         };
         tracing::trace!(dir = %self.dir, number = self.sent, ?listed, "the mirror's listing is in");
         match listed {
-            Listed::Valid => self.listed = self.sent,
+            Listed::Valid => {
+                self.listed = self.sent;
+                // A deletion missed while disconnected leaves its name in `own` for good: once
+                // the names there far outnumber the directory's children, those gone go. (Not
+                // on every listing: a create answered after the listing is not in it yet.)
+                if self.own.len() > 2 * self.view.len() + CROWDED {
+                    let view = &self.view;
+                    self.own.retain(|name| view.contains(name));
+                }
+            }
             Listed::Stale => {}
             Listed::Again => self.failed = true,
             Listed::Unusable => {

@@ -1295,3 +1295,31 @@ async fn without_the_barrier_late_follower_mirrors_at_a_free_lock_overlap() {
 const LATE_EVENTS: Duration = Duration::from_millis(5);
 const FREE_LOCK_HOLD: Duration = Duration::from_millis(5);
 const FREE_LOCK_ROUNDS: usize = 150;
+
+/// An idle lock handle keeps no mirror: once its attempts and holds are over, the session's
+/// mirror of the directory (its watch on the server, its task) goes after the linger, even
+/// while the handle lives on (a service keeping one handle per entity keeps no watch per
+/// entity).
+#[tokio::test]
+async fn an_idle_handle_keeps_no_mirror() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = mirror_framework(&shared_connect().await, SESSION).await;
+        let path = path("idle-handle");
+        let mutex = InterProcessMutex::new(&fw, &path).unwrap();
+        warm(&mutex, &path).await;
+        assert!(mirror_tasks_running(&path) > 0);
+        eventually(EVENT, "the mirror let go after its linger", || async {
+            match mirror_tasks_running(&path) {
+                0 => Ok(()),
+                n => Err(format!("{n} running")),
+            }
+        })
+        .await;
+        // The handle still works, and mirrors again when used.
+        warm(&mutex, &path).await;
+        drop(mutex);
+        fw.close().await;
+    })
+    .await;
+}
