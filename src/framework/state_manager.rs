@@ -486,10 +486,11 @@ fn confirm(inner: &Inner, timing: Timing, delay: Duration) -> Option<Confirming>
 
 /// Opens the next session, retrying (with the retry policy's delays, starting over when it
 /// gives up) until it succeeds or the framework closes.
-async fn open_new_session(inner: &Inner) -> Option<Session> {
+async fn open_new_session(inner: &Arc<Inner>) -> Option<Session> {
     let epoch = inner.epoch() + 1;
     let policy = Restarting(inner.config.retry_policy.clone());
-    let mut retry = RetryLoop::new(&policy).stop_when(inner);
+    let abandoned = Abandoned(inner);
+    let mut retry = RetryLoop::new(&policy).stop_when(&abandoned);
     // The members last seen, so that a client given servers that have since left the
     // ensemble finds its new members.
     let connect = || async {
@@ -503,6 +504,21 @@ async fn open_new_session(inner: &Inner) -> Option<Session> {
             tracing::debug!(%error, "no new session: the framework closed");
             None
         }
+    }
+}
+
+/// Ends the search for a new session once the framework is closed, or once nothing but this
+/// task holds it (every handle dropped without `close()`): a session opened then would only be
+/// dropped.
+struct Abandoned<'a>(&'a Arc<Inner>);
+
+impl crate::retry::Ends for Abandoned<'_> {
+    fn has_ended(&self) -> bool {
+        self.0.is_closed() || Arc::strong_count(self.0) == 1
+    }
+
+    fn retrying(&self) {
+        crate::retry::Ends::retrying(&**self.0);
     }
 }
 

@@ -501,3 +501,43 @@ async fn requests_in_flight_at_close_end_with_closed() {
     .await
     .expect("test finished in time");
 }
+
+/// A framework whose every handle is dropped (without `close()`) while it looks for a new
+/// session stops looking: no session is opened for nobody once the ensemble is back.
+#[tokio::test]
+async fn a_framework_dropped_during_an_outage_opens_no_session_afterwards() {
+    timeout(LIMIT, async {
+        let server = shared_server().await.unwrap();
+        let proxy = FaultProxy::start(&server.connect_string()).await.unwrap();
+        let fw = Framework::builder(&proxy.connect_string())
+            .session_timeout(Duration::from_secs(2))
+            .connection_timeout(Duration::from_millis(500))
+            .retry_policy(zk_recipes::retry::RetryForever::new(Duration::from_millis(100)))
+            .start()
+            .await
+            .unwrap();
+        let mut states = fw.state_watch();
+        proxy.set_mode(ProxyMode::BlackHole);
+        proxy.reset_connections();
+        timeout(Duration::from_secs(20), states.wait_for(|s| s.state == zk_recipes::ConnectionState::Lost))
+            .await
+            .expect("Lost")
+            .unwrap();
+        drop(states);
+        drop(fw);
+        // The try under way gives up on the black hole; no other follows.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while proxy.connection_count() > 0 {
+            assert!(Instant::now() < deadline, "a connection attempt still open");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        proxy.set_mode(ProxyMode::Pass);
+        // Ten of the retry policy's pauses: a search still running would have connected.
+        for _ in 0..20 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert_eq!(proxy.connection_count(), 0, "a session opened for a framework nobody holds");
+        }
+    })
+    .await
+    .expect("test finished in time");
+}
