@@ -90,7 +90,8 @@ impl DistributedDelayQueue {
 
     /// This queue with puts that wait while it holds `max_items` nodes or more (Curator's
     /// `QueueBuilder.maxItems`), as [`DistributedQueue::with_max_items`](crate::DistributedQueue::with_max_items).
-    /// Shares the put events of the handle it was made from.
+    /// Shares the put events and the background puts a flush waits for with the handle it
+    /// was made from.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for 0.
@@ -141,11 +142,28 @@ impl DistributedDelayQueue {
     /// (Curator's default background puts); the outcome is told to
     /// [`put_events`](Self::put_events) readers.
     ///
+    /// [`flush_puts`](Self::flush_puts) waits for the puts still pending.
+    ///
     /// # Errors
     /// [`Error::InvalidArgument`] for no items, a due time [`put`](Self::put) refuses, or a
     /// call outside a Tokio runtime.
     pub fn put_in_background<I: AsRef<[u8]>>(&self, items: &[I], until: SystemTime) -> Result<()> {
         self.producers.put_in_background(&self.engine, code_of(until)?, items)
+    }
+
+    /// Waits until no background put of this handle and its clones is pending (Curator's
+    /// `flushPuts(waitTime, unit)`): true once each has told its outcome to the
+    /// [`put_events`](Self::put_events), false when some were still pending after `timeout`;
+    /// as [`DistributedQueue::flush_puts`](crate::DistributedQueue::flush_puts), which also
+    /// says what closing the framework does to pending puts.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero timeout.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only waits; the puts go on.
+    pub async fn flush_puts(&self, timeout: Duration) -> Result<bool> {
+        Ok(self.producers.flush(deadline::of_wait(timeout)?).await)
     }
 
     /// Adds several items as one node due at `until` (Curator's `putMulti(items,

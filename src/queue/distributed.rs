@@ -5,6 +5,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use super::engine::{Engine, QueueStream};
 use super::puts::{Producers, PutEvents};
 use crate::deadline;
@@ -102,7 +104,8 @@ impl DistributedQueue {
     /// This queue with puts that wait while the queue's node has `max_items` children or more
     /// (Curator's `QueueBuilder.maxItems`; the count is the server's, of every producer's
     /// items, and a put that finds room goes ahead, so concurrent producers can overshoot by
-    /// their number). Shares the put events of the handle it was made from.
+    /// their number). Shares the put events and the background puts a
+    /// [`flush_puts`](Self::flush_puts) waits for with the handle it was made from.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for 0.
@@ -153,10 +156,37 @@ impl DistributedQueue {
     /// background puts): the outcome is told to [`put_events`](Self::put_events) readers.
     /// The put waits for room under [`with_max_items`](Self::with_max_items).
     ///
+    /// [`flush_puts`](Self::flush_puts) waits for the puts still pending.
+    ///
     /// # Errors
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for no items, or outside a Tokio runtime.
     pub fn put_in_background<I: AsRef<[u8]>>(&self, items: &[I]) -> Result<()> {
         self.producers.put_in_background(&self.engine, QUEUE_ITEM_NAME.to_owned(), items)
+    }
+
+    /// Waits until no background put of this handle and its clones is pending (Curator's
+    /// `flushPuts(waitTime, unit)`): true once each has told its outcome to the
+    /// [`put_events`](Self::put_events), false when some were still pending after `timeout`.
+    /// A put that failed is done too (Curator's flush goes on waiting for one: it counts only
+    /// successes), so the events tell which failed. Puts made while it waits are waited for.
+    ///
+    /// A queue handle has no `close()` (Curator's `close()` flushes for its `finalFlushTime`,
+    /// 5 s by default): the background puts still pending when the framework is closed fail
+    /// with [`Error::Closed`](crate::Error::Closed), told as their events, and their items are
+    /// not put (an item whose create was already sent may be). Flush before closing it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero timeout.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only waits; the puts go on.
+    pub async fn flush_puts(&self, timeout: Duration) -> Result<bool> {
+        Ok(self.producers.flush(deadline::of_wait(timeout)?).await)
+    }
+
+    /// [`flush_puts`](Self::flush_puts) until `deadline`.
+    pub(super) async fn flush_puts_until(&self, deadline: Instant) -> bool {
+        self.producers.flush(deadline).await
     }
 
     /// The outcome of every background put of this handle and its clones, as they complete

@@ -7,7 +7,9 @@
 //! takes the listed items in the variant's order, and lists again only when the listing is
 //! used up and the watch has fired since (or its session ended). The listing and its watch are
 //! kept between takes, per queue handle (its clones and streams share them), so a take costs
-//! a read and a delete of its item, and the watch is never removed unfired.
+//! a read and a delete of its item, and the watch is never removed unfired. An engine that
+//! refreshes (Curator's priority queue, `refreshOnWatch`) also lists again once it has gone
+//! through a set number of the listing's items and the watch has fired since.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -25,7 +27,7 @@ use tokio::time::Instant;
 use zookeeper_client::CreateMode;
 
 use super::delete_taken_after;
-use crate::error::is_zk_connection_error;
+use crate::error::{is_zk_connection_error, is_zk_session_lost};
 use crate::error::{Error, Result, ZkError};
 use crate::framework::metrics::Op;
 use crate::framework::NodeEvent;
@@ -42,6 +44,8 @@ pub(super) struct Engine {
     path: String,
     lock_path: Option<String>,
     order: QueueOrder,
+    /// Refresh after this many items of a listing (see [`Engine::refreshing_after`]).
+    refresh_after: Option<usize>,
     consumer: Arc<Consumer>,
 }
 
@@ -63,11 +67,17 @@ struct Listing {
     names: VecDeque<String>,
     /// `None`: never listed, or the watch fired (list again once `names` gives nothing).
     watch: Option<BoxFuture<'static, Result<NodeEvent>>>,
+    /// How many of the listing's names were taken or found gone since it was made.
+    done: usize,
 }
 
 impl fmt::Debug for Listing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Listing").field("names", &self.names.len()).field("watching", &self.watch.is_some()).finish()
+        f.debug_struct("Listing")
+            .field("names", &self.names.len())
+            .field("watching", &self.watch.is_some())
+            .field("done", &self.done)
+            .finish()
     }
 }
 
@@ -108,6 +118,8 @@ impl Drop for StaleOnDrop<'_> {
 /// What a pass over the kept listing found.
 enum Pass<'a> {
     Item(Claim<'a>),
+    /// The listing is to be made again before the next claim (a refreshing engine).
+    Refresh,
     /// Nothing claimable: the lock of the first item another consumer holds (watched), and in
     /// a delay queue how long until the first item not yet due is due.
     Nothing {
@@ -246,8 +258,18 @@ impl Engine {
             path: path.to_owned(),
             lock_path: lock_path.map(str::to_owned),
             order,
+            refresh_after: None,
             consumer: Arc::default(),
         })
+    }
+
+    /// This engine (its listing shared) refreshing as Curator's consumer with
+    /// `refreshOnWatch` and `minItemsBeforeRefresh = items`: before it claims an item, once
+    /// `items` of the listing were taken or found gone, it lists again if the children watch
+    /// has fired since the listing was made. Its own deletes fire that watch, so on a busy
+    /// queue that is a listing per `items` items.
+    pub(super) fn refreshing_after(self, items: usize) -> Self {
+        Engine { refresh_after: Some(items), ..self }
     }
 
     pub(super) fn path(&self) -> &str {
@@ -417,17 +439,17 @@ impl Engine {
             },
         };
         loop {
-            let (lock_watch, due_in) = match self.pass(&mut listing.names).await? {
+            let (lock_watch, due_in) = match self.pass(&mut listing).await? {
                 Pass::Item(claim) => return Ok(Some(claim)),
+                Pass::Refresh => {
+                    self.relist(&mut listing).await?;
+                    continue;
+                }
                 Pass::Nothing { lock_watch, due_in } => (lock_watch, due_in),
             };
             listing.check_watch()?;
-            let stale = self.consumer.stale.swap(false, Ordering::Relaxed);
-            if stale || listing.watch.is_none() {
-                let (names, watch) = self.list(true).await?;
-                listing.names = names.into();
-                // An unfired watch replaced goes after the new one is set (no removeWatches).
-                listing.watch = watch.map(|watch| watch.changed().boxed());
+            if self.consumer.stale.load(Ordering::Relaxed) || listing.watch.is_none() {
+                self.relist(&mut listing).await?;
                 continue;
             }
             let due = async {
@@ -467,14 +489,42 @@ impl Engine {
         }
     }
 
-    /// Claims the first item of `names` this consumer can, dropping those found gone; items
-    /// another consumer has locked and, in a delay queue, items not yet due stay.
-    async fn pass(&self, names: &mut VecDeque<String>) -> Result<Pass<'_>> {
+    /// Lists the queue again with a new children watch, in place of the kept listing.
+    async fn relist(&self, listing: &mut Listing) -> Result<()> {
+        self.consumer.stale.store(false, Ordering::Relaxed);
+        let (names, watch) = self.list(true).await?;
+        listing.names = names.into();
+        // An unfired watch replaced goes after the new one is set (no removeWatches).
+        listing.watch = watch.map(|watch| watch.changed().boxed());
+        listing.done = 0;
+        Ok(())
+    }
+
+    /// Whether a refreshing engine is to list again before its next claim: it went through
+    /// its number of the listing's items and the queue changed since the listing was made.
+    fn refresh_due(&self, listing: &mut Listing) -> Result<bool> {
+        match self.refresh_after {
+            Some(items) if listing.done >= items => {
+                listing.check_watch()?;
+                Ok(listing.watch.is_none())
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Claims the first item of the listing this consumer can, dropping those found gone;
+    /// items another consumer has locked and, in a delay queue, items not yet due stay. A
+    /// refreshing engine stops when it is to list again.
+    async fn pass(&self, listing: &mut Listing) -> Result<Pass<'_>> {
         let mut lock_watch = None;
         let mut due_in = None;
         let now = now_epoch_ms();
         let mut at = 0;
-        while let Some(name) = names.get(at) {
+        while at < listing.names.len() {
+            if self.refresh_due(listing)? {
+                return Ok(Pass::Refresh);
+            }
+            let name = &listing.names[at];
             if self.order == QueueOrder::Delay {
                 // Sorted by epoch: once one is not due, none after it is.
                 let epoch = delay_epoch_of(name);
@@ -486,11 +536,13 @@ impl Engine {
             let name = name.clone();
             match self.claim(&name).await? {
                 Claimed::Item(claim) => {
-                    names.remove(at);
+                    listing.names.remove(at);
+                    listing.done += 1;
                     return Ok(Pass::Item(claim));
                 }
                 Claimed::Gone | Claimed::NotAnItem => {
-                    names.remove(at);
+                    listing.names.remove(at);
+                    listing.done += 1;
                 }
                 Claimed::Locked(lock) => {
                     at += 1;
@@ -588,17 +640,27 @@ impl Engine {
     /// is [`Error::OutcomeUnknown`] (see [`read`](Self::read)). Only a session allowed to
     /// delete but not to read an item (an ACL without READ for it) loses the item, with the
     /// read's `NoAuth` as the error.
+    ///
+    /// The pair is sent under the framework's retry, as its own operations: a pair that both
+    /// failed because their session was over (an expired session still the framework's until
+    /// it has opened the next one) was not applied, and is sent again on the next session as
+    /// the retry policy and the session failure policy allow.
     async fn read_and_delete(&self, name: &str) -> Result<Claimed<'_>> {
         let fw = &self.framework;
         let item = path::join(&self.path, name);
-        let full = fw.full_path(&item)?;
-        let session = fw.session()?;
-        session.sent(Op::GetData);
-        let read = session.client.get_data(&full);
-        session.sent(Op::Delete);
-        let delete = session.client.delete(&full, Some(0));
-        // A server may hold the replies back (see `framework::stall`).
-        let (read, deleted) = session.unstalled(async { futures::join!(read, delete) }).await;
+        let full = &fw.full_path(&item)?;
+        let (read, deleted) = fw
+            .with_retry(|session| async move {
+                session.sent(Op::GetData);
+                let read = session.client.get_data(full);
+                session.sent(Op::Delete);
+                let delete = session.client.delete(full, Some(0));
+                match futures::join!(read, delete) {
+                    (Err(e), Err(d)) if is_zk_session_lost(&e) && is_zk_session_lost(&d) => Err(e),
+                    replies => Ok(replies),
+                }
+            })
+            .await?;
         let claim = |data, version, deleted| Claim::read(fw, name, data, version, deleted);
         match (read, deleted) {
             (Ok((data, stat)), Ok(())) => Ok(Claimed::Item(claim(data, stat.version, Deleted::Yes))),
@@ -674,15 +736,32 @@ impl Engine {
         }
     }
 
-    /// The stream of [`take_until(None)`](Self::take_until)s.
+    /// The stream of [`take_until(None)`](Self::take_until)s. A take that failed with
+    /// `SessionExpired` is followed by a wait for the framework's next session: until then
+    /// every take would fail so (under `SessionFailurePolicy::Fail` at once, otherwise once
+    /// the retry policy gave up).
     pub(super) fn stream(&self) -> QueueStream {
-        let items = futures::stream::unfold(self.clone(), |engine| async move {
+        let items = futures::stream::unfold((self.clone(), None), |(engine, expired)| async move {
+            if let Some(epoch) = expired {
+                engine.session_after(epoch).await;
+            }
+            // The session the take starts on: a `SessionExpired` is this one's or a later
+            // one's, so the wait for a session after it never outlasts the next session.
+            let epoch = engine.framework.epoch();
             match engine.take_until(None).await {
                 Err(Error::Closed) => None,
-                taken => Some((taken.map(Option::unwrap_or_default), engine)),
+                Err(e @ Error::ZooKeeper(ZkError::SessionExpired)) => Some((Err(e), (engine, Some(epoch)))),
+                taken => Some((taken.map(Option::unwrap_or_default), (engine, None))),
             }
         });
         QueueStream { inner: Box::pin(items) }
+    }
+
+    /// Waits until the framework runs on a session after `epoch`, or is closed.
+    async fn session_after(&self, epoch: u64) {
+        let fw = &self.framework;
+        let mut states = fw.state_watch();
+        let _ = states.wait_for(|s| s.epoch != epoch || fw.is_closed()).await;
     }
 }
 
@@ -690,6 +769,13 @@ impl Engine {
 /// `take()` takes them (at most once: the node is deleted before it is yielded; lock-safe
 /// queues lock it first, so an item another consumer is working on is never taken). Errors
 /// are yielded and the stream goes on; it ends when the framework is closed.
+///
+/// A take rides through a new session as the framework's own operations do, under its retry
+/// policy and session failure policy. When it fails with `SessionExpired` all the same (under
+/// [`SessionFailurePolicy::Fail`](crate::SessionFailurePolicy::Fail), or when the retry policy
+/// gave up before the framework had its next session), that error is yielded and the stream
+/// waits for the framework's next session before its next take, rather than yield the same
+/// error for every item it had listed.
 ///
 /// Returned by `stream()` of [`DistributedQueue`](crate::DistributedQueue) and its id,
 /// priority and delay variants. For at-least-once delivery, use their `consume`.

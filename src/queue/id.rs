@@ -88,7 +88,8 @@ impl DistributedIdQueue {
 
     /// This queue with puts that wait while it holds `max_items` nodes or more (Curator's
     /// `QueueBuilder.maxItems`), as [`DistributedQueue::with_max_items`](crate::DistributedQueue::with_max_items).
-    /// Shares the put events of the handle it was made from.
+    /// Shares the put events and the background puts a flush waits for with the handle it
+    /// was made from.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for 0.
@@ -140,12 +141,29 @@ impl DistributedIdQueue {
     /// Puts `item` with `id` in a task of its own and returns at once (Curator's default
     /// background puts); the outcome is told to [`put_events`](Self::put_events) readers.
     ///
+    /// [`flush_puts`](Self::flush_puts) waits for the puts still pending.
+    ///
     /// # Errors
     /// [`Error::InvalidArgument`] for an id [`put`](Self::put) refuses, or a call outside a
     /// Tokio runtime.
     pub fn put_in_background(&self, item: &[u8], id: &str) -> Result<()> {
         check_id(id)?;
         self.producers.put_in_background(&self.engine, id_name(id), &[item])
+    }
+
+    /// Waits until no background put of this handle and its clones is pending (Curator's
+    /// `flushPuts(waitTime, unit)`): true once each has told its outcome to the
+    /// [`put_events`](Self::put_events), false when some were still pending after `timeout`;
+    /// as [`DistributedQueue::flush_puts`](crate::DistributedQueue::flush_puts), which also
+    /// says what closing the framework does to pending puts.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero timeout.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only waits; the puts go on.
+    pub async fn flush_puts(&self, timeout: Duration) -> Result<bool> {
+        Ok(self.producers.flush(deadline::of_wait(timeout)?).await)
     }
 
     /// Removes every item with `id` that no consumer has locked (Curator's `remove`); returns

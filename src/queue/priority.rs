@@ -21,10 +21,21 @@ use crate::protocol::queue_names::{priority_name, QueueOrder};
 /// positive, as Curator's string order of the codes gives), items of one priority in the
 /// order they were put. The priority is an `i32`, as Curator's Java `int`: every value has a
 /// code, so no priority is out of range. The order is decided on the consumer's listing of
-/// the queue, as Curator's consumer decides it: a consumer lists once, takes the listed items
-/// in priority order, and lists again when they are used up. So an item put after a listing
-/// is taken after that listing's items even if it sorts first; it takes its place at the next
-/// listing. A queue handle keeps its listing between its takes, streams and clones.
+/// the queue: a consumer lists once and takes the listed items in priority order. A queue
+/// handle keeps its listing between its takes, streams and clones. When it lists again is set
+/// per handle:
+///
+/// - By default ([`new`](Self::new), [`lock_safe`](Self::lock_safe)) when the listing is
+///   used up, as Curator's `buildPriorityQueue(Integer.MAX_VALUE)`: a take costs a read and a
+///   delete, and an item put after a listing is taken after that listing's items even if it
+///   sorts first.
+/// - With [`with_min_items_before_refresh(n)`](Self::with_min_items_before_refresh), as
+///   Curator's `buildPriorityQueue(n)`: once `n` items of the listing were taken (or found
+///   taken by another consumer), the consumer lists again before its next take if the queue
+///   changed since the listing. An item put after a listing is then taken after at most `n`
+///   more of the listed items. The consumer's own deletes change the queue too, so on a queue
+///   that holds a backlog that is one listing per `n` takes (per take for 0 and 1): choose `n`
+///   as the number of items an urgent one may wait behind.
 ///
 /// Normal and lock-safe mode are [`DistributedQueue`](crate::DistributedQueue)'s. A failed
 /// lock-safe item is put back **with its priority** here; Curator's requeue puts it back as a
@@ -75,7 +86,8 @@ impl DistributedPriorityQueue {
 
     /// This queue with puts that wait while it holds `max_items` nodes or more (Curator's
     /// `QueueBuilder.maxItems`), as [`DistributedQueue::with_max_items`](crate::DistributedQueue::with_max_items).
-    /// Shares the put events of the handle it was made from.
+    /// Shares the put events and the background puts a flush waits for with the handle it
+    /// was made from.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for 0.
@@ -86,6 +98,16 @@ impl DistributedPriorityQueue {
     /// The item limit, if one was set.
     pub fn max_items(&self) -> Option<usize> {
         self.producers.max_items
+    }
+
+    /// This queue with consumers that list it again, once `items` items of their listing
+    /// were taken, whenever it changed since that listing (Curator's
+    /// `buildPriorityQueue(minItemsBeforeRefresh)`; see the type's documentation): an item put
+    /// with a lower priority number than those listed is taken after at most `items` more of
+    /// them. Shares the listing, the put events and the background puts a flush waits for
+    /// with the handle it was made from. Does no I/O.
+    pub fn with_min_items_before_refresh(self, items: usize) -> Self {
+        DistributedPriorityQueue { engine: self.engine.refreshing_after(items), producers: self.producers }
     }
 
     /// Adds one item at `priority` (Curator's `put(item, priority)`); returns the node's path.
@@ -119,11 +141,28 @@ impl DistributedPriorityQueue {
     /// (Curator's default background puts); the outcome is told to
     /// [`put_events`](Self::put_events) readers.
     ///
+    /// [`flush_puts`](Self::flush_puts) waits for the puts still pending.
+    ///
     /// # Errors
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for no items, or outside a
     /// Tokio runtime.
     pub fn put_in_background<I: AsRef<[u8]>>(&self, items: &[I], priority: i32) -> Result<()> {
         self.producers.put_in_background(&self.engine, priority_name(priority), items)
+    }
+
+    /// Waits until no background put of this handle and its clones is pending (Curator's
+    /// `flushPuts(waitTime, unit)`): true once each has told its outcome to the
+    /// [`put_events`](Self::put_events), false when some were still pending after `timeout`;
+    /// as [`DistributedQueue::flush_puts`](crate::DistributedQueue::flush_puts), which also
+    /// says what closing the framework does to pending puts.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero timeout.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only waits; the puts go on.
+    pub async fn flush_puts(&self, timeout: Duration) -> Result<bool> {
+        Ok(self.producers.flush(deadline::of_wait(timeout)?).await)
     }
 
     /// The outcome of every background put of this handle and its clones, as they complete

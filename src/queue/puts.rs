@@ -1,6 +1,6 @@
 //! What a distributed queue's producers share besides the engine (every variant: plain, id,
 //! priority, delay): the item limit (Curator's `maxItems`), put events (Curator's
-//! `QueuePutListener`) and background puts.
+//! `QueuePutListener`), background puts and their flush (Curator's `flushPuts`).
 
 use std::fmt;
 use std::pin::Pin;
@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
 use super::engine::Engine;
@@ -71,19 +71,46 @@ impl Stream for PutEvents {
 pub(super) struct Producers {
     pub(super) max_items: Option<usize>,
     events: broadcast::Sender<PutEvent>,
+    /// How many background puts have not yet told their outcome.
+    pending: Arc<watch::Sender<usize>>,
+}
+
+/// One background put counted in [`Producers::pending`] until it is dropped: when the put's
+/// task ends, also when its runtime drops it unfinished.
+struct PendingPut(Arc<watch::Sender<usize>>);
+
+impl PendingPut {
+    fn start(pending: &Arc<watch::Sender<usize>>) -> Self {
+        pending.send_modify(|n| *n += 1);
+        PendingPut(Arc::clone(pending))
+    }
+}
+
+impl Drop for PendingPut {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
 }
 
 impl Producers {
     pub(super) fn new() -> Arc<Self> {
-        Arc::new(Producers { max_items: None, events: broadcast::channel(EVENT_CAPACITY).0 })
+        Arc::new(Producers {
+            max_items: None,
+            events: broadcast::channel(EVENT_CAPACITY).0,
+            pending: Arc::new(watch::Sender::new(0)),
+        })
     }
 
-    /// The same producers (their put events shared) under an item limit.
+    /// The same producers (their put events and pending puts shared) under an item limit.
     pub(super) fn with_max_items(&self, max_items: usize) -> Result<Arc<Self>> {
         if max_items == 0 {
             return Err(Error::invalid_argument("max_items", "a queue must hold at least one item"));
         }
-        Ok(Arc::new(Producers { max_items: Some(max_items), events: self.events.clone() }))
+        Ok(Arc::new(Producers {
+            max_items: Some(max_items),
+            events: self.events.clone(),
+            pending: Arc::clone(&self.pending),
+        }))
     }
 
     /// Waits for room under the item limit (at once without one), until `deadline`; false
@@ -130,11 +157,23 @@ impl Producers {
         let runtime = crate::runtime::current("put_in_background")?;
         let items: Vec<Vec<u8>> = items.iter().map(|i| i.as_ref().to_vec()).collect();
         let (producers, engine) = (Arc::clone(self), engine.clone());
+        // Counted before this returns, so that a flush called next waits for it.
+        let pending = PendingPut::start(&self.pending);
         runtime.spawn(async move {
             let outcome = producers.put(&engine, &name, &items).await;
             producers.publish(items, outcome);
+            drop(pending);
         });
         Ok(())
+    }
+
+    /// Waits until no background put is pending (each has told its outcome), until
+    /// `deadline`; false when some still were then.
+    pub(super) async fn flush(&self, deadline: Instant) -> bool {
+        let mut pending = self.pending.subscribe();
+        let flushed = tokio::time::timeout_at(deadline, pending.wait_for(|n| *n == 0)).await;
+        // The sender lives in `self`: the wait ends only with the count at 0 or the time.
+        matches!(flushed, Ok(Ok(_)))
     }
 
     pub(super) fn publish(&self, items: Vec<Vec<u8>>, outcome: Result<String>) {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::task::AbortHandle;
 
 use super::distributed::DistributedQueue;
+use crate::deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::framework::Framework;
 use crate::leader::LeaderLatch;
@@ -195,7 +196,29 @@ impl QueueSharder {
         self.latch.is_leader()
     }
 
-    /// Stops counting and leaves the election; the shards stay.
+    /// Waits until no background put through the shards' queues handed out by
+    /// [`queue`](Self::queue) is pending (Curator's `close()` flushes each shard's queue), as
+    /// [`DistributedQueue::flush_puts`]: true once none is, false when some still were after
+    /// `timeout`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zero timeout.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only waits; the puts go on.
+    pub async fn flush_puts(&self, timeout: Duration) -> Result<bool> {
+        let deadline = deadline::of_wait(timeout)?;
+        let queues: Vec<DistributedQueue> = self.shared.queues.lock().values().cloned().collect();
+        for queue in queues {
+            if !queue.flush_puts_until(deadline).await {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Stops counting and leaves the election; the shards stay. Background puts through its
+    /// queues go on: [`flush_puts`](Self::flush_puts) first to wait for them.
     ///
     /// # Errors
     /// As [`LeaderLatch::close`].

@@ -13,7 +13,7 @@ mod common;
 mod queues {
     /// `DistributedBarrier` and `DistributedDoubleBarrier`.
     mod barriers;
-    /// `DistributedQueue`'s item limit, background puts and put events; `QueueSharder`.
+    /// `DistributedQueue`'s item limit, background puts, put events and flushes; `QueueSharder`.
     mod queue_extras;
     /// `DistributedIdQueue`, `DistributedPriorityQueue`, `DistributedDelayQueue`.
     mod queue_variants;

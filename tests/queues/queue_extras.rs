@@ -1,8 +1,8 @@
 //! `DistributedQueue`'s extras and `QueueSharder` against real servers: an item limit that
 //! holds puts back (and fails timed ones), background puts told as events (through a
 //! connection that keeps breaking: each event's item is in the queue once or reported
-//! failed), and shards added by the sharders' leader past the threshold, also after the
-//! leader's session expired.
+//! failed) and flushed, and shards added by the sharders' leader past the threshold, also
+//! after the leader's session expired.
 
 use crate::common;
 
@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use common::fixtures::*;
 use common::timing::{back_within, EVENT, FAULT_SESSION, LIMIT, QUIET, SESSION};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use zk_recipes::protocol::queue_names::is_shard_name;
+use zk_recipes::testing::{FaultProxy, ProxyMode};
 use zk_recipes::{
     DistributedDelayQueue, DistributedIdQueue, DistributedPriorityQueue, DistributedQueue, Error, QueueSharder,
     QueueSharderPolicies,
@@ -59,7 +60,7 @@ async fn a_full_queue_holds_puts_back_until_a_take() {
 
 /// The id, priority and delay queues have the limit, the timed put and the background puts
 /// too (Curator's `QueueBuilder` gives them to every variant): a full queue refuses a timed
-/// put, and a background put waits for room and is told as an event.
+/// put, and a background put waits for room, is told as an event and is flushed.
 #[tokio::test]
 async fn every_variant_has_the_limit_the_timed_put_and_background_puts() {
     init_tracing();
@@ -76,9 +77,10 @@ async fn every_variant_has_the_limit_the_timed_put_and_background_puts() {
         assert_eq!(priority.put_timeout(b"late", 1, QUIET).await.unwrap(), None, "full: nothing put");
         let mut events = priority.put_events();
         priority.put_in_background(&[b"waits"], -1).unwrap();
-        tokio::time::sleep(QUIET).await; // a put that must not happen while the queue is full
+        assert!(!priority.flush_puts(QUIET).await.unwrap(), "the background put waits for room");
         assert_eq!(children(&fw, &format!("{base}/priority")).await.len(), 1, "the background put waits for room");
         assert_eq!(priority.take().await.unwrap(), [b"first".to_vec()]);
+        assert!(priority.flush_puts(EVENT).await.unwrap());
         let event = within(EVENT, "the background put's event", events.next()).await.unwrap();
         assert!(event.path().is_some_and(|p| p.contains("/queue-0")), "priority -1's name: {event:?}");
         assert_eq!(priority.take().await.unwrap(), [b"waits".to_vec()]);
@@ -90,6 +92,8 @@ async fn every_variant_has_the_limit_the_timed_put_and_background_puts() {
         assert!(matches!(delay.put_in_background::<&[u8]>(&[], soon), Err(Error::InvalidArgument { .. })));
         assert_eq!(delay.take().await.unwrap(), [b"first".to_vec()]);
         delay.put_in_background(&[b"second"], soon).unwrap();
+        assert!(matches!(delay.flush_puts(Duration::ZERO).await, Err(Error::InvalidArgument { .. })));
+        assert!(delay.flush_puts(EVENT).await.unwrap());
         let event = within(EVENT, "the background put's event", events.next()).await.unwrap();
         assert_eq!((event.items(), event.error().is_none()), (&[b"second".to_vec()][..], true));
         assert_eq!(delay.take().await.unwrap(), [b"second".to_vec()]);
@@ -101,6 +105,7 @@ async fn every_variant_has_the_limit_the_timed_put_and_background_puts() {
         let mut events = ids.put_events();
         assert_eq!(ids.take().await.unwrap(), [b"first".to_vec()]);
         ids.put_in_background(b"second", "c").unwrap();
+        assert!(ids.flush_puts(EVENT).await.unwrap());
         let event = within(EVENT, "the background put's event", events.next()).await.unwrap();
         assert!(event.path().is_some_and(|p| p.contains("|c|")), "{event:?}");
         assert_eq!(ids.take().await.unwrap(), [b"second".to_vec()]);
@@ -175,6 +180,70 @@ async fn background_puts_are_told_as_events_through_cuts() {
     .await;
 }
 
+/// `flush_puts` (Curator's `flushPuts`): while background puts are held back on their way to
+/// the server it is false when its timeout ends; once they go through it is true, with every
+/// put's event told and every item in the queue. A zero timeout is refused. Puts still pending
+/// when the framework is closed fail with `Closed`.
+#[tokio::test]
+async fn flush_puts_is_true_once_every_background_put_is_done() {
+    init_tracing();
+    bounded(LIMIT, async {
+        const N: usize = 5;
+        let connect = shared_connect().await;
+        let proxy = FaultProxy::start(&connect).await.unwrap();
+        let fw = plain_framework(&proxy.connect_string(), SESSION).await;
+        let checker = plain_framework(&connect, SESSION).await;
+        let path = unique_path("queue-extras", "flush");
+        let queue = DistributedQueue::new(&fw, &path).unwrap();
+        assert!(matches!(queue.flush_puts(Duration::ZERO).await, Err(Error::InvalidArgument { .. })));
+        assert!(queue.flush_puts(QUIET).await.unwrap(), "none pending");
+        let mut events = queue.put_events();
+        proxy.set_mode(ProxyMode::Hold);
+        let items: Vec<String> = (0..N).map(|i| format!("item-{i}")).collect();
+        for item in &items {
+            queue.put_in_background(&[item]).unwrap();
+        }
+        request_held_back(&proxy, "the puts sent").await;
+        assert!(!queue.flush_puts(QUIET).await.unwrap(), "the puts are held back");
+        let flushing = {
+            let queue = queue.clone();
+            tokio::spawn(async move { queue.flush_puts(EVENT).await })
+        };
+        proxy.set_mode(ProxyMode::Pass);
+        assert!(within(EVENT, "the flush", flushing).await.unwrap().unwrap(), "every put done");
+        for _ in 0..N {
+            let event = events.next().now_or_never().flatten().expect("each put told before the flush ended");
+            assert!(event.error().is_none(), "{event:?}");
+        }
+        let reader = DistributedQueue::new(&checker, &path).unwrap();
+        let mut found = HashSet::new();
+        while let Some(taken) = reader.take_timeout(QUIET).await.unwrap() {
+            found.insert(String::from_utf8(taken.concat()).unwrap());
+        }
+        assert_eq!(found, items.iter().cloned().collect::<HashSet<_>>());
+
+        // Still pending when the framework closes (waiting for room in a full queue): each
+        // fails with `Closed`, told as its event, and leaves no flush waiting.
+        let full = DistributedQueue::new(&fw, &path).unwrap().with_max_items(1).unwrap();
+        full.put(b"fills it").await.unwrap();
+        let mut late_events = full.put_events();
+        for i in 0..N {
+            full.put_in_background(&[format!("late-{i}")]).unwrap();
+        }
+        assert!(!full.flush_puts(QUIET).await.unwrap(), "the puts wait for room");
+        fw.close().await;
+        assert!(within(EVENT, "the flush after the close", full.flush_puts(EVENT)).await.unwrap());
+        for _ in 0..N {
+            let event = late_events.next().now_or_never().flatten().expect("each put told before the flush ended");
+            assert!(matches!(event.error(), Some(Error::Closed)), "{event:?}");
+        }
+        assert_eq!(children(&checker, &path).await.len(), 1, "none of the late items");
+        checker.delete(&path).recursive().await.unwrap();
+        checker.close().await;
+    })
+    .await;
+}
+
 fn policies() -> QueueSharderPolicies {
     policies_counting_every(policies_check())
 }
@@ -201,9 +270,10 @@ async fn shards_become(sharder: &QueueSharder, n: usize) {
     .await;
 }
 
-/// Two sharders on one queue: one shard to start with; past the threshold the leader adds
-/// one (Curator's `queue-<uuid>` names), both see it and prefer it for puts; the leader's
-/// session expires, and the other, now leading, adds the third; never more than the maximum.
+/// Two sharders on one queue: one shard to start with; past the threshold (items put in the
+/// background, flushed) the leader adds one (Curator's `queue-<uuid>` names), both see it and
+/// prefer it for puts; the leader's session expires, and the other, now leading, adds the
+/// third; never more than the maximum.
 #[tokio::test]
 async fn the_leader_adds_shards_past_the_threshold_also_after_its_session_expired() {
     init_tracing();
@@ -229,9 +299,12 @@ async fn the_leader_adds_shards_past_the_threshold_also_after_its_session_expire
         let first = a.queue_paths().remove(0);
         assert!(is_shard_name(node_name(&first)), "{first}");
 
+        // In the background, flushed before the count.
         for i in 0..4 {
-            b.queue().unwrap().put(format!("x{i}").as_bytes()).await.unwrap();
+            b.queue().unwrap().put_in_background(&[format!("x{i}")]).unwrap();
         }
+        assert!(matches!(b.flush_puts(Duration::ZERO).await, Err(Error::InvalidArgument { .. })));
+        assert!(b.flush_puts(EVENT).await.unwrap(), "the background puts done");
         // One count of the leader: one shard added (a second count would add another, the
         // first shard still being full).
         a.check_now().await.unwrap();

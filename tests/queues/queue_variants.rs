@@ -84,6 +84,52 @@ async fn priority_items_are_taken_lowest_priority_first_in_curators_names() {
     .await;
 }
 
+/// A priority queue built as Curator's `buildPriorityQueue(n)` lists again once it has taken
+/// `n` items of its listing and the queue changed since: an urgent item put while it works
+/// through a backlog's listing comes out after at most `n` more of the backlog, not after all
+/// of it. The backlog follows in order.
+#[tokio::test]
+async fn an_urgent_item_overtakes_a_listed_backlog_after_min_items_before_refresh() {
+    init_tracing();
+    bounded(LIMIT, async {
+        const BACKLOG: usize = 30;
+        const MIN_ITEMS: usize = 3;
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
+        let path = unique_path("pqueue", "refresh");
+        let producer = DistributedPriorityQueue::new(&fw, &path).unwrap();
+        let backlog: Vec<String> = (0..BACKLOG).map(|i| format!("low-{i:02}")).collect();
+        for item in &backlog {
+            producer.put(item.as_bytes(), 10).await.unwrap();
+        }
+        let queue = DistributedPriorityQueue::new(&fw, &path).unwrap().with_min_items_before_refresh(MIN_ITEMS);
+        let mut stream = queue.stream();
+        // The first take lists the whole backlog.
+        assert_eq!(within(EVENT, "the first item", stream.next()).await.unwrap().unwrap(), items(&["low-00"]));
+        producer.put(b"urgent", -1).await.unwrap();
+        let mut ahead = Vec::new();
+        loop {
+            let got = within(EVENT, "the next item", stream.next()).await.unwrap().unwrap();
+            if got == items(&["urgent"]) {
+                break;
+            }
+            ahead.push(String::from_utf8(got.concat()).unwrap());
+        }
+        assert!(ahead.len() <= MIN_ITEMS, "the urgent item came after {} more of the backlog: {ahead:?}", ahead.len());
+        let mut rest = ahead;
+        while rest.len() < BACKLOG - 1 {
+            rest.push(
+                String::from_utf8(within(EVENT, "the backlog", stream.next()).await.unwrap().unwrap().concat())
+                    .unwrap(),
+            );
+        }
+        assert_eq!(rest, backlog[1..], "the backlog in order");
+        assert!(children(&fw, &path).await.is_empty());
+        fw.delete(&path).await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_delayed_item_is_not_taken_before_it_is_due() {
     init_tracing();

@@ -125,7 +125,8 @@ async fn a_backlog_costs_far_fewer_listings_than_items() {
 }
 
 /// The ordering guarantee of a kept listing: a higher-priority item put after a listing is
-/// taken once that listing's items are used up (as Curator's consumer takes it).
+/// taken once that listing's items are used up (as Curator's priority consumer built with
+/// `Integer.MAX_VALUE` items before a refresh takes it).
 #[tokio::test]
 async fn a_higher_priority_item_is_seen_at_the_next_listing() {
     init_tracing();
@@ -147,6 +148,36 @@ async fn a_higher_priority_item_is_seen_at_the_next_listing() {
         put.put(b"sooner", 1).await.unwrap();
         assert_eq!(queue.take().await.unwrap(), [b"sooner".to_vec()]);
         assert_eq!(queue.take().await.unwrap(), [b"later".to_vec()]);
+        producer.close().await;
+        consumer.close().await;
+    })
+    .await;
+}
+
+/// A priority queue built as Curator's `buildPriorityQueue(n)`: its own deletes fire its
+/// children watch, so through a full queue it lists again after every `n` items (as Curator's
+/// consumer, which its documentation warns hears of a change after every item), and never
+/// removes a watch.
+#[tokio::test]
+async fn a_refreshing_priority_queue_lists_once_per_min_items() {
+    init_tracing();
+    bounded(LIMIT, async {
+        const MIN_ITEMS: u64 = 20;
+        let (producer, proxy, consumer) = frameworks().await;
+        let path = unique_path("qcounts", "priority-refresh");
+        let put = DistributedPriorityQueue::new(&producer, &path).unwrap();
+        for i in 0..ITEMS {
+            put.put(format!("item-{i:03}").as_bytes(), 5).await.unwrap();
+        }
+        let queue =
+            DistributedPriorityQueue::new(&consumer, &path).unwrap().with_min_items_before_refresh(MIN_ITEMS as usize);
+        let before = proxy.counts();
+        for i in 0..ITEMS {
+            assert_eq!(queue.take().await.unwrap(), [format!("item-{i:03}").into_bytes()]);
+        }
+        let counts = proxy.counts().since(&before);
+        let expected = [("delete", ITEMS), ("getChildren+watch", ITEMS / MIN_ITEMS), ("getData", ITEMS)];
+        assert_eq!(requests(&counts), expected, "{}", counts.per_op(ITEMS as usize));
         producer.close().await;
         consumer.close().await;
     })

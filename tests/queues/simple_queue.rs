@@ -2,7 +2,8 @@
 //! order, waiting takes, two consumers sharing one producer's items exactly once, foreign
 //! children, a queue node that went away, an item over the server's size limit, Curator 5.4
 //! producers and consumers on the same queue, and a take beside a cache of the queue; for
-//! `DistributedQueue` also lost replies and lock-safe consumers whose session ends mid-item.
+//! `DistributedQueue` also lost replies, lock-safe consumers whose session ends mid-item, and a
+//! stream whose session expires.
 
 use crate::common;
 
@@ -167,8 +168,11 @@ async fn curator_and_rust_share_a_queue_both_ways() {
 
 mod distributed {
     use super::*;
+    use futures::StreamExt;
     use zk_recipes::protocol::values::encode_queue_items;
-    use zk_recipes::DistributedQueue;
+    use zk_recipes::retry::RetryForever;
+    use zk_recipes::testing::ProxyMode;
+    use zk_recipes::{zk, ConnectionState, DistributedQueue, Framework, SessionFailurePolicy};
 
     #[tokio::test]
     async fn items_are_framed_queue_nodes_taken_in_order() {
@@ -483,6 +487,88 @@ mod distributed {
             children_count_becomes(&other, &locks, 0, EVENT).await;
             fw.close().await;
             other.close().await;
+        })
+        .await;
+    }
+
+    /// Expires `fw`'s session (`fw` connects through `faulty`'s proxy) and keeps the framework
+    /// from opening its next one until the proxy is set back to `Pass`: the old client hears
+    /// that its session expired on its next connection, and the proxy refuses every connection
+    /// after that one. The expired session stays in the framework's slot meanwhile.
+    async fn expire_and_hold_back_the_next_session(faulty: &FaultyServer, fw: &Framework) {
+        let session = fw.zk_client().expect("a session").session().clone();
+        faulty.proxy.set_mode(ProxyMode::BlackHole);
+        faulty.proxy.drop_connections();
+        // The session closed by a second client, as `testing::expire_session` closes it (which
+        // then lets every client through again, the framework's next session with them).
+        let direct = faulty.direct();
+        let attach = zk::Client::connector().with_session(session).with_fail_eagerly().connect(&direct);
+        let closer = within(EVENT, "attaching to the session", attach).await.expect("attaching to the session");
+        let mut state = closer.state_watcher();
+        drop(closer); // sends CloseSession
+        within(EVENT, "the session closed", async { while !state.changed().await.is_terminated() {} }).await;
+        faulty.proxy.set_mode(ProxyMode::HandshakeThenRefuse);
+        wait_for_state(fw, EVENT, "the session lost", |s| s.state == ConnectionState::Lost).await;
+    }
+
+    /// A stream with items listed whose session expires: its takes ride through to the next
+    /// session as the framework's own operations do. Under the default session failure policy
+    /// (with a retry policy that outlasts the outage) it yields no error; under
+    /// `SessionFailurePolicy::Fail` one `SessionExpired`, after which it waits for the next
+    /// session rather than fail the take of every item it had listed. Every item comes out
+    /// once, in order.
+    #[tokio::test]
+    async fn a_stream_rides_through_its_session_expiring() {
+        init_tracing();
+        bounded(LIMIT, async {
+            const ITEMS: usize = 10;
+            let faulty = FaultyServer::start().await;
+            let producer = plain_framework(&faulty.direct(), SESSION).await;
+            for policy in [SessionFailurePolicy::Retry, SessionFailurePolicy::Fail] {
+                let fw = Framework::builder(&faulty.proxied())
+                    .session_timeout(FAULT_SESSION)
+                    .retry_policy(RetryForever::new(Duration::from_millis(50)))
+                    .session_failure_policy(policy)
+                    .start()
+                    .await
+                    .unwrap();
+                let path = unique_path("dqueue", "stream-expiry");
+                let put = DistributedQueue::new(&producer, &path).unwrap();
+                let expected: Vec<Vec<Vec<u8>>> = (0..ITEMS).map(|i| vec![format!("item-{i}").into_bytes()]).collect();
+                for item in &expected {
+                    put.put(&item[0]).await.unwrap();
+                }
+                let mut stream = DistributedQueue::new(&fw, &path).unwrap().stream();
+                // The first take lists every item.
+                let mut taken = vec![within(EVENT, "the first item", stream.next()).await.unwrap().unwrap()];
+                expire_and_hold_back_the_next_session(&faulty, &fw).await;
+                if policy == SessionFailurePolicy::Fail {
+                    let failed = within(EVENT, "the take refused a new session", stream.next()).await.unwrap();
+                    assert!(matches!(failed, Err(Error::ZooKeeper(zk::Error::SessionExpired))), "{failed:?}");
+                }
+                let mut next = stream.next();
+                let early = tokio::time::timeout(QUIET, &mut next).await;
+                assert!(early.is_err(), "{policy:?}: the stream waits for the next session: {early:?}");
+                faulty.proxy.set_mode(ProxyMode::Pass);
+                let mut errors = Vec::new();
+                let mut outcome = within(EVENT, "the item after the new session", next).await.unwrap();
+                loop {
+                    match outcome {
+                        Ok(items) => taken.push(items),
+                        Err(e) => errors.push(e),
+                    }
+                    if taken.len() == ITEMS {
+                        break;
+                    }
+                    outcome = within(EVENT, "the next item", stream.next()).await.unwrap();
+                }
+                assert!(errors.is_empty(), "{policy:?}: {errors:?}");
+                assert_eq!(taken, expected, "{policy:?}");
+                assert!(children(&producer, &path).await.is_empty());
+                producer.delete(&path).await.unwrap();
+                fw.close().await;
+            }
+            producer.close().await;
         })
         .await;
     }
