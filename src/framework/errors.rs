@@ -85,10 +85,12 @@ impl Observer {
     }
 
     /// Publishes a background error (nobody listening is fine) and counts it.
+    /// Once the framework is closed (its channel ended) nothing is published or counted: an
+    /// operation the close cut short is no background error.
     pub(crate) fn error(&self, recipe: &'static str, kind: BackgroundErrorKind, path: &str, error: impl Into<Error>) {
-        self.metrics.background_error(recipe);
         let error = BackgroundError { recipe, path: path.to_owned(), kind, error: Arc::new(error.into()) };
         if let Some(errors) = self.errors.lock().as_ref() {
+            self.metrics.background_error(recipe);
             let _ = errors.send(error);
         }
     }

@@ -517,9 +517,7 @@ impl crate::retry::Ends for Abandoned<'_> {
         self.0.is_closed() || Arc::strong_count(self.0) == 1
     }
 
-    fn retrying(&self) {
-        crate::retry::Ends::retrying(&**self.0);
-    }
+    // A try to open a session is no request tried again: `retries_total` does not count it.
 }
 
 /// The framework's policy for opening a new session, which never gives up (a framework

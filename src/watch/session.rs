@@ -720,6 +720,9 @@ impl SessionWatch {
             // sent ahead of the add (the client sends a request when it is called) holds the
             // add and every read behind it until that server has caught up with the leader,
             // so the owner's view never goes back in time. Its reply is of no use.
+            if let Some(framework) = self.weak.upgrade() {
+                framework.observer().request(Op::Sync);
+            }
             drop(client.sync(&path));
         }
         if let Some(framework) = self.weak.upgrade() {
