@@ -257,6 +257,9 @@ pub(crate) async fn run<V, H>(
     let mut pause = FIRST_PAUSE;
     // The watch said `Interrupted` and has not said `Resync` since: it will.
     let mut watch_gap = false;
+    // The nodes whose read was refused, reported once (not again at every resync or event)
+    // until a read of one is answered (a failed read tells nothing).
+    let mut refused = std::collections::HashSet::new();
     // When to resync without the watch asking: a read failed, or the framework was
     // suspended and is back while the watch saw no gap (it held).
     let mut resync_at: Option<Instant> = None;
@@ -345,7 +348,11 @@ pub(crate) async fn run<V, H>(
         for answer in &answers {
             reads.answered(answer);
             if matches!(answer.reply, Reply::Denied) {
-                config.report.denied(&config.full_path(&answer.request.path));
+                if refused.insert(answer.request.path.clone()) {
+                    config.report.denied(&config.full_path(&answer.request.path));
+                }
+            } else if !refused.is_empty() && !matches!(answer.reply, Reply::Failed) {
+                refused.remove(&answer.request.path);
             }
         }
         let framework_connected = state.borrow().state.is_connected();

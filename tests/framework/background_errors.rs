@@ -215,3 +215,48 @@ async fn a_watch_the_next_server_refuses_is_reported() {
     })
     .await;
 }
+
+/// A node a cache may not read is reported once, not again at every resync: after the
+/// connection is cut and the cache has read the subtree again, the stream holds no second
+/// report of it.
+#[tokio::test]
+async fn a_node_a_cache_may_not_read_is_reported_once() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let proxy = zk_recipes::testing::CountingProxy::start(&shared_connect().await).await.unwrap();
+        let fw = framework(&proxy.connect_string(), SESSION).await;
+        let mut errors = fw.errors();
+        let root = unique_path("errors", "reported-once");
+        fw.create(&root).await.unwrap();
+        let secret = format!("{root}/secret");
+        fw.create(&secret).acl(anyone(Permission::WRITE | Permission::DELETE | Permission::ADMIN)).await.unwrap();
+        let cache = CuratorCache::builder(&fw, &root).build().unwrap();
+        cache.start().await.unwrap();
+        within(EVENT, "the cache's load", cache.initialized()).await.unwrap();
+        let error = next_error(&mut errors).await;
+        assert_eq!((error.kind, error.path.as_str()), (BackgroundErrorKind::CacheReadRefused, secret.as_str()));
+
+        // The connection is cut (the reply to a read of ours is lost with it): the cache's
+        // watch is added again and the subtree read again, the secret node refused again.
+        let before = proxy.counts();
+        proxy.lose_reply_to("getData");
+        let _ = fw.get_data(&root).await;
+        eventually(EVENT, "the subtree read again", || async {
+            let reads = proxy.counts().since(&before);
+            let read_again = reads.get("addWatch") >= 1 && reads.get("multiRead") + reads.get("getData") >= 2;
+            if read_again && cache.is_complete() {
+                Ok(())
+            } else {
+                Err(format!("{reads:?}, complete: {}", cache.is_complete()))
+            }
+        })
+        .await;
+        let again = futures::FutureExt::now_or_never(errors.next());
+        assert!(again.is_none(), "reported again: {again:?}");
+        cache.close().await;
+        fw.delete(&secret).await.unwrap();
+        fw.delete(&root).await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
