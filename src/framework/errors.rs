@@ -21,9 +21,9 @@ use crate::sync::Mutex;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum BackgroundErrorKind {
-    /// A guaranteed delete (a released or dropped lock node, a cancelled acquire's node) the
-    /// server refused for a reason retrying cannot cure (`NoAuth`, for example): the node stays
-    /// until its session ends.
+    /// A guaranteed delete (a released or dropped lock node, a cancelled acquire's node, a
+    /// `delete().guaranteed()`) the server refused for a reason retrying cannot cure (`NoAuth`,
+    /// for example): the node stays, an ephemeral node until its session ends.
     GuaranteedDelete,
     /// A cache (or a session's mirror of a lock directory) may not read a node: the node is
     /// left out of it.
