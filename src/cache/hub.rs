@@ -113,7 +113,8 @@ impl<T> Hub<T> {
     pub(crate) fn ended(&self) {
         let mut state = self.state.lock();
         state.ended = true;
-        for subscriber in state.subscribers.drain(..) {
+        // Kept: a later `close()` still drops what they hold and cancels a listener's call.
+        for subscriber in &state.subscribers {
             subscriber.finish();
         }
         drop(state);
@@ -173,9 +174,8 @@ impl<T> Hub<T> {
         subscriber.prime(first);
         if state.ended {
             subscriber.finish();
-        } else {
-            state.subscribers.push(subscriber);
         }
+        state.subscribers.push(subscriber);
         receiver
     }
 

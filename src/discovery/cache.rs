@@ -38,6 +38,9 @@ struct Parsed<T> {
     state: Mutex<ParsedState<T>>,
     /// Bumped whenever the instances change.
     generation: watch::Sender<u64>,
+    /// `close()` was called: the cache's events end because it holds nothing any more (they
+    /// also end when its task ends, its framework closed, and it then keeps what it held).
+    closed: std::sync::atomic::AtomicBool,
 }
 
 struct ParsedState<T> {
@@ -64,10 +67,13 @@ impl<T: DeserializeOwned> Parsed<T> {
         while let Some(next) = state.events.next().now_or_never() {
             match next {
                 Some(event) => changed |= self.apply(&mut state.instances, event),
-                // The cache closed: it holds nothing.
+                // The cache closed (it holds nothing), or its task ended (it keeps what it
+                // held).
                 None => {
-                    changed |= !state.instances.is_empty();
-                    state.instances.clear();
+                    if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+                        changed |= !state.instances.is_empty();
+                        state.instances.clear();
+                    }
                     break;
                 }
             }
@@ -131,7 +137,13 @@ impl<T: DeserializeOwned> ServiceCache<T> {
         let cache = CuratorCache::builder(framework, dir).mode(CacheMode::Children).build()?;
         let state = ParsedState { events: cache.events(), instances: BTreeMap::new(), listed: None };
         let generation = watch::channel(0).0;
-        let parsed = Arc::new(Parsed { dir: dir.to_owned(), serializer, state: Mutex::new(state), generation });
+        let parsed = Arc::new(Parsed {
+            dir: dir.to_owned(),
+            serializer,
+            state: Mutex::new(state),
+            generation,
+            closed: std::sync::atomic::AtomicBool::new(false),
+        });
         Ok(ServiceCache { cache, parsed, applier: Mutex::new(None) })
     }
 
@@ -214,6 +226,7 @@ impl<T: DeserializeOwned> ServiceCache<T> {
     /// # Cancel safety
     /// As [`CuratorCache::close`].
     pub async fn close(&self) {
+        self.parsed.closed.store(true, std::sync::atomic::Ordering::Release);
         self.cache.close().await;
         drop(self.applier.lock().unwrap_or_else(|e| e.into_inner()).take());
         // The parsed view learns of the close (it holds nothing now), and `changes()` says so.

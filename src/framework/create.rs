@@ -353,8 +353,20 @@ impl<'a> CreateBuilder<'a> {
                 }
                 ZkError::NoNode if self.parents == Parents::MustExist && !made_namespace => {
                     made_namespace = true;
-                    if let Some(namespace) = fw.namespace() {
-                        fw.ensure_containers(namespace, true).await?;
+                    // Only a missing namespace node is made (read first: a create of an
+                    // existing node may be refused `NoAuth` by its parent's ACL, and it is a
+                    // write all the same); another missing parent stays `NoNode`.
+                    match fw.namespace() {
+                        Some(namespace) if fw.exists("/").await?.is_none() => {
+                            fw.ensure_containers(namespace, true).await?;
+                        }
+                        _ => {
+                            // A refusal: nothing was made, nothing to look for.
+                            if let Some(p) = pending.take() {
+                                p.disarm();
+                            }
+                            return Err(ZkError::NoNode.into());
+                        }
                     }
                 }
                 ZkError::NoNode if !made_parents && self.parents != Parents::MustExist => {

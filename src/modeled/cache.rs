@@ -172,7 +172,7 @@ pub struct ModeledCache<T, C = JsonCodec> {
     template: ZPath,
     state: Arc<Mutex<State<T>>>,
     /// Taken by `close`, so that streams end.
-    events: Mutex<Option<broadcast::Sender<ModeledCacheEvent<T>>>>,
+    events: Arc<Mutex<Option<broadcast::Sender<ModeledCacheEvent<T>>>>>,
     phase: watch::Sender<Phase>,
     task: Mutex<Option<AbortHandle>>,
     codec: std::marker::PhantomData<fn() -> C>,
@@ -226,7 +226,7 @@ where
             cache,
             template,
             state: Arc::new(Mutex::new(State { models: BTreeMap::new(), failures: BTreeMap::new() })),
-            events: Mutex::new(Some(events)),
+            events: Arc::new(Mutex::new(Some(events))),
             phase: watch::channel(Phase::Loading).0,
             task: Mutex::new(None),
             codec: std::marker::PhantomData,
@@ -256,6 +256,7 @@ impl<T: Send + Sync + 'static, C> ModeledCache<T, C> {
                 template: self.template.clone(),
                 state: Arc::clone(&self.state),
                 events: sender,
+                slot: Arc::clone(&self.events),
                 phase: self.phase.clone(),
             };
             *task = Some(tokio::spawn(applier.run(events)).abort_handle());
@@ -340,7 +341,8 @@ impl<T: Send + Sync + 'static, C> ModeledCache<T, C> {
     }
 
     /// Every change from now on (read [`models`](Self::models) for the state so far). The
-    /// stream ends when the cache is closed or dropped.
+    /// stream ends when the cache is closed or dropped, or when the underlying cache's task
+    /// ends (its framework closed).
     pub fn events(&self) -> ModeledCacheEvents<T> {
         let rx = match &*self.events.lock() {
             Some(sender) => sender.subscribe(),
@@ -400,6 +402,9 @@ struct Applier<T> {
     template: ZPath,
     state: Arc<Mutex<State<T>>>,
     events: broadcast::Sender<ModeledCacheEvent<T>>,
+    /// The cache's own sender: taken when the underlying cache's events end (its task ended:
+    /// its framework closed), so that every stream ends too.
+    slot: Arc<Mutex<Option<broadcast::Sender<ModeledCacheEvent<T>>>>>,
     phase: watch::Sender<Phase>,
 }
 
@@ -440,6 +445,8 @@ impl<T: Send + Sync + 'static> Applier<T> {
                 }
             }
         }
+        // Nothing more comes: the streams end once they have taken what is queued.
+        drop(self.slot.lock().take());
     }
 
     fn upsert(&self, node: &ChildData<Decoded<T>>) {

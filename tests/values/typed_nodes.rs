@@ -600,3 +600,38 @@ async fn bad_typed_ops_are_typed_errors() {
     })
     .await;
 }
+
+/// When its framework closes, a `ModeledCache`'s streams end (after what was queued) and it
+/// keeps the values it held.
+#[tokio::test]
+async fn a_modeled_caches_streams_end_when_its_framework_closes() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = plain_framework(&shared_connect().await, SESSION).await;
+        let root = unique_path("typed", "cache-framework-closes");
+        let orders = orders_at(&fw, &root);
+        orders.resolved(["a"]).unwrap().create(&order(1, "tea")).await.unwrap();
+        let cache = orders.cached().unwrap();
+        let mut events = cache.events();
+        cache.start().await.unwrap();
+        within(EVENT, "the initial load", cache.initialized()).await.unwrap();
+        fw.close().await;
+        let ended = within(EVENT, "the stream's end", async {
+            let mut taken = 0;
+            while events.next().await.is_some() {
+                taken += 1;
+            }
+            taken
+        })
+        .await;
+        assert!(ended >= 1, "the queued events come first");
+        assert_eq!(cache.models().len(), 1, "the values held stay");
+        let later = within(EVENT, "a later stream's end", cache.events().collect::<Vec<_>>()).await;
+        assert!(later.is_empty(), "{}", later.len());
+        cache.close().await;
+        let cleanup = plain_framework(&shared_connect().await, SESSION).await;
+        cleanup.delete(&root).recursive().await.unwrap();
+        cleanup.close().await;
+    })
+    .await;
+}
