@@ -317,7 +317,8 @@ impl<T: Send + Sync + 'static> CuratorCache<T> {
 
     /// Every change from now on, as a stream, starting with a `Created` for each node held
     /// now and `Initialized` if the initial load is done. The stream ends when the cache
-    /// closes. A stream that falls more than the cache's event capacity behind gets
+    /// closes, or when its background task ends (its framework closed, its watch refused),
+    /// once it has taken what is queued. A stream that falls more than the cache's event capacity behind gets
     /// [`CacheEvent::Lagged`] (with the whole cache) instead of what it missed.
     pub fn events(&self) -> CacheEventStream<T> {
         CacheEventStream::new(self.hub.subscribe(self.event_capacity))

@@ -521,7 +521,7 @@ impl JsonInstanceSerializer {
     /// (`["java.lang.Long",5]`, `["java.util.ArrayList",["a","b"]]`), except for
     /// `java.lang.String`, `java.lang.Integer`, `java.lang.Double` and `java.lang.Boolean`,
     /// which Jackson writes bare. Reading, the type id is removed before a typed payload is
-    /// read, in either form. Without a class, payloads are written and read as they are (a
+    /// read, in either form (an array only when its first element is this class). Without a class, payloads are written and read as they are (a
     /// Curator `Long` then reads as the array).
     pub fn payload_class(mut self, class: &str) -> Self {
         self.payload_class = Some(class.to_owned());
@@ -619,7 +619,11 @@ impl JsonInstanceSerializer {
                         }
                         // `["java.lang.Long", 5]`: Jackson's type id wrapping a value that is
                         // no object (a Java list is one too: `["java.util.ArrayList", [..]]`).
-                        Value::Array(wrapped) if wrapped.len() == 2 && wrapped[0].is_string() => {
+                        // Only with the class this serializer writes: another two-element
+                        // array whose first element is a string is the payload itself.
+                        Value::Array(wrapped)
+                            if wrapped.len() == 2 && wrapped[0].as_str() == self.payload_class.as_deref() =>
+                        {
                             p = wrapped.pop().unwrap_or(Value::Null);
                         }
                         _ => {}

@@ -87,10 +87,11 @@ impl Sessions for Inner {
     }
 
     fn current_client(&self) -> Result<Client, bool> {
-        if self.is_closed() {
-            return Err(true);
+        // While `close()` waits for the pending deletes its session is still here.
+        match self.session.lock().as_ref() {
+            Some(session) => Ok(session.client.clone()),
+            None => Err(self.is_closed()),
         }
-        self.session.lock().as_ref().map(|s| s.client.clone()).ok_or(false)
     }
 }
 

@@ -375,7 +375,8 @@ impl Framework {
         Ok(matches!(waited, Ok(Ok(_))))
     }
 
-    /// How many background deletes (released or cancelled lock nodes) are still in progress.
+    /// How many background deletes (released or cancelled lock nodes, guaranteed deletes
+    /// handed over) are still in progress.
     pub fn pending_deletes(&self) -> usize {
         self.inner.pending_deletes()
     }

@@ -226,7 +226,7 @@ async fn reap(weak: Weak<dyn Sessions>, cmd: ReaperCmd, observer: &Observer) {
     match RetryLoop::new(&REAPER_BACKOFF).run(attempt, retryable).await {
         Ok(()) => tracing::trace!(?target, epoch, "background delete done"),
         Err(error) => {
-            tracing::warn!(?target, %error, "background delete refused; the node stays until its session ends");
+            tracing::warn!(?target, %error, "background delete refused; the node stays (an ephemeral one until its session ends)");
             observer.error(recipe, BackgroundErrorKind::GuaranteedDelete, &target.path(), error);
         }
     }
@@ -259,8 +259,16 @@ impl Target {
     /// there now is another session's, or a later create's.
     async fn delete_persistent(&self, client: &zookeeper_client::Client, observer: &Observer) -> Result<(), ZkError> {
         let persistent_at = |path: String, version: Option<i32>| async move {
+            observer.request(Op::Sync);
             observer.request(Op::Exists);
-            match client.check_stat(&path).await? {
+            // sync first: the new session's server may be behind the one the node was
+            // created through, and show no node yet.
+            let (synced, stat) = futures::join!(client.sync(&path), client.check_stat(&path));
+            match synced {
+                Ok(()) | Err(ZkError::NoNode) => {}
+                Err(e) => return Err(e),
+            }
+            match stat? {
                 Some(stat) if stat.ephemeral_owner == 0 && version.map_or(true, |v| v == stat.version) => {
                     tracing::debug!(path, "a guaranteed delete goes on after its session ended");
                     observer.request(Op::Delete);
@@ -277,8 +285,14 @@ impl Target {
             Target::Node(path) => persistent_at(path.clone(), None).await,
             Target::NodeAt(path, version) => persistent_at(path.clone(), Some(*version)).await,
             Target::Prefix { parent, prefix } => {
+                observer.request(Op::Sync);
                 observer.request(Op::GetChildren);
-                let children = match client.list_children(parent).await {
+                let (synced, listed) = futures::join!(client.sync(parent), client.list_children(parent));
+                match synced {
+                    Ok(()) | Err(ZkError::NoNode) => {}
+                    Err(e) => return Err(e),
+                }
+                let children = match listed {
                     Err(ZkError::NoNode) => return Ok(()),
                     listed => listed?,
                 };

@@ -34,8 +34,10 @@ use crate::protocol::queue_names::{priority_name, QueueOrder};
 ///   taken by another consumer), the consumer lists again before its next take if the queue
 ///   changed since the listing. An item put after a listing is then taken after at most `n`
 ///   more of the listed items. The consumer's own deletes change the queue too, so on a queue
-///   that holds a backlog that is one listing per `n` takes (per take for 0 and 1): choose `n`
-///   as the number of items an urgent one may wait behind.
+///   that holds a backlog that is one listing per `n` takes (per take for 1; with 0 the
+///   consumer lists before every take, and on a queue that changes faster than a listing's
+///   round trip it may list again and again before it takes one, as Curator's would): choose
+///   `n` as the number of items an urgent one may wait behind.
 ///
 /// Normal and lock-safe mode are [`DistributedQueue`](crate::DistributedQueue)'s. A failed
 /// lock-safe item is put back **with its priority** here; Curator's requeue puts it back as a

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::fixtures::{next_event as next, unique_path, wait_for_event as wait_for};
-use common::timing::LIMIT;
+use common::fixtures::{eventually, next_event as next, unique_path, wait_for_event as wait_for};
+use common::timing::{EVENT, LIMIT};
 use futures::StreamExt;
 use tokio::time::{timeout, Instant};
 use zk_recipes::testing::{expire_session, shared_server, FaultProxy, ProxyMode, TestingServer};
@@ -482,7 +482,7 @@ async fn requests_in_flight_at_close_end_with_closed() {
         let fw =
             Framework::builder(&proxy.connect_string()).session_timeout(Duration::from_secs(4)).start().await.unwrap();
         let path = unique_path("fw", "in-flight-at-close");
-        proxy.set_mode(ProxyMode::BlackHole);
+        proxy.set_mode(ProxyMode::Hold);
         let read = tokio::spawn({
             let (fw, path) = (fw.clone(), path.clone());
             async move { fw.get_data(&path).await.map(drop) }
@@ -491,7 +491,15 @@ async fn requests_in_flight_at_close_end_with_closed() {
             let (fw, path) = (fw.clone(), path.clone());
             async move { fw.create(&path).await.map(drop) }
         });
-        tokio::task::yield_now().await;
+        // Both sent (held back by the proxy), before the close.
+        common::fixtures::request_held_back(&proxy, "the read and the create sent").await;
+        eventually(EVENT, "both requests held", || async {
+            match proxy.held_from_clients() {
+                n if n > 120 => Ok(()),
+                n => Err(format!("{n} bytes held")),
+            }
+        })
+        .await;
         fw.close().await;
         for (what, task) in [("read", read), ("create", create)] {
             let ended = timeout(Duration::from_secs(10), task).await.expect("the request ends with the close").unwrap();

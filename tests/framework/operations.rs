@@ -572,7 +572,7 @@ async fn a_guaranteed_delete_outlives_its_session_for_a_persistent_node() {
         zk_recipes::testing::expire_session(&faulty.proxy, &faulty.direct(), session).await.unwrap();
         observer.create(&ephemeral).mode(CreateMode::Ephemeral).data(b"another session's").await.unwrap();
         faulty.proxy.set_mode(ProxyMode::Pass);
-        eventually(LIMIT, "the background deletes", || async {
+        eventually(LIMIT / 2, "the background deletes", || async {
             match (observer.exists(&persistent).await.unwrap(), fw.pending_deletes()) {
                 (None, 0) => Ok(()),
                 other => Err(format!("{other:?}")),

@@ -170,13 +170,14 @@ async fn watch(cache: &CuratorCache, args: &Args, connect: &str) -> Result<(), F
                     print(cache, &event, args.json);
                     printed += 1;
                 }
-                // The cache ended without our asking: its framework stopped (the session
-                // ended for good). What was printed is not all there was.
+                // The cache ended without our asking: the server refused to add its watch
+                // again (the framework reconnects for ever otherwise). What was printed is not
+                // all there was.
                 None => {
-                    return Err(Failure::new(
-                        crate::exit::Code::Unreachable,
-                        format!("the watch on {} ended: lost the connection to ZooKeeper at {connect}", args.path),
-                    ))
+                    return Err(Failure::other(format!(
+                        "the watch on {} ended: the server at {connect} refused to add it again (the error above says why)",
+                        args.path
+                    )))
                 }
             },
             _ = &mut until => return Ok(()),
