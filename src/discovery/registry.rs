@@ -108,15 +108,24 @@ impl<T: Serialize + DeserializeOwned> ServiceDiscovery<T> {
     }
 
     /// Registers `instance` and waits until its node exists (at most twice the negotiated
-    /// session timeout: an ephemeral node of another session at that path is waited out).
-    /// Registering an id again replaces the registration.
+    /// session timeout: an ephemeral node of another session at that path is waited out; a
+    /// node no session owns there, such as one a static registration left, is replaced).
+    ///
+    /// Registering an id again keeps the registration, as Curator keeps its entry: the same
+    /// service type writes the new JSON to the node (as [`update`](Self::update) does); another
+    /// type makes a node of its kind in place of the old one (at the same path the new
+    /// registration takes the old node over and replaces it; where a dynamic sequential
+    /// registration is involved, the old node is deleted once the new registration has
+    /// started). Nothing is deleted before the new registration is in place, so a failure
+    /// leaves a registration of the id in place.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a name or id that is not a node name or a payload that
     /// cannot be written as JSON, [`Error::TooLarge`] for an instance whose JSON is over the
-    /// request size (nothing is registered then); [`Error::ConnectionTimeout`] when
+    /// request size (nothing is registered or changed then); [`Error::ConnectionTimeout`] when
     /// the node was not made in time (the registration stays and is retried in the background);
-    /// the refusal that stopped it (`NoAuth`, ...).
+    /// the write's error when registered again as the same type (the registration stays, with
+    /// the new JSON for its re-creates); the refusal that stopped it (`NoAuth`, ...).
     ///
     /// # Cancel safety
     /// Cancel-safe in the sense that the registration is kept once started: it is made in the
@@ -137,21 +146,40 @@ impl<T: Serialize + DeserializeOwned> ServiceDiscovery<T> {
             .protected(false)
             .found_by_name()
             .watch_node(self.watch_instances)
-            .data(data);
-        // Refused before an earlier registration of the same instance is removed below.
+            .data(data.clone());
+        // Refused before an earlier registration of the same instance is changed below.
         node.check()?;
         let k = key(&instance.name, &instance.id);
         let node = {
             let _one_change = self.changing.lock().await;
-            let old = self.lock().remove(&k);
-            if let Some(old) = old {
-                // Registered again: the old registration's node goes first (it is at the same
-                // path).
-                old.close().await?;
+            let old = self.lock().get(&k).cloned();
+            match old {
+                Some(old) if old.mode() == mode && !old.is_stopped() => {
+                    // Registered again as the same type: the registration stays and takes the
+                    // new data (for its re-creates too, even when this write fails).
+                    old.set_data(data).await?;
+                    old
+                }
+                old => {
+                    let old_path_differs =
+                        old.as_ref().is_some_and(|old| is_sequential(old.mode()) || is_sequential(mode));
+                    if let Some(old) = old.as_ref().filter(|_| !old_path_differs) {
+                        // The same path: the new registration takes the old node over (it
+                        // replaces a node of another type), so nothing is deleted here.
+                        old.detach();
+                    }
+                    let node = Arc::new(node.start()?);
+                    self.lock().insert(k, node.clone());
+                    if let Some(old) = old.filter(|_| old_path_differs) {
+                        // Another path: the old node goes once the new registration is in
+                        // place (when this delete fails, the reaper finishes it).
+                        if let Err(e) = old.close().await {
+                            tracing::debug!(path, error = %e, "discovery: the replaced registration's delete failed");
+                        }
+                    }
+                    node
+                }
             }
-            let node = Arc::new(node.start()?);
-            self.lock().insert(k, node.clone());
-            node
         };
         let bound = self.framework.negotiated_session_timeout().unwrap_or(Duration::from_secs(30)) * 2;
         match node.wait_for_initial_create(bound).await? {
@@ -164,7 +192,8 @@ impl<T: Serialize + DeserializeOwned> ServiceDiscovery<T> {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] as for `register`, or when the instance is not registered
-    /// here; the write's error.
+    /// here; [`Error::TooLarge`] for JSON a create of the node could not carry (not taken: the
+    /// registration keeps the JSON of before); the write's error.
     ///
     /// # Cancel safety
     /// A cancelled update may still be written.
@@ -310,6 +339,10 @@ impl<T: Serialize + DeserializeOwned> ServiceDiscovery<T> {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<PersistentNode>>> {
         self.registered.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+fn is_sequential(mode: CreateMode) -> bool {
+    matches!(mode, CreateMode::EphemeralSequential | CreateMode::PersistentSequential)
 }
 
 fn key(name: &str, id: &str) -> String {

@@ -182,11 +182,13 @@ impl GroupMember {
     /// Sets this member's payload (Curator's `setThisData`).
     ///
     /// # Errors
-    /// As [`PersistentNode::set_data`].
+    /// As [`PersistentNode::set_data`]: a payload refused with [`Error::TooLarge`] is not
+    /// taken (the member keeps the payload of before).
     ///
     /// # Cancel safety
     /// As [`PersistentNode::set_data`].
     pub async fn set_this_data(&self, payload: Vec<u8>) -> Result<()> {
+        self.node.check_data(&payload)?;
         *self.payload.lock().unwrap_or_else(|e| e.into_inner()) = payload.clone();
         self.node.set_data(payload).await
     }

@@ -9,11 +9,20 @@
 //! first create of a sequential or ephemeral node is protected, so a create whose answer was
 //! lost never leaves a second node; every later create reuses the exact name of the first (a
 //! sequential node keeps its sequence number, as in Curator). A node found at that name is
-//! adopted (its data set to ours) when it is persistent or belongs to the current session; an
-//! ephemeral node of another session (an old session of ours that the server has not expired
-//! yet, or another client) is watched until it goes, then created again. Commands
-//! (`set_data`, `close`) go through the task, so the data a re-create writes is always the
-//! latest.
+//! adopted (its data set to ours) when it is of the node's kind: for an ephemeral mode, an
+//! ephemeral node of the current session; for the others, any node but an ephemeral node of
+//! the current session. An ephemeral node of another session (an old session of ours that the
+//! server has not expired yet, or another client) is watched until it goes, then created
+//! again; a node of the other kind that would not go by itself (a persistent node at an
+//! ephemeral node's name, an ephemeral node of this session at a persistent node's) is
+//! deleted at the version read and created again as ours. Commands (`set_data`, `close`) go
+//! through the task, so the data a re-create writes is always the latest; data a create
+//! could not carry is refused before it is taken.
+//!
+//! Deletes (close, drop) take only a node that is ours: the node held, through the session it
+//! is ours on; once that session has ended, a node at the name is read first and deleted only
+//! when it is an ephemeral node of the current session or, for a persistent mode, a node that
+//! is not ephemeral, so that another session's node at the name is left.
 
 use std::future::IntoFuture;
 use std::sync::{Arc, Mutex};
@@ -22,8 +31,9 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use zookeeper_client::{CreateMode, Stat};
 
-use crate::error::{Error, Result, ZkError};
-use crate::framework::{BackgroundErrorKind, NodeEventKind};
+use crate::error::{is_zk_retryable, is_zk_session_lost, Error, Result, ZkError};
+use crate::framework::metrics::Op;
+use crate::framework::{stall, BackgroundErrorKind, NodeEventKind, ReaperCmd};
 use crate::framework::{Framework, OneshotWatch, Parents, StateSnapshot, TTL_MAX};
 use crate::path;
 
@@ -31,6 +41,9 @@ use crate::path;
 /// retrying may cure (the framework's retry policy already ran out), growing to the maximum.
 const PAUSE_FIRST: Duration = Duration::from_millis(100);
 const PAUSE_MAX: Duration = Duration::from_secs(2);
+
+/// The recipe named in the reaper's background errors.
+const RECIPE: &str = "persistent_node";
 
 /// Options of a [`PersistentNode`], from [`PersistentNode::builder`].
 #[must_use = "a builder does nothing until `start` is called"]
@@ -150,13 +163,8 @@ impl PersistentNodeBuilder {
             }
         }
         // Data over the request size is refused now rather than by the task's first create
-        // (compressed data is checked there, on the compressed bytes).
-        if !self.framework.config().compression {
-            let full = self.framework.full_path(&self.path)?;
-            let name = if protected { path::PROTECTED_PREFIX_LEN } else { 0 } + if sequential { 10 } else { 0 };
-            let acl = self.framework.acl_for(&full)?;
-            self.framework.check_create_with(&full, name, &self.data, &acl)?;
-        }
+        // (the node's creates send the data uncompressed).
+        check_data(&self.framework, &self.path, name_extra(protected, sequential), &self.data)?;
         Ok(protected)
     }
 
@@ -187,7 +195,9 @@ impl PersistentNodeBuilder {
             parents: self.parents,
             data: self.data,
             actual: None,
+            lost_create: false,
             created_on: 0,
+            held_on: 0,
             status: status_tx.clone(),
             commands: commands_rx,
             failure: failure.clone(),
@@ -200,6 +210,8 @@ impl PersistentNodeBuilder {
         Ok(PersistentNode {
             runtime,
             framework: self.framework,
+            mode: self.mode,
+            name_extra: name_extra(protected, is_sequential(self.mode)),
             base: self.path,
             status: status_rx,
             status_tx,
@@ -227,6 +239,9 @@ enum Command {
     /// The handle closed and deleted the node the task held ([`Gate::held`]) itself (sent once
     /// that delete has answered, so the node's watch has had its event): stop.
     Stopped,
+    /// The handle let go of the node (a registration that another node at the same path
+    /// replaces): stop, deleting nothing.
+    Detach,
 }
 
 /// What the handle's [`close`](PersistentNode::close) and the task agree on under one lock,
@@ -236,10 +251,10 @@ enum Command {
 struct Gate {
     /// Set by `close`: the task publishes no registration and holds no node from then on.
     closing: bool,
-    /// The node the task has made or adopted and watches, ours while it is set: the task
-    /// clears it as soon as it learns the node is gone, no longer ours, or about to be made
-    /// again.
-    held: Option<String>,
+    /// The node the task has made or adopted and watches, ours while it is set, and the
+    /// session (epoch) it is ours on: the task clears it as soon as it learns the node is
+    /// gone, no longer ours, or about to be made again.
+    held: Option<(String, u64)>,
 }
 
 /// A node kept in existence by a background task (Curator's `PersistentNode`, which also
@@ -274,6 +289,9 @@ pub struct PersistentNode {
     /// joins (it may be called from any thread).
     runtime: tokio::runtime::Handle,
     framework: Framework,
+    mode: CreateMode,
+    /// What a create adds to the path's length (the protected prefix, the sequence number).
+    name_extra: usize,
     base: String,
     status: watch::Receiver<Status>,
     status_tx: Arc<watch::Sender<Status>>,
@@ -366,20 +384,57 @@ impl PersistentNode {
     /// `setData`). Before the node exists the data is only kept for the create.
     ///
     /// # Errors
-    /// A write error (the data is still kept for the next re-create), [`Error::TooLarge`],
-    /// or [`Error::Closed`] after close.
+    /// [`Error::TooLarge`] for data over what a create of the node can carry (the data is not
+    /// taken: the node and its re-creates keep the data of before); a write error (the data
+    /// is still kept for the next re-create); [`Error::Closed`] after close.
     ///
     /// # Cancel safety
     /// Cancel-safe in the sense that the data is taken: a cancelled call may still write it.
     pub async fn set_data(&self, data: impl Into<Vec<u8>>) -> Result<()> {
+        let data = data.into();
+        self.check_data(&data)?;
         let (tx, rx) = oneshot::channel();
-        self.commands.send(Command::SetData(data.into(), tx)).map_err(|_| self.stop_reason())?;
+        self.commands.send(Command::SetData(data, tx)).map_err(|_| self.stop_reason())?;
         rx.await.map_err(|_| self.stop_reason())?
+    }
+
+    /// Refuses data that a create of the node could not carry: the task creates the node again
+    /// (after a delete, in a new session) with the data last set, and a create's request
+    /// has less room for it than a write's.
+    pub(crate) fn check_data(&self, data: &[u8]) -> Result<()> {
+        check_data(&self.framework, &self.base, self.name_extra, data)
+    }
+
+    /// The node's mode.
+    pub(crate) fn mode(&self) -> CreateMode {
+        self.mode
+    }
+
+    /// True once the task has stopped (closed, or a refusal it cannot cure).
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.status.borrow().stopped
+    }
+
+    /// Stops the task and leaves the node as it is, for another node of the same path that
+    /// takes it over (or replaces it).
+    pub(crate) fn detach(&self) {
+        {
+            let mut gate = lock(&self.gate);
+            gate.closing = true;
+            gate.held = None;
+        }
+        self.status_tx.send_modify(|s| {
+            s.registered = false;
+            s.stopped = true;
+        });
+        let _ = self.commands.send(Command::Detach);
     }
 
     /// Stops the task and deletes the node (guaranteed: after a failure the framework's reaper
     /// keeps deleting it, an ephemeral node while its session lasts, any other for as long as
-    /// the framework is open). Later calls are `Ok`.
+    /// the framework is open). Only a node that is this node's is deleted: after the session
+    /// it was made on ended, a node another session made at the name is left. A create in
+    /// doubt (its answer lost) has its node deleted too, once found. Later calls are `Ok`.
     ///
     /// # Errors
     /// The delete's error when it failed (the reaper still deletes the node).
@@ -393,17 +448,18 @@ impl PersistentNode {
             gate.closing = true;
             gate.held.take()
         };
-        if let Some(path) = held {
+        if let Some((path, epoch)) = held {
             // The task holds a node it watches: delete it from here, then let the task stop
             // (also when this call is cancelled). The server sends the watch's event before
             // the delete's answer, so the task drops a watch that has fired (an unfired one
-            // would cost a RemoveWatches).
+            // would cost a RemoveWatches). An ephemeral node held on a session that has ended
+            // went with it, so no data is needed to recognise it.
             self.status_tx.send_modify(|s| {
                 s.registered = false;
                 s.stopped = true;
             });
             let _stopped = StopOnDrop(&self.commands);
-            return delete_node(&self.framework, &path).await;
+            return delete_ours(&self.framework, self.mode, &path, Some(epoch), &[]).await;
         }
         let (tx, rx) = oneshot::channel();
         if self.commands.send(Command::Close(tx)).is_err() {
@@ -433,14 +489,138 @@ fn lock(gate: &Mutex<Gate>) -> std::sync::MutexGuard<'_, Gate> {
     gate.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Deletes the node at `path` (guaranteed); a node already gone, or a closed framework, is
-/// fine.
-async fn delete_node(framework: &Framework, path: &str) -> Result<()> {
-    match framework.delete(path).guaranteed().await {
-        Err(e) if e.is_no_node() => Ok(()),
+/// Deletes the node at `path` when it is this node's to delete, and only then: once our
+/// session has ended, a node at the name may be another session's.
+///
+/// With `held_on`, the node the task held as ours on that session (epoch) is deleted through
+/// that session while it lasts. Otherwise, or once that session is over (an ephemeral node
+/// went with it), the node there is read and deleted, at the version read and through the
+/// session it was read on, when it is an ephemeral node of that session or, for a node of a
+/// persistent mode, a node that is not ephemeral. When the retry policy gives up, the reaper
+/// goes on by the same rule (`data` is what an ephemeral node of ours holds, for the case where
+/// even the read failed). A node already gone, or a closed framework, is fine.
+async fn delete_ours(fw: &Framework, mode: CreateMode, path: &str, held_on: Option<u64>, data: &[u8]) -> Result<()> {
+    let result = async {
+        let full = fw.full_path(path)?;
+        if let Some(epoch) = held_on {
+            match delete_on(fw, &full, None, epoch).await {
+                Some(deleted) => return deleted,
+                None if is_ephemeral(mode) => return Ok(()),
+                None => {}
+            }
+        }
+        let mut retry = fw.retry_loop();
+        loop {
+            let before = fw.epoch();
+            // A sync first: the server of a later session may be behind the one a persistent
+            // node was made through, and show no node yet (both go in one round trip).
+            let (synced, read) = tokio::join!(fw.sync(path), fw.exists(path));
+            let read = match synced {
+                Err(e) if !e.is_no_node() => Err(e),
+                _ => read,
+            };
+            let stat = match read {
+                Ok(None) => return Ok(()),
+                Ok(Some(stat)) => stat,
+                Err(e) => {
+                    if e.is_retryable() {
+                        hand_to_reaper(fw, mode, full, data);
+                    }
+                    return Err(e);
+                }
+            };
+            let now = fw.snapshot();
+            if !now.session_over(before) {
+                let ours = match stat.ephemeral_owner {
+                    0 => !is_ephemeral(mode),
+                    owner => owner == now.session_id,
+                };
+                if !ours {
+                    return Ok(());
+                }
+                match delete_on(fw, &full, Some(stat.version), now.epoch).await {
+                    // Written since the read: read again.
+                    Some(Err(e)) if e.is_bad_version() => {}
+                    Some(deleted) => return deleted,
+                    // The session ended first: read again, through the next one.
+                    None => {}
+                }
+            }
+            // The read went across sessions, or the node changed: read again, under the
+            // retry policy.
+            if !retry.backoff().await {
+                hand_to_reaper(fw, mode, full, data);
+                return Err(Error::ZooKeeper(ZkError::ConnectionLoss));
+            }
+        }
+    };
+    match result.await {
         Err(Error::Closed) => Ok(()),
         other => other,
     }
+}
+
+/// Deletes `full` (at `version`, when given) through the session of `epoch` only, under the
+/// retry policy: `None` once that session is over before the delete is known to be done, the
+/// delete's result otherwise (a node already gone counts as deleted). When the policy gives
+/// up, the reaper goes on with the delete on that session (and, after it, with a node there
+/// that is not ephemeral).
+async fn delete_on(fw: &Framework, full: &str, version: Option<i32>, epoch: u64) -> Option<Result<()>> {
+    let mut retry = fw.retry_loop();
+    loop {
+        let client = fw.client_of(epoch)?;
+        fw.observer().request(Op::Delete);
+        let error = match stall::unstalled(&client, fw.observer(), client.delete(full, version)).await {
+            Ok(()) | Err(ZkError::NoNode) => return Some(Ok(())),
+            Err(e) => e,
+        };
+        if is_zk_session_lost(&error) && fw.session_gone(epoch) {
+            return None;
+        }
+        // A session-lost error while the session lives on came from a client it moved away
+        // from: the next try goes through the one serving it now.
+        if !is_zk_retryable(&error) && !is_zk_session_lost(&error) {
+            return Some(Err(error.into()));
+        }
+        if retry.allows_zk(&error) && retry.backoff().await {
+            continue;
+        }
+        let (path, recipe) = (full.to_owned(), RECIPE);
+        fw.reap(match version {
+            Some(version) => ReaperCmd::DeleteAt { path, version, epoch, recipe },
+            None => ReaperCmd::Delete { path, epoch, recipe },
+        });
+        return Some(Err(fw.closed_or(error.into())));
+    }
+}
+
+/// Hands the delete of `full` to the reaper when a read of it failed: for an ephemeral mode,
+/// only an ephemeral node of the current session holding `data`; for the others, the node
+/// there while the current session lasts, and after it one that is not ephemeral.
+fn hand_to_reaper(fw: &Framework, mode: CreateMode, full: String, data: &[u8]) {
+    let (epoch, recipe) = (fw.epoch(), RECIPE);
+    if epoch == 0 {
+        return;
+    }
+    fw.reap(if is_ephemeral(mode) {
+        ReaperCmd::DeleteOwned { path: full, data: data.to_vec(), epoch, recipe }
+    } else {
+        ReaperCmd::Delete { path: full, epoch, recipe }
+    });
+}
+
+/// Refuses `data` that a create of the node at `base` (its name `extra` bytes longer: a
+/// protected prefix, a sequence number) could not carry.
+fn check_data(framework: &Framework, base: &str, extra: usize, data: &[u8]) -> Result<()> {
+    let full = framework.full_path(base)?;
+    let acl = framework.acl_for(&full)?;
+    framework.check_create_with(&full, extra, data, &acl)
+}
+
+/// What a create adds to the name given: the protected prefix, the sequence number.
+fn name_extra(protected: bool, sequential: bool) -> usize {
+    let prefix = if protected { path::PROTECTED_PREFIX_LEN } else { 0 };
+    prefix + if sequential { 10 } else { 0 }
 }
 
 /// A copy of the task's stopping error for each caller that asks.
@@ -471,6 +651,17 @@ fn without_sequence(mode: CreateMode) -> CreateMode {
     }
 }
 
+/// What a node found at the name is to this node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Found {
+    /// Ours to keep (adopted).
+    Ours,
+    /// To be deleted and made again as ours.
+    Replace,
+    /// Another session's ephemeral node: waited for until it goes.
+    Another,
+}
+
 /// What the task does next.
 enum Next {
     /// Create (or check) the node again.
@@ -489,7 +680,12 @@ struct Engine {
     ttl: Option<Duration>,
     parents: Parents,
     data: Vec<u8>,
+    /// The node's name once known: made, found, or the name of an unprotected create that may
+    /// have made it.
     actual: Option<String>,
+    /// An unprotected sequential create's answer was lost and its node (if it made one) has
+    /// not been found yet: no new create goes out until a search by name has succeeded.
+    lost_create: bool,
     status: Arc<watch::Sender<Status>>,
     commands: mpsc::UnboundedReceiver<Command>,
     failure: Arc<Mutex<Option<Error>>>,
@@ -500,6 +696,8 @@ struct Engine {
     /// The framework's session (epoch) when the last create was sent: a node it made is at
     /// least that session's (a create goes on across a new session, never back).
     created_on: u64,
+    /// The session (epoch) the node last held ([`hold`](Self::hold)) is ours on.
+    held_on: u64,
 }
 
 impl Engine {
@@ -555,6 +753,11 @@ impl Engine {
     /// `None` when closed meanwhile.
     async fn ensure(&mut self) -> Result<Option<(String, bool)>> {
         let fw = self.framework.clone();
+        if self.lost_create {
+            if let Some(found) = self.search_lost().await? {
+                return Ok(Some((found, true)));
+            }
+        }
         let (path, mode, protected) = match &self.actual {
             None => (self.base.clone(), self.mode, self.protected),
             Some(actual) => (actual.clone(), without_sequence(self.mode), false),
@@ -618,7 +821,8 @@ impl Engine {
                                 (false, true) => match create.await {
                                     Ok(made) => Some(made.path),
                                     Err(Error::OutcomeUnknown { .. }) if self.found_by_name => {
-                                        self.find_by_name(&path).await.ok().flatten()
+                                        self.lost_create = true;
+                                        None
                                     }
                                     Err(_) => None,
                                 },
@@ -637,11 +841,9 @@ impl Engine {
                 Ok(Some((created.path, !created.existed)))
             }
             Err(Error::OutcomeUnknown { error, .. }) if self.found_by_name && self.actual.is_none() => {
-                match self.find_by_name(&path).await? {
-                    Some(found) => {
-                        self.actual = Some(found.clone());
-                        Ok(Some((found, true)))
-                    }
+                self.lost_create = true;
+                match self.search_lost().await? {
+                    Some(found) => Ok(Some((found, true))),
                     // Not made: the next round creates it.
                     None => Err(Error::ZooKeeper(error)),
                 }
@@ -654,8 +856,48 @@ impl Engine {
                 }
                 Ok(Some((path, false)))
             }
-            Err(e) => Err(e),
+            Err(e) => {
+                if !protected && !is_sequential(mode) && self.actual.is_none() {
+                    // The create may have made the node (its answer lost): its name is known,
+                    // and a close deletes the node there when it is ours.
+                    self.actual = Some(path);
+                }
+                Err(e)
+            }
         }
+    }
+
+    /// Searches for the node of a lost unprotected sequential create by its name: `None` when
+    /// the create did not make it. The create stays in doubt until a search succeeds.
+    async fn search_lost(&mut self) -> Result<Option<String>> {
+        let found = self.find_by_name(&self.base).await?;
+        self.lost_create = false;
+        if let Some(found) = &found {
+            self.actual = Some(found.clone());
+        }
+        Ok(found)
+    }
+
+    /// [`search_lost`](Self::search_lost) again and again (through an outage) until it
+    /// succeeds, for a close: the node found is the close's to delete. `None` when the create
+    /// made none, or when the search cannot succeed (the framework closed, a refusal).
+    async fn settle_lost_create(&mut self) -> Option<String> {
+        let mut pause = PAUSE_FIRST;
+        while self.lost_create {
+            match self.search_lost().await {
+                Ok(found) => return found,
+                Err(e) if e.is_retryable() => {
+                    tracing::debug!(path = %self.base, error = %e, "persistent node: searching for a lost create's node");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(PAUSE_MAX);
+                }
+                Err(e) => {
+                    tracing::debug!(path = %self.base, error = %e, "persistent node: a lost create's node not searched for");
+                    return None;
+                }
+            }
+        }
+        None
     }
 
     /// The node a lost sequential create made, found by its name (`base` + 10 digits, an
@@ -683,7 +925,7 @@ impl Engine {
                     if found.is_none() {
                         found = Some(path);
                     } else {
-                        self.delete(&path).await?;
+                        self.delete_ours(&path, None).await?;
                     }
                 }
                 _ => {}
@@ -693,37 +935,46 @@ impl Engine {
     }
 
     /// A command that came while no node was known to be ours: a close ends the task
-    /// (deleting `path` when given), data is kept for the create.
+    /// (deleting the node at `path`, or at the name known, when it is ours), data is kept for
+    /// the create.
     async fn handle_before_node(&mut self, command: Option<Command>, path: Option<String>) {
-        match command {
+        let (delete, reply) = match command {
             Some(Command::SetData(data, reply)) => {
                 // The create in flight was dropped with the old data; the next round uses these.
                 self.data = data;
                 let _ = reply.send(Ok(()));
+                return;
             }
-            Some(Command::Close(reply)) => {
-                let result = match path.or_else(|| self.actual.clone()) {
-                    Some(path) => self.delete(&path).await,
-                    None => Ok(()),
-                };
-                self.stop();
-                let _ = reply.send(result);
-            }
+            Some(Command::Close(reply)) => (true, Some(reply)),
             // The handle deleted the node it held, but this task was between rounds: a create
             // of its own may have made the node again since, so it goes too (one more delete,
             // only on this rare path).
-            Some(Command::Stopped) => {
-                if let Some(path) = path.or_else(|| self.actual.clone()) {
-                    let _ = self.delete(&path).await;
-                }
-                self.stop();
+            Some(Command::Stopped) => (true, None),
+            Some(Command::Detach) => (false, None),
+            None => (self.delete_when_dropped, None),
+        };
+        let reply = match reply {
+            // A lost create's node is searched for through an outage: the close is answered
+            // now, and the node deleted once found, as a guaranteed delete finishes on its own.
+            Some(reply) if delete && self.lost_create => {
+                let _ = reply.send(Ok(()));
+                None
             }
-            None => {
-                if let Some(path) = path.or_else(|| self.actual.clone()).filter(|_| self.delete_when_dropped) {
-                    let _ = self.delete(&path).await;
-                }
-                self.stop();
+            reply => reply,
+        };
+        let mut result = Ok(());
+        if delete {
+            let path = match path.or_else(|| self.actual.clone()) {
+                Some(path) => Some(path),
+                None => self.settle_lost_create().await,
+            };
+            if let Some(path) = path {
+                result = self.delete_ours(&path, None).await;
             }
+        }
+        self.stop();
+        if let Some(reply) = reply {
+            let _ = reply.send(result);
         }
     }
 
@@ -732,13 +983,15 @@ impl Engine {
         let fw = self.framework.clone();
         let mut states = fw.state_watch();
         let epoch = states.borrow_and_update().epoch;
+        // The session a node this create made is of: the one the create was sent on or a
+        // later one. Compared with the session of now, a node made on a session that ended
+        // before its reply came is checked (and made) again, and not deleted through the
+        // session of now.
+        let made_on = if self.created_on == 0 { epoch } else { self.created_on.min(epoch) };
         if fresh && !self.watch_node {
-            // Ours, and not watched: kept until a new session. The session it was made on is
-            // the one the create was sent on or a later one: compared with the session of now,
-            // a node made on a session that ended before its reply came is made again (the
-            // create then finds its node when it was made on the session of now).
-            self.hold(path);
-            let made_on = if self.created_on == 0 { epoch } else { self.created_on.min(epoch) };
+            // Ours, and not watched: kept until a new session (the create then finds its node
+            // when it was made on the session of now).
+            self.hold(path, made_on);
             return self.keep(path, true, None, states, made_on).await;
         }
         let exists = fw.exists(path).watch().into_future();
@@ -747,7 +1000,7 @@ impl Engine {
             // This create made the node: it is ours and registered from its reply on, and
             // commands need not wait for the watch's read (a close's delete goes out right
             // behind it, one round trip instead of two).
-            self.hold(path);
+            self.hold(path, made_on);
             loop {
                 tokio::select! {
                     biased;
@@ -761,11 +1014,18 @@ impl Engine {
                             // The read in flight is awaited too: its watch fires on the delete
                             // instead of being dropped unfired (which sends a RemoveWatches).
                             let delete = match close {
-                                Some(Command::Stopped) => false,
+                                Some(Command::Stopped | Command::Detach) => false,
                                 Some(_) => true,
                                 None => self.delete_when_dropped,
                             };
-                            let delete = async { if delete { self.delete(path).await } else { Ok(()) } };
+                            let (mode, held_on, data) = (self.mode, Some(self.held_on), &self.data);
+                            let delete = async {
+                                if delete {
+                                    delete_ours(&fw, mode, path, held_on, data).await
+                                } else {
+                                    Ok(())
+                                }
+                            };
                             let (_, deleted) = tokio::join!(&mut exists, delete);
                             self.stop();
                             if let Some(Command::Close(reply)) = close {
@@ -786,17 +1046,32 @@ impl Engine {
                 return self.pause(PAUSE_FIRST).await;
             }
         };
-        let ours = match stat {
-            None => {
-                self.set_unregistered();
-                if self.closing() {
-                    // Deleted by the closing handle before the read came.
-                    return self.end_without_node().await;
-                }
-                return Next::Ensure;
+        let Some(stat) = stat else {
+            self.set_unregistered();
+            if self.closing() {
+                // Deleted by the closing handle before the read came.
+                return self.end_without_node().await;
             }
-            Some(stat) => self.is_ours(&stat),
+            return Next::Ensure;
         };
+        let now = fw.snapshot();
+        let mut found = self.judge(&stat, now.session_id);
+        if found == Found::Replace {
+            // Deleted at the version read (a node written or made again since is read again)
+            // and through the session it was read on, then made as ours.
+            self.set_unregistered();
+            tracing::debug!(path, "persistent node: replacing a node of another kind at the name");
+            match delete_on(&fw, &fw.fix_path(path), Some(stat.version), now.epoch).await {
+                // Its children keep it: it stays another's, watched until it goes.
+                Some(Err(e)) if e.is_not_empty() => found = Found::Another,
+                Some(Err(e)) if !e.is_bad_version() => {
+                    tracing::debug!(path, error = %e, "persistent node: replacing the node failed");
+                    return self.pause(PAUSE_FIRST).await;
+                }
+                _ => return Next::Ensure,
+            }
+        }
+        let ours = found == Found::Ours;
         if ours {
             // A node found existing (adopted, or after a reconnect) gets our data.
             let written = if !fresh && !self.status.borrow().registered {
@@ -807,7 +1082,7 @@ impl Engine {
             if let Err(e) = written {
                 tracing::debug!(path, error = %e, "persistent node: writing the data failed");
             }
-            self.hold(path);
+            self.hold(path, now.epoch);
         } else {
             tracing::debug!(path, "persistent node: another session's node has the name; waiting for it to go");
             self.set_unregistered();
@@ -866,19 +1141,19 @@ impl Engine {
                         let _ = reply.send(result);
                     }
                     Some(Command::Close(reply)) => {
-                        let result = if ours { self.delete(path).await } else { Ok(()) };
+                        let result = if ours { self.delete_ours(path, Some(self.held_on)).await } else { Ok(()) };
                         self.stop();
                         let _ = reply.send(result);
                         return Next::Stop;
                     }
-                    // The handle deleted the node itself.
-                    Some(Command::Stopped) => {
+                    // The handle deleted the node itself, or let go of it.
+                    Some(Command::Stopped | Command::Detach) => {
                         self.stop();
                         return Next::Stop;
                     }
                     None => {
                         if ours && self.delete_when_dropped {
-                            let _ = self.delete(path).await;
+                            let _ = self.delete_ours(path, Some(self.held_on)).await;
                         }
                         self.stop();
                         return Next::Stop;
@@ -917,7 +1192,7 @@ impl Engine {
                     let _ = reply.send(Ok(()));
                     return Next::Stop;
                 }
-                Some(Command::Stopped) | None => {
+                Some(Command::Stopped | Command::Detach) | None => {
                     self.stop();
                     return Next::Stop;
                 }
@@ -925,12 +1200,22 @@ impl Engine {
         }
     }
 
-    /// True when a node found at the path is this node's to keep.
-    fn is_ours(&self, stat: &Stat) -> bool {
-        if !is_ephemeral(self.mode) {
-            return true;
+    /// What a node found at the path is to this node, `session` being the session (id) it was
+    /// read through.
+    fn judge(&self, stat: &Stat, session: i64) -> Found {
+        let of_session = stat.ephemeral_owner != 0 && stat.ephemeral_owner == session;
+        match (is_ephemeral(self.mode), stat.ephemeral_owner) {
+            // No session owns it (a persistent, container or TTL node, such as one an earlier
+            // registration of another kind left): it never goes by itself.
+            (true, 0) => Found::Replace,
+            (true, _) if of_session => Found::Ours,
+            // Another session's: it goes with that session (or its owner's delete).
+            (true, _) => Found::Another,
+            // An ephemeral node of this session would go with it: the node is made persistent.
+            (false, _) if of_session => Found::Replace,
+            // As Curator's PersistentNode, any other node at the name is adopted.
+            (false, _) => Found::Ours,
         }
-        stat.ephemeral_owner != 0 && stat.ephemeral_owner == self.framework.snapshot().session_id
     }
 
     /// True once the handle's `close` began.
@@ -938,14 +1223,16 @@ impl Engine {
         lock(&self.gate).closing
     }
 
-    /// Publishes the node at `path` as registered and held (ours, watched), unless the handle
-    /// is closing (its close command then comes to the task, which deletes the node).
-    fn hold(&self, path: &str) {
+    /// Publishes the node at `path` as registered and held (ours on session `epoch`,
+    /// watched), unless the handle is closing (its close command then comes to the task, which
+    /// deletes the node).
+    fn hold(&mut self, path: &str, epoch: u64) {
+        self.held_on = epoch;
         let mut gate = lock(&self.gate);
         if gate.closing {
             return;
         }
-        gate.held = Some(path.to_owned());
+        gate.held = Some((path.to_owned(), epoch));
         self.status.send_modify(|s| {
             s.path = Some(path.to_owned());
             s.registered = true;
@@ -967,8 +1254,9 @@ impl Engine {
         });
     }
 
-    async fn delete(&self, path: &str) -> Result<()> {
-        delete_node(&self.framework, path).await
+    /// Deletes the node at `path` when it is ours ([`delete_ours`]).
+    async fn delete_ours(&self, path: &str, held_on: Option<u64>) -> Result<()> {
+        delete_ours(&self.framework, self.mode, path, held_on, &self.data).await
     }
 
     /// Waits `pause` (or until connected again), serving commands meanwhile.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::fixtures::{
-    bounded, children, eventually, framework, init_tracing, shared_connect, unique_path, FaultyServer,
+    bounded, children, eventually, framework, init_tracing, shared_connect, unique_path, within, FaultyServer,
 };
 use common::timing::{EVENT, FAULT_SESSION, LIMIT, SESSION};
 use serde_json::{json, Value};
@@ -17,6 +17,9 @@ use zk_recipes::discovery::{
     DownInstancePolicy, JsonInstanceSerializer, ProviderStrategy, ServiceDiscovery, ServiceInstance, ServiceProvider,
     ServiceType, UriSpec,
 };
+use zk_recipes::retry::RetryNTimes;
+use zk_recipes::testing::{CountingProxy, ProxyMode};
+use zk_recipes::{Framework, Parents};
 
 fn serializer() -> JsonInstanceSerializer {
     JsonInstanceSerializer::new().payload_class("com.example.InstanceDetails")
@@ -263,6 +266,206 @@ async fn bad_input_registers_nothing() {
         fw.delete(&format!("{base}/api/garbage")).await.unwrap();
         assert!(children(&fw, &format!("{base}/api")).await.is_empty(), "nothing registered");
         fw.close().await;
+    })
+    .await;
+}
+
+/// A framework through `connect` whose retry policy gives up at once, so that a lost answer
+/// or a cut-off connection reaches the registry as the error it is.
+async fn framework_without_retries(connect: &str, session_timeout: Duration) -> Framework {
+    Framework::builder(connect)
+        .session_timeout(session_timeout)
+        .retry_policy(RetryNTimes::new(0, Duration::from_millis(50)))
+        .start()
+        .await
+        .expect("starting a framework")
+}
+
+/// A dynamic registration that finds a persistent node at its path (left by a static
+/// registration of the same id whose process crashed) replaces it with its ephemeral node, as
+/// Curator's `registerService` deletes the node there and creates its own.
+#[tokio::test]
+async fn a_dynamic_registration_replaces_a_persistent_node_left_at_its_path() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let fw = framework(&connect, SESSION).await;
+        let other = framework(&connect, SESSION).await;
+        let base = unique_path("discovery", "left");
+        let path = format!("{base}/api/one");
+        let left = serializer().serialize(&instance("one", 1).with_service_type(ServiceType::Static)).unwrap();
+        other.create(&path).data(&left).parents(Parents::Persistent).await.unwrap();
+
+        let discovery = ServiceDiscovery::new(&fw, &base, serializer()).unwrap();
+        let one = instance("one", 8080);
+        within(EVENT, "the registration", discovery.register(&one)).await.unwrap();
+        let (data, stat) = other.get_data(&path).await.unwrap();
+        assert_eq!(stat.ephemeral_owner, fw.snapshot().session_id, "ephemeral, ours");
+        assert_eq!(data, serializer().serialize(&one).unwrap());
+        discovery.close().await.unwrap();
+        assert!(children(&other, &format!("{base}/api")).await.is_empty());
+        fw.close().await;
+        other.close().await;
+    })
+    .await;
+}
+
+/// A dynamic sequential registration whose create's answer is lost, and whose first search
+/// for the node it may have made fails too: the search is made again before any new create,
+/// so the registration has one node.
+#[tokio::test]
+async fn a_lost_dynamic_sequential_create_is_searched_for_until_found() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let proxy = CountingProxy::start(&connect).await.unwrap();
+        let fw = framework_without_retries(&proxy.connect_string(), SESSION).await;
+        let observer = framework(&connect, SESSION).await;
+        let base = unique_path("discovery", "lost-search");
+        let dir = format!("{base}/api");
+        // The service's node first, so that the lost answer is the instance's create's.
+        observer.create(&dir).parents(Parents::Persistent).await.unwrap();
+        let discovery = ServiceDiscovery::new(&fw, &base, serializer()).unwrap();
+
+        let before = proxy.counts();
+        proxy.lose_reply_to("create2");
+        // The search's listing answered with `Throttled`: without retries, the search fails.
+        proxy.refuse_next("getChildren", -127);
+        let mine = instance("seq", 1).with_service_type(ServiceType::DynamicSequential);
+        within(EVENT, "the registration", discovery.register(&mine)).await.unwrap();
+        let sent = proxy.counts().since(&before);
+        assert_eq!(sent.get("getChildren"), 2, "the failed search made again: {sent:?}");
+        assert_eq!(sent.get("create2"), 1, "found by its name, not created again: {sent:?}");
+        let nodes: Vec<String> = children(&observer, &dir).await;
+        assert_eq!(nodes.len(), 1, "exactly one node: {nodes:?}");
+        assert_eq!(discovery.registered_path("api", "seq"), Some(format!("{dir}/{}", nodes[0])));
+
+        discovery.close().await.unwrap();
+        assert!(children(&observer, &dir).await.is_empty());
+        fw.close().await;
+        observer.close().await;
+    })
+    .await;
+}
+
+/// Registering an id again while the connection is cut off fails, and the registration stays
+/// in place (its node is not deleted), as Curator keeps its entry: it takes updates once the
+/// connection is back.
+#[tokio::test]
+async fn registering_again_through_an_outage_keeps_the_registration() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let servers = FaultyServer::start().await;
+        let fw = framework_without_retries(&servers.proxied(), SESSION).await;
+        let observer = framework(&servers.direct(), SESSION).await;
+        let base = unique_path("discovery", "again");
+        let path = format!("{base}/api/one");
+        let discovery = ServiceDiscovery::new(&fw, &base, serializer()).unwrap();
+        let one = instance("one", 1);
+        discovery.register(&one).await.unwrap();
+
+        // Shorter than the session timeout: the session survives, each request fails.
+        servers.proxy.set_mode(ProxyMode::BlackHole);
+        let again = instance("one", 2);
+        let registered = within(EVENT, "registering again", discovery.register(&again)).await;
+        assert!(registered.unwrap_err().is_retryable(), "a connection error");
+        servers.proxy.set_mode(ProxyMode::Pass);
+        servers.proxy.drop_connections();
+
+        assert_eq!(discovery.registered_path("api", "one"), Some(path.clone()), "still registered");
+        let updated = instance("one", 3);
+        within(EVENT, "an update", async {
+            loop {
+                match discovery.update(&updated).await {
+                    Ok(()) => return,
+                    Err(e) if e.is_retryable() => fw.wait_until_connected(EVENT).await.map(drop).unwrap(),
+                    Err(e) => panic!("update: {e}"),
+                }
+            }
+        })
+        .await;
+        eventually(EVENT, "no delete pending", || async {
+            match fw.pending_deletes() {
+                0 => Ok(()),
+                n => Err(n.to_string()),
+            }
+        })
+        .await;
+        let (data, stat) = observer.get_data(&path).await.unwrap();
+        assert_eq!(data, serializer().serialize(&updated).unwrap());
+        assert_eq!(stat.ephemeral_owner, fw.snapshot().session_id);
+        discovery.close().await.unwrap();
+        fw.close().await;
+        observer.close().await;
+    })
+    .await;
+}
+
+/// Registering an id again as another service type makes its node of that type: a dynamic
+/// registration's ephemeral node becomes persistent, and back.
+#[tokio::test]
+async fn registering_again_as_another_type_changes_the_node() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let fw = framework(&shared_connect().await, SESSION).await;
+        let base = unique_path("discovery", "retype");
+        let path = format!("{base}/api/one");
+        let discovery = ServiceDiscovery::new(&fw, &base, serializer()).unwrap();
+        let session = fw.snapshot().session_id;
+        for (service_type, owner) in
+            [(ServiceType::Dynamic, session), (ServiceType::Static, 0), (ServiceType::Dynamic, session)]
+        {
+            let one = instance("one", 1).with_service_type(service_type);
+            within(EVENT, "registering", discovery.register(&one)).await.unwrap();
+            eventually(EVENT, "the node of the type", || async {
+                match fw.get_data(&path).await {
+                    Ok((data, stat))
+                        if stat.ephemeral_owner == owner && data == serializer().serialize(&one).unwrap() =>
+                    {
+                        Ok(())
+                    }
+                    read => Err(format!("{read:?}")),
+                }
+            })
+            .await;
+        }
+        discovery.close().await.unwrap();
+        assert!(children(&fw, &format!("{base}/api")).await.is_empty());
+        fw.close().await;
+    })
+    .await;
+}
+
+/// A service cache whose framework closes keeps the instances it held (its events end with
+/// the cache's task); `close()` empties it.
+#[tokio::test]
+async fn a_service_cache_keeps_its_instances_when_its_framework_closes() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let fw = framework(&connect, SESSION).await;
+        let base = unique_path("discovery", "framework-closes");
+        let discovery: ServiceDiscovery = ServiceDiscovery::new(&fw, &base, JsonInstanceSerializer::new()).unwrap();
+        let one = ServiceInstance::builder("api").id("one").port(1).build().unwrap();
+        discovery.register(&one).await.unwrap();
+        let cache = discovery.service_cache("api").unwrap();
+        cache.start().await.unwrap();
+        assert_eq!(cache.instances().len(), 1);
+        fw.close().await;
+        // The cache's task ends with the framework (no event tells when it has): what the
+        // cache held is still handed out for a second after the close.
+        for _ in 0..20 {
+            assert_eq!(cache.instances().len(), 1, "the instances held are kept");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        cache.close().await;
+        assert!(cache.instances().is_empty());
+        // The base path holds containers only, which the server may have removed already.
+        let cleanup = framework(&connect, SESSION).await;
+        if let Err(e) = cleanup.delete(&base).recursive().await {
+            assert!(e.is_no_node(), "{e:?}");
+        }
+        cleanup.close().await;
     })
     .await;
 }

@@ -10,14 +10,15 @@ use std::time::Duration;
 
 use common::fixtures::{
     bounded, children, eventually, framework, init_tracing, server_without_persistent_watches, shared_connect,
-    unique_path, within, FaultyServer,
+    unique_path, wait_for_event, within, FaultyServer,
 };
 use common::timing::{back_within, EVENT, FAULT_SESSION, LIMIT, QUIET, SESSION};
 use futures::StreamExt;
+use zk_recipes::retry::{RetryForever, RetryNTimes};
 use zk_recipes::testing::{CountingProxy, ProxyMode};
 use zk_recipes::{
-    CacheMode, CreateMode, CuratorCache, Error, Framework, GroupMember, MembershipEvent, NodeEventKind, PersistentNode,
-    WatchEvent, WatchMode,
+    CacheMode, ConnectionState, CreateMode, CuratorCache, Error, Framework, GroupMember, MembershipEvent,
+    NodeEventKind, PersistentNode, WatchEvent, WatchMode,
 };
 
 /// Waits until the node is registered at `path`, with `data`, as the only child of `parent`.
@@ -478,6 +479,198 @@ async fn a_node_beside_a_one_shot_cache_on_its_path_sends_nothing_while_it_stand
         cache.close().await;
         fw.close().await;
         other.close().await;
+    })
+    .await;
+}
+
+/// A framework through `connect` whose retry policy gives up at once, so that a lost answer
+/// or a cut-off connection reaches the recipe as the error it is.
+async fn framework_without_retries(connect: &str, session_timeout: Duration) -> Framework {
+    Framework::builder(connect)
+        .session_timeout(session_timeout)
+        .retry_policy(RetryNTimes::new(0, Duration::from_millis(50)))
+        .start()
+        .await
+        .expect("starting a framework")
+}
+
+/// The create limit for the data of an unprotected ephemeral node at `path`: what `start`
+/// refuses more data than any request carries with.
+fn create_limit(fw: &Framework, path: &str) -> usize {
+    let refused = PersistentNode::builder(fw, path).protected(false).data(vec![0u8; 1 << 20]).start();
+    match refused {
+        Err(Error::TooLarge { name: "data", limit, .. }) => limit,
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+}
+
+/// Data a create of the node could not carry is refused by `set_data`, even where a write
+/// would take it, and the node keeps its data: a re-create after the session's end still
+/// works, with the data of before.
+#[tokio::test]
+async fn set_data_too_large_for_a_create_is_refused_and_the_node_keeps_its_data() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let servers = FaultyServer::start().await;
+        let fw = Framework::builder(&servers.proxied())
+            .session_timeout(FAULT_SESSION)
+            .retry_policy(RetryForever::new(Duration::from_millis(50)))
+            .max_request_bytes(4096)
+            .start()
+            .await
+            .unwrap();
+        let observer = framework(&servers.direct(), FAULT_SESSION).await;
+        let parent = unique_path("pnode", "too-large");
+        let path = format!("{parent}/me");
+        let limit = create_limit(&fw, &path);
+        let node = PersistentNode::builder(&fw, &path)
+            .mode(CreateMode::Ephemeral)
+            .protected(false)
+            .data(b"old".to_vec())
+            .start()
+            .unwrap();
+        one_node_with(&observer, &node, &parent, b"old", EVENT).await;
+
+        // One byte over a create's limit, which a write's request still has room for.
+        let over = node.set_data(vec![1u8; limit + 1]).await;
+        assert!(matches!(over, Err(Error::TooLarge { name: "data", .. })), "{over:?}");
+        let far_over = node.set_data(vec![1u8; 4096]).await;
+        assert!(matches!(far_over, Err(Error::TooLarge { name: "data", .. })), "{far_over:?}");
+        assert_eq!(observer.get_data(&path).await.unwrap().0, b"old");
+
+        // Made again on the new session with the data it kept.
+        let new_session = servers.expire(&fw, back_within(FAULT_SESSION)).await;
+        one_node_with(&observer, &node, &parent, b"old", back_within(FAULT_SESSION)).await;
+        let (_, stat) = observer.get_data(&path).await.unwrap();
+        assert_eq!(stat.ephemeral_owner, new_session.session_id);
+        // Data at the limit is taken.
+        node.set_data(vec![2u8; limit]).await.unwrap();
+        assert_eq!(observer.get_data(&path).await.unwrap().0, vec![2u8; limit]);
+        node.close().await.unwrap();
+        fw.close().await;
+        observer.close().await;
+    })
+    .await;
+}
+
+/// A member's payload refused as too large is not taken: the member and its node keep the
+/// payload of before.
+#[tokio::test]
+async fn a_group_member_keeps_its_payload_when_a_new_one_is_too_large() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let fw = Framework::builder(&connect).session_timeout(SESSION).max_request_bytes(4096).start().await.unwrap();
+        let group = unique_path("group", "too-large");
+        let limit = create_limit(&fw, &format!("{group}/m"));
+        let member = GroupMember::new(&fw, &group, "m", b"small".to_vec()).unwrap();
+        member.start().await.unwrap();
+        assert!(member.wait_for_initial_create(EVENT).await.unwrap());
+        let over = member.set_this_data(vec![1u8; limit + 1]).await;
+        assert!(matches!(over, Err(Error::TooLarge { name: "data", .. })), "{over:?}");
+        assert_eq!(member.current_members().get("m").map(Vec::as_slice), Some(&b"small"[..]));
+        assert_eq!(fw.get_data(&format!("{group}/m")).await.unwrap().0, b"small");
+        member.close().await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
+
+/// An ephemeral node that finds a node no session owns at its name (a persistent node, as a
+/// crashed static registration leaves) replaces it with its own instead of waiting for ever.
+#[tokio::test]
+async fn an_ephemeral_node_replaces_a_persistent_node_at_its_name() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let fw = framework(&connect, SESSION).await;
+        let other = framework(&connect, SESSION).await;
+        let parent = unique_path("pnode", "replace");
+        let path = format!("{parent}/me");
+        other.create(&path).data(b"left").await.unwrap();
+        let node = PersistentNode::builder(&fw, &path)
+            .mode(CreateMode::Ephemeral)
+            .protected(false)
+            .data(b"mine".to_vec())
+            .start()
+            .unwrap();
+        one_node_with(&other, &node, &parent, b"mine", EVENT).await;
+        let (_, stat) = other.get_data(&path).await.unwrap();
+        assert_eq!(stat.ephemeral_owner, fw.snapshot().session_id, "ours, ephemeral");
+        node.close().await.unwrap();
+        assert!(children(&other, &parent).await.is_empty());
+        fw.close().await;
+        other.close().await;
+    })
+    .await;
+}
+
+/// A member whose session the server expired while it was cut off, closed before it learns
+/// that: another client's ephemeral node at the member's name since then stays.
+#[tokio::test]
+async fn close_after_the_session_expired_leaves_another_clients_node_at_the_name() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let servers = FaultyServer::start().await;
+        let fw = framework(&servers.proxied(), FAULT_SESSION).await;
+        let other = framework(&servers.direct(), FAULT_SESSION).await;
+        let group = unique_path("group", "expired-close");
+        let path = format!("{group}/m");
+        let member = std::sync::Arc::new(GroupMember::new(&fw, &group, "m", b"mine".to_vec()).unwrap());
+        assert!(member.wait_for_initial_create(EVENT).await.unwrap());
+        let mut registered = member.node().registered();
+
+        servers.proxy.set_mode(ProxyMode::BlackHole);
+        eventually(back_within(FAULT_SESSION), "the cut-off session's node gone", || async {
+            match other.exists(&path).await {
+                Ok(None) => Ok(()),
+                read => Err(format!("{read:?}")),
+            }
+        })
+        .await;
+        other.create(&path).mode(CreateMode::Ephemeral).data(b"theirs").await.unwrap();
+        let closing = tokio::spawn({
+            let member = member.clone();
+            async move { member.close().await }
+        });
+        // The close has begun (it unregisters first) while the member is still cut off.
+        within(EVENT, "the close begun", registered.wait_for(|r| !*r)).await.unwrap();
+        servers.proxy.set_mode(ProxyMode::Pass);
+        servers.proxy.drop_connections();
+        within(back_within(FAULT_SESSION), "close", closing).await.unwrap().unwrap();
+
+        let (data, stat) = other.get_data(&path).await.unwrap();
+        assert_eq!(data, b"theirs");
+        assert_eq!(stat.ephemeral_owner, other.snapshot().session_id, "the other client's node stays");
+        fw.close().await;
+        other.close().await;
+    })
+    .await;
+}
+
+/// A persistent node whose first create's answer was lost, closed while the task pauses
+/// before trying again: the node the create made is deleted.
+#[tokio::test]
+async fn close_after_a_lost_create_deletes_the_persistent_node_it_made() {
+    init_tracing();
+    bounded(LIMIT, async {
+        let connect = shared_connect().await;
+        let proxy = CountingProxy::start(&connect).await.unwrap();
+        let fw = framework_without_retries(&proxy.connect_string(), SESSION).await;
+        let observer = framework(&connect, SESSION).await;
+        let path = unique_path("pnode", "lost-create");
+        let mut states = fw.state_changes();
+        proxy.lose_reply_to("create2");
+        let node =
+            PersistentNode::builder(&fw, &path).mode(CreateMode::Persistent).data(b"p".to_vec()).start().unwrap();
+        // The create failed with the connection (no retries): the task pauses before its next
+        // try, which it would make once the connection is back.
+        wait_for_event(&mut states, ConnectionState::Reconnected, EVENT).await;
+        assert!(observer.exists(&path).await.unwrap().is_some(), "the lost create made the node");
+        node.close().await.unwrap();
+        assert!(observer.exists(&path).await.unwrap().is_none(), "close deleted the node the create made");
+        fw.close().await;
+        observer.close().await;
     })
     .await;
 }
