@@ -722,6 +722,13 @@ impl Engine {
                 None => match self.ensure().await {
                     Ok(Some(found)) => found,
                     Ok(None) => return,
+                    // The framework closed: no refusal to report (the node went, or goes, with
+                    // the session).
+                    Err(Error::Closed) => {
+                        *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(Error::Closed);
+                        self.stop();
+                        return;
+                    }
                     Err(e) if is_fatal(&e, self.parents) => {
                         tracing::warn!(path = %self.base, error = %e, "persistent node: stopped by a refusal");
                         let (kind, full) = (BackgroundErrorKind::NodeNotRecreated, self.framework.fix_path(&self.base));
