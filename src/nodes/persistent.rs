@@ -240,7 +240,8 @@ enum Command {
     /// that delete has answered, so the node's watch has had its event): stop.
     Stopped,
     /// The handle let go of the node (a registration that another node at the same path
-    /// replaces): stop, deleting nothing.
+    /// replaces): stop, deleting nothing. Sent by discovery registrations only.
+    #[cfg_attr(not(feature = "discovery"), allow(dead_code))]
     Detach,
 }
 
@@ -406,17 +407,20 @@ impl PersistentNode {
     }
 
     /// The node's mode.
+    #[cfg_attr(not(feature = "discovery"), allow(dead_code))]
     pub(crate) fn mode(&self) -> CreateMode {
         self.mode
     }
 
     /// True once the task has stopped (closed, or a refusal it cannot cure).
+    #[cfg_attr(not(feature = "discovery"), allow(dead_code))]
     pub(crate) fn is_stopped(&self) -> bool {
         self.status.borrow().stopped
     }
 
     /// Stops the task and leaves the node as it is, for another node of the same path that
     /// takes it over (or replaces it).
+    #[cfg_attr(not(feature = "discovery"), allow(dead_code))]
     pub(crate) fn detach(&self) {
         {
             let mut gate = lock(&self.gate);
